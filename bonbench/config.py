@@ -1,0 +1,83 @@
+"""``RunConfig``: the fully resolved settings of one run, which of them are hashed, and the run id.
+
+Hash only what changes model outputs (inspect's task identifier): task name, version and
+output-changing args; prompt renderer id and style; model id and its fingerprint; backend and dtype;
+temperature, top-p, max tokens, stop strings, seed. Left out: n, limit and problem filters
+(one pool of samples grows and is shared), graders, verifiers and metrics (one pool serves all),
+batch sizes, parallelism, output root. The scheme version is recorded in ``config.json``.
+
+This module does not touch the disk or load anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+HASH_SCHEME = 1
+
+# Fields of RunConfig that go into the run id. Everything else is recorded but not hashed.
+HASHED_FIELDS = (
+    "task",
+    "task_version",
+    "task_hash_args",
+    "prompt_id",
+    "prompt_style",
+    "model",
+    "model_fingerprint",
+    "backend",
+    "dtype",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "stop",
+    "seed",
+)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    task: str
+    model: str
+    backend: str
+    n: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+    prompt_style: str = "base"
+    prompt_id: str = ""
+    dtype: str = "bfloat16"
+    task_version: int = 1
+    task_args: Mapping[str, Any] = field(default_factory=dict)
+    task_hash_args: Mapping[str, Any] = field(default_factory=dict)
+    model_fingerprint: str = ""
+    metrics: tuple[str, ...] = ()
+    verifier: str | None = None
+    limit: int | None = None
+    engine_args: Mapping[str, Any] = field(default_factory=dict)
+
+    def hashed(self) -> dict[str, Any]:
+        d = asdict(self)
+        return {k: d[k] for k in HASHED_FIELDS}
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def config_hash(cfg: RunConfig) -> str:
+    """First 12 hex chars of sha256 over the sorted-key compact JSON of the hashed fields."""
+    payload = json.dumps({"scheme": HASH_SCHEME, **cfg.hashed()}, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def model_slug(model: str) -> str:
+    """A filesystem-safe name for a model id or path (``google/gemma-3-270m`` -> ``google--gemma-3-270m``)."""
+    text = model.rstrip("/")
+    if "/" in text and (text.startswith("/") or text.startswith(".")):
+        text = text.rsplit("/", 1)[-1]  # local folder: its name, not the whole path
+    return re.sub(r"[^A-Za-z0-9._-]+", "--", text).strip("-") or "model"

@@ -1,0 +1,134 @@
+"""Frozen records that cross a stage boundary, and their JSON row form.
+
+Pipeline: task -> prompts -> sampler -> samples store -> graders/verifiers -> estimators -> report.
+Each arrow carries one of these records in memory and one JSONL row on disk. Every row carries
+its join key ``(problem_id, sample_idx)``; nothing is ever joined by file order.
+
+This module holds data only: no I/O, no model code, no grading logic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One benchmark item.
+
+    ``input`` is the problem statement as the dataset gives it (prompt renderers turn it into a
+    model prompt); ``target`` is the gold answer (math) or test code / serialized tests (code).
+    ``meta`` holds small per-problem facts (level, subject, entry point, time limit ...).
+    """
+
+    id: str
+    input: str
+    target: str
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered prompt: plain ``text`` for base models, or chat ``messages`` for instruct models."""
+
+    problem_id: str
+    text: str | None = None
+    messages: tuple[Mapping[str, str], ...] | None = None
+    stop: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        assert (self.text is None) != (self.messages is None), "a Prompt has text or messages, not both"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One completion of one problem. ``logprob`` is the cumulative log-probability of the
+    completion tokens under the sampling policy (None when the backend cannot report it)."""
+
+    problem_id: str
+    sample_idx: int
+    completion: str
+    n_tokens: int
+    finish_reason: str
+    logprob: float | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.problem_id, self.sample_idx)
+
+    @property
+    def mean_logprob(self) -> float | None:
+        if self.logprob is None:
+            return None
+        return self.logprob / max(self.n_tokens, 1)
+
+
+@dataclass(frozen=True)
+class Grade:
+    """A grader's verdict on one sample.
+
+    ``correct`` is the task's notion of correctness (None when the grader could not decide);
+    ``score`` a real-valued reward where the task has one (e.g. sentiment); ``answer`` the
+    canonical extracted answer that maj@k clusters on (None = abstain). A grader failure is data:
+    it goes to ``error``, never raises.
+    """
+
+    problem_id: str
+    sample_idx: int
+    grader: str
+    grader_version: int
+    correct: bool | None
+    score: float | None = None
+    answer: str | None = None
+    error: str | None = None
+    detail: Mapping[str, Any] | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.problem_id, self.sample_idx)
+
+
+@dataclass(frozen=True)
+class Score:
+    """A verifier's (reward model's) score of one sample, used to pick the best of k."""
+
+    problem_id: str
+    sample_idx: int
+    verifier: str
+    score: float
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.problem_id, self.sample_idx)
+
+
+@dataclass(frozen=True)
+class MetricValue:
+    """A dataset-level metric with its bootstrap 95% confidence interval."""
+
+    name: str
+    value: float
+    ci95: tuple[float, float]
+    n_problems: int
+    n_samples: int | None = None
+
+
+def to_row(record: Any) -> dict[str, Any]:
+    """The JSON row form of a record (schema version first)."""
+    row = {"schema": SCHEMA_VERSION}
+    row.update(asdict(record))
+    return row
+
+
+def from_row(cls: type, row: Mapping[str, Any]) -> Any:
+    """Build ``cls`` from a JSON row, ignoring unknown keys; raises KeyError/TypeError on malformed rows."""
+    names = {f.name for f in fields(cls)}
+    kwargs = {k: v for k, v in row.items() if k in names}
+    if "messages" in kwargs and kwargs["messages"] is not None:
+        kwargs["messages"] = tuple(kwargs["messages"])
+    if "stop" in kwargs:
+        kwargs["stop"] = tuple(kwargs["stop"])
+    return cls(**kwargs)

@@ -1,0 +1,164 @@
+"""Name -> factory tables for tasks and verifiers, the ``Task`` value, and plug-point protocols.
+
+A task is a value built by a decorated factory (inspect_ai's shape)::
+
+    @register_task("math")
+    def math_task(data_dir: Path | None = None, subset: str = "full") -> Task: ...
+
+Built-in and third-party tasks register the same way: the ``bonbench.tasks`` entry-point group
+lists modules, and importing a module runs its decorators. A plugin that fails to import produces
+a warning naming it, not a crash. Factory keyword arguments become ``-T key=value`` CLI args.
+
+This module does not load data or models; factories do, lazily.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
+
+from bonbench.errors import BonbenchError
+from bonbench.records import Grade, Problem, Prompt, Sample, Score
+
+PromptStyle = Literal["base", "chat"]
+ENTRY_POINT_GROUP = "bonbench.tasks"
+
+
+class Grader(Protocol):
+    """Batch-shaped grader: reward models batch, math loops. Failures go into ``Grade.error``."""
+
+    name: str
+    version: int
+
+    def grade(self, problems: Mapping[str, Problem], samples: Sequence[Sample]) -> list[Grade]: ...
+
+
+class Verifier(Protocol):
+    """Scores samples so that bon@k can pick the best of k (a reward model, the policy's logprob...)."""
+
+    name: str
+
+    def score(
+        self, problems: Mapping[str, Problem], samples: Sequence[Sample], grades: Mapping[tuple[str, int], Grade]
+    ) -> list[Score]: ...
+
+
+@dataclass(frozen=True)
+class Task:
+    """Problems + prompt renderer + grader + default metrics.
+
+    ``version`` must be bumped whenever problems, prompt or grading semantics change.
+    ``hash_args`` are the factory arguments that change model outputs for a given problem (they go
+    into the run id); selection-only arguments (filters, subsets) stay out so runs share samples.
+    ``extra_metrics``, when set, computes task-specific dataset metrics from the grades
+    (e.g. Functional MATH's functional accuracy); it receives ``{problem_id: [Grade, ...]}``.
+    """
+
+    name: str
+    version: int
+    problems: tuple[Problem, ...]
+    render: Callable[[Problem, PromptStyle], Prompt]
+    grader: Grader
+    prompt_id: str
+    default_metrics: tuple[str, ...] = ("pass@1",)
+    max_tokens: int = 512
+    hash_args: Mapping[str, Any] = field(default_factory=dict)
+    fingerprint: str = ""
+    extra_metrics: Callable[..., dict[str, Any]] | None = None
+    description: str = ""
+
+
+TaskFactory = Callable[..., Task]
+_TASKS: dict[str, TaskFactory] = {}
+_VERIFIERS: dict[str, Callable[..., Verifier]] = {}
+_loaded_entry_points = False
+
+
+def register_task(name: str) -> Callable[[TaskFactory], TaskFactory]:
+    """Decorator: register a task factory under ``name``."""
+
+    def deco(fn: TaskFactory) -> TaskFactory:
+        _TASKS[name] = fn
+        return fn
+
+    return deco
+
+
+def register_verifier(name: str) -> Callable[[Callable[..., Verifier]], Callable[..., Verifier]]:
+    """Decorator: register a verifier factory under ``name``."""
+
+    def deco(fn: Callable[..., Verifier]) -> Callable[..., Verifier]:
+        _VERIFIERS[name] = fn
+        return fn
+
+    return deco
+
+
+def load_plugins() -> None:
+    """Import every module listed in the ``bonbench.tasks`` entry-point group (once)."""
+    global _loaded_entry_points
+    if _loaded_entry_points:
+        return
+    _loaded_entry_points = True
+    import bonbench.verifiers  # noqa: F401  (built-in verifiers register on import)
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            ep.load()
+        except Exception as exc:  # a broken plugin must not take the harness down
+            warnings.warn(f"bonbench: task plugin {ep.name!r} ({ep.value}) failed to load: {exc}", stacklevel=2)
+
+
+def task_names() -> list[str]:
+    load_plugins()
+    return sorted(_TASKS)
+
+
+def verifier_names() -> list[str]:
+    load_plugins()
+    return sorted(_VERIFIERS)
+
+
+def _coerce(value: str, annotation: Any) -> Any:
+    """Turn a ``-T key=value`` string into the factory parameter's annotated type."""
+    text = str(annotation)
+    if isinstance(value, str):
+        if value.lower() in ("none", "null"):
+            return None
+        if "bool" in text:
+            return value.lower() in ("1", "true", "yes", "on")
+        if "int" in text and value.lstrip("-").isdigit():
+            return int(value)
+        if "float" in text:
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    return value
+
+
+def get_task(name: str, **kwargs: Any) -> Task:
+    """Build task ``name`` with factory kwargs (strings from ``-T`` are coerced by annotation)."""
+    load_plugins()
+    if name not in _TASKS:
+        raise BonbenchError(f"unknown task {name!r}; choose one of: {', '.join(sorted(_TASKS))} (see `bonbench list tasks`)")
+    factory = _TASKS[name]
+    params = inspect.signature(factory).parameters
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    coerced: dict[str, Any] = {}
+    for key, value in kwargs.items():
+        if key not in params and not accepts_any:
+            allowed = ", ".join(p for p in params if p != "data_dir") or "none"
+            raise BonbenchError(f"task {name!r} has no argument {key!r}; its -T arguments are: {allowed}")
+        coerced[key] = _coerce(value, params[key].annotation) if key in params else value
+    return factory(**coerced)
+
+
+def get_verifier(name: str, **kwargs: Any) -> Verifier:
+    load_plugins()
+    if name not in _VERIFIERS:
+        raise BonbenchError(f"unknown verifier {name!r}; choose one of: {', '.join(sorted(_VERIFIERS))}")
+    return _VERIFIERS[name](**kwargs)

@@ -1,0 +1,133 @@
+"""Subcommands ``leaderboard``, ``gate`` and ``plot``: flags in, one analysis call, exit code out.
+
+``register(subparsers)`` adds them to the main ``bonbench`` parser; each sets ``handler`` to a
+``_cmd_*(args) -> int``. Heavy imports (scipy, matplotlib) happen inside the handlers so that
+``bonbench --help`` and the other subcommands stay fast. No analysis logic lives here.
+
+Exit codes: ``leaderboard`` and ``plot`` follow the CLI (0 ok, 1 user error, 2 bad usage).
+``gate`` uses 0 = no regression, 1 = regression, 2 = input/usage error (the ``diff``/``grep``
+convention), so a CI job can tell a real regression from a misconfigured gate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from bonbench.errors import BonbenchError
+
+GATE_PASS, GATE_REGRESSION, GATE_ERROR = 0, 1, 2
+
+
+def _results_default() -> str:
+    return os.environ.get("BONBENCH_OUT", "results")
+
+
+def register(subparsers: Any) -> None:
+    """Add ``leaderboard``, ``gate`` and ``plot`` to the ``bonbench`` subcommand parser."""
+    lb = subparsers.add_parser("leaderboard", help="checkpoints x (task, metric) table, optionally vs a base model")
+    lb.add_argument("results_dir", nargs="?", default=_results_default(), help="results root (default: results/)")
+    lb.add_argument("--base", help="model id or slug to compare every checkpoint against (paired bootstrap)")
+    lb.add_argument("--task", action="append", help="only this task; repeatable")
+    lb.add_argument("--metric", action="append", help="only this metric (e.g. pass@1); repeatable")
+    lb.add_argument("--out", help="where leaderboard.md/.html go (default: RESULTS_DIR)")
+    lb.add_argument("--n-boot", type=int, default=2000, help="paired bootstrap resamples per cell")
+    lb.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    lb.add_argument("--debug", action="store_true", help="show tracebacks")
+    lb.set_defaults(handler=_cmd_leaderboard)
+
+    gate = subparsers.add_parser(
+        "gate", help="exit 1 if a run is significantly worse than a committed baseline (0 pass, 2 input error)")
+    gate.add_argument("--run", required=True, help="run directory to check (or to save with --save-baseline)")
+    gate.add_argument("--baseline", help="baseline JSON (from --save-baseline), e.g. results/baselines/math.json")
+    gate.add_argument("--save-baseline", action="store_true", help="write a baseline file from --run instead of gating")
+    gate.add_argument("--out", help="with --save-baseline: output file (default: results/baselines/<task>--<model>.json)")
+    gate.add_argument("--metric", action="append", help="metric to gate; repeatable (default: every baseline metric)")
+    gate.add_argument("--alpha", type=float, default=0.05, help="one-sided significance level (default 0.05)")
+    gate.add_argument("--tolerance", type=float, default=0.0,
+                      help="absolute drop tolerated even if significant (fail only if drop > tolerance); default 0")
+    gate.add_argument("--debug", action="store_true", help="show tracebacks")
+    gate.set_defaults(handler=_cmd_gate)
+
+    plot = subparsers.add_parser("plot", help="k-curves, scaling fits and report.html for runs or a temperature sweep")
+    plot.add_argument("paths", nargs="+", help="run directories, sweep directories (sweep.json) or a results tree")
+    plot.add_argument("--out", help="output folder (default: <first path>/report)")
+    plot.add_argument("--kind", choices=["pass", "bon"], default="pass",
+                      help="curve used for the temperature analysis and co-scaling (default pass)")
+    plot.add_argument("--coscaling-tol", type=float, default=0.01,
+                      help="absolute tolerance defining N* in the co-scaling figure (docs/scaling.md)")
+    plot.add_argument("--debug", action="store_true", help="show tracebacks")
+    plot.set_defaults(handler=_cmd_plot)
+
+
+def _cmd_leaderboard(args: argparse.Namespace) -> int:
+    from bonbench.analysis.leaderboard import build_leaderboard, write_leaderboard
+
+    board = build_leaderboard(Path(args.results_dir), base=args.base, tasks=args.task, metrics=args.metric,
+                              n_boot=args.n_boot, seed=args.seed)
+    md, html = write_leaderboard(board, Path(args.out or args.results_dir))
+    print(md.read_text(encoding="utf-8"))
+    print(md)
+    print(html)
+    return 0
+
+
+def _cmd_gate(args: argparse.Namespace) -> int:
+    from bonbench.analysis.gate import format_report, load_baseline, run_gate, save_baseline
+    from bonbench.analysis.rundir import load_run
+
+    try:
+        if not 0 < args.alpha < 0.5:
+            raise BonbenchError(f"--alpha must be in (0, 0.5) (got {args.alpha})")
+        if args.tolerance < 0:
+            raise BonbenchError(f"--tolerance is an absolute drop and must be >= 0 (got {args.tolerance})")
+        if args.save_baseline:
+            if args.baseline:
+                raise BonbenchError("--save-baseline writes a baseline from --run; drop --baseline (or use --out)")
+            path = save_baseline(Path(args.run), Path(args.out) if args.out else None, metrics=args.metric)
+            print(f"baseline written: {path} (commit it under results/baselines/)")
+            return GATE_PASS
+        if not args.baseline:
+            raise BonbenchError("gate needs --baseline FILE (create one with --save-baseline --run RUN_DIR)")
+        report = run_gate(load_baseline(Path(args.baseline)), load_run(Path(args.run)), metrics=args.metric,
+                          alpha=args.alpha, tolerance=args.tolerance)
+    except BonbenchError as exc:
+        if args.debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return GATE_ERROR
+    print(format_report(report))
+    return GATE_REGRESSION if report.failed else GATE_PASS
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from bonbench.analysis.html import write_report
+    from bonbench.analysis.rundir import expand_run_dirs
+
+    runs = expand_run_dirs([Path(p) for p in args.paths])
+    first = Path(args.paths[0])
+    out = Path(args.out) if args.out else (first if first.is_dir() else first.parent) / "report"
+    path = write_report(runs, out, kind=args.kind, coscaling_tol=args.coscaling_tol)
+    print(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one analysis subcommand without the rest of the CLI (``python -m bonbench.analysis.cli``)."""
+    parser = argparse.ArgumentParser(prog="bonbench")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except BonbenchError as exc:
+        if args.debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

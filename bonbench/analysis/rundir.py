@@ -1,0 +1,324 @@
+"""Read finished run directories (and sweeps of them) for analysis.
+
+A run directory (docs/architecture.md) holds ``config.json``, ``metrics.json``, ``curves.json`` and
+the row files ``samples.jsonl``, ``grades/<grader>.jsonl``, ``scores/<verifier>.jsonl``. ``load_run``
+reads the JSON files into a ``RunData``; only ``config.json`` and ``metrics.json`` are required,
+``curves.json`` and the row files are optional and read on demand. ``find_runs`` walks a results
+tree, ``expand_run_dirs`` turns command-line paths (run dirs, sweep dirs, results trees) into run
+dirs, and ``per_problem_curves`` rebuilds per-problem pass@k / bon@k from grades and scores, which the
+co-scaling analysis needs and ``metrics.json`` does not keep.
+
+This module never writes anything and never recomputes dataset-level metrics; ``metrics.json`` and
+``curves.json`` are taken as the pipeline wrote them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from bonbench.config import model_slug
+from bonbench.errors import BonbenchError
+from bonbench.store import RunStore, read_json
+
+SWEEP_FILE = "sweep.json"
+# The settings that change what a metric measures; two runs that agree on all of them are
+# comparable checkpoints (the leaderboard pairs on them). n and seed are not here: n only changes
+# the estimate's precision and the seed only its noise.
+SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "prompt_style", "prompt_id", "task_version",
+                 "task_hash_args", "stop")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One dataset-level metric as metrics.json stores it."""
+
+    value: float
+    ci95: tuple[float, float]
+    n_problems: int
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One k-curve from curves.json (``lo``/``hi`` may be NaN where no band was computed)."""
+
+    k: np.ndarray
+    value: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+@dataclass(frozen=True)
+class RunData:
+    """Everything analysis reads from one run directory's JSON files."""
+
+    path: Path
+    config: Mapping[str, Any]
+    hash: str
+    metrics: Mapping[str, Metric]
+    per_problem: Mapping[str, Mapping[str, float]]
+    curves: Mapping[str, Curve]
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    bonbench_version: str = ""
+    dataset_fingerprint: str = ""
+
+    @property
+    def task(self) -> str:
+        return str(self.config.get("task", self.path.parent.parent.name))
+
+    @property
+    def model(self) -> str:
+        return str(self.config.get("model", self.path.parent.name))
+
+    @property
+    def model_slug(self) -> str:
+        return model_slug(self.model)
+
+    @property
+    def temperature(self) -> float:
+        return float(self.config.get("temperature", math.nan))
+
+    @property
+    def n(self) -> int:
+        return int(self.config.get("n", 0))
+
+    @property
+    def seed(self) -> int:
+        return int(self.config.get("seed", 0))
+
+    def sampling_settings(self) -> dict[str, Any]:
+        """The settings that define what the metrics measure (``SAMPLING_KEYS``), JSON-normalised."""
+        return {k: json.loads(json.dumps(self.config.get(k), default=str)) for k in SAMPLING_KEYS}
+
+    @property
+    def created(self) -> datetime:
+        """When the metrics were written: provenance ``timestamp`` if parseable, else metrics.json mtime."""
+        stamp = self.provenance.get("timestamp") or self.provenance.get("created")
+        if isinstance(stamp, str):
+            try:
+                parsed = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+                return parsed if parsed.tzinfo else parsed.astimezone()
+            except ValueError:
+                pass
+        return datetime.fromtimestamp((self.path / "metrics.json").stat().st_mtime).astimezone()
+
+    def label(self) -> str:
+        return f"{self.task} / {self.model_slug} / T={self.temperature:g} ({self.hash})"
+
+    def store(self) -> RunStore:
+        return RunStore(self.path)
+
+    def graders(self) -> list[str]:
+        return sorted(p.stem for p in (self.path / "grades").glob("*.jsonl"))
+
+    def verifiers(self) -> list[str]:
+        return sorted(p.stem for p in (self.path / "scores").glob("*.jsonl"))
+
+
+def _array(values: Iterable[Any]) -> np.ndarray:
+    return np.array([math.nan if v is None else float(v) for v in values], dtype=float)
+
+
+def _parse_curves(raw: Mapping[str, Any], path: Path) -> dict[str, Curve]:
+    out: dict[str, Curve] = {}
+    for kind, c in raw.items():
+        if not isinstance(c, Mapping) or "k" not in c or "value" not in c:
+            continue  # tolerate extra bookkeeping keys next to the curves
+        k = np.asarray(c["k"], dtype=float)
+        value = _array(c["value"])
+        if len(k) != len(value):
+            raise BonbenchError(f"{path}: curve {kind!r} has {len(k)} k values but {len(value)} values; rerun scoring")
+        nan = np.full(len(k), math.nan)
+        lo = _array(c["lo"]) if c.get("lo") is not None else nan
+        hi = _array(c["hi"]) if c.get("hi") is not None else nan
+        out[kind] = Curve(k=k, value=value, lo=lo, hi=hi)
+    return out
+
+
+def is_run_dir(path: Path) -> bool:
+    return (Path(path) / "config.json").is_file() and (Path(path) / "metrics.json").is_file()
+
+
+def load_run(path: Path | str) -> RunData:
+    """Load one run directory; raises BonbenchError naming the fix if it is not a scored run."""
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise BonbenchError(f"{path} is not a run directory (no config.json); pass results/runs/<task>/<model>/<hash>")
+    if not (path / "metrics.json").is_file():
+        raise BonbenchError(f"{path} has no metrics.json; finish the run first (`bonbench run ...` scores it)")
+    cfg_file = read_json(path / "config.json")
+    met_file = read_json(path / "metrics.json")
+    config = cfg_file.get("config", cfg_file)
+    metrics: dict[str, Metric] = {}
+    for name, m in met_file.get("metrics", {}).items():
+        ci = m.get("ci95") or [math.nan, math.nan]
+        lo, hi = (math.nan if x is None else float(x) for x in ci)
+        metrics[name] = Metric(float(m["value"]), (lo, hi), int(m.get("n_problems", 0)))
+    per_problem = {name: {str(pid): float(v) for pid, v in vals.items() if v is not None}
+                   for name, vals in met_file.get("per_problem", {}).items()}
+    curves_path = path / "curves.json"
+    curves = _parse_curves(read_json(curves_path), curves_path) if curves_path.is_file() else {}
+    return RunData(
+        path=path,
+        config=config,
+        hash=str(cfg_file.get("hash", path.name)),
+        metrics=metrics,
+        per_problem=per_problem,
+        curves=curves,
+        provenance=met_file.get("provenance", {}) or {},
+        bonbench_version=str(cfg_file.get("bonbench_version", "")),
+        dataset_fingerprint=str(cfg_file.get("dataset_fingerprint", "")),
+    )
+
+
+def find_runs(root: Path | str) -> list[Path]:
+    """Every scored run directory under ``root`` (itself included), sorted by path."""
+    root = Path(root)
+    if not root.is_dir():
+        raise BonbenchError(f"{root} is not a directory; pass the results directory (default: results)")
+    return sorted({p.parent for p in root.rglob("metrics.json") if is_run_dir(p.parent)})
+
+
+def read_sweep(path: Path | str) -> list[Path]:
+    """Run directories listed in a sweep directory's ``sweep.json`` (or the file itself).
+
+    Expected form: ``{"runs": [{"run_dir": "...", "temperature": 0.4, ...}, ...]}``; a bare list of
+    paths or of such objects is accepted too. Relative paths are resolved against the sweep file's
+    folder first, then against the current directory.
+    """
+    path = Path(path)
+    file = path / SWEEP_FILE if path.is_dir() else path
+    raw = read_json(file)
+    entries = raw.get("runs", []) if isinstance(raw, Mapping) else raw
+    if not isinstance(entries, list) or not entries:
+        raise BonbenchError(f"{file} lists no runs; expected {{\"runs\": [{{\"run_dir\": ...}}, ...]}}")
+    out: list[Path] = []
+    for entry in entries:
+        rel = entry if isinstance(entry, str) else entry.get("run_dir") or entry.get("path")
+        if not rel:
+            raise BonbenchError(f"{file}: entry {entry!r:.80} has no run_dir")
+        cand = Path(rel)
+        if not cand.is_absolute():
+            local = file.parent / cand
+            cand = local if local.exists() else cand
+        out.append(cand)
+    return out
+
+
+def expand_run_dirs(paths: Sequence[Path | str]) -> list[Path]:
+    """Run dirs named by ``paths``: a run dir itself, the runs of a sweep (sweep.json), or every run
+    under a results tree. Order is preserved and duplicates dropped."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if is_run_dir(p):
+            found = [p]
+        elif (p / SWEEP_FILE).is_file() or (p.is_file() and p.name.endswith(".json")):
+            found = read_sweep(p)
+        elif p.is_dir():
+            found = find_runs(p)
+        else:
+            raise BonbenchError(f"{p} does not exist; pass run directories, a sweep directory or a results tree")
+        if not found:
+            raise BonbenchError(f"no scored runs under {p}; run `bonbench run ...` first")
+        for f in found:
+            if f.resolve() not in {o.resolve() for o in out}:
+                out.append(f)
+    return out
+
+
+# ---- per-problem curves from the row files -------------------------------------------------------
+
+def _choose(run: RunData, found: list[str], what: str, wanted: str | None) -> str:
+    if wanted is not None:
+        if wanted not in found:
+            raise BonbenchError(f"{run.path}: no {what} {wanted!r} (have: {', '.join(found) or 'none'})")
+        return wanted
+    if not found:
+        raise BonbenchError(f"{run.path}: no {what} files; per-problem curves need the run's {what} rows")
+    preferred = run.config.get("verifier") if what == "scores" else None
+    return preferred if preferred in found else found[0]
+
+
+def correctness_table(run: RunData, grader: str | None = None) -> dict[str, np.ndarray]:
+    """problem_id -> correctness of samples 0..n_i-1 (ungraded/undecided count as incorrect)."""
+    name = _choose(run, run.graders(), "grades", grader)
+    rows = run.store().grades(name).read()
+    by_problem: dict[str, dict[int, float]] = {}
+    for (pid, idx), g in rows.items():
+        by_problem.setdefault(pid, {})[idx] = 1.0 if g.correct else 0.0
+    return {pid: np.array([d[i] for i in sorted(d)]) for pid, d in by_problem.items()}
+
+
+def _pass_at_k(c: int, n: int, ks: np.ndarray) -> np.ndarray:
+    # Chen et al. product form 1 - prod_{i=n-c+1}^{n} (1 - k/i), NaN where k > n.
+    out = np.full(len(ks), math.nan)
+    for j, k in enumerate(ks):
+        if k > n:
+            continue
+        if n - c < k:
+            out[j] = 1.0
+        else:
+            out[j] = 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+    return out
+
+
+def _bon_at_k(scores: np.ndarray, correct: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    # Sample at ascending rank r wins a random k-subset with prob C(r-1,k-1)/C(n,k); tied scores share
+    # their block's average weight (a uniform tie-break), math-reference §1.2.
+    n = len(scores)
+    order = np.argsort(scores, kind="stable")
+    s, c = scores[order], correct[order]
+    out = np.full(len(ks), math.nan)
+    ranks = np.arange(1, n + 1)
+    for j, k in enumerate(ks):
+        k = int(k)
+        if k > n:
+            continue
+        logw = np.full(n, -np.inf)
+        ok = ranks >= k
+        r = ranks[ok]
+        logw[ok] = (_lgamma(r) - _lgamma(k) - _lgamma(r - k + 1)) - (_lgamma(n + 1) - _lgamma(k + 1) - _lgamma(n - k + 1))
+        w = np.exp(logw)
+        start = 0
+        while start < n:
+            end = start
+            while end + 1 < n and s[end + 1] == s[start]:
+                end += 1
+            w[start:end + 1] = w[start:end + 1].mean()
+            start = end + 1
+        out[j] = float(np.dot(w, c))
+    return out
+
+
+def _lgamma(x: np.ndarray | int) -> np.ndarray:
+    from scipy.special import gammaln
+
+    return gammaln(np.asarray(x, dtype=float))
+
+
+def per_problem_curves(run: RunData, kind: str, ks: Sequence[int], grader: str | None = None,
+                       verifier: str | None = None) -> dict[str, np.ndarray]:
+    """problem_id -> estimate of ``kind``@k (kind "pass" or "bon") at each k of ``ks`` (NaN where k > n).
+
+    Rebuilt from ``grades/`` (and ``scores/`` for bon) with the unbiased estimators of
+    math-reference §1.1-1.2, because metrics.json keeps per-problem values only for requested metrics.
+    """
+    if kind not in ("pass", "bon"):
+        raise BonbenchError(f"per-problem curves support kind 'pass' or 'bon', not {kind!r}")
+    ks_arr = np.asarray(list(ks), dtype=int)
+    correct = correctness_table(run, grader)
+    if kind == "pass":
+        return {pid: _pass_at_k(int(c.sum()), len(c), ks_arr) for pid, c in correct.items()}
+    vname = _choose(run, run.verifiers(), "scores", verifier)
+    score_rows = run.store().scores(vname).read()
+    out: dict[str, np.ndarray] = {}
+    for pid, c in correct.items():
+        sc = np.array([score_rows[(pid, i)].score if (pid, i) in score_rows else -math.inf for i in range(len(c))])
+        out[pid] = _bon_at_k(sc, c, ks_arr)
+    return out

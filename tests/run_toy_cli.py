@@ -1,0 +1,30 @@
+"""Run the bonbench CLI with the toy plugin and a slow scripted sampler (used by the resume test).
+
+Usage: python tests/run_toy_cli.py DELAY -- <bonbench args>
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import toy_plugin  # noqa: E402  (registers the toy task)
+
+import bonbench.models  # noqa: E402
+import bonbench.sampler.select  # noqa: E402
+from bonbench import cli  # noqa: E402
+
+
+def main() -> int:
+    delay = float(sys.argv[1])
+    args = sys.argv[sys.argv.index("--") + 1:]
+    bonbench.models.resolve_model = lambda name: bonbench.models.ResolvedModel(  # type: ignore[assignment]
+        name="toy-model", path="toy-model", is_chat=False, fingerprint="toy", revision=None)
+    bonbench.sampler.select.get_sampler = lambda *a, **k: toy_plugin.SlowScripted(delay)  # type: ignore[assignment]
+    return cli.main(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

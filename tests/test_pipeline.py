@@ -1,0 +1,186 @@
+"""End-to-end pipeline tests on the toy plugin: run store, resume after SIGKILL, growing n, bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import toy_plugin  # noqa: E402,F401  (registers the toy task)
+
+from bonbench import estimators  # noqa: E402
+from bonbench.cli import main  # noqa: E402
+
+HERE = Path(__file__).parent
+
+
+def toy_cli(tmp_path: Path, *args: str, delay: float = 0.0, timeout: float = 120) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(HERE / "run_toy_cli.py"), str(delay), "--", *args, "--out", str(tmp_path / "results")]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def run_dir_of(proc: subprocess.CompletedProcess) -> Path:
+    assert proc.returncode == 0, proc.stderr
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def keys(path: Path) -> list[tuple[str, int]]:
+    return [(r["problem_id"], r["sample_idx"]) for r in map(json.loads, path.read_text().splitlines())]
+
+
+def test_run_writes_complete_run_dir_and_rerun_is_noop(tmp_path: Path) -> None:
+    proc = toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "pass@1,4", "--metric", "maj@8",
+                   "--metric", "bon@8", "--verifier", "oracle")
+    run_dir = run_dir_of(proc)
+    for name in ("config.json", "samples.jsonl", "grades/exact.jsonl", "scores/oracle.jsonl", "metrics.json", "curves.json"):
+        assert (run_dir / name).exists(), name
+    doc = json.loads((run_dir / "metrics.json").read_text())
+    assert set(doc["metrics"]) == {"pass@1", "pass@4", "maj@8", "bon@8"}
+    # the table went to stdout with CIs
+    assert "pass@4" in proc.stdout and "95% CI" in proc.stdout
+    # oracle verifier: bon@k is exactly pass@k
+    samples = keys(run_dir / "samples.jsonl")
+    assert len(samples) == 12 * 8 == len(set(samples))
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["hash"] == run_dir.name and config["config"]["n"] == 8
+    assert "n" not in config["hashed"] and "temperature" in config["hashed"]
+    # expected pass@4 from the toy model's answers
+    exp = sum(estimators.pass_at_k([toy_plugin.toy_answer(f"toy/{i}", j) == f"answer: {i}" for j in range(8)], 4) for i in range(12)) / 12
+    assert doc["metrics"]["pass@4"]["value"] == pytest.approx(exp)
+    lo, hi = doc["metrics"]["pass@4"]["ci95"]
+    assert lo <= exp <= hi
+    before = (run_dir / "samples.jsonl").read_bytes()
+    again = toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "pass@1,4", "--metric", "maj@8",
+                    "--metric", "bon@8", "--verifier", "oracle")
+    assert run_dir_of(again) == run_dir
+    assert (run_dir / "samples.jsonl").read_bytes() == before  # nothing resampled
+    assert json.loads((run_dir / "metrics.json").read_text())["metrics"] == doc["metrics"]
+
+
+def test_growing_n_samples_only_the_difference(tmp_path: Path) -> None:
+    first = run_dir_of(toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "pass@4"))
+    second = run_dir_of(toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "maj@8"))
+    assert first == second
+    ks = keys(second / "samples.jsonl")
+    assert len(ks) == len(set(ks)) == 12 * 8
+    # the first 4 per problem were written by the first run, then 4 more each
+    assert Counter(i for _, i in ks[: 12 * 4]) == Counter({0: 12, 1: 12, 2: 12, 3: 12})
+
+
+def test_sigkill_at_random_moments_then_resume_gives_identical_metrics(tmp_path: Path) -> None:
+    args = ["run", "--task", "toy", "--backend", "hf", "--metric", "pass@1,8", "--metric", "maj@8", "--metric", "bon@8",
+            "--verifier", "oracle"]
+    reference = run_dir_of(toy_cli(tmp_path / "ref", *args))
+    ref_metrics = json.loads((reference / "metrics.json").read_text())["metrics"]
+    rng = random.Random(7)
+    out = tmp_path / "killed"
+    kills = 0
+    for _ in range(6):
+        cmd = [sys.executable, str(HERE / "run_toy_cli.py"), "0.01", "--", *args, "--out", str(out / "results")]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(rng.uniform(0.8, 2.5))  # interpreter start-up is ~1 s, the 96 samples take ~1 s more
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.wait()
+    assert kills >= 1, "no run was interrupted; the test did not exercise resume"
+    final = run_dir_of(toy_cli(out, *args))
+    ks = keys(final / "samples.jsonl")
+    assert len(ks) == len(set(ks)) == 12 * 8
+    grade_keys = keys(final / "grades" / "exact.jsonl")
+    assert len(set(grade_keys)) == 12 * 8
+    assert json.loads((final / "metrics.json").read_text())["metrics"] == ref_metrics
+
+
+def test_torn_last_line_is_ignored_and_repaired(tmp_path: Path) -> None:
+    run_dir = run_dir_of(toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "pass@2"))
+    samples = run_dir / "samples.jsonl"
+    lines = samples.read_text().splitlines(keepends=True)
+    samples.write_text("".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])  # a writer killed mid-line
+    run_dir_of(toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "pass@2"))
+    ks = keys(samples)
+    assert len(ks) == len(set(ks)) == 24
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "--task", "nope"], "unknown task 'nope'"),
+        (["run", "--task", "toy", "--metric", "bon@0"], "bon@0"),
+        (["run", "--task", "toy", "--metric", "pass@8", "--n", "4"], "raise --n"),
+        (["run", "--task", "toy", "--metric", "foo@3"], "foo@3"),
+        (["run", "--task", "toy", "-T", "bogus=1"], "no argument 'bogus'"),
+        (["run", "--task", "toy", "--data-dir", "/nonexistent/dir"], "does not exist"),
+        (["run", "--task", "toy", "--temperature", "hot"], "--temperature"),
+    ],
+)
+def test_bad_input_is_one_line_error_and_keeps_files(tmp_path: Path, args: list[str], message: str) -> None:
+    run_dir = run_dir_of(toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "pass@2"))
+    before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}
+    proc = toy_cli(tmp_path, *args, "--backend", "hf")
+    assert proc.returncode == 1
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and message in err[0], proc.stderr
+    assert {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()} == before
+
+
+def test_malformed_samples_row_is_one_line_error(tmp_path: Path) -> None:
+    run_dir = run_dir_of(toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "pass@2"))
+    samples = run_dir / "samples.jsonl"
+    samples.write_text(samples.read_text() + "{not json}\n")
+    before = samples.read_bytes()
+    proc = toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "pass@2")
+    assert proc.returncode == 1 and "malformed row" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert samples.read_bytes() == before
+
+
+def test_rescoring_a_run_dir_reuses_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = run_dir_of(toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "pass@4"))
+    before = (run_dir / "samples.jsonl").read_bytes()
+    assert main(["score", str(run_dir), "--metric", "maj@4", "--metric", "bon@2", "--verifier", "oracle"]) == 0
+    assert (run_dir / "samples.jsonl").read_bytes() == before
+    doc = json.loads((run_dir / "metrics.json").read_text())
+    assert {"pass@4", "maj@4", "bon@2"} <= set(doc["metrics"])
+    assert capsys.readouterr().out.strip().splitlines()[-1] == str(run_dir)
+
+
+def test_dry_run_prints_config_and_writes_no_samples(tmp_path: Path) -> None:
+    proc = toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "pass@2", "--dry-run")
+    run_dir = run_dir_of(proc)
+    assert '"hash"' in proc.stdout and not (run_dir / "samples.jsonl").exists()
+
+
+def test_sweep_makes_one_run_dir_per_temperature(tmp_path: Path) -> None:
+    proc = toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "pass@2", "--temperature", "0.5,1.0")
+    assert proc.returncode == 0, proc.stderr
+    sweep = Path(proc.stdout.strip().splitlines()[-1])
+    doc = json.loads(sweep.read_text())
+    assert [r["temperature"] for r in doc["runs"]] == [0.5, 1.0]
+    assert len({r["run_dir"] for r in doc["runs"]}) == 2
+    assert all((Path(r["run_dir"]) / "metrics.json").exists() for r in doc["runs"])
+
+
+def test_entry_point_plugin_registration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An outside package's module listed in the entry-point group registers its task on load."""
+    from importlib.metadata import EntryPoint
+
+    from bonbench import registry
+
+    ep = EntryPoint(name="toy2", value="toy_plugin", group=registry.ENTRY_POINT_GROUP)
+    broken = EntryPoint(name="broken", value="no_such_module_xyz", group=registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [ep, broken])
+    monkeypatch.setattr(registry, "_loaded_entry_points", False)
+    monkeypatch.setattr(registry, "_TASKS", {})
+    monkeypatch.delitem(sys.modules, "toy_plugin")  # so that loading the entry point runs the decorators again
+    with pytest.warns(UserWarning, match="broken"):
+        names = registry.task_names()
+    assert names == ["toy"]

@@ -25,6 +25,7 @@ import numpy as np
 
 from bonbench.config import model_slug
 from bonbench.errors import BonbenchError
+from bonbench.estimators import bon_curve, pass_curve
 from bonbench.store import RunStore, read_json
 
 SWEEP_FILE = "sweep.json"
@@ -67,6 +68,8 @@ class RunData:
     provenance: Mapping[str, Any] = field(default_factory=dict)
     bonbench_version: str = ""
     dataset_fingerprint: str = ""
+    # metrics.json top-level facts besides metrics/per_problem (grader, verifier, n, problem_set ...)
+    meta: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def task(self) -> str:
@@ -174,6 +177,7 @@ def load_run(path: Path | str) -> RunData:
         provenance=met_file.get("provenance", {}) or {},
         bonbench_version=str(cfg_file.get("bonbench_version", "")),
         dataset_fingerprint=str(cfg_file.get("dataset_fingerprint", "")),
+        meta={k: v for k, v in met_file.items() if k not in ("metrics", "per_problem", "provenance")},
     )
 
 
@@ -241,7 +245,9 @@ def _choose(run: RunData, found: list[str], what: str, wanted: str | None) -> st
         return wanted
     if not found:
         raise BonbenchError(f"{run.path}: no {what} files; per-problem curves need the run's {what} rows")
-    preferred = run.config.get("verifier") if what == "scores" else None
+    # metrics.json names the grader/verifier the metrics were computed with; prefer those.
+    preferred = run.meta.get("verifier" if what == "scores" else "grader") or (
+        run.config.get("verifier") if what == "scores" else None)
     return preferred if preferred in found else found[0]
 
 
@@ -255,70 +261,24 @@ def correctness_table(run: RunData, grader: str | None = None) -> dict[str, np.n
     return {pid: np.array([d[i] for i in sorted(d)]) for pid, d in by_problem.items()}
 
 
-def _pass_at_k(c: int, n: int, ks: np.ndarray) -> np.ndarray:
-    # Chen et al. product form 1 - prod_{i=n-c+1}^{n} (1 - k/i), NaN where k > n.
-    out = np.full(len(ks), math.nan)
-    for j, k in enumerate(ks):
-        if k > n:
-            continue
-        if n - c < k:
-            out[j] = 1.0
-        else:
-            out[j] = 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
-    return out
-
-
-def _bon_at_k(scores: np.ndarray, correct: np.ndarray, ks: np.ndarray) -> np.ndarray:
-    # Sample at ascending rank r wins a random k-subset with prob C(r-1,k-1)/C(n,k); tied scores share
-    # their block's average weight (a uniform tie-break), math-reference §1.2.
-    n = len(scores)
-    order = np.argsort(scores, kind="stable")
-    s, c = scores[order], correct[order]
-    out = np.full(len(ks), math.nan)
-    ranks = np.arange(1, n + 1)
-    for j, k in enumerate(ks):
-        k = int(k)
-        if k > n:
-            continue
-        logw = np.full(n, -np.inf)
-        ok = ranks >= k
-        r = ranks[ok]
-        logw[ok] = (_lgamma(r) - _lgamma(k) - _lgamma(r - k + 1)) - (_lgamma(n + 1) - _lgamma(k + 1) - _lgamma(n - k + 1))
-        w = np.exp(logw)
-        start = 0
-        while start < n:
-            end = start
-            while end + 1 < n and s[end + 1] == s[start]:
-                end += 1
-            w[start:end + 1] = w[start:end + 1].mean()
-            start = end + 1
-        out[j] = float(np.dot(w, c))
-    return out
-
-
-def _lgamma(x: np.ndarray | int) -> np.ndarray:
-    from scipy.special import gammaln
-
-    return gammaln(np.asarray(x, dtype=float))
-
-
 def per_problem_curves(run: RunData, kind: str, ks: Sequence[int], grader: str | None = None,
                        verifier: str | None = None) -> dict[str, np.ndarray]:
     """problem_id -> estimate of ``kind``@k (kind "pass" or "bon") at each k of ``ks`` (NaN where k > n).
 
-    Rebuilt from ``grades/`` (and ``scores/`` for bon) with the unbiased estimators of
-    math-reference §1.1-1.2, because metrics.json keeps per-problem values only for requested metrics.
+    Rebuilt from ``grades/`` (and ``scores/`` for bon) with ``bonbench.estimators`` (math-reference §1.1-1.2), because metrics.json keeps per-problem values only for requested metrics.
     """
     if kind not in ("pass", "bon"):
         raise BonbenchError(f"per-problem curves support kind 'pass' or 'bon', not {kind!r}")
-    ks_arr = np.asarray(list(ks), dtype=int)
+    ks_list = [int(k) for k in ks]
     correct = correctness_table(run, grader)
+    ids = sorted(correct)
     if kind == "pass":
-        return {pid: _pass_at_k(int(c.sum()), len(c), ks_arr) for pid, c in correct.items()}
-    vname = _choose(run, run.verifiers(), "scores", verifier)
-    score_rows = run.store().scores(vname).read()
-    out: dict[str, np.ndarray] = {}
-    for pid, c in correct.items():
-        sc = np.array([score_rows[(pid, i)].score if (pid, i) in score_rows else -math.inf for i in range(len(c))])
-        out[pid] = _bon_at_k(sc, c, ks_arr)
-    return out
+        mat = pass_curve([correct[pid] for pid in ids], ks_list)
+    else:
+        vname = _choose(run, run.verifiers(), "scores", verifier)
+        score_rows = run.store().scores(vname).read()
+        # an unscored sample can never be picked as best, so it gets the lowest possible score
+        scores = [[score_rows[(pid, i)].score if (pid, i) in score_rows else -math.inf
+                   for i in range(len(correct[pid]))] for pid in ids]
+        mat = bon_curve(scores, [correct[pid] for pid in ids], ks_list)
+    return {pid: mat[i] for i, pid in enumerate(ids)}

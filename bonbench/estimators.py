@@ -1,0 +1,613 @@
+"""Unbiased pass@k, bon@k and maj@k for every k <= n, dataset means with bootstrap CIs, metric specs.
+
+Every estimator averages an inference procedure (pass / verifier best-of / majority vote) over all
+k-subsets of a problem's n samples, exactly, without enumerating subsets (math-reference §1):
+
+* ``pass_at_k``: Chen et al. 2021 (arXiv 2107.03374) product form. For real rewards it is max@k,
+  the expected best reward of k samples (the oracle-verifier bon@k).
+* ``bon_at_k``: expected ``correct`` of the top-scored sample of a random k-subset, score ties broken
+  uniformly (rank weights C(i-1, k-1)/C(n, k), averaged over each tie block).
+* ``maj_at_k``: exact probability that the plurality answer of a random k-subset is correct, ties
+  uniform, ``None`` answers abstaining, a subset without votes scoring 0; every k from one
+  generating-function pass, with ties tracked exactly (Kronecker-packed bivariate polynomials).
+
+Per-problem functions raise ``ValueError`` for k < 1, k > n or mismatched lengths; the ``*_curve``
+functions return NaN where a problem has fewer than k samples (never 1.0). ``compute_metrics`` and
+``compute_curves`` are the pipeline's entry points and raise ``BonbenchError`` for user-fixable input.
+
+Numerics: all counts are sums of products of non-negative numbers (no cancellation, no FFT), so
+every coefficient keeps float64 relative precision. maj@k counts reach C(n, n/2), which float64 holds
+up to n = 1024; above that the counts are kept in the platform's extended ``longdouble`` when it has
+the range (x86-64 Linux), otherwise maj@k raises ``ValueError``. pass@k and bon@k have no n limit.
+
+Not here: grading, answer canonicalisation (answers are compared with ``==``/hash), Monte Carlo
+estimates, scaling-law fits, I/O.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Hashable, Sequence
+
+import numpy as np
+
+from bonbench.errors import BonbenchError
+from bonbench.records import MetricValue
+
+KINDS = ("pass", "bon", "maj", "mean")
+# C(1024, 512) ~ 4.5e306 still fits float64 (max 1.8e308); C(1030, 515) would not.
+FLOAT64_MAX_N = 1024
+_LONGDOUBLE_OK = np.finfo(np.longdouble).maxexp > 1024
+
+
+# ----------------------------------------------------------------------------------------------
+# input checks
+
+
+def _check_k(k: int, n: int) -> None:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise ValueError(f"k must be an integer, got {k!r}")
+    if k < 1 or k > n:
+        raise ValueError(f"k must satisfy 1 <= k <= n = {n}, got k = {k}")
+
+
+def _as_values(correct: Sequence[float] | np.ndarray, what: str = "correct") -> np.ndarray:
+    z = np.asarray(correct, dtype=np.float64).reshape(-1)
+    if not np.all(np.isfinite(z)):
+        raise ValueError(f"{what} values must be finite")
+    return z
+
+
+def _ks(ks: Sequence[int] | None, n_max: int) -> np.ndarray:
+    if ks is None:
+        return np.arange(1, n_max + 1)
+    arr = np.asarray(list(ks), dtype=np.int64).reshape(-1)
+    if arr.size and arr.min() < 1:
+        raise ValueError(f"every k must be >= 1, got {arr.min()}")
+    return arr
+
+
+def _is_binary(z: np.ndarray) -> bool:
+    return bool(np.all((z == 0.0) | (z == 1.0)))
+
+
+# ----------------------------------------------------------------------------------------------
+# pass@k
+
+
+@lru_cache(maxsize=64)
+def _pass_table(n: int) -> np.ndarray:
+    """Q[c, k-1] = C(n-c, k)/C(n, k) = prod_{i=n-c+1}^{n} (1 - k/i), c = 0..n, k = 1..n."""
+    k = np.arange(1, n + 1, dtype=np.float64)
+    i = np.arange(n, 0, -1, dtype=np.float64)[:, None]  # i = n, n-1, ..., 1
+    # factors with i < k are never reached with a non-zero prefix (the i = k factor is 0 first);
+    # clipping them keeps the table free of -0.0 and sign noise
+    factors = np.clip(1.0 - k[None, :] / i, 0.0, None)
+    table = np.ones((n + 1, n))
+    np.cumprod(factors, axis=0, out=table[1:])
+    table.setflags(write=False)
+    return table
+
+
+def pass_at_k(correct: Sequence[bool] | Sequence[float], k: int) -> float:
+    """Unbiased pass@k of one problem (Chen et al. 2021): 1 - C(n-c, k)/C(n, k), product form.
+
+    ``correct`` holds one 0/1 (or bool) per sample. Real-valued rewards give max@k, the expected
+    maximum reward of k samples, which equals pass@k on 0/1 input. Raises ValueError if k > n.
+    """
+    z = _as_values(correct)
+    _check_k(k, z.size)
+    if not _is_binary(z):
+        return bon_at_k(z, z, k)
+    n, c = z.size, int(z.sum())
+    if n - c < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1, dtype=np.float64)))
+
+
+def pass_curve(correct_per_problem: Sequence[Sequence[float]], ks: Sequence[int] | None = None) -> np.ndarray:
+    """pass@k for every problem (rows) and every k in ``ks`` (default 1..max n); NaN where n < k.
+
+    Closed form, vectorised: one table of C(n-c, k)/C(n, k) per distinct n, indexed by c.
+    Problems with real-valued rewards get max@k (see ``pass_at_k``).
+    """
+    rows = [_as_values(c) for c in correct_per_problem]
+    n_max = max((r.size for r in rows), default=0)
+    kk = _ks(ks, n_max)
+    out = np.full((len(rows), kk.size), np.nan)
+    by_n: dict[int, list[int]] = defaultdict(list)
+    real: list[int] = []
+    for p, r in enumerate(rows):
+        (by_n[r.size] if _is_binary(r) else real).append(p)
+    for n, idx in by_n.items():
+        if n == 0:
+            continue
+        ok = kk <= n
+        c = np.array([int(rows[p].sum()) for p in idx])
+        out[np.ix_(idx, np.flatnonzero(ok))] = 1.0 - _pass_table(n)[c][:, kk[ok] - 1]
+    if real:
+        out[real] = bon_curve([rows[p] for p in real], [rows[p] for p in real], kk)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# bon@k
+
+
+@lru_cache(maxsize=64)
+def _rank_weights(n: int) -> np.ndarray:
+    """W[i-1, k-1] = C(i-1, k-1)/C(n, k): probability that the i-th smallest of n is the top of a
+    random k-subset. Recurrence w_n = k/n, w_{i-1} = w_i (i-k)/(i-1) (no big binomials)."""
+    k = np.arange(1, n + 1, dtype=np.float64)
+    w = np.empty((n, n))
+    w[n - 1] = k / n
+    if n > 1:
+        i = np.arange(n, 1, -1, dtype=np.float64)[:, None]  # i = n..2 gives row i-2 from row i-1
+        ratios = np.clip((i - k[None, :]) / (i - 1.0), 0.0, None)
+        w[n - 2 :: -1] = (k / n)[None, :] * np.cumprod(ratios, axis=0)
+    w.setflags(write=False)
+    return w
+
+
+def _sorted_block_means(scores: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Sort each row by score; return (order, block ids, z replaced by its tie-block mean), all [P, n].
+
+    Replacing z by the mean of its tie block and then using the untied rank weights is exact: the
+    rank weights summed over a block equal the block's share of subsets (hockey-stick identity).
+    """
+    P, n = scores.shape
+    order = np.argsort(scores, axis=1, kind="stable")
+    s = np.take_along_axis(scores, order, axis=1)
+    zs = np.take_along_axis(z, order, axis=1)
+    new_block = np.ones((P, n), dtype=np.int64)
+    new_block[:, 1:] = s[:, 1:] != s[:, :-1]
+    block = np.cumsum(new_block, axis=1) - 1 + (np.arange(P) * n)[:, None]
+    sums = np.bincount(block.ravel(), weights=zs.ravel(), minlength=P * n)
+    counts = np.bincount(block.ravel(), minlength=P * n)
+    means = sums[block] / counts[block]
+    return order, block, means
+
+
+def _check_scores(scores: Sequence[float] | np.ndarray, n: int) -> np.ndarray:
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if s.size != n:
+        raise ValueError(f"scores and correct differ in length ({s.size} vs {n})")
+    if np.isnan(s).any():
+        raise ValueError("verifier scores must not be NaN (ties and order would be undefined)")
+    return s
+
+
+def bon_weights(scores: Sequence[float], k: int) -> np.ndarray:
+    """Per-sample probability of being picked as the best of a random k-subset, in input order.
+
+    Ties in score share the average weight of their tie block (uniform random tie-break).
+    """
+    s = _check_scores(scores, len(scores))
+    _check_k(k, s.size)
+    # hand each sample the weight of its rank, then let the block averaging spread ties evenly
+    w_in = np.empty(s.size)
+    w_in[np.argsort(s, kind="stable")] = _rank_weights(s.size)[:, k - 1]
+    order, _, w_mean = _sorted_block_means(s[None, :], w_in[None, :])
+    out = np.empty(s.size)
+    out[order[0]] = w_mean[0]
+    return out
+
+
+def bon_at_k(scores: Sequence[float], correct: Sequence[float], k: int) -> float:
+    """Expected ``correct`` of the top-scored sample of a uniformly random k-subset (ties uniform).
+
+    ``correct`` may be 0/1 or a real reward. With scores == correct (an oracle) this is pass@k; with
+    k = 1 the mean of ``correct``; with k = n the mean over the top-score tie block.
+    """
+    z = _as_values(correct)
+    s = _check_scores(scores, z.size)
+    _check_k(k, z.size)
+    _, _, zbar = _sorted_block_means(s[None, :], z[None, :])
+    return float(zbar[0] @ _rank_weights(z.size)[:, k - 1])
+
+
+def bon_curve(scores_per_problem: Sequence[Sequence[float]], correct_per_problem: Sequence[Sequence[float]],
+              ks: Sequence[int] | None = None) -> np.ndarray:
+    """bon@k for every problem (rows) and every k in ``ks`` (default 1..max n); NaN where n < k.
+
+    Vectorised per distinct n: sort, tie-block means, one matmul with the rank-weight matrix.
+    """
+    if len(scores_per_problem) != len(correct_per_problem):
+        raise ValueError("scores_per_problem and correct_per_problem differ in length")
+    zs = [_as_values(c) for c in correct_per_problem]
+    ss = [_check_scores(s, z.size) for s, z in zip(scores_per_problem, zs)]
+    n_max = max((z.size for z in zs), default=0)
+    kk = _ks(ks, n_max)
+    out = np.full((len(zs), kk.size), np.nan)
+    by_n: dict[int, list[int]] = defaultdict(list)
+    for p, z in enumerate(zs):
+        by_n[z.size].append(p)
+    for n, idx in by_n.items():
+        if n == 0:
+            continue
+        ok = np.flatnonzero(kk <= n)
+        _, _, zbar = _sorted_block_means(np.stack([ss[p] for p in idx]), np.stack([zs[p] for p in idx]))
+        out[np.ix_(idx, ok)] = zbar @ _rank_weights(n)[:, kk[ok] - 1]
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# maj@k
+
+
+def _dtype_for(n: int) -> type:
+    if n <= FLOAT64_MAX_N:
+        return np.float64
+    if _LONGDOUBLE_OK:
+        return np.longdouble
+    raise ValueError(f"maj@k with n = {n} > {FLOAT64_MAX_N} needs an extended-range longdouble, "
+                     "which this platform lacks")
+
+
+@lru_cache(maxsize=16)
+def _binom_table(n: int, dtype: type) -> np.ndarray:
+    """B[m, b] = C(m, b) for 0 <= b <= m <= n (Pascal's rule: additions only, exact while < 2**53)."""
+    b = np.zeros((n + 1, n + 1), dtype=dtype)
+    b[:, 0] = 1
+    for m in range(1, n + 1):
+        b[m, 1 : m + 1] = b[m - 1, 0:m] + b[m - 1, 1 : m + 1]
+    b.setflags(write=False)
+    return b
+
+
+def _poly_pow(p: np.ndarray, m: int) -> np.ndarray:
+    result = None
+    while m:
+        if m & 1:
+            result = p if result is None else np.convolve(result, p)
+        m >>= 1
+        if m:
+            p = np.convolve(p, p)
+    assert result is not None, "power of a polynomial needs m >= 1"
+    return result
+
+
+@lru_cache(maxsize=1 << 15)
+def _maj_wins(s_t: int, others: tuple[int, ...], s0: int) -> np.ndarray:
+    """W[k] = number of k-subsets in which a target cluster of size ``s_t`` wins, counting a tie
+    with T other clusters as 1/(T+1); ``others`` = the other cluster sizes, descending; ``s0``
+    abstainers. Length n+1 (k = 0..n). Cached: problems often repeat this signature.
+
+    wins(x) = sum_a C(s_t, a) x^a (1+x)^(U_a + s0) * int_0^1 prod_{s_j >= a} (A_j(x) + y C(s_j, a) x^a) dy,
+    A_j = sum_{b<a} C(s_j, b) x^b, U_a = total size of the other clusters smaller than a (they
+    cannot reach a, so they are free). The y-polynomial is kept exactly by packing y = x^D
+    (Kronecker substitution, D above any x degree) and integrated as sum_T E_T / (T+1).
+    """
+    n = s_t + sum(others) + s0
+    dtype = _dtype_for(n)
+    binom = _binom_table(n, dtype)
+    top = others[0] if others else 0
+    # groups[U] accumulates sum_a C(s_t,a) x^a P_a(x) over the a sharing U_a
+    groups: dict[int, np.ndarray] = {}
+    size_counts = sorted(Counter(others).items(), reverse=True)  # (size, multiplicity), descending
+    for a in range(1, min(s_t, top) + 1):
+        constrained = [(s, m) for s, m in size_counts if s >= a]
+        J = sum(m for _, m in constrained)
+        D = J * a + 1
+        prod = np.ones(1, dtype=dtype)
+        for s, m in constrained:
+            f = np.zeros(D + a + 1, dtype=dtype)
+            f[:a] = binom[s, :a]
+            f[D + a] = binom[s, a]  # y * C(s, a) x^a
+            prod = np.convolve(prod, _poly_pow(f, m))
+        packed = np.zeros((J + 1) * D, dtype=dtype)
+        packed[: prod.size] = prod
+        p_a = (1.0 / np.arange(1, J + 2, dtype=dtype)) @ packed.reshape(J + 1, D)
+        U = sum(s * m for s, m in size_counts if s < a)
+        acc = groups.setdefault(U, np.zeros(n + 1, dtype=dtype))
+        acc[a : a + D] += binom[s_t, a] * p_a
+    if s_t > top:
+        # no other cluster can reach a > top: every other sample is free
+        acc = groups.setdefault(n - s_t - s0, np.zeros(n + 1, dtype=dtype))
+        acc[top + 1 : s_t + 1] += binom[s_t, top + 1 : s_t + 1]
+    # sum_U acc_U (1+x)^(U+s0), Horner-style in increasing U so each step multiplies by a short row
+    total = np.zeros(1, dtype=dtype)
+    prev = None
+    for U in sorted(groups, reverse=True):
+        if prev is not None:
+            total = np.convolve(total, binom[prev - U, : prev - U + 1])[: n + 1]
+        grown = np.zeros(max(total.size, n + 1), dtype=dtype)
+        grown[: total.size] = total
+        total = grown + groups[U]
+        prev = U
+    if prev is not None:
+        total = np.convolve(total, binom[prev + s0, : prev + s0 + 1])[: n + 1]
+    out = np.zeros(n + 1, dtype=dtype)
+    out[: total.size] = total[: n + 1]
+    out.setflags(write=False)
+    return out
+
+
+def _maj_full(answers: Sequence[Hashable | None], correct: Sequence[float] | np.ndarray) -> np.ndarray:
+    """maj@k for k = 1..n of one problem (float64 array of length n)."""
+    z = _as_values(correct)
+    if len(answers) != z.size:
+        raise ValueError(f"answers and correct differ in length ({len(answers)} vs {z.size})")
+    n = z.size
+    members: dict[Hashable, list[float]] = {}
+    for ans, v in zip(answers, z):
+        if ans is not None:
+            members.setdefault(ans, []).append(float(v))
+    sizes = [len(v) for v in members.values()]
+    values = [math.fsum(v) / len(v) for v in members.values()]
+    s0 = n - sum(sizes)
+    dtype = _dtype_for(n)
+    wins = np.zeros(n + 1, dtype=dtype)
+    # clusters with equal size share their win polynomial; only their values add up
+    value_by_size: dict[int, float] = defaultdict(float)
+    for s, v in zip(sizes, values):
+        if v != 0.0:
+            value_by_size[s] += v
+    all_sizes = Counter(sizes)
+    for s_t, v in value_by_size.items():
+        rest = all_sizes.copy()
+        rest[s_t] -= 1
+        others = tuple(sorted(rest.elements(), reverse=True))
+        wins += dtype(v) * _maj_wins(s_t, others, s0)
+    return np.asarray(wins[1:] / _binom_table(n, dtype)[n, 1:], dtype=np.float64)
+
+
+def maj_at_k(answers: Sequence[Hashable | None], correct: Sequence[bool] | Sequence[float], k: int) -> float:
+    """Exact probability that the plurality answer of a uniformly random k-subset is correct.
+
+    ``None`` answers take a slot but do not vote; ties between top clusters are broken uniformly; a
+    subset with no votes scores 0. A cluster's value is the mean ``correct`` of its members (so
+    partial credit is allowed). Exact generating-function computation (math-reference §1.3).
+    """
+    n = len(correct)
+    if len(answers) != n:
+        raise ValueError(f"answers and correct differ in length ({len(answers)} vs {n})")
+    _check_k(k, n)
+    return float(_maj_full(answers, correct)[k - 1])
+
+
+def maj_curve(answers_per_problem: Sequence[Sequence[Hashable | None]], correct_per_problem: Sequence[Sequence[float]],
+              ks: Sequence[int] | None = None) -> np.ndarray:
+    """maj@k for every problem (rows) and every k in ``ks`` (default 1..max n); NaN where n < k."""
+    if len(answers_per_problem) != len(correct_per_problem):
+        raise ValueError("answers_per_problem and correct_per_problem differ in length")
+    n_max = max((len(c) for c in correct_per_problem), default=0)
+    kk = _ks(ks, n_max)
+    out = np.full((len(correct_per_problem), kk.size), np.nan)
+    for p, (ans, cor) in enumerate(zip(answers_per_problem, correct_per_problem)):
+        if len(cor) == 0:
+            continue
+        full = _maj_full(ans, cor)
+        ok = kk <= full.size
+        out[p, ok] = full[kk[ok] - 1]
+    return out
+
+
+def mean_correct(correct_per_problem: Sequence[Sequence[float]]) -> np.ndarray:
+    """Mean ``correct`` per problem (= pass@1 = maj-free accuracy); NaN for a problem with no samples."""
+    return np.array([float(np.mean(_as_values(c))) if len(c) else np.nan for c in correct_per_problem])
+
+
+# ----------------------------------------------------------------------------------------------
+# bootstrap
+
+
+def _boot_means(values: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
+    """[n_boot, K] bootstrap means of the rows of a NaN-free [m, K] array: one multinomial count
+    matrix, one matmul. A fresh generator per call makes a column's CI independent of its
+    neighbours (the same column bootstraps identically alone or in a matrix)."""
+    m = values.shape[0]
+    counts = np.random.default_rng(seed).multinomial(m, np.full(m, 1.0 / m), size=n_boot)
+    return (counts @ values) / m
+
+
+def bootstrap_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
+                 alpha: float = 0.05) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
+    """Percentile bootstrap CI of the mean over problems (rows).
+
+    1-D [P] gives ``(lo, hi)`` floats; 2-D [P, K] gives two length-K arrays. NaN rows are dropped per
+    column; columns sharing a NaN pattern (usually all of them) share one resampling matrix. A column
+    with no finite value gets NaN bounds.
+    """
+    if n_boot < 1 or not 0.0 < alpha < 1.0:
+        raise ValueError("need n_boot >= 1 and 0 < alpha < 1")
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim not in (1, 2):
+        raise ValueError(f"values must be 1-D [P] or 2-D [P, K], got shape {v.shape}")
+    mat = v[:, None] if v.ndim == 1 else v
+    K = mat.shape[1]
+    lo, hi = np.full(K, np.nan), np.full(K, np.nan)
+    valid = ~np.isnan(mat)
+    patterns: dict[bytes, list[int]] = defaultdict(list)
+    for j in range(K):  # grouping columns by NaN pattern, not bootstrapping per column
+        patterns[np.packbits(valid[:, j]).tobytes()].append(j)
+    for cols in patterns.values():
+        rows = valid[:, cols[0]]
+        if not rows.any():
+            continue
+        means = _boot_means(mat[np.ix_(rows, cols)], n_boot, seed)
+        lo[cols], hi[cols] = np.quantile(means, [alpha / 2, 1 - alpha / 2], axis=0)
+    if v.ndim == 1:
+        return float(lo[0]), float(hi[0])
+    return lo, hi
+
+
+def paired_bootstrap_diff(a: np.ndarray, b: np.ndarray, n_boot: int = 1000,
+                          seed: int = 0) -> tuple[float, float, float, float]:
+    """Paired bootstrap of mean(a - b) over problems: ``(diff, lo, hi, p_one_sided)``.
+
+    ``a`` and ``b`` are per-problem values in the same problem order; pairs with a NaN on either side
+    are dropped. ``(lo, hi)`` is the 95% percentile interval; ``p_one_sided`` is the bootstrap share of
+    resampled mean differences <= 0, i.e. small when ``a`` is confidently better than ``b``.
+    """
+    x, y = np.asarray(a, dtype=np.float64).reshape(-1), np.asarray(b, dtype=np.float64).reshape(-1)
+    if x.size != y.size:
+        raise ValueError(f"paired values differ in length ({x.size} vs {y.size})")
+    d = (x - y)[~(np.isnan(x) | np.isnan(y))]
+    if d.size == 0:
+        return math.nan, math.nan, math.nan, math.nan
+    means = _boot_means(d[:, None], n_boot, seed)[:, 0]
+    lo, hi = np.quantile(means, [0.025, 0.975])
+    return float(d.mean()), float(lo), float(hi), float(np.mean(means <= 0.0))
+
+
+# ----------------------------------------------------------------------------------------------
+# metric specs and the pipeline entry points
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One requested metric: ``kind`` in pass/bon/maj/mean, ``k`` (None for mean)."""
+
+    kind: str
+    k: int | None = None
+
+    def __post_init__(self) -> None:
+        assert self.kind in KINDS, f"unknown metric kind {self.kind!r}"
+        assert (self.kind == "mean") == (self.k is None), "mean takes no k; pass/bon/maj need one"
+        assert self.k is None or self.k >= 1, f"k must be >= 1, got {self.k}"
+
+    @property
+    def name(self) -> str:
+        return self.kind if self.k is None else f"{self.kind}@{self.k}"
+
+
+_SPEC = re.compile(r"^(pass|bon|maj)@([1-9][0-9]*)$")
+
+
+def _bad_spec(tok: str) -> BonbenchError:
+    return BonbenchError(f"unknown metric {tok!r}; use pass@k, bon@k, maj@k or mean (k >= 1)")
+
+
+def parse_metrics(specs: Sequence[str]) -> list[MetricSpec]:
+    """Parse ``--metric`` values: 'pass@1,4,16' (a kind then extra ks), 'bon@32', 'maj@8', 'mean'.
+
+    Any number of strings, each a comma list; a bare integer repeats the previous kind. Duplicates are
+    dropped, first-seen order kept. Bad input raises BonbenchError naming the accepted forms.
+    """
+    if isinstance(specs, str):
+        specs = [specs]
+    out: list[MetricSpec] = []
+    for text in specs:
+        kind: str | None = None
+        for raw in text.split(","):
+            tok = raw.strip().lower()
+            if tok == "mean":
+                spec, kind = MetricSpec("mean"), None
+            elif tok.isdigit() and kind is not None and int(tok) >= 1:
+                spec = MetricSpec(kind, int(tok))
+            elif m := _SPEC.match(tok):
+                kind = m.group(1)
+                spec = MetricSpec(kind, int(m.group(2)))
+            else:
+                raise _bad_spec(f"{kind}@{raw.strip()}" if kind is not None and "@" not in tok else raw.strip())
+            if spec not in out:
+                out.append(spec)
+    if not out:
+        raise BonbenchError("no metric given; use pass@k, bon@k, maj@k or mean (k >= 1)")
+    return out
+
+
+@dataclass(frozen=True)
+class ProblemOutcome:
+    """One problem's samples, in sample order: grader ``correct`` (0/1 or a reward), canonical
+    ``answers`` (None abstains) and verifier ``scores`` (None when no verifier ran)."""
+
+    problem_id: str
+    correct: tuple[float, ...]
+    answers: tuple[Hashable | None, ...]
+    scores: tuple[float, ...] | None = None
+
+
+def _check_outcomes(outcomes: Sequence[ProblemOutcome]) -> None:
+    if not outcomes:
+        raise BonbenchError("no problems to score; check the task selection (--limit, split)")
+    for o in outcomes:
+        n = len(o.correct)
+        if n == 0:
+            raise BonbenchError(f"problem {o.problem_id!r} has no samples; rerun sampling (bonbench sample)")
+        if len(o.answers) != n or (o.scores is not None and len(o.scores) != n):
+            raise BonbenchError(f"problem {o.problem_id!r} has {n} grades but {len(o.answers)} answers / "
+                                f"{'no' if o.scores is None else len(o.scores)} scores; rerun grading and scoring")
+
+
+def _per_problem(outcomes: Sequence[ProblemOutcome], kind: str, ks: Sequence[int]) -> np.ndarray:
+    """[P, len(ks)] per-problem values of one kind; NaN where n < k."""
+    correct = [o.correct for o in outcomes]
+    if kind == "pass":
+        return pass_curve(correct, ks)
+    if kind == "bon":
+        return bon_curve([o.scores for o in outcomes], correct, ks)
+    if kind == "maj":
+        return maj_curve([o.answers for o in outcomes], correct, ks)
+    raise AssertionError(f"no curve for metric kind {kind!r}")
+
+
+def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSpec | str], n_boot: int = 1000,
+                    seed: int = 0) -> tuple[dict[str, MetricValue], dict[str, dict[str, float]]]:
+    """Dataset means with 95% bootstrap CIs, and ``per_problem[metric][problem_id]`` values.
+
+    Raises BonbenchError when a bon@k has no verifier scores or a k exceeds some problem's n.
+    """
+    spec_list: list[MetricSpec] = []
+    for item in specs:
+        for s in parse_metrics([item]) if isinstance(item, str) else [item]:
+            if s not in spec_list:
+                spec_list.append(s)
+    if not spec_list:
+        raise BonbenchError("no metric given; use pass@k, bon@k, maj@k or mean (k >= 1)")
+    _check_outcomes(outcomes)
+    n_min = min(len(o.correct) for o in outcomes)
+    short = min(outcomes, key=lambda o: len(o.correct))
+    for s in spec_list:
+        if s.kind == "bon" and any(o.scores is None for o in outcomes):
+            raise BonbenchError(f"bon@k needs verifier scores for every problem ({s.name}); "
+                                "pass --verifier (e.g. --verifier logprob) or drop bon@k")
+        if s.k is not None and s.k > n_min:
+            raise BonbenchError(f"{s.name} needs k = {s.k} samples per problem but problem "
+                                f"{short.problem_id!r} has n = {n_min}; rerun with --n {s.k} or more")
+    ids = [o.problem_id for o in outcomes]
+    values: dict[str, MetricValue] = {}
+    per_problem: dict[str, dict[str, float]] = {}
+    by_kind: dict[str, list[MetricSpec]] = defaultdict(list)
+    for s in spec_list:
+        by_kind[s.kind].append(s)
+    for kind, group in by_kind.items():
+        if kind == "mean":
+            mat = mean_correct([o.correct for o in outcomes])[:, None]
+        else:
+            mat = _per_problem(outcomes, kind, [s.k for s in group])
+        lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
+        for j, s in enumerate(group):
+            values[s.name] = MetricValue(name=s.name, value=float(mat[:, j].mean()),
+                                         ci95=(float(lo[j]), float(hi[j])), n_problems=len(outcomes),
+                                         n_samples=n_min)
+            per_problem[s.name] = {pid: float(v) for pid, v in zip(ids, mat[:, j])}
+    return {s.name: values[s.name] for s in spec_list}, {s.name: per_problem[s.name] for s in spec_list}
+
+
+def compute_curves(outcomes: Sequence[ProblemOutcome], kinds: Sequence[str] = ("pass", "bon", "maj"),
+                   n_boot: int = 1000, seed: int = 0) -> dict[str, dict[str, list]]:
+    """Every k = 1..n_min for each kind: ``{"k", "value", "lo", "hi"}`` lists (JSON-ready).
+
+    n_min is the smallest per-problem n, so every point averages the same problems. 'bon' is skipped
+    when any problem lacks verifier scores.
+    """
+    _check_outcomes(outcomes)
+    n_min = min(len(o.correct) for o in outcomes)
+    ks = list(range(1, n_min + 1))
+    curves: dict[str, dict[str, list]] = {}
+    for kind in kinds:
+        if kind not in ("pass", "bon", "maj"):
+            raise BonbenchError(f"unknown curve kind {kind!r}; use pass, bon or maj")
+        if kind == "bon" and any(o.scores is None for o in outcomes):
+            continue
+        mat = _per_problem(outcomes, kind, ks)
+        lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
+        curves[kind] = {"k": ks, "value": [float(v) for v in mat.mean(axis=0)],
+                        "lo": [float(v) for v in lo], "hi": [float(v) for v in hi]}
+    return curves

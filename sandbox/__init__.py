@@ -1,0 +1,32 @@
+"""Isolated execution of untrusted Python programs (bubblewrap + rlimits); imports nothing from bonbench.
+
+See `bonbench_sandbox.execution` for what the sandbox covers and what it does not, `pool` for
+parallel runs and early stopping, `cache` for the persistent result cache and `cli` for
+``bonbench sandbox run``.
+"""
+
+from bonbench_sandbox.cache import ResultCache, job_key
+from bonbench_sandbox.execution import (
+    SANDBOX_VERSION,
+    STATUSES,
+    ExecResult,
+    SandboxUnavailable,
+    ensure_available,
+    execute,
+)
+from bonbench_sandbox.pool import Job, run_many, run_many_tests, run_tests
+
+__all__ = [
+    "SANDBOX_VERSION",
+    "STATUSES",
+    "ExecResult",
+    "Job",
+    "ResultCache",
+    "SandboxUnavailable",
+    "ensure_available",
+    "execute",
+    "job_key",
+    "run_many",
+    "run_many_tests",
+    "run_tests",
+]

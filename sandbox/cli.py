@@ -1,0 +1,80 @@
+"""``bonbench sandbox``: run one program file in the sandbox and print the result as one JSON object.
+
+    bonbench sandbox run PROGRAM.py [--stdin FILE] [--timeout S] [--memory-mb M] [--unsafe-no-sandbox]
+    bonbench sandbox check
+
+``run`` prints ``{"status", "exit_code", "stdout", "stderr", "wall_s", "signal", ...}`` on stdout
+and exits 0 when the status is "ok", 1 otherwise (and 1 with a one-line message on stderr when
+bubblewrap is unusable). ``check`` runs the bubblewrap self-check and prints the per-execution
+overhead. The bonbench CLI mounts this as its ``sandbox`` subcommand through `add_arguments`
+and `run_from_args`; nothing here imports bonbench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from bonbench_sandbox.execution import SandboxUnavailable, ensure_available, execute
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``run`` and ``check`` sub-commands to ``parser``."""
+    sub = parser.add_subparsers(dest="sandbox_command", required=True)
+    run = sub.add_parser("run", help="run PROGRAM.py in the sandbox and print the result as JSON")
+    run.add_argument("program", type=Path, help="Python file to run (as main.py in the sandbox)")
+    run.add_argument("--stdin", type=Path, default=None, help="file whose contents are fed on stdin")
+    run.add_argument("--timeout", type=float, default=10.0, help="wall-clock limit in seconds (default 10)")
+    run.add_argument("--memory-mb", type=int, default=1024, help="address-space limit in MiB (default 1024)")
+    run.add_argument("--cpu-s", type=float, default=None, help="CPU-seconds limit (default: timeout + 1)")
+    run.add_argument("--max-output-bytes", type=int, default=1 << 20, help="bytes kept per stream (default 1 MiB)")
+    run.add_argument("--python", default=None, help="interpreter to run inside (default /usr/bin/python3)")
+    run.add_argument("--unsafe-no-sandbox", action="store_true",
+                     help="no namespaces: only rlimits, uid 65534, a temp dir and a process-group kill")
+    check = sub.add_parser("check", help="verify bubblewrap works here and measure its overhead")
+    check.add_argument("--python", default=None, help="interpreter to check (default /usr/bin/python3)")
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Execute the parsed command; returns the process exit code."""
+    try:
+        if args.sandbox_command == "check":
+            return _check(args.python)
+        program = args.program.read_text(encoding="utf-8")
+        stdin = args.stdin.read_text(encoding="utf-8") if args.stdin is not None else None
+        result = execute(program, stdin=stdin, timeout_s=args.timeout, memory_mb=args.memory_mb, cpu_s=args.cpu_s,
+                         max_output_bytes=args.max_output_bytes, python=args.python, unsafe=args.unsafe_no_sandbox)
+    except (SandboxUnavailable, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result.to_dict(), ensure_ascii=False))
+    return 0 if result.status == "ok" else 1
+
+
+def _check(python: str | None) -> int:
+    ensure_available(python)
+    walls = []
+    for _ in range(10):
+        t = time.perf_counter()
+        res = execute("pass", python=python)
+        walls.append(time.perf_counter() - t)
+        if res.status != "ok":
+            print(f"error: trivial program failed: {res.status} {res.stderr.strip()[-300:]}", file=sys.stderr)
+            return 1
+    print(json.dumps({"bwrap": "ok", "trivial_execution_ms_median": round(statistics.median(walls) * 1e3, 1)}))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry point: ``python -m bonbench_sandbox.cli run prog.py``."""
+    parser = argparse.ArgumentParser(prog="bonbench sandbox", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run_from_args(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

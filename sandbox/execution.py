@@ -1,0 +1,520 @@
+"""Run one untrusted Python program under bubblewrap with resource limits; classify what happened.
+
+`execute()` is the whole public surface. One call = one fresh sandbox:
+
+* bubblewrap (``bwrap``) with ``--unshare-all --unshare-user``: new user, PID, network, IPC,
+  UTS and cgroup namespaces. No network at all (not even loopback to the host).
+* When the host runs as root, bwrap itself is started as uid/gid 65534 (nobody) with no
+  supplementary groups, so the sandbox is nobody both inside *and* on the host kernel's books:
+  ``RLIMIT_NPROC`` is then enforced (root ignores it) and counted per sandbox (per user
+  namespace), and an escape from the mount namespace would still only have nobody's rights.
+* Filesystem: an empty root with ``/usr`` bound read-only (``/bin``, ``/lib``, ``/lib64`` are
+  symlinks into it), a fresh ``/proc`` for the PID namespace, a minimal ``/dev``, and a size-capped
+  tmpfs on ``/tmp``, which is the working directory and the only writable place. ``/root``,
+  ``/home``, ``/etc``, ``/work`` and the repository are simply not there.
+* Interpreter: ``/usr/bin/python3`` by default (it lives under the read-only ``/usr``, so no other
+  host path has to be exposed). Another interpreter can be passed; its prefix is then bound
+  read-only and must be readable by uid 65534. It runs with ``-S`` (no site-packages: programs get
+  the standard library only), ``-B`` and ``-X utf8``; ``exit()``/``quit()`` are provided.
+* Environment: cleared; only ``PATH``, ``LANG=C.UTF-8``, ``HOME=/tmp``, ``TMPDIR=/tmp`` and
+  ``PYTHONHASHSEED=0`` (set iteration order is reproducible across re-runs).
+* rlimits set inside by ``launcher.py`` before the program runs: address space, CPU seconds,
+  file size, processes (threads count), open files, core dumps = 0.
+* Host side: wall-clock deadline enforced by SIGKILL to bwrap's process group; ``--die-with-parent``
+  then kills everything in the sandbox, and the PID namespace guarantees that ``setsid``/double-fork
+  grandchildren die too. stdout/stderr are read concurrently in chunks; at most
+  ``max_output_bytes`` per stream is kept and the program is killed once a stream passes twice that.
+
+Not covered: no seccomp filter (the full syscall surface of the kernel is reachable, so a kernel
+exploit would escape); no cgroup memory/CPU accounting (``RLIMIT_AS`` bounds each process's
+address space, so ``max_procs`` × ``memory_mb`` is the worst case); tmpfs pages count against host
+RAM up to the tmpfs cap; timing side channels and ``/proc``/``/sys`` information about the host
+(CPU model, memory size) are visible; a program can raise its own soft limits up to the hard
+ones. If the *host* process is SIGKILLed, a running sandbox lives on until its CPU limit (a
+sleeping one until it wakes); normal exits and exceptions do kill it.
+
+``unsafe=True`` drops the namespaces and keeps the rest: rlimits, uid 65534 when root, a private
+temporary working directory, a cleared environment and a process-group kill. It does not hide the
+filesystem or the network, and a grandchild that calls ``setsid`` escapes the group kill.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import selectors
+import shutil
+import signal as _signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Bumped whenever isolation, limits or classification change: it is part of every cache key.
+SANDBOX_VERSION = "1"
+
+STATUSES = ("ok", "timeout", "memory", "runtime_error", "killed", "output_limit", "file_limit", "sandbox_error")
+
+_LAUNCHER = (Path(__file__).with_name("launcher.py")).read_text()
+_NOBODY = 65534
+_SANDBOX_CWD = "/tmp"
+_LAUNCHER_FAILED = 125  # launcher.py exits with this when it cannot apply a limit
+_CHUNK = 1 << 16
+
+
+class SandboxUnavailable(RuntimeError):
+    """bubblewrap is missing or cannot create namespaces here; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """What one execution did. ``status`` is "ok" only for exit code 0 within every limit.
+
+    ``exit_code`` is the process exit code, 128+N after death by signal N (as a shell reports it),
+    ``None`` when the host killed it (timeout, output flood). ``signal`` is N. bubblewrap itself
+    reports death by signal N as exit code 128+N, so a program that calls ``sys.exit(137)`` is
+    reported as killed by signal 9.
+    """
+
+    status: str
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    wall_s: float
+    signal: int | None = None
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, row: Mapping[str, Any]) -> ExecResult:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in row.items() if k in names})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The resolved limits of one execution (all of them enter the cache key)."""
+
+    timeout_s: float
+    memory_mb: int
+    cpu_s: int
+    max_output_bytes: int
+    max_procs: int
+    max_file_mb: int
+    max_open_files: int
+    tmpfs_mb: int
+
+
+def resolve_limits(
+    *,
+    timeout_s: float,
+    memory_mb: int,
+    cpu_s: float | None,
+    max_output_bytes: int,
+    max_procs: int,
+    max_file_mb: int,
+    max_open_files: int,
+) -> Limits:
+    """Validate the user-facing limits and fill the derived ones (CPU seconds, tmpfs size)."""
+    if not timeout_s > 0:
+        raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+    for name, value in (("max_output_bytes", max_output_bytes), ("max_procs", max_procs),
+                        ("max_file_mb", max_file_mb), ("max_open_files", max_open_files)):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if memory_mb < 0:
+        raise ValueError(f"memory_mb must be >= 0 (0 = no address-space limit), got {memory_mb}")
+    # Without an explicit CPU budget the CPU limit is a backstop just above the wall clock: it
+    # still ends a busy loop if the host process dies before it can enforce the deadline.
+    cpu = math.ceil(cpu_s) if cpu_s is not None else math.ceil(timeout_s) + 1
+    # The tmpfs holds main.py, the extra files and whatever the program writes; several files of
+    # up to max_file_mb each are allowed, but the total is capped because tmpfs is host RAM.
+    tmpfs_mb = max(64, 4 * max_file_mb)
+    return Limits(float(timeout_s), int(memory_mb), max(1, cpu), int(max_output_bytes), int(max_procs),
+                  int(max_file_mb), int(max_open_files), tmpfs_mb)
+
+
+# --------------------------------------------------------------------------- interpreter
+
+
+def _world_accessible(path: str) -> bool:
+    """True when a process with no relation to the owner (uid 65534) can reach and read ``path``."""
+    p = Path(path)
+    try:
+        for parent in reversed(p.parents):
+            if not os.stat(parent).st_mode & 0o001:
+                return False
+        return bool(os.stat(p).st_mode & 0o004)
+    except OSError:
+        return False
+
+
+def _default_python() -> str:
+    if os.path.exists("/usr/bin/python3"):
+        return "/usr/bin/python3"
+    return getattr(sys, "_base_executable", None) or sys.executable
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """The Python that runs inside: its real path, the prefix to bind, and an identity for caching."""
+
+    path: str
+    prefix: str | None  # None when it lives under /usr (already bound)
+    identity: str
+
+
+_interp_cache: dict[str, Interpreter] = {}
+
+
+def resolve_interpreter(python: str | None) -> Interpreter:
+    """Find the real binary of ``python`` (default: /usr/bin/python3) and check uid 65534 can use it."""
+    requested = python or _default_python()
+    cached = _interp_cache.get(requested)
+    if cached is not None:
+        return cached
+    real = os.path.realpath(shutil.which(requested) or requested)
+    if not os.path.isfile(real):
+        raise SandboxUnavailable(f"python interpreter {requested!r} not found; pass python='/usr/bin/python3'")
+    prefix = None if real.startswith("/usr/") else str(Path(real).parent.parent)
+    if os.geteuid() == 0 and not _world_accessible(real):
+        raise SandboxUnavailable(
+            f"python interpreter {real} is not readable by uid {_NOBODY}, which the sandbox runs as; "
+            "pass python='/usr/bin/python3' (apt-get install python3) or an interpreter outside /root"
+        )
+    st = os.stat(real)
+    interp = Interpreter(real, prefix, f"{real}:{st.st_size}:{st.st_mtime_ns}")
+    _interp_cache[requested] = interp
+    return interp
+
+
+# --------------------------------------------------------------------------- command lines
+
+
+def _drop_privileges() -> dict[str, Any]:
+    # subprocess performs setgroups/setgid/setuid in the child before exec (no Python preexec_fn,
+    # which is unsafe with the worker threads of run_many).
+    if os.geteuid() == 0:
+        return {"user": _NOBODY, "group": _NOBODY, "extra_groups": []}
+    return {}
+
+
+def _env(tmp: str) -> dict[str, str]:
+    return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": tmp, "TMPDIR": tmp, "PYTHONHASHSEED": "0"}
+
+
+def _launcher_argv(interp: Interpreter, lim: Limits) -> list[str]:
+    return [interp.path, "-S", "-B", "-X", "utf8", "-c", _LAUNCHER,
+            str(lim.memory_mb), str(lim.cpu_s), str(lim.max_file_mb), str(lim.max_procs), str(lim.max_open_files)]
+
+
+def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tuple[int, str]]) -> list[str]:
+    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+            "--uid", str(_NOBODY), "--gid", str(_NOBODY),
+            "--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "lib", "lib64", "sbin"):
+        # On merged-/usr systems these are symlinks; on others they are real directories.
+        top = f"/{name}"
+        if os.path.islink(top):
+            argv += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            argv += ["--ro-bind", top, top]
+    if interp.prefix is not None:
+        argv += ["--ro-bind", interp.prefix, interp.prefix]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(lim.tmpfs_mb << 20), "--tmpfs", _SANDBOX_CWD]
+    made_dirs: set[str] = set()
+    for fd, rel in file_fds:
+        for parent in reversed(Path(rel).parents[:-1]):
+            d = f"{_SANDBOX_CWD}/{parent}"
+            if d not in made_dirs:
+                argv += ["--dir", d]
+                made_dirs.add(d)
+        argv += ["--file", str(fd), f"{_SANDBOX_CWD}/{rel}"]
+    argv += ["--chdir", _SANDBOX_CWD, "--clearenv"]
+    for k, v in _env(_SANDBOX_CWD).items():
+        argv += ["--setenv", k, v]
+    return argv + ["--"] + _launcher_argv(interp, lim)
+
+
+def _check_files(files: Mapping[str, str] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, content in (files or {}).items():
+        p = Path(name)
+        if p.is_absolute() or ".." in p.parts or not p.parts or name == "main.py":
+            raise ValueError(f"files: {name!r} must be a relative path inside the work dir, not main.py")
+        out[str(p)] = content
+    return out
+
+
+def _memfd(data: bytes, name: str) -> int:
+    # An in-memory file: bwrap copies from it, stdin reads from it; no host disk, no pipe deadlock.
+    fd = os.memfd_create(name, 0)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+# --------------------------------------------------------------------------- availability
+
+
+_check_lock = threading.Lock()
+_checked: dict[str, str | None] = {}  # bwrap path + interpreter -> None if fine, else the error
+
+
+def _bwrap_path() -> str:
+    path = shutil.which("bwrap") or ("/usr/bin/bwrap" if os.path.exists("/usr/bin/bwrap") else None)
+    if path is None:
+        raise SandboxUnavailable(
+            "bubblewrap (bwrap) is not installed: run `apt-get install bubblewrap` (or your distribution's "
+            "bubblewrap package), or pass unsafe=True / --unsafe-no-sandbox to run without isolation"
+        )
+    return path
+
+
+def ensure_available(python: str | None = None) -> None:
+    """Raise `SandboxUnavailable` unless a trivial program runs correctly inside bwrap here."""
+    bwrap = _bwrap_path()
+    interp = resolve_interpreter(python)
+    key = f"{bwrap}|{interp.identity}"
+    with _check_lock:
+        if key not in _checked:
+            res = _run(b"import sys; sys.stdout.write('ok')", None, {}, resolve_limits(
+                timeout_s=30.0, memory_mb=1024, cpu_s=None, max_output_bytes=1 << 16, max_procs=16,
+                max_file_mb=1, max_open_files=64), interp, bwrap)
+            _checked[key] = None if (res.status == "ok" and res.stdout == "ok") else (
+                f"status={res.status} exit={res.exit_code} stderr={res.stderr.strip()[-400:]!r}")
+        error = _checked[key]
+    if error is not None:
+        raise SandboxUnavailable(
+            f"bubblewrap is installed but its self-check failed ({error}); it needs unprivileged user "
+            "namespaces (sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces > 0). "
+            "Fix that, or pass unsafe=True / --unsafe-no-sandbox to run without isolation"
+        )
+
+
+# --------------------------------------------------------------------------- running
+
+
+def execute(
+    program: str,
+    *,
+    stdin: str | None = None,
+    timeout_s: float = 10.0,
+    memory_mb: int = 1024,
+    cpu_s: float | None = None,
+    max_output_bytes: int = 1 << 20,
+    max_procs: int = 64,
+    max_file_mb: int = 16,
+    max_open_files: int = 256,
+    python: str | None = None,
+    unsafe: bool = False,
+    files: Mapping[str, str] | None = None,
+) -> ExecResult:
+    """Run ``program`` as ``main.py`` in a fresh sandbox and return how it ended.
+
+    ``stdin`` is fed in full (None = empty). ``timeout_s`` is wall clock, enforced by the host;
+    ``cpu_s`` defaults to ceil(timeout_s)+1. ``memory_mb`` is the address-space limit per process
+    (0 = none). At most ``max_output_bytes`` of each of stdout and stderr is kept (decoded as UTF-8
+    with replacement). ``files`` are extra text files placed next to main.py. Raises
+    `SandboxUnavailable` when bubblewrap cannot be used and ``unsafe`` is False.
+    """
+    lim = resolve_limits(timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s, max_output_bytes=max_output_bytes,
+                         max_procs=max_procs, max_file_mb=max_file_mb, max_open_files=max_open_files)
+    extra = _check_files(files)
+    interp = resolve_interpreter(python)
+    stdin_bytes = stdin.encode("utf-8") if stdin is not None else None
+    if unsafe:
+        return _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, None)
+    ensure_available(python)
+    return _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, _bwrap_path())
+
+
+def _run(program: bytes, stdin: bytes | None, files: dict[str, str], lim: Limits, interp: Interpreter,
+         bwrap: str | None) -> ExecResult:
+    fds: list[int] = []
+    workdir: str | None = None
+    try:
+        stdin_fd = _memfd(stdin, "stdin") if stdin is not None else subprocess.DEVNULL
+        if stdin is not None:
+            fds.append(stdin_fd)
+        if bwrap is not None:
+            file_fds = []
+            for rel, data in [("main.py", program)] + [(k, v.encode("utf-8")) for k, v in files.items()]:
+                fd = _memfd(data, "file")
+                fds.append(fd)
+                file_fds.append((fd, rel))
+            argv, cwd, env = _bwrap_argv(bwrap, interp, lim, file_fds), None, None
+            pass_fds = tuple(fd for fd, _ in file_fds)
+        else:
+            workdir = _make_workdir(program, files)
+            argv, cwd, env = _launcher_argv(interp, lim), workdir, _env(workdir)
+            pass_fds = ()
+        return _supervise(argv, cwd, env, stdin_fd, pass_fds, lim)
+    finally:
+        for fd in fds:
+            os.close(fd)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _make_workdir(program: bytes, files: dict[str, str]) -> str:
+    workdir = tempfile.mkdtemp(prefix="bonbench-sbx-")
+    Path(workdir, "main.py").write_bytes(program)
+    for rel, content in files.items():
+        target = Path(workdir, rel)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+    if os.geteuid() == 0:
+        for root, dirs, names in os.walk(workdir):
+            for n in [root] + [os.path.join(root, x) for x in dirs + names]:
+                os.chown(n, _NOBODY, _NOBODY)
+    return workdir
+
+
+class _Capture:
+    """One output stream: keeps the first ``cap`` bytes, counts the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.buf = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        room = self.cap - len(self.buf)
+        if room > 0:
+            self.buf += chunk[:room]
+        self.total += len(chunk)
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.cap
+
+    def text(self) -> str:
+        return self.buf.decode("utf-8", errors="replace")
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, _signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, stdin_fd: int,
+               pass_fds: tuple[int, ...], lim: Limits) -> ExecResult:
+    start = time.monotonic()
+    deadline = start + lim.timeout_s
+    try:
+        proc = subprocess.Popen(argv, stdin=stdin_fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                cwd=cwd, env=env if env is not None else {}, pass_fds=pass_fds,
+                                start_new_session=True, **_drop_privileges())
+    except OSError as exc:
+        return ExecResult("sandbox_error", None, "", f"cannot start sandbox: {exc}", time.monotonic() - start)
+    out, err = _Capture(lim.max_output_bytes), _Capture(lim.max_output_bytes)
+    kill_at = 2 * lim.max_output_bytes
+    timed_out = flooded = False
+    sel = selectors.DefaultSelector()
+    assert proc.stdout is not None and proc.stderr is not None
+    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
+    for fd in streams:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    # A pidfd becomes readable when the process exits, so exit is noticed without polling.
+    pidfd = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
+    if pidfd is not None:
+        sel.register(pidfd, selectors.EVENT_READ)
+    exited_at: float | None = None
+    try:
+        while streams:
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+                # Descendants still in the group (unsafe mode) would hold the pipes open forever.
+                _killpg(proc.pid)
+            if exited_at is not None and now - exited_at > 0.5:
+                break  # an escaped (setsid) grandchild still holds a pipe: stop waiting for EOF
+            if now >= deadline and exited_at is None:
+                timed_out = True
+                _killpg(proc.pid)
+                break
+            wait = min(deadline - now, 0.5) if exited_at is None else 0.05
+            if pidfd is None:
+                wait = min(wait, 0.01)
+            for key, _ in sel.select(timeout=max(wait, 0.0)):
+                fd = key.fd
+                if fd == pidfd:
+                    sel.unregister(pidfd)
+                    continue
+                try:
+                    chunk = os.read(fd, _CHUNK)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    sel.unregister(fd)
+                    del streams[fd]
+                    continue
+                cap = streams[fd]
+                cap.feed(chunk)
+                if cap.total > kill_at and not flooded:
+                    flooded = True
+                    _killpg(proc.pid)
+    finally:
+        sel.close()
+        if pidfd is not None:
+            os.close(pidfd)
+        if proc.poll() is None:
+            _killpg(proc.pid)
+        proc.wait()
+        wall = time.monotonic() - start
+        proc.stdout.close()
+        proc.stderr.close()
+    return _classify(proc.returncode, out, err, wall, timed_out, flooded)
+
+
+def _classify(returncode: int, out: _Capture, err: _Capture, wall: float, timed_out: bool,
+              flooded: bool) -> ExecResult:
+    stdout, stderr = out.text(), err.text()
+    trunc = {"stdout_truncated": out.truncated, "stderr_truncated": err.truncated}
+    if timed_out:
+        return ExecResult("timeout", None, stdout, stderr, wall, _signal.SIGKILL, **trunc)
+    if flooded or out.truncated or err.truncated:
+        code = None if flooded else returncode
+        return ExecResult("output_limit", code, stdout, stderr, wall, _signal.SIGKILL if flooded else None, **trunc)
+    sig: int | None = None
+    code: int | None = returncode
+    if returncode < 0:  # unsafe mode: Popen reports death by signal N as -N; report it as bwrap does
+        sig, code = -returncode, 128 - returncode
+    elif 128 < returncode <= 128 + 64:  # bwrap reports death by signal N as 128 + N
+        sig = returncode - 128
+    if returncode == 0:
+        return ExecResult("ok", 0, stdout, stderr, wall, **trunc)
+    tail = stderr[-4000:]
+    if (returncode == _LAUNCHER_FAILED and stderr.startswith("bonbench-sandbox:")) or stderr.startswith("bwrap:"):
+        status = "sandbox_error"
+    elif "MemoryError" in tail or sig == _signal.SIGSEGV and "Cannot allocate memory" in tail:
+        status = "memory"
+    elif sig == _signal.SIGXFSZ or "[Errno 27]" in tail or "[Errno 28]" in tail:
+        status = "file_limit"
+    elif sig == _signal.SIGXCPU:
+        status = "timeout"
+    elif sig is not None:
+        status = "killed"
+    else:
+        status = "runtime_error"
+    return ExecResult(status, code, stdout, stderr, wall, sig, **trunc)

@@ -1,0 +1,59 @@
+"""The first Python code that runs inside the sandbox: apply rlimits, then run ``main.py`` in place.
+
+This file is never imported by the host. Its text is passed to the sandboxed interpreter with
+``python -S -B -X utf8 -c <this source> AS_MB CPU_S FSIZE_MB NPROC NOFILE``, so it must stay
+self-contained (stdlib only, no bonbench imports) and must leave almost nothing behind in the
+``__main__`` namespace that the user program then shares.
+
+Why the program runs in this same process instead of an ``exec`` of a second interpreter: one
+interpreter start-up is ~10 ms, which is most of the per-execution cost; the limits are process
+attributes, so setting them here and then running the program in place is equivalent.
+
+What it does not do: it does not change uid (bubblewrap or the host already did), does not
+filter syscalls, and cannot stop a program from raising its own *soft* limits up to the hard ones
+(the hard limits are set equal to the soft ones, except CPU, whose hard limit is one second higher
+so that SIGXCPU comes first and SIGKILL one second later).
+"""
+
+import resource as _r
+import sys as _s
+
+
+def _bonbench_setup() -> None:
+    args = _s.argv
+    mib = 1 << 20
+    as_mb, cpu_s, fsize_mb, nproc, nofile = (int(a) for a in args[1:6])
+    limits = [
+        (_r.RLIMIT_CPU, cpu_s, cpu_s + 1),
+        (_r.RLIMIT_FSIZE, fsize_mb * mib, fsize_mb * mib),
+        (_r.RLIMIT_NPROC, nproc, nproc),
+        (_r.RLIMIT_NOFILE, nofile, nofile),
+        (_r.RLIMIT_CORE, 0, 0),
+    ]
+    if as_mb > 0:
+        limits.append((_r.RLIMIT_AS, as_mb * mib, as_mb * mib))
+    for res, soft, hard in limits:
+        try:
+            _r.setrlimit(res, (soft, hard))
+        except (ValueError, OSError) as exc:
+            # A limit that cannot be applied means the run would not be contained: refuse to run.
+            _s.stderr.write(f"bonbench-sandbox: cannot set rlimit {res}: {exc}\n")
+            _s.stderr.flush()
+            raise SystemExit(125)
+    _s.argv = ["main.py"]
+    # As if started with `python main.py`: the script's directory first on sys.path.
+    _s.path[0] = __import__("os").getcwd()
+
+    # -S skips site.py, which is what defines exit() and quit(); contest solutions call them.
+    def _quit(code: object = None) -> None:
+        raise SystemExit(code)
+
+    import builtins
+
+    builtins.exit = builtins.quit = _quit
+
+
+_bonbench_setup()
+del _bonbench_setup, _r, _s
+__file__ = "main.py"
+exec(compile(open("main.py", "rb").read(), "main.py", "exec"))

@@ -1,0 +1,186 @@
+"""Many executions at once: a thread pool over `execute()`, result caching, early stop per test list.
+
+Threads are enough: each worker only waits on its child process, so the GIL is not the limit.
+Identical jobs in one batch (same cache key: common when samples repeat) are executed once.
+
+Not here: scheduling by expected cost, retries (a "sandbox_error" is returned, not retried), or
+any judging of stdout; that is the grader's job.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from bonbench_sandbox.cache import ResultCache, job_key
+from bonbench_sandbox.execution import (
+    ExecResult,
+    ensure_available,
+    execute,
+    resolve_interpreter,
+    resolve_limits,
+)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One execution request: the arguments of `execute()` as a value."""
+
+    program: str
+    stdin: str | None = None
+    timeout_s: float = 10.0
+    memory_mb: int = 1024
+    cpu_s: float | None = None
+    max_output_bytes: int = 1 << 20
+    max_procs: int = 64
+    max_file_mb: int = 16
+    max_open_files: int = 256
+    python: str | None = None
+    unsafe: bool = False
+    files: Mapping[str, str] | None = field(default=None, hash=False)
+
+    def run(self) -> ExecResult:
+        return execute(self.program, stdin=self.stdin, timeout_s=self.timeout_s, memory_mb=self.memory_mb,
+                       cpu_s=self.cpu_s, max_output_bytes=self.max_output_bytes, max_procs=self.max_procs,
+                       max_file_mb=self.max_file_mb, max_open_files=self.max_open_files, python=self.python,
+                       unsafe=self.unsafe, files=self.files)
+
+    def key(self) -> str:
+        """The `ResultCache` key: every input that can change the result, and nothing else."""
+        limits = resolve_limits(timeout_s=self.timeout_s, memory_mb=self.memory_mb, cpu_s=self.cpu_s,
+                                max_output_bytes=self.max_output_bytes, max_procs=self.max_procs,
+                                max_file_mb=self.max_file_mb, max_open_files=self.max_open_files)
+        return job_key(self.program, self.stdin, dict(self.files or {}), limits, resolve_interpreter(self.python),
+                       self.unsafe)
+
+
+def _run_cached(job: Job, key: str | None, cache: ResultCache | None) -> ExecResult:
+    result = job.run()
+    if cache is not None and key is not None:
+        cache.put(key, result)
+    return result
+
+
+def _check_sandboxes(jobs: Sequence[Job]) -> None:
+    # Fail once, up front, with the fix in the message, rather than once per worker.
+    for python in {j.python for j in jobs if not j.unsafe}:
+        ensure_available(python)
+
+
+def run_many(
+    jobs: Sequence[Job],
+    workers: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    cache: ResultCache | None = None,
+) -> list[ExecResult]:
+    """Execute ``jobs`` with ``workers`` threads (default: os.cpu_count()); results in job order.
+
+    ``progress(n)`` is called from the calling thread with the number of jobs finished so far
+    (cache hits included). With ``cache``, known results are returned without executing and new
+    ones are stored.
+    """
+    results: list[ExecResult | None] = [None] * len(jobs)
+    keys = [j.key() for j in jobs] if cache is not None else [None] * len(jobs)
+    todo: dict[str, list[int]] = {}  # one execution per distinct job
+    done = 0
+    for i, (job, key) in enumerate(zip(jobs, keys)):
+        hit = cache.get(key) if cache is not None and key is not None else None
+        if hit is not None:
+            results[i] = hit
+            done += 1
+            continue
+        todo.setdefault(key if key is not None else f"#{i}", []).append(i)
+    if progress is not None and done:
+        progress(done)
+    if todo:
+        _check_sandboxes([jobs[idx[0]] for idx in todo.values()])
+        n_workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
+        with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="bonbench-sandbox") as pool:
+            futures: dict[Future[ExecResult], list[int]] = {
+                pool.submit(_run_cached, jobs[idx[0]], keys[idx[0]], cache): idx for idx in todo.values()
+            }
+            pending = set(futures)
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    res = fut.result()
+                    for i in futures[fut]:
+                        results[i] = res
+                    done += len(futures[fut])
+                if progress is not None:
+                    progress(done)
+    assert all(r is not None for r in results), "every job must have a result"
+    return [r for r in results if r is not None]
+
+
+def run_tests(
+    jobs: Sequence[Job],
+    stop_on_first_failure: bool = True,
+    cache: ResultCache | None = None,
+    judge: Callable[[int, ExecResult], bool] | None = None,
+) -> list[ExecResult]:
+    """Execute the tests of one program in order; with ``stop_on_first_failure``, stop after the
+    first failing test (the returned list is then shorter than ``jobs``).
+
+    A test fails when its status is not "ok" or, given ``judge(test_idx, result)``, when the judge
+    returns False (e.g. stdout differs from the expected output).
+    """
+    return _run_group(jobs, stop_on_first_failure, cache, judge)
+
+
+def _run_group(jobs: Sequence[Job], stop: bool, cache: ResultCache | None,
+               judge: Callable[[int, ExecResult], bool] | None) -> list[ExecResult]:
+    out: list[ExecResult] = []
+    for i, job in enumerate(jobs):
+        key = job.key() if cache is not None else None
+        res = cache.get(key) if cache is not None and key is not None else None
+        if res is None:
+            res = _run_cached(job, key, cache)
+        out.append(res)
+        passed = res.status == "ok" and (judge is None or judge(i, res))
+        if stop and not passed:
+            break
+    return out
+
+
+def run_many_tests(
+    groups: Sequence[Sequence[Job]],
+    workers: int | None = None,
+    stop_on_first_failure: bool = True,
+    progress: Callable[[int], None] | None = None,
+    cache: ResultCache | None = None,
+    judge: Callable[[int, int, ExecResult], bool] | None = None,
+) -> list[list[ExecResult]]:
+    """Run several test lists in parallel (one list per program), each in order with early stop.
+
+    ``judge(group_idx, test_idx, result)`` decides whether a test passed (default: status "ok");
+    with ``stop_on_first_failure`` the first failing test ends its group. ``progress(n)`` reports
+    finished groups.
+    """
+    _check_sandboxes([j for g in groups for j in g[:1]])
+    results: list[list[ExecResult]] = [[] for _ in groups]
+    lock = threading.Lock()
+    done = 0
+
+    def one(gi: int) -> None:
+        nonlocal done
+        g_judge = (lambda ti, r: judge(gi, ti, r)) if judge is not None else None
+        results[gi] = _run_group(groups[gi], stop_on_first_failure, cache, g_judge)
+        with lock:
+            done += 1
+
+    n_workers = max(1, min(workers or os.cpu_count() or 1, len(groups) or 1))
+    with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="bonbench-sandbox") as pool:
+        pending = {pool.submit(one, gi) for gi in range(len(groups))}
+        while pending:
+            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                fut.result()
+            if progress is not None:
+                with lock:
+                    n = done
+                progress(n)
+    return results

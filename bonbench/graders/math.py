@@ -1,0 +1,771 @@
+"""Grading of MATH-style final answers: extraction, a canonical form for maj@k, equivalence.
+
+What it does:
+
+* ``extract_answer`` pulls the final answer out of a completion (last ``\\boxed{}`` / ``\\fbox{}``
+  with balanced braces, ``\\boxed 5``, "final answer is ...", "The answer is ...").
+* ``canonical_answer`` rewrites an answer into a normal form with cheap string rules (no sympy):
+  wrappers, units, degrees, percent, money, thousands separators, ``\\frac``/``\\sqrt`` shorthands,
+  equation left-hand sides and spacing are removed or normalised; exact numbers become reduced
+  fractions; sets and unordered lists are sorted. Equivalent answers usually share one string.
+* ``is_equiv`` compares two answers: it canonicalises both, compares structure (lists, sets,
+  tuples, intervals, unions, matrices) itself, decides numbers / text / multiple choice / base-n
+  without sympy, and hands the remaining symbolic atoms to math-verify with its signal timeouts
+  disabled, so it is safe in threads and worker processes. ``is_equiv(canonical_answer(a), b) ==
+  is_equiv(a, b)`` holds because ``is_equiv`` only ever looks at canonical forms.
+* ``MathGrader`` grades samples in batch: one comparison per distinct (problem, canonical answer),
+  cheap comparisons in-process, symbolic ones on a pool of worker processes with a per-comparison
+  timeout (soft: an interval timer inside the worker; hard: the worker is killed and replaced).
+
+What it does not do: ``is_equiv`` itself has no timeout (use ``MathGrader`` for untrusted input);
+it does not read the problem, so conventions that depend on the question (e.g. "answer in degrees")
+are fixed rules documented in docs/math-grading.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import re
+import signal
+import time
+from fractions import Fraction
+from multiprocessing.connection import Connection, wait
+from typing import Any, Mapping, Sequence
+
+from bonbench.records import Grade, Problem, Sample
+
+__all__ = ["extract_answer", "canonical_answer", "is_equiv", "MathGrader"]
+
+# math-verify warns once that its timeouts are off; we enforce timeouts ourselves (MathGrader).
+logging.getLogger("math_verify").setLevel(logging.ERROR)
+
+# --------------------------------------------------------------------------------------------
+# extraction
+# --------------------------------------------------------------------------------------------
+
+_BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
+_FINAL_RE = re.compile(r"(?:final answer is|the answer is|final answer:|answer:)", re.IGNORECASE)
+
+
+def _balanced(text: str, start: int) -> tuple[str, int] | None:
+    """Content of the ``{...}`` group opening at ``text[start]`` and the index after it."""
+    depth = 0
+    i = start
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            i += 2  # an escaped brace (\{ \}) does not open or close a group
+            continue
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start + 1 : i], i + 1
+        i += 1
+    return None
+
+
+def _boxed_contents(text: str) -> list[str]:
+    out = []
+    for m in _BOX_RE.finditer(text):
+        j = m.end()
+        while j < len(text) and text[j] == " ":
+            j += 1
+        if j < len(text) and text[j] == "{":
+            got = _balanced(text, j)
+            if got is not None:
+                out.append(got[0])
+        elif j > m.end():
+            # "\boxed 5": the token runs to the closing $ or the end of the line
+            token = re.split(r"[$\n]", text[j:], maxsplit=1)[0].strip()
+            if token:
+                out.append(token)
+    return out
+
+
+def extract_answer(text: str) -> str | None:
+    """The final answer in ``text``: last complete \\boxed/\\fbox, else a "final answer is" phrase."""
+    if not text:
+        return None
+    boxed = [b.strip() for b in _boxed_contents(text) if b.strip()]
+    if boxed:
+        return boxed[-1]
+    matches = list(_FINAL_RE.finditer(text))
+    for m in reversed(matches):
+        rest = text[m.end() :].lstrip(" :\t")
+        ans: str | None = None
+        if rest.startswith("$$"):
+            end = rest.find("$$", 2)
+            ans = rest[2:end] if end > 0 else None
+        elif rest.startswith("$"):
+            end = rest.find("$", 1)
+            ans = rest[1:end] if end > 0 else None
+        elif rest.startswith("\\(") or rest.startswith("\\["):
+            close = "\\)" if rest.startswith("\\(") else "\\]"
+            end = rest.find(close, 2)
+            ans = rest[2:end] if end > 0 else None
+        else:
+            # up to the end of the sentence: a period followed by space/end, or a line break;
+            # a decimal point is followed by a digit, so "3.5." keeps 3.5
+            cut = re.search(r"\.(?=\s|$)|\n", rest)
+            ans = rest[: cut.start()] if cut else rest
+        if ans is not None:
+            ans = re.sub(r"\s*I hope it is correct.*$", "", ans, flags=re.IGNORECASE | re.DOTALL).strip()
+            ans = ans.strip().rstrip(".").strip()
+            if ans:
+                return ans
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# canonical form
+# --------------------------------------------------------------------------------------------
+
+_TEXT_CMDS = re.compile(r"\\(?:mbox|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mathsf|operatorname|text)\s*\{")
+_UNIT_TEXT = re.compile(r"^[A-Za-z][A-Za-z .'\-]*$")
+_NUM_INT = re.compile(r"[+-]?\d+")
+_NUM_DEC = re.compile(r"[+-]?(\d+\.\d*|\.\d+)")
+_NUM_SLASH = re.compile(r"([+-]?)(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)")
+_NUM_FRAC = re.compile(r"([+-]?)\\frac\{([+-]?\d+(?:\.\d+)?)\}\{([+-]?\d+(?:\.\d+)?)\}")
+_NUM_MIXED = re.compile(r"([+-]?)(\d+)\\frac\{(\d+)\}\{(\d+)\}")
+_BASE_RE = re.compile(r"([0-9A-Z]+)_\{?\(?(\d{1,2})\)?\}?")
+_MC_RE = re.compile(r"\(?([A-E])\)?")
+_LHS_RE = re.compile(
+    r"(?:[a-zA-Z](?:_\{?\w+\}?)?|\\[a-zA-Z]+|[a-zA-Z]\([a-z]\)|\((?:[a-zA-Z](?:_\{?\w+\}?)?,)+[a-zA-Z](?:_\{?\w+\}?)?\))"
+)
+# a decimal with at least this many places is taken as a rounded real, not an exact rational
+_LONG_DECIMAL = 6
+
+
+def _unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True) -> str:
+    """Replace ``\\cmd{X}`` by ``X`` (keep) for every match, honouring nested braces."""
+    out = []
+    i = 0
+    while True:
+        m = cmd_re.search(s, i)
+        if m is None:
+            out.append(s[i:])
+            return "".join(out)
+        got = _balanced(s, m.end() - 1)
+        if got is None:
+            out.append(s[i:])
+            return "".join(out)
+        out.append(s[i : m.start()])
+        if keep:
+            out.append(got[0])
+        i = got[1]
+
+
+def _text_groups(s: str) -> list[tuple[int, int, str]]:
+    """(start, end, content) of each \\text{...} group."""
+    out = []
+    for m in re.finditer(r"\\text\{", s):
+        got = _balanced(s, m.end() - 1)
+        if got is not None:
+            out.append((m.start(), got[1], got[0]))
+    return out
+
+
+def _drop_units(s: str) -> str:
+    """Remove unit words (\\text{ cm}, trailing "inches") when something else remains."""
+    groups = _text_groups(s)
+    for start, end, content in reversed(groups):
+        c = content.strip()
+        rest = (s[:start] + s[end:]).strip()
+        if c.lower() in ("and", "or") and rest:
+            s = s[:start] + "," + s[end:]
+        elif _UNIT_TEXT.match(c) and rest and re.search(r"[\d\\]", rest):
+            tail = re.match(r"\s*\^\s*\{?[23]\}?", s[end:])  # \text{ cm}^2
+            s = s[:start] + s[end + (tail.end() if tail else 0) :]
+    s = _unwrap_command(s, re.compile(r"\\text\{"))
+    # bare trailing unit words after a number or a closed group: "5 inches", "12 sq units"
+    s = re.sub(r"(?<=[\d})\s])\s*(?:[a-zA-Z]{2,}\.?\s*)+(?:\^\{?[23]\}?)?$", "", s) if re.search(r"\d", s) else s
+    s = re.sub(r"(?<=[\d})])\s+(?:and|or)\s+(?=[\d\-\\(])", ",", s)
+    return s.strip()
+
+
+def _fix_shorthands(s: str) -> str:
+    """\\frac12 -> \\frac{1}{2}, \\sqrt2 -> \\sqrt{2} (before spaces are dropped)."""
+    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\frac\s*(\d)\s*\{", r"\\frac{\1}{", s)
+    s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*(\d)", r"\\frac\1{\2}", s)
+    s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*([a-zA-Z])(?![a-zA-Z])", r"\\frac\1{\2}", s)
+    s = re.sub(r"\\sqrt\s*(\d+|[a-zA-Z](?![a-zA-Z]))", r"\\sqrt{\1}", s)
+    return s
+
+
+def _collapse_control_spaces(s: str) -> str:
+    # "\pi r" must stay "\pi r" (not "\pir"); every other space is insignificant in LaTeX math
+    parts = re.split(r"(\\[a-zA-Z]+\s+(?=[a-zA-Z]))", s)
+    out = []
+    for i, p in enumerate(parts):
+        if i % 2 == 1:
+            out.append(p.rstrip() + "\x00")
+        else:
+            out.append(re.sub(r"\s+", "", p))
+    return "".join(out).replace("\x00", " ")
+
+
+def _pre_normalise(s: str) -> str:
+    s = s.strip()
+    boxed = _boxed_contents(s)
+    if boxed and re.fullmatch(r"\$*\s*\\(?:boxed|fbox)\s*\{.*\}\s*\$*\.?", s, flags=re.DOTALL):
+        s = boxed[-1]
+    s = s.replace("\\displaystyle", "").replace("\\!", "")
+    s = re.sub(r"^\$+|\$+$", "", s.strip())
+    s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s.strip())
+    s = s.strip().rstrip(".;").strip()
+    s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![a-zA-Z])\.?", "", s)
+    s = re.sub(r"\\[dt]frac(?![a-zA-Z])", r"\\frac", s)
+    s = s.replace("{,}", ",")
+    s = re.sub(r"(\d)\\,(?=\d{3})", r"\1", s)  # 1\,000
+    s = re.sub(r"(?<!\\)\\[,;:]|\\quad|\\qquad|~|(?<!\\)\\ ", " ", s)
+    # degrees, percent, money: dropped (see docs/math-grading.md for the convention)
+    s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree|°", "", s)
+    s = re.sub(r"\\%|%", "", s)
+    s = re.sub(r"\\\$|\$", "", s)
+    s = _TEXT_CMDS.sub(r"\\text{", s)
+    return s.strip()
+
+
+def _is_text_answer(s: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z][A-Za-z .,'\-]*", s)) and bool(re.search(r"[A-Za-z]{2,}", s)) and "," not in s
+
+
+def canonical_answer(ans: str) -> str:
+    """A normal form of ``ans`` for clustering (maj@k) and as the input of ``is_equiv``."""
+    s = _pre_normalise(str(ans))
+    groups = _text_groups(s)
+    if len(groups) == 1 and groups[0][0] == 0 and groups[0][1] == len(s):
+        s = groups[0][2].strip().rstrip(".").strip()  # the whole answer is \text{...}
+    if _is_text_answer(s):
+        words = re.sub(r"\s+", " ", s).strip().rstrip(".").lower()
+        if not re.fullmatch(r"[a-z]", words):
+            return words
+    s = _drop_units(s)
+    s = _fix_shorthands(s)
+    if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?", s.strip()):
+        # thousands separators; "70, 110" (with a space) stays a list, a bare "70,110" is 70110
+        s = s.replace(",", "")
+    s = _collapse_control_spaces(s)
+    return _render(_parse(s))
+
+
+# structure: ("atom", s) | ("list", [..]) | ("set", [..]) | ("seq", open, close, [..]) |
+#            ("union", [..]) | ("matrix", [[..], ..])
+_OPEN = {"(": ")", "[": "]", "{": "}"}
+
+
+def _split_top(s: str, sep: str) -> list[str]:
+    parts, depth, cur, i = [], 0, [], 0
+    while i < len(s):
+        if s.startswith("\\{", i) or s.startswith("\\}", i):
+            depth += 1 if s[i + 1] == "{" else -1
+            cur.append(s[i : i + 2])
+            i += 2
+            continue
+        ch = s[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if depth == 0 and s.startswith(sep, i):
+            parts.append("".join(cur))
+            cur = []
+            i += len(sep)
+            continue
+        cur.append(ch)
+        i += 1
+    parts.append("".join(cur))
+    return parts
+
+
+def _wraps_whole(s: str) -> bool:
+    """True when the bracket opening at s[0] closes at s[-1] (any bracket kind: intervals mix them)."""
+    depth = 0
+    for i, ch in enumerate(s):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return i == len(s) - 1
+    return False
+
+
+def _parse(s: str) -> tuple[Any, ...]:
+    s = _strip_lhs(s.strip())
+    m = re.fullmatch(r"\\begin\{[pbvBV]?matrix\}(.*)\\end\{[pbvBV]?matrix\}", s, flags=re.DOTALL)
+    if m:
+        rows = [r for r in m.group(1).split("\\\\") if r.strip()]
+        return ("matrix", [[_canon_atom(c) for c in r.split("&")] for r in rows])
+    if len(_split_top(s, "\\cup")) > 1:
+        return ("union", [_parse(p) for p in _split_top(s, "\\cup")])
+    if s.startswith("\\{") and s.endswith("\\}") and len(_split_top(s[2:-2], "\\}")) == 1:
+        return ("set", [_parse(p) for p in _split_top(s[2:-2], ",") if p.strip()])
+    parts = _split_top(s, ",")
+    if len(parts) > 1:
+        return ("list", [_parse(p) for p in parts if p.strip()])
+    if len(s) >= 2 and s[0] in "([" and s[-1] in ")]" and _wraps_whole(s):
+        inner = _split_top(s[1:-1], ",")
+        if len(inner) > 1:
+            return ("seq", s[0], s[-1], [_parse(p) for p in inner])
+        if s[0] == "(" and s[-1] == ")":
+            return _parse(s[1:-1])  # redundant parentheses around a single item
+    if len(s) >= 2 and s[0] == "{" and s[-1] == "}" and _wraps_whole(s):
+        return _parse(s[1:-1])
+    return ("atom", _canon_atom(s))
+
+
+def _strip_lhs(s: str) -> str:
+    """"x=5" -> "5", "f(x)=..." -> "...", "(x,y)=(1,2)" -> "(1,2)", "x\\in[1,2]" -> "[1,2]"."""
+    for op in ("=", "\\in"):
+        parts = _split_top(s, op)
+        if len(parts) == 2 and _LHS_RE.fullmatch(parts[0].strip()) and parts[1].strip():
+            if op == "=" and parts[1].strip()[0] in "<>":
+                continue
+            return parts[1].strip()
+    return s
+
+
+def _parse_number(s: str) -> tuple[Fraction, int] | None:
+    """An exact number and its count of decimal places (0 for integers and fractions)."""
+    try:
+        if _NUM_INT.fullmatch(s):
+            return Fraction(int(s)), 0
+        if _NUM_DEC.fullmatch(s):
+            places = len(s.split(".")[1].rstrip("0"))
+            return Fraction(s if not s.endswith(".") else s[:-1]), places
+        m = _NUM_FRAC.fullmatch(s) or _NUM_SLASH.fullmatch(s)
+        if m:
+            den = Fraction(m.group(3))
+            if den == 0:
+                return None
+            val = Fraction(m.group(2)) / den
+            return (-val if m.group(1) == "-" else val), 0
+        m = _NUM_MIXED.fullmatch(s)
+        if m and int(m.group(4)) != 0:
+            val = int(m.group(2)) + Fraction(int(m.group(3)), int(m.group(4)))
+            return (-val if m.group(1) == "-" else val), 0
+    except (ValueError, ZeroDivisionError, OverflowError):
+        return None
+    return None
+
+
+def _render_number(val: Fraction, places: int) -> str:
+    if places >= _LONG_DECIMAL:
+        sign = "-" if val < 0 else ""
+        whole, frac = divmod(abs(val), 1)
+        digits = str(int(frac * 10**places)).rjust(places, "0")
+        return f"{sign}{int(whole)}.{digits}"
+    if val.denominator == 1:
+        return str(val.numerator)
+    sign = "-" if val < 0 else ""
+    return f"{sign}\\frac{{{abs(val.numerator)}}}{{{val.denominator}}}"
+
+
+def _canon_atom(s: str) -> str:
+    s = _strip_lhs(s.strip())
+    while (
+        len(s) >= 2
+        and ((s[0] == "(" and s[-1] == ")") or (s[0] == "{" and s[-1] == "}"))
+        and _wraps_whole(s)
+        and len(_split_top(s[1:-1], ",")) == 1
+    ):
+        s = s[1:-1].strip()
+    s = re.sub(r"^\+", "", s)
+    if s in ("\\infty", "+\\infty", "\\inf", "infty", "oo"):
+        return "\\infty"
+    if s in ("-\\infty", "-\\inf", "-oo"):
+        return "-\\infty"
+    num = _parse_number(s)
+    if num is not None:
+        return _render_number(*num)
+    m = _MC_RE.fullmatch(s)
+    if m:
+        return m.group(1)
+    m = _BASE_RE.fullmatch(s)
+    if m and re.search(r"\d", m.group(1)) and 2 <= int(m.group(2)) <= 36:
+        return f"{m.group(1)}_{int(m.group(2))}"
+    if _is_text_answer(s):
+        return re.sub(r"\s+", " ", s).lower()
+    return s
+
+
+def _render(node: tuple[Any, ...]) -> str:
+    kind = node[0]
+    if kind == "atom":
+        return str(node[1])
+    if kind == "list":
+        # written order is kept: a bare list answers an ordered tuple in that order
+        # ", " keeps "70, 110" a list when the canonical form is canonicalised again (thousands rule)
+        return ", ".join(_render(n) for n in node[1])
+    if kind == "set":
+        return "\\{" + ",".join(sorted(_render(n) for n in node[1])) + "\\}"
+    if kind == "seq":
+        return node[1] + ",".join(_render(n) for n in node[3]) + node[2]
+    if kind == "union":
+        return "\\cup".join(sorted(_render(n) for n in node[1]))
+    rows = ["&".join(r) for r in node[1]]
+    return "\\begin{pmatrix}" + "\\\\".join(rows) + "\\end{pmatrix}"
+
+
+# --------------------------------------------------------------------------------------------
+# equivalence
+# --------------------------------------------------------------------------------------------
+
+
+class _NeedsSympy(Exception):
+    """Raised in fast-only mode when an atom comparison needs math-verify."""
+
+
+def _kind(atom: str) -> str:
+    if _parse_number(atom) is not None:
+        return "num"
+    if atom in ("\\infty", "-\\infty"):
+        return "inf"
+    if re.fullmatch(r"[A-E]", atom):
+        return "mc"
+    if _BASE_RE.fullmatch(atom) and re.search(r"\d", atom.split("_")[0]):
+        return "base"
+    if re.fullmatch(r"[a-z][a-z .'\-]*", atom) and re.search(r"[a-z]{2,}", atom):
+        return "text"
+    return "expr"
+
+
+def _num_equiv(a: tuple[Fraction, int], b: tuple[Fraction, int]) -> bool:
+    if a[0] == b[0]:
+        return True
+    # a decimal given to >= 6 places stands for a rounded/truncated real: one unit in its last place
+    places = max(a[1], b[1])
+    return places >= _LONG_DECIMAL and abs(a[0] - b[0]) <= Fraction(1, 10**places)
+
+
+def _atom_fast(pred: str, gold: str) -> bool | None:
+    if pred == gold:
+        return True
+    kp, kg = _kind(pred), _kind(gold)
+    if kp == "num" and kg == "num":
+        return _num_equiv(_parse_number(pred), _parse_number(gold))  # type: ignore[arg-type]
+    if "base" in (kp, kg):
+        # the problem states the base, so "1011" answers "1011_2"; a decimal conversion does not
+        dp, dg = pred.split("_")[0], gold.split("_")[0]
+        other = kg if kp == "base" else kp
+        return other in ("num", "base") and dp == dg and (kp != "base" or kg != "base" or pred == gold)
+    if kp in ("text", "mc", "inf") or kg in ("text", "mc", "inf"):
+        return False
+    if kp == "num" and kg == "expr" and not re.search(r"[\\^a-zA-Z]", gold):
+        return None if re.search(r"[\d)]", gold) else False
+    return None
+
+
+_MV_CACHE: dict[str, Any] = {}
+
+
+def _mv_parse(atom: str) -> Any:
+    from math_verify import parse  # imported lazily: sympy costs ~1 s and most answers never need it
+
+    got = _MV_CACHE.get(atom)
+    if got is None:
+        got = parse("$" + atom + "$", parsing_timeout=None)
+        if len(_MV_CACHE) > 50_000:
+            _MV_CACHE.clear()
+        _MV_CACHE[atom] = got
+    return got
+
+
+def _atom_equiv(pred: str, gold: str, fast_only: bool) -> bool:
+    fast = _atom_fast(pred, gold)
+    if fast is not None:
+        return fast
+    if fast_only:
+        raise _NeedsSympy
+    from math_verify import verify
+
+    p, g = _mv_parse(pred), _mv_parse(gold)
+    if not p or not g:
+        return False
+    return bool(verify(g, p, timeout_seconds=None, strict=True))
+
+
+def _match_unordered(ps: list[Any], gs: list[Any], fast_only: bool) -> bool:
+    if len(ps) != len(gs):
+        return False
+    # identical renders pair off first, so the (rarely needed) sympy comparisons see fewer candidates
+    left_p: list[Any] = []
+    remaining = list(gs)
+    rendered = [_render(g) for g in remaining]
+    for p in ps:
+        r = _render(p)
+        if r in rendered:
+            j = rendered.index(r)
+            del remaining[j], rendered[j]
+        else:
+            left_p.append(p)
+    for p in left_p:
+        for j, g in enumerate(remaining):
+            if _node_equiv(p, g, fast_only):
+                del remaining[j]
+                break
+        else:
+            return False
+    return not remaining
+
+
+def _column(node: tuple[Any, ...]) -> list[str] | None:
+    if node[0] == "matrix" and all(len(r) == 1 for r in node[1]):
+        return [r[0] for r in node[1]]
+    return None
+
+
+def _node_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool:
+    kp, kg = p[0], g[0]
+    if kp == "atom" and kg == "atom":
+        return _atom_equiv(p[1], g[1], fast_only)
+    if kp in ("list", "set") and kg in ("list", "set"):
+        return _match_unordered(list(p[1]), list(g[1]), fast_only)
+    if kp == "set" and kg == "atom" and len(p[1]) == 1:
+        return _node_equiv(p[1][0], g, fast_only)
+    if kg == "set" and kp == "atom" and len(g[1]) == 1:
+        return _node_equiv(p, g[1][0], fast_only)
+    if kp == "seq" and kg == "seq":
+        return p[1] == g[1] and p[2] == g[2] and _ordered(p[3], g[3], fast_only)
+    # a bare list answers a tuple in the same order ("3, -1" for "(3,-1)")
+    if kp == "list" and kg == "seq" and g[1] == "(" and g[2] == ")":
+        return _ordered(p[1], g[3], fast_only)
+    if kg == "list" and kp == "seq" and p[1] == "(" and p[2] == ")":
+        return _ordered(p[3], g[1], fast_only)
+    if kp == "union" and kg == "union":
+        return _match_unordered(list(p[1]), list(g[1]), fast_only)
+    if kp == "matrix" and kg == "matrix":
+        if len(p[1]) != len(g[1]) or any(len(a) != len(b) for a, b in zip(p[1], g[1])):
+            return False
+        return all(_atom_equiv(a, b, fast_only) for ra, rb in zip(p[1], g[1]) for a, b in zip(ra, rb))
+    # a column vector written as a tuple
+    for mat, tup in ((p, g), (g, p)):
+        col = _column(mat)
+        if col is not None and tup[0] == "seq" and tup[1] == "(" and tup[2] == ")" and len(tup[3]) == len(col):
+            pairs = zip(col, tup[3]) if mat is p else zip(tup[3], col)
+            return all(
+                _node_equiv(("atom", a) if isinstance(a, str) else a, ("atom", b) if isinstance(b, str) else b, fast_only)
+                for a, b in pairs
+            )
+    return False
+
+
+def _ordered(ps: Sequence[Any], gs: Sequence[Any], fast_only: bool) -> bool:
+    return len(ps) == len(gs) and all(_node_equiv(a, b, fast_only) for a, b in zip(ps, gs))
+
+
+def _equiv_canonical(cp: str, cg: str, fast_only: bool = False) -> bool:
+    if cp == cg:
+        return True
+    return _node_equiv(_parse(cp), _parse(cg), fast_only)
+
+
+def is_equiv(pred: str, gold: str) -> bool:
+    """Whether answer ``pred`` is equivalent to gold answer ``gold`` (no timeout: see MathGrader)."""
+    if pred is None or gold is None:
+        return False
+    cp, cg = canonical_answer(pred), canonical_answer(gold)
+    if not cp or not cg:
+        return False
+    return _equiv_canonical(cp, cg)
+
+
+# --------------------------------------------------------------------------------------------
+# batch grader
+# --------------------------------------------------------------------------------------------
+
+
+class _SoftTimeout(BaseException):
+    """Raised by the interval timer inside a worker; BaseException so math-verify cannot swallow it."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise _SoftTimeout
+
+
+def _worker_main(conn: Connection) -> None:
+    """Worker process: compare (idx, canonical pred, canonical gold) items, one reply per item."""
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        timeout, items = msg
+        for idx, cp, cg in items:
+            try:
+                signal.setitimer(signal.ITIMER_REAL, timeout)
+                try:
+                    reply = (idx, _equiv_canonical(cp, cg), None)
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            except _SoftTimeout:
+                reply = (idx, False, "timeout")
+            except Exception as exc:  # a grader failure is data
+                reply = (idx, False, f"{type(exc).__name__}: {str(exc)[:200]}")
+            conn.send(reply)
+
+
+def _n_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+class _Worker:
+    def __init__(self, ctx: Any) -> None:
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self.batch: list[tuple[int, str, str]] = []
+        self.done = 0
+        self.since = 0.0
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.join(5)
+        self.conn.close()
+
+
+def _run_pool(
+    items: list[tuple[int, str, str]], timeout: float, workers: int, grace: float = 3.0, chunk: int = 4
+) -> dict[int, tuple[bool, str | None]]:
+    """Compare items on ``workers`` processes; an item past ``timeout + grace`` kills its worker."""
+    results: dict[int, tuple[bool, str | None]] = {}
+    if not items:
+        return results
+    # spawn: safe when the caller has threads (fork would copy held locks) and on every OS
+    ctx = multiprocessing.get_context("spawn")
+    queue = list(reversed(items))
+    pool = [_Worker(ctx) for _ in range(max(1, min(workers, len(items))))]
+    startup = 60.0  # first batch includes interpreter start and the sympy import
+
+    def feed(w: _Worker, first: bool = False) -> None:
+        w.batch = [queue.pop() for _ in range(min(chunk, len(queue)))]
+        w.done = 0
+        w.since = time.monotonic() + (startup if first else 0.0)
+        if w.batch:
+            w.conn.send((timeout, w.batch))
+
+    try:
+        for w in pool:
+            feed(w, first=True)
+        while any(w.batch for w in pool):
+            busy = [w for w in pool if w.batch]
+            now = time.monotonic()
+            deadline = min(w.since + timeout + grace for w in busy)
+            ready = wait([w.conn for w in busy], timeout=max(0.0, deadline - now))
+            for w in busy:
+                if w.conn in ready:
+                    try:
+                        while w.conn.poll():
+                            idx, verdict, err = w.conn.recv()
+                            results[idx] = (verdict, err)
+                            w.done += 1
+                            w.since = time.monotonic()
+                    except (EOFError, OSError):
+                        pass
+                    if w.done >= len(w.batch):
+                        feed(w)
+                        continue
+                if w.batch and (not w.proc.is_alive() or time.monotonic() > w.since + timeout + grace):
+                    # hung in C code (e.g. a huge integer power) or died: the current item is a
+                    # timeout, the rest of its batch goes back to the queue, a fresh worker starts
+                    idx = w.batch[w.done][0]
+                    results[idx] = (False, "timeout" if w.proc.is_alive() else "worker died")
+                    queue.extend(reversed(w.batch[w.done + 1 :]))
+                    w.kill()
+                    fresh = _Worker(ctx)
+                    pool[pool.index(w)] = fresh
+                    feed(fresh, first=True)
+    finally:
+        for w in pool:
+            try:
+                w.conn.send(None)
+            except OSError:
+                pass
+        for w in pool:
+            w.proc.join(2)
+            if w.proc.is_alive():
+                w.kill()
+    return results
+
+
+class MathGrader:
+    """Grader "math": extract the final answer, canonicalise, compare with the gold answer.
+
+    ``workers`` defaults to the number of usable cores; ``timeout`` (seconds) bounds each symbolic
+    comparison. Grade.answer is the canonical answer (None when nothing was extracted).
+    """
+
+    name = "math"
+    version = 1
+
+    def __init__(self, timeout: float = 5.0, workers: int | None = None) -> None:
+        self.timeout = float(timeout)
+        self.workers = workers if workers is not None else _n_cores()
+
+    def grade(self, problems: Mapping[str, Problem], samples: Sequence[Sample]) -> list[Grade]:
+        """One Grade per sample, in order; never raises for bad samples or answers."""
+        pending: dict[tuple[str, str], list[int]] = {}
+        out: list[Grade | None] = [None] * len(samples)
+        gold_canon: dict[str, str | Exception] = {}
+
+        def make(i: int, correct: bool | None, answer: str | None, error: str | None = None) -> Grade:
+            s = samples[i]
+            return Grade(s.problem_id, s.sample_idx, self.name, self.version, correct, answer=answer, error=error)
+
+        for i, s in enumerate(samples):
+            problem = problems.get(s.problem_id)
+            if problem is None:
+                out[i] = make(i, None, None, f"unknown problem {s.problem_id!r}")
+                continue
+            try:
+                extracted = extract_answer(s.completion)
+                canon = canonical_answer(extracted) if extracted is not None else None
+            except Exception as exc:  # a grader failure is data
+                out[i] = make(i, False, None, f"extraction failed: {type(exc).__name__}: {exc}")
+                continue
+            if not canon:
+                out[i] = make(i, False, None)
+                continue
+            pending.setdefault((s.problem_id, canon), []).append(i)
+
+        verdicts: dict[tuple[str, str], tuple[bool, str | None]] = {}
+        slow: list[tuple[int, str, str]] = []
+        keys = list(pending)
+        for k, (pid, canon) in enumerate(keys):
+            if pid not in gold_canon:
+                try:
+                    gold_canon[pid] = canonical_answer(problems[pid].target)
+                except Exception as exc:
+                    gold_canon[pid] = exc
+            gold = gold_canon[pid]
+            if isinstance(gold, Exception):
+                verdicts[(pid, canon)] = (False, f"gold answer failed to parse: {type(gold).__name__}: {gold}")
+                continue
+            try:
+                verdicts[(pid, canon)] = (_equiv_canonical(canon, gold, fast_only=True), None)
+            except _NeedsSympy:
+                slow.append((k, canon, gold))
+            except Exception as exc:
+                verdicts[(pid, canon)] = (False, f"{type(exc).__name__}: {str(exc)[:200]}")
+        for k, res in _run_pool(slow, self.timeout, self.workers).items():
+            verdicts[keys[k]] = res
+
+        for key, idxs in pending.items():
+            verdict, err = verdicts.get(key, (False, "no verdict"))
+            for i in idxs:
+                out[i] = make(i, verdict, key[1], err)
+        return [g for g in out if g is not None]

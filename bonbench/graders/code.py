@@ -1,0 +1,461 @@
+"""Host side of code execution: code extraction, program assembly with a secret sentinel,
+output comparison, verdicts, and the ``CodeGrader`` that runs it all through the sandbox.
+
+A test *passes* only if the test code ran to its end. The assembled program is a small harness
+that (1) reads a secret line from the front of stdin before any user code exists, (2) moves the rest
+of stdin to a fresh anonymous file on fd 0 (so the secret cannot be re-read through ``/proc/self/fd/0``
+or ``lseek``), (3) compiles and ``exec``-s solution + tests in a fresh globals dict, and (4) only if
+that returns normally, flushes stdout and writes the secret with a reference to ``os.write`` saved
+before user code ran. The secret never appears in the program text, argv or environment, so a
+program that exits early (``exit(0)``, ``os._exit(0)``, ``sys.exit()``, ``raise SystemExit``),
+prints from ``atexit``, patches builtins, closes or redirects stdout, reads its own source, or prints
+a guessed or previously seen sentinel cannot produce it. See docs/code-tasks.md for the limits of
+this design (a program that walks interpreter frames or memory to find the secret is out of scope,
+as is one that returns an object whose ``__eq__`` is always true: no assert-based harness stops those).
+
+The sentinel is ``HMAC(key, program, stdin)``: unpredictable to the program, but the same for the
+same execution, so the sandbox ``ResultCache`` (keyed by program, stdin and limits) can serve
+re-scoring without re-executing. The key lives next to the cache (``sentinel.key``) and never
+enters the sandbox; without a cache it is fresh per grader.
+
+This module does not know any benchmark's schema (``bonbench_tasks.*`` build the test cases) and
+does not isolate anything itself (``bonbench_sandbox`` does).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import hmac
+import math
+import os
+import re
+import secrets
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from bonbench.errors import BonbenchError
+from bonbench.records import Grade, Problem, Sample
+
+# Stop strings of the HumanEval paper's completion setting: the function ends where the next
+# top-level statement begins.
+HUMANEVAL_STOP: tuple[str, ...] = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
+
+SECRET_HEX = 32  # 128 bits: not guessable
+KEYFILE = ".bb_sentinel"  # next to main.py in the sandbox; the harness deletes it before user code runs
+DEFAULT_CACHE_DIR = Path("results/cache/exec")
+FLOAT_TOL = 1e-6
+
+ProgressCallback = Callable[[int, int], None]
+
+
+# --------------------------------------------------------------------------- code extraction
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
+
+
+def fenced_blocks(text: str) -> list[str]:
+    """Contents of the Markdown code fences in ``text`` (python / py / untagged ones; an unclosed
+    final fence runs to the end, as chat models cut off by max_tokens leave it)."""
+    out = []
+    for lang, body in _FENCE.findall(text):
+        if lang.lower() in ("", "python", "py", "python3", "py3"):
+            out.append(body)
+    return out
+
+
+def defines(code: str, name: str) -> bool:
+    """True if ``code`` defines a top-level function or class ``name`` (by parse, else by regex)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return re.search(rf"^(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", code, re.M) is not None
+    return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name for n in tree.body)
+
+
+def extract_code(completion: str, entry_point: str | None = None) -> str | None:
+    """The code of a chat completion: the fenced block defining ``entry_point``, else the longest
+    block. None when the completion has no fence (then it is a base-model continuation, used as is)."""
+    blocks = fenced_blocks(completion)
+    if not blocks:
+        return None
+    if entry_point:
+        for block in blocks:
+            if defines(block, entry_point):
+                return block
+    return max(blocks, key=len)
+
+
+def truncate_at_stop(text: str, stops: Sequence[str]) -> str:
+    """``text`` up to the earliest stop string (for backends that overshoot their stop strings)."""
+    cut = len(text)
+    for s in stops:
+        i = text.find(s)
+        if i != -1:
+            cut = min(cut, i)
+    return text[:cut]
+
+
+# --------------------------------------------------------------------------- test cases
+
+
+@dataclass(frozen=True)
+class ExecCase:
+    """One execution of a test: ``source`` is solution + test code (no harness).
+
+    ``expected_stdout`` None means function-call style (pass = the code ran to its end); otherwise
+    the program's stdout must match it under the tolerance rules of ``outputs_match``.
+    ``as_main`` runs the code with ``__name__ == "__main__"`` (stdin programs); function-call tests
+    use another name, like the official HumanEval/MBPP harnesses, so demo ``__main__`` blocks in a
+    completion do not run. ``timeout_s`` (wall clock) / ``memory_mb`` None take the grader's defaults;
+    ``cpu_s`` None lets the sandbox derive the CPU limit from the wall clock.
+    """
+
+    source: str
+    stdin: str = ""
+    expected_stdout: str | None = None
+    timeout_s: float | None = None
+    cpu_s: float | None = None
+    memory_mb: int | None = None
+    float_tol: bool = False
+    as_main: bool = False
+    label: str = ""
+
+
+BuildJobs = Callable[[Problem, str], Sequence[ExecCase]]
+
+
+class NoCode(ValueError):
+    """Raised by a task's build_jobs when the completion holds no usable code (a wrong answer, not a bug)."""
+
+
+# --------------------------------------------------------------------------- program assembly
+
+_HARNESS = r'''import os as _bb_os, sys as _bb_sys
+
+
+def _bb_run():
+    write, stdout = _bb_os.write, _bb_sys.stdout
+    # the secret arrives as a file that is deleted before any user code exists
+    with open({keyfile!r}, "rb") as fh:
+        secret = fh.read()
+    _bb_os.unlink({keyfile!r})
+    src = {src!r}
+    import linecache
+    linecache.cache["<solution>"] = (len(src), None, src.splitlines(True), "<solution>")
+    code = compile(src, "<solution>", "exec")
+    del src
+    scope = {{"__name__": {name!r}, "__builtins__": __builtins__}}
+    exec(code, scope)
+    threading = _bb_sys.modules.get("threading")
+    if threading is not None:
+        # programs that do their work in a non-daemon thread (a common stack-size trick) finish first
+        for t in threading.enumerate():
+            if t is not threading.main_thread() and not t.daemon:
+                t.join()
+    try:
+        _bb_sys.stdout.flush()
+    except Exception:
+        pass
+    # the original stdout must still be usable: a program that closed it cannot vouch for its output
+    stdout.flush()
+    write(1, b"\n" + secret)  # secret carries its own trailing newline
+
+
+_bb_run()
+'''
+
+
+def assemble_program(case: ExecCase) -> str:
+    """The harness program that runs ``case.source`` (the secret comes in ``KEYFILE``, see module doc)."""
+    return _HARNESS.format(keyfile=KEYFILE, src=case.source, name="__main__" if case.as_main else "__solution__")
+
+
+def make_secret(key: bytes, program: str, stdin: str) -> str:
+    """The per-execution sentinel: HMAC over the exact program and stdin (32 hex chars)."""
+    msg = hashlib.sha256(program.encode("utf-8", "surrogatepass")).digest() + stdin.encode("utf-8", "surrogatepass")
+    return hmac.new(key, msg, hashlib.sha256).hexdigest()[:SECRET_HEX]
+
+
+# --------------------------------------------------------------------------- output comparison
+
+
+def _normalise_lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    while lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def _as_float(token: str) -> float | None:
+    try:
+        value = float(token)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _tokens_match(got: str, want: str, float_tol: bool) -> bool:
+    if got == want:
+        return True
+    if not float_tol:
+        return False
+    a, b = _as_float(got), _as_float(want)
+    if a is None or b is None:
+        return False
+    # integers must match exactly: tolerance is for real-valued answers only
+    if re.fullmatch(r"[+-]?\d+", want) and re.fullmatch(r"[+-]?\d+", got):
+        return False
+    return abs(a - b) <= FLOAT_TOL or abs(a - b) <= FLOAT_TOL * abs(b)
+
+
+def outputs_match(got: str, want: str, float_tol: bool = False) -> bool:
+    """Judge-style comparison: trailing whitespace per line and trailing blank lines are ignored;
+    with ``float_tol`` two whitespace-separated tokens that both parse as finite floats (and are not
+    both integers) match within absolute or relative 1e-6."""
+    g, w = _normalise_lines(got), _normalise_lines(want)
+    if g == w:
+        return True
+    if not float_tol or len(g) != len(w):
+        return False
+    for gl, wl in zip(g, w):
+        gt, wt = gl.split(), wl.split()
+        if len(gt) != len(wt) or not all(_tokens_match(a, b, True) for a, b in zip(gt, wt)):
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+@dataclass(frozen=True)
+class CaseVerdict:
+    """The verdict on one execution. ``status``: "ok", the sandbox's failure status ("timeout",
+    "memory", "runtime_error", ...), "incomplete" (exit 0 without the sentinel: the tests did not run
+    to their end) or "wrong_answer"."""
+
+    passed: bool
+    status: str
+    reason: str = ""
+    cached: bool = False
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _last_line(text: str, limit: int = 160) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
+def judge(case: ExecCase, secret: str, result: Any) -> CaseVerdict:
+    """Verdict from a sandbox ``ExecResult`` (needs ``status``, ``exit_code``, ``stdout``, ``stderr``)."""
+    status = str(getattr(result, "status", "error"))
+    stdout, stderr = _text(getattr(result, "stdout", "")), _text(getattr(result, "stderr", ""))
+    cached = bool(getattr(result, "cached", False))
+    if status != "ok" or getattr(result, "exit_code", None) != 0:
+        status = "runtime_error" if status == "ok" else status
+        return CaseVerdict(False, status, _last_line(stderr) or status, cached)
+    marker = "\n" + secret + "\n"
+    at = stdout.rfind(marker)
+    if at == -1:
+        return CaseVerdict(False, "incomplete", "exited 0 before the tests finished", cached)
+    if case.expected_stdout is None:
+        return CaseVerdict(True, "ok", "", cached)
+    program_out = stdout[:at] + stdout[at + len(marker):]
+    if outputs_match(program_out, case.expected_stdout, case.float_tol):
+        return CaseVerdict(True, "ok", "", cached)
+    return CaseVerdict(False, "wrong_answer", "output differs from the expected output", cached)
+
+
+# --------------------------------------------------------------------------- grader
+
+
+def _load_key(cache_dir: Path | None) -> bytes:
+    if cache_dir is None:
+        return secrets.token_bytes(32)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    path = cache_dir / "sentinel.key"
+    if not path.exists():
+        tmp = cache_dir / f".sentinel.key.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32))
+        try:
+            os.link(tmp, path)  # atomic: the first writer wins, concurrent graders read its key
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    return bytes.fromhex(path.read_text().strip())
+
+
+class CodeGrader:
+    """Grader for code tasks: runs each sample's test cases in the sandbox.
+
+    ``build_jobs(problem, completion)`` (supplied by the task) turns a completion into the list of
+    ``ExecCase`` executions; it raises ``NoCode`` when there is nothing to run. Cases of one sample
+    run in order and stop at the first failure when ``early_stop``; samples run in parallel on
+    ``workers`` threads (each execution is a sandboxed subprocess). Every execution goes through the
+    sandbox ``ResultCache`` at ``cache_dir/results.sqlite`` (``cache_dir`` None disables it), so
+    re-scoring does not re-execute.
+
+    ``Grade.correct`` = every case passed; ``Grade.answer`` = None (maj@k abstains: agreement between
+    programs is not observable without running them on shared inputs); ``Grade.detail`` =
+    ``{"status", "passed", "total"}`` with the first failing status ("ok" when all passed) and the
+    number of cases passed before it; ``Grade.error`` = a short reason for the failure.
+    """
+
+    name = "code"
+    version = 1
+
+    def __init__(
+        self,
+        build_jobs: BuildJobs,
+        *,
+        cache_dir: str | os.PathLike[str] | None = DEFAULT_CACHE_DIR,
+        workers: int | None = None,
+        early_stop: bool = True,
+        timeout_s: float = 10.0,
+        memory_mb: int = 1024,
+        max_output_bytes: int = 1 << 22,
+        progress: bool | ProgressCallback | None = None,
+        unsafe: bool = False,
+    ) -> None:
+        self.build_jobs = build_jobs
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.workers = workers or max(1, os.cpu_count() or 1)
+        self.early_stop = early_stop
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.max_output_bytes = max_output_bytes
+        self.progress = progress
+        self.unsafe = unsafe
+        self._key: bytes | None = None
+        self._cache: Any = None
+        self._lock = threading.Lock()
+
+    def _setup(self) -> Any:
+        sandbox = _sandbox()
+        with self._lock:
+            if self._key is None:
+                self._key = _load_key(self.cache_dir)
+                if self.cache_dir is not None:
+                    self._cache = sandbox.ResultCache(self.cache_dir / "results.sqlite")
+        return sandbox
+
+    def job_for(self, case: ExecCase) -> tuple[Any, str]:
+        """The sandbox ``Job`` of one case and the secret its harness must print."""
+        sandbox = self._setup()
+        assert self._key is not None
+        program = assemble_program(case)
+        secret = make_secret(self._key, program, case.stdin)
+        job = sandbox.Job(
+            program=program,
+            stdin=case.stdin,
+            timeout_s=case.timeout_s if case.timeout_s is not None else self.timeout_s,
+            cpu_s=case.cpu_s,
+            memory_mb=case.memory_mb if case.memory_mb is not None else self.memory_mb,
+            max_output_bytes=self.max_output_bytes,
+            unsafe=self.unsafe,
+            files={KEYFILE: secret + "\n"},
+        )
+        return job, secret
+
+    def run_cases(self, cases: Sequence[ExecCase]) -> list[CaseVerdict]:
+        """Execute and judge the cases of one program (in order, early stop as configured)."""
+        return self._run_groups([list(cases)], report=lambda n: None)[0]
+
+    def _run_groups(self, groups: list[list[ExecCase]], report: Callable[[int], None]) -> list[list[CaseVerdict]]:
+        sandbox = self._setup()
+        jobs = [[self.job_for(c) for c in cases] for cases in groups]
+
+        def passes(gi: int, ti: int, result: Any) -> bool:
+            return judge(groups[gi][ti], jobs[gi][ti][1], result).passed
+
+        try:
+            results = sandbox.run_many_tests([[j for j, _ in g] for g in jobs], workers=self.workers,
+                                             stop_on_first_failure=self.early_stop, progress=report,
+                                             cache=self._cache, judge=passes)
+        except sandbox.SandboxUnavailable as exc:
+            raise BonbenchError(f"code execution needs the sandbox: {exc}") from None
+        return [[judge(groups[gi][ti], jobs[gi][ti][1], r) for ti, r in enumerate(rs)] for gi, rs in enumerate(results)]
+
+    def grade(self, problems: Mapping[str, Problem], samples: Sequence[Sample]) -> list[Grade]:
+        """Grades in the order of ``samples``; build failures become error grades, never raise."""
+        out: list[Grade | None] = [None] * len(samples)
+        groups: list[list[ExecCase]] = []
+        owners: list[int] = []
+        for i, s in enumerate(samples):
+            problem = problems.get(s.problem_id)
+            if problem is None:
+                out[i] = self._grade(s, None, None, f"unknown problem {s.problem_id!r}")
+                continue
+            try:
+                cases = list(self.build_jobs(problem, s.completion))
+            except NoCode as exc:
+                out[i] = self._grade(s, False, {"status": "no_code", "passed": 0, "total": 0}, str(exc) or "no code found")
+                continue
+            except Exception as exc:  # a task bug must not abort a grading run; it is recorded per sample
+                out[i] = self._grade(s, None, None, f"build_jobs failed: {type(exc).__name__}: {exc}"[:300])
+                continue
+            if not cases:
+                out[i] = self._grade(s, None, None, "task produced no test cases")
+                continue
+            groups.append(cases)
+            owners.append(i)
+        if groups:
+            report, close = self._progress(len(groups))
+            try:
+                verdicts = self._run_groups(groups, report)
+            finally:
+                close()
+            for i, cases, vs in zip(owners, groups, verdicts):
+                out[i] = self._verdict_grade(samples[i], cases, vs)
+        return [g for g in out if g is not None]
+
+    def _verdict_grade(self, sample: Sample, cases: Sequence[ExecCase], verdicts: Sequence[CaseVerdict]) -> Grade:
+        passed = sum(v.passed for v in verdicts)
+        failing = [(i, v) for i, v in enumerate(verdicts) if not v.passed]
+        if not failing and len(verdicts) == len(cases):
+            return self._grade(sample, True, {"status": "ok", "passed": passed, "total": len(cases)}, None)
+        i, v = failing[0]
+        label = f" ({cases[i].label})" if cases[i].label else ""
+        reason = f"test {i + 1}/{len(cases)}{label}: {v.status}"
+        if v.reason and v.reason != v.status:
+            reason += f": {v.reason}"
+        if v.status == "sandbox_error":  # the host failed, not the program: undecided
+            return self._grade(sample, None, {"status": v.status, "passed": i, "total": len(cases)}, reason[:300])
+        return self._grade(sample, False, {"status": v.status, "passed": i, "total": len(cases)}, reason[:300])
+
+    def _grade(self, sample: Sample, correct: bool | None, detail: Mapping[str, Any] | None, error: str | None) -> Grade:
+        return Grade(problem_id=sample.problem_id, sample_idx=sample.sample_idx, grader=self.name,
+                     grader_version=self.version, correct=correct, answer=None, error=error, detail=detail)
+
+    def _progress(self, total: int) -> tuple[Callable[[int], None], Callable[[], None]]:
+        if callable(self.progress):
+            cb = self.progress
+            return (lambda d: cb(d, total)), (lambda: None)
+        if not self.progress:
+            return (lambda d: None), (lambda: None)
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        bar = Progress(TextColumn("executing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True)
+        task_id = bar.add_task("exec", total=total)
+        bar.start()
+        return (lambda d: bar.update(task_id, completed=d)), bar.stop
+
+
+def _sandbox() -> Any:
+    try:
+        import bonbench_sandbox
+    except ImportError as exc:
+        raise BonbenchError(f"the code sandbox (bonbench_sandbox) is not importable ({exc}); reinstall bonbench: pip install -e .") from None
+    return bonbench_sandbox

@@ -409,11 +409,50 @@ class _Capture:
         return self.buf.decode("utf-8", errors="replace")
 
 
+def _has_exited(pid: int) -> bool:
+    # WNOWAIT: look without reaping, so the pid (and process-group id) stays ours until wait().
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
 def _killpg(pid: int) -> None:
+    """SIGKILL the sandbox and return only once its process tree is gone.
+
+    Killing bwrap's process group is enough for containment (``--die-with-parent`` kills the
+    sandbox's PID 1, and the kernel then kills everything in the PID namespace), but that is
+    asynchronous. Waiting on a pidfd of bwrap's direct children (the namespace's PID 1 in sandbox
+    mode) makes it synchronous: PID 1 only finishes exiting after every process in its namespace
+    is gone, so when this returns no stray process is left.
+    """
+    pidfds = []
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        children = []
+    for child in children:
+        try:
+            pidfds.append(os.pidfd_open(child))
+        except OSError:
+            pass  # already gone
     try:
         os.killpg(pid, _signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for fd in pidfds:
+        try:
+            _signal.pidfd_send_signal(fd, _signal.SIGKILL)
+        except OSError:
+            pass
+        sel = selectors.DefaultSelector()
+        try:
+            sel.register(fd, selectors.EVENT_READ)
+            sel.select(timeout=5.0)
+        finally:
+            sel.close()
+            os.close(fd)
 
 
 def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, stdin_fd: int,
@@ -443,9 +482,10 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
     try:
         while streams:
             now = time.monotonic()
-            if exited_at is None and proc.poll() is not None:
+            if exited_at is None and _has_exited(proc.pid):
                 exited_at = now
                 # Descendants still in the group (unsafe mode) would hold the pipes open forever.
+                # The exited leader is not reaped yet, so its pid cannot name another group.
                 _killpg(proc.pid)
             if exited_at is not None and now - exited_at > 0.5:
                 break  # an escaped (setsid) grandchild still holds a pipe: stop waiting for EOF
@@ -478,8 +518,7 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
         sel.close()
         if pidfd is not None:
             os.close(pidfd)
-        if proc.poll() is None:
-            _killpg(proc.pid)
+        _killpg(proc.pid)  # before reaping, for the same reason as above
         proc.wait()
         wall = time.monotonic() - start
         proc.stdout.close()

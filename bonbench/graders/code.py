@@ -46,9 +46,15 @@ HUMANEVAL_STOP: tuple[str, ...] = ("\ndef ", "\nclass ", "\nif __name__", "\npri
 SECRET_HEX = 32  # 128 bits: not guessable
 KEYFILE = ".bb_sentinel"  # next to main.py in the sandbox; the harness deletes it before user code runs
 DEFAULT_CACHE_DIR = Path("results/cache/exec")
+ENV_EXEC_CACHE = "BONBENCH_EXEC_CACHE"
 FLOAT_TOL = 1e-6
 
 ProgressCallback = Callable[[int, int], None]
+
+
+def default_cache_dir() -> Path:
+    """``$BONBENCH_EXEC_CACHE`` if set, else ``results/cache/exec`` (relative to the working directory)."""
+    return Path(os.environ.get(ENV_EXEC_CACHE) or DEFAULT_CACHE_DIR)
 
 
 # --------------------------------------------------------------------------- code extraction

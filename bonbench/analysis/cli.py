@@ -49,6 +49,7 @@ def register(subparsers: Any) -> None:
     gate.add_argument("--alpha", type=float, default=0.05, help="one-sided significance level (default 0.05)")
     gate.add_argument("--tolerance", type=float, default=0.0,
                       help="absolute drop tolerated even if significant (fail only if drop > tolerance); default 0")
+    gate.add_argument("--json", dest="json_out", help="also write the gate report as JSON to this file")
     gate.add_argument("--debug", action="store_true", help="show tracebacks")
     gate.set_defaults(handler=_cmd_gate)
 
@@ -76,7 +77,7 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def _cmd_gate(args: argparse.Namespace) -> int:
-    from bonbench.analysis.gate import format_report, load_baseline, run_gate, save_baseline
+    from bonbench.analysis.gate import format_report, load_baseline, report_json, run_gate, save_baseline
     from bonbench.analysis.rundir import load_run
 
     try:
@@ -100,6 +101,9 @@ def _cmd_gate(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return GATE_ERROR
     print(format_report(report))
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(report_json(report) + "\n", encoding="utf-8")
     return GATE_REGRESSION if report.failed else GATE_PASS
 
 

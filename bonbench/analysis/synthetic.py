@@ -29,8 +29,10 @@ VERIFIER = "synthetic"
 
 def per_problem_pass(p: np.ndarray, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
     """Unbiased per-problem pass@k from ``n`` fresh Bernoulli(p_i) samples per problem."""
-    corr = rng.random((len(p), n)) < np.asarray(p, dtype=float)[:, None]
-    return pass_curve(corr.astype(float), [k])[:, 0]
+    # pass@k depends only on the count of correct samples c, so draw c ~ Binomial(n, p_i) and look
+    # the estimate up in a table built once with the pipeline's own estimator (row c has c correct).
+    table = pass_curve((np.arange(n)[None, :] < np.arange(n + 1)[:, None]).astype(float), [k])[:, 0]
+    return table[rng.binomial(n, np.asarray(p, dtype=float))]
 
 
 def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, n: int, task: str = "synthetic",

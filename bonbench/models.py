@@ -212,6 +212,9 @@ def embedded_model_dir(root: Path | None = None) -> Path:
         for stale in root.glob(f".{EMBEDDED_FOLDER}.tmp-*"):
             shutil.rmtree(stale, ignore_errors=True)  # safe: we hold the lock, nobody else converts
         tmp = Path(tempfile.mkdtemp(prefix=f".{EMBEDDED_FOLDER}.tmp-", dir=root))
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; the cache is meant to be shared
         try:
             t0 = time.monotonic()
             gguf_path = Path(pkg.assemble(str(tmp / "source.gguf")))
@@ -234,8 +237,17 @@ def convert_gguf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") -> Non
     except ImportError as exc:
         raise BonbenchError(f"converting the embedded model needs torch, transformers and gguf: pip install gguf ({exc})") from exc
     folder, fname = str(gguf_path.parent), gguf_path.name
+    extra: dict[str, object] = {}
+    try:
+        from transformers import GgufConfig
+
+        # transformers >= 5.19 may keep GGUF weights packed and look for a matmul kernel on the hub;
+        # we want plain dense weights (and no network), so ask for dequantization explicitly.
+        extra["quantization_config"] = GgufConfig(dequantize=True)
+    except ImportError:  # older transformers always dequantize
+        pass
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=getattr(torch, dtype))
+    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=getattr(torch, dtype), **extra)
     # transformers refuses to save a model loaded from GGUF ("quantized with gguf and is not
     # serializable") although the weights are already dequantized; dropping the quantizer fixes it.
     model.hf_quantizer = None

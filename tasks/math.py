@@ -1,0 +1,164 @@
+"""The ``math`` and ``math500`` tasks: Hendrycks MATH (12.5k competition problems) and MATH-500.
+
+Problems: id = ``unique_id`` (e.g. ``test/algebra/1.json``, the original file path, shared with
+MATH-500 and PRM800K); input = ``problem``; target = the gold answer (the ``answer`` field, else the
+last ``\\boxed{}`` of ``solution``); meta = ``level`` (int 1-5, None when the dataset says
+"Level ?"), ``subject`` (the display name, e.g. "Counting & Probability").
+
+Sources: with a data dir (``--data-dir`` / ``BONBENCH_DATA_DIR``), ``math/{split}.jsonl`` and
+``math500/test.jsonl``; without one, the hub: ``EleutherAI/hendrycks_math`` (7 subject configs,
+concatenated in a fixed order) and ``HuggingFaceH4/MATH-500``. Hub MATH rows have no
+``unique_id``: their id is ``{split}/{subject folder}/h{sha256(problem)[:12]}.json``, stable across
+downloads but not equal to the original numeric file name (which the hub does not keep), so hub
+and local runs of ``math`` do not share problem ids; MATH-500 has its ids in both sources.
+
+Filters ``level`` and ``subject`` select problems without changing any problem's prompt, so they
+stay out of ``hash_args`` (runs share samples); ``fewshot`` changes the base prompt and is hashed.
+
+This module loads and renders; grading is ``bonbench.graders.math.MathGrader``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
+from bonbench.errors import BonbenchError
+from bonbench.graders.math import MathGrader, extract_answer
+from bonbench.prompts import MATH_FEWSHOT, math_prompt
+from bonbench.records import Problem, Prompt
+from bonbench.registry import PromptStyle, Task, register_task
+
+VERSION = 1
+PROMPT_ID = "math-prompt-v1"
+HUB_MATH = "EleutherAI/hendrycks_math"
+HUB_MATH500 = "HuggingFaceH4/MATH-500"
+# subject folder (unique_id / hub config name) -> display name (the "type" field)
+SUBJECTS: dict[str, str] = {
+    "algebra": "Algebra",
+    "counting_and_probability": "Counting & Probability",
+    "geometry": "Geometry",
+    "intermediate_algebra": "Intermediate Algebra",
+    "number_theory": "Number Theory",
+    "prealgebra": "Prealgebra",
+    "precalculus": "Precalculus",
+}
+SUBSETS = ("full", "math500")
+SPLITS = ("train", "test")
+
+
+def _level(raw: Any) -> int | None:
+    if isinstance(raw, int):
+        return raw
+    digits = "".join(ch for ch in str(raw) if ch.isdigit())
+    return int(digits) if digits else None
+
+
+def _folder(subject: str) -> str:
+    """Subject folder for a display name or folder name."""
+    for folder, display in SUBJECTS.items():
+        if subject.lower() in (folder, display.lower()):
+            return folder
+    return subject.lower().replace(" & ", "_and_").replace(" ", "_")
+
+
+def to_problem(row: dict[str, Any], split: str = "test") -> Problem:
+    """A Problem from a MATH / MATH-500 row (local mirror or hub)."""
+    subject = row.get("type") or row.get("subject") or ""
+    uid = row.get("unique_id")
+    if not uid:
+        digest = hashlib.sha256(row["problem"].encode("utf-8")).hexdigest()[:12]
+        uid = f"{split}/{_folder(subject)}/h{digest}.json"
+    answer = row.get("answer")
+    if not answer:
+        answer = extract_answer(row.get("solution", "")) or ""
+    return Problem(id=uid, input=row["problem"], target=answer, meta={"level": _level(row.get("level")), "subject": subject})
+
+
+def _load_rows(root: Path | None, split: str, subset: str) -> tuple[list[dict[str, Any]], str]:
+    if root is not None:
+        rel = "math500/test.jsonl" if subset == "math500" else f"math/{split}.jsonl"
+        path = local_file(root, rel, "MATH-500" if subset == "math500" else f"MATH {split} split")
+        return list(read_jsonl(path)), file_fingerprint(path)
+    if subset == "math500":
+        return load_hub(HUB_MATH500, "test")
+    rows: list[dict[str, Any]] = []
+    prints = []
+    for config in SUBJECTS:  # fixed order, so the concatenation is reproducible
+        part, fp = load_hub(HUB_MATH, split, config)
+        rows.extend(part)
+        prints.append(fp)
+    return rows, "sha256:" + hashlib.sha256("|".join(prints).encode()).hexdigest()[:16]
+
+
+def _select(problems: Iterable[Problem], level: int | None, subject: str | None) -> tuple[Problem, ...]:
+    out = tuple(problems)
+    if level is not None:
+        if not 1 <= int(level) <= 5:
+            raise BonbenchError(f"level must be 1-5, got {level!r}; pass -T level=N with N in 1..5")
+        out = tuple(p for p in out if p.meta.get("level") == int(level))
+    if subject is not None:
+        want = subject.strip().lower()
+        valid = sorted({str(p.meta.get("subject")) for p in out} | set(SUBJECTS.values()))
+        match = {v for v in valid if want in (v.lower(), _folder(v))}
+        if not match:
+            raise BonbenchError(f"unknown subject {subject!r}; choose one of: {', '.join(valid)} (folder names such as number_theory work too)")
+        out = tuple(p for p in out if p.meta.get("subject") in match)
+    return out
+
+
+def make_render(fewshot: int = 4) -> Callable[[Problem, PromptStyle], Prompt]:
+    """The renderer with ``fewshot`` exemplars (base style); chat style ignores ``fewshot``."""
+
+    def render(problem: Problem, style: PromptStyle) -> Prompt:
+        return math_prompt(problem, style, fewshot=fewshot)
+
+    return render
+
+
+render = make_render(4)
+
+
+def _build(name: str, data_dir: str | None, split: str, subset: str, level: int | None, subject: str | None,
+           fewshot: int) -> Task:
+    if subset not in SUBSETS:
+        raise BonbenchError(f"unknown subset {subset!r}; choose one of: {', '.join(SUBSETS)}")
+    if split not in SPLITS:
+        raise BonbenchError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
+    if subset == "math500" and split != "test":
+        raise BonbenchError("MATH-500 has only a test split; drop -T split or use -T split=test")
+    if not 0 <= int(fewshot) <= len(MATH_FEWSHOT):
+        raise BonbenchError(f"fewshot must be between 0 and {len(MATH_FEWSHOT)}, got {fewshot}")
+    rows, fingerprint = _load_rows(resolve_data_dir(data_dir), split, subset)
+    problems = _select((to_problem(r, split) for r in rows), level, subject)
+    if not problems:
+        raise BonbenchError(f"no {name} problems match level={level!r} subject={subject!r}; loosen the filters")
+    return Task(
+        name=name,
+        version=VERSION,
+        problems=problems,
+        render=make_render(int(fewshot)),
+        grader=MathGrader(),
+        prompt_id=PROMPT_ID,
+        default_metrics=("pass@1", "maj@4", "pass@4"),
+        max_tokens=512,
+        hash_args={"fewshot": int(fewshot)},
+        fingerprint=fingerprint,
+        description="MATH-500 (PRM800K test split)" if subset == "math500" else f"Hendrycks MATH ({split})",
+    )
+
+
+@register_task("math")
+def math_task(data_dir: str | None = None, split: str = "test", subset: str = "full", level: int | None = None,
+              subject: str | None = None, fewshot: int = 4) -> Task:
+    """Hendrycks MATH; ``subset=math500`` gives MATH-500; ``level`` (1-5) and ``subject`` filter."""
+    return _build("math500" if subset == "math500" else "math", data_dir, split, subset, level, subject, fewshot)
+
+
+@register_task("math500")
+def math500_task(data_dir: str | None = None, level: int | None = None, subject: str | None = None,
+                 fewshot: int = 4) -> Task:
+    """MATH-500, the 500-problem test subset of PRM800K (Lightman et al. 2023)."""
+    return _build("math500", data_dir, "test", "math500", level, subject, fewshot)

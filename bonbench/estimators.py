@@ -285,69 +285,78 @@ def _maj_wins(s_t: int, others: tuple[int, ...], s0: int) -> np.ndarray:
     n = s_t + sum(others) + s0
     dtype = _dtype_for(n)
     binom = _binom_table(n, dtype)
-    top = others[0] if others else 0
-    # groups[U] accumulates sum_a C(s_t,a) x^a P_a(x) over the a sharing U_a
+    sizes = sorted(Counter(others).items(), reverse=True)  # (size, multiplicity), size descending
+    top = sizes[0][0] if sizes else 0
+    second = sizes[1][0] if len(sizes) > 1 else 0
+    # levels a above `single` have exactly one constrained cluster: closed form, vectorised below
+    single = second if sizes and sizes[0][1] == 1 else top
+    # groups[U] accumulates sum_a C(s_t,a) x^a P_a(x) over the levels a sharing U_a
     groups: dict[int, np.ndarray] = {}
-    size_counts = sorted(Counter(others).items(), reverse=True)  # (size, multiplicity), descending
-    for a in range(1, min(s_t, top) + 1):
-        constrained = [(s, m) for s, m in size_counts if s >= a]
-        J = sum(m for _, m in constrained)
+    free = sum(others)  # U_a + (constrained mass) = all other samples
+    n_con = len(sizes)  # sizes[:n_con] are the clusters with s >= a (a prefix: sizes descend)
+    for a in range(1, min(s_t, single) + 1):
+        while sizes[n_con - 1][0] < a:
+            n_con -= 1
+        con = sizes[:n_con]
+        J = sum(m for _, m in con)
         D = J * a + 1
         prod = np.ones(1, dtype=dtype)
-        for s, m in constrained:
+        for s, m in con:
             f = np.zeros(D + a + 1, dtype=dtype)
             f[:a] = binom[s, :a]
             f[D + a] = binom[s, a]  # y * C(s, a) x^a
             prod = np.convolve(prod, _poly_pow(f, m))
-        packed = np.zeros((J + 1) * D, dtype=dtype)
-        packed[: prod.size] = prod
-        p_a = (1.0 / np.arange(1, J + 2, dtype=dtype)) @ packed.reshape(J + 1, D)
-        U = sum(s * m for s, m in size_counts if s < a)
+        # the packed product has degree J*D + J*a = (J+1)*D - 1: rows are the powers of y
+        p_a = (1.0 / np.arange(1, J + 2, dtype=dtype)) @ prod.reshape(J + 1, D)
+        U = free - sum(s * m for s, m in con)
         acc = groups.setdefault(U, np.zeros(n + 1, dtype=dtype))
         acc[a : a + D] += binom[s_t, a] * p_a
+    lo, hi = single + 1, min(s_t, top)
+    if lo <= hi:
+        # one constrained cluster of size `top`: P_a = sum_{b<a} C(top,b) x^b + C(top,a) x^a / 2
+        a = np.arange(lo, hi + 1)[:, None]
+        b = np.arange(0, hi + 1)[None, :]
+        w = binom[s_t, lo : hi + 1][:, None] * binom[top, : hi + 1][None, :]
+        w = w * np.where(b < a, 1.0, np.where(b == a, 0.5, 0.0)).astype(dtype)
+        acc = groups.setdefault(free - top, np.zeros(n + 1, dtype=dtype))
+        np.add.at(acc, (a + b).ravel(), w.ravel())
     if s_t > top:
         # no other cluster can reach a > top: every other sample is free
-        acc = groups.setdefault(n - s_t - s0, np.zeros(n + 1, dtype=dtype))
+        acc = groups.setdefault(free, np.zeros(n + 1, dtype=dtype))
         acc[top + 1 : s_t + 1] += binom[s_t, top + 1 : s_t + 1]
-    # sum_U acc_U (1+x)^(U+s0), Horner-style in increasing U so each step multiplies by a short row
-    total = np.zeros(1, dtype=dtype)
+    # sum_U acc_U (1+x)^(U+s0), Horner-style from the largest U so each step multiplies by a short row
+    total = np.zeros(n + 1, dtype=dtype)
     prev = None
     for U in sorted(groups, reverse=True):
-        if prev is not None:
+        if prev is not None and prev > U:
             total = np.convolve(total, binom[prev - U, : prev - U + 1])[: n + 1]
-        grown = np.zeros(max(total.size, n + 1), dtype=dtype)
-        grown[: total.size] = total
-        total = grown + groups[U]
+        total += groups[U]
         prev = U
-    if prev is not None:
+    if prev is not None and prev + s0 > 0:
         total = np.convolve(total, binom[prev + s0, : prev + s0 + 1])[: n + 1]
-    out = np.zeros(n + 1, dtype=dtype)
-    out[: total.size] = total[: n + 1]
-    out.setflags(write=False)
-    return out
+    total.setflags(write=False)
+    return total
 
 
 def _maj_full(answers: Sequence[Hashable | None], correct: Sequence[float] | np.ndarray) -> np.ndarray:
     """maj@k for k = 1..n of one problem (float64 array of length n)."""
     z = _as_values(correct)
-    if len(answers) != z.size:
-        raise ValueError(f"answers and correct differ in length ({len(answers)} vs {z.size})")
     n = z.size
-    members: dict[Hashable, list[float]] = {}
-    for ans, v in zip(answers, z):
-        if ans is not None:
-            members.setdefault(ans, []).append(float(v))
-    sizes = [len(v) for v in members.values()]
-    values = [math.fsum(v) / len(v) for v in members.values()]
-    s0 = n - sum(sizes)
+    if len(answers) != n:
+        raise ValueError(f"answers and correct differ in length ({len(answers)} vs {n})")
+    size_of = Counter(answers)
+    s0 = size_of.pop(None, 0)
+    credit: dict[Hashable, float] = defaultdict(float)
+    for ans, v in zip(answers, z.tolist()):
+        if v != 0.0 and ans is not None:
+            credit[ans] += v
     dtype = _dtype_for(n)
     wins = np.zeros(n + 1, dtype=dtype)
-    # clusters with equal size share their win polynomial; only their values add up
+    # linear in the cluster values: clusters of equal size share one win polynomial
     value_by_size: dict[int, float] = defaultdict(float)
-    for s, v in zip(sizes, values):
-        if v != 0.0:
-            value_by_size[s] += v
-    all_sizes = Counter(sizes)
+    for ans, c in credit.items():
+        value_by_size[size_of[ans]] += c / size_of[ans]
+    all_sizes = Counter(size_of.values())
     for s_t, v in value_by_size.items():
         rest = all_sizes.copy()
         rest[s_t] -= 1

@@ -34,8 +34,11 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.errors import BonbenchError
+from bonbench.graders.math import MathGrader
+from bonbench.prompts import MATH_FEWSHOT
 from bonbench.records import Grade, Problem
 from bonbench.registry import Task, register_task
+from bonbench_tasks.math import PROMPT_ID, make_render
 
 TASK_NAME = "mathodyssey"
 VERSION = 1
@@ -311,3 +314,67 @@ def build_problems(rows: Sequence[Mapping[str, Any]]) -> tuple[Problem, ...]:
                   "abstained": reason is not None, "abstention_reason": reason},
         ))
     return tuple(out)
+
+
+def _id_order(pid: str) -> tuple[int, str]:
+    tail = pid.rsplit("_", 1)[-1]
+    return (int(tail), pid) if tail.isdigit() else (1 << 30, pid)
+
+
+class AbstentionReport:
+    """The task's ``extra_metrics``: reports the gold answers the rule grader abstains on.
+
+    Returns ``{"gold_abstained": {"value": count, "ci95": [count, count], "n_problems": rows
+    selected by the filters, "problem_ids": [...], "reasons": {id: reason}, "excluded": bool}}``
+    whatever grades it is given, so that every metrics.json says how many problems were left out
+    (or kept ungradable, with ``include_abstained``).
+    """
+
+    def __init__(self, abstained: Mapping[str, str], n_selected: int, excluded: bool) -> None:
+        self.abstained = dict(sorted(abstained.items(), key=lambda kv: _id_order(kv[0])))
+        self.n_selected = n_selected
+        self.excluded = excluded
+
+    def __call__(self, grades_by_problem: Mapping[str, Sequence[Grade]], **_: Any) -> dict[str, dict[str, Any]]:
+        count = float(len(self.abstained))
+        return {"gold_abstained": {"value": count, "ci95": [count, count], "n_problems": self.n_selected,
+                                   "problem_ids": list(self.abstained), "reasons": dict(self.abstained),
+                                   "excluded": self.excluded}}
+
+
+@register_task(TASK_NAME)
+def mathodyssey_task(data_dir: str | None = None, level: str | None = None, subject: str | None = None,
+                     include_abstained: bool = False, fewshot: int = 4) -> Task:
+    """MathOdyssey graded by the MATH rule grader; ``level`` / ``subject`` filter (comma lists),
+    ``include_abstained`` keeps problems whose gold answer the grader cannot check."""
+    if not 0 <= int(fewshot) <= len(MATH_FEWSHOT):
+        raise BonbenchError(f"fewshot must be between 0 and {len(MATH_FEWSHOT)}, got {fewshot}")
+    rows, fingerprint = load_rows(data_dir)
+    levels = parse_levels(level)
+    subjects = parse_subjects(subject, {r["label"] for r in rows})
+    selected = [r for r in rows if (levels is None or r["level"] in levels) and (subjects is None or r["label"] in subjects)]
+    problems = build_problems(selected)
+    abstained = {p.id: str(p.meta["abstention_reason"]) for p in problems if p.meta["abstained"]}
+    if not include_abstained:
+        problems = tuple(p for p in problems if not p.meta["abstained"])
+    if not problems:
+        raise BonbenchError(f"no mathodyssey problems match level={level!r} subject={subject!r}; loosen the filters")
+    fate = "kept (include_abstained=true; they cannot be graded correct reliably)" if include_abstained else "excluded"
+    note = (f"{len(abstained)} of {len(selected)} selected gold answers cannot be checked by the rule grader, {fate}"
+            + (f": {', '.join(f'{pid} ({why})' for pid, why in abstained.items())}" if abstained else ""))
+    return Task(
+        name=TASK_NAME,
+        version=VERSION,
+        problems=problems,
+        render=make_render(int(fewshot)),
+        grader=MathGrader(),
+        prompt_id=PROMPT_ID,
+        default_metrics=("pass@1", "maj@4", "pass@4"),
+        # college-level solutions run longer than MATH's
+        max_tokens=1024,
+        # level, subject and include_abstained only select problems; prompts do not depend on them
+        hash_args={"fewshot": int(fewshot)},
+        fingerprint=fingerprint,
+        extra_metrics=AbstentionReport(abstained, len(selected), excluded=not include_abstained),
+        description=f"MathOdyssey (Fang et al. 2024), deterministic rule grading (the paper used an LLM judge); {note}",
+    )

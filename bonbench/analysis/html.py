@@ -1,0 +1,240 @@
+"""``report.html`` for one or more runs, and for temperature sweeps among them.
+
+``write_report(run_dirs, out_dir)`` writes into ``out_dir``:
+
+* ``report.html`` — self-contained (PNGs embedded as base64): per run its settings, metrics with
+  95% CIs, coverage-law fits of each k-curve with an extrapolation check, and the k-curve figure;
+  per sweep (runs of one task and model at two or more temperatures) the per-temperature fits
+  ``pass@N(T) = exp(a(T) N^b(T))``, the optimal temperature per N (measured and fitted), and the
+  co-scaling heat map of per-problem (T*, N*) (docs/scaling.md);
+* the same PNGs as files, and ``report.json`` with every fit and table in machine-readable form.
+
+Also home of the two small HTML helpers the leaderboard uses. Fitting is ``fits``' job, drawing
+``plots``'; this module only arranges them.
+"""
+
+from __future__ import annotations
+
+import base64
+import html as html_lib
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from bonbench.errors import BonbenchError
+
+CSS = """
+body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: right; vertical-align: top; }
+th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
+td.up { background: #e6f4e6; } td.down { background: #fbe7e7; }
+img { max-width: 100%; } .note { color: #555; font-size: 0.9em; }
+section { margin-bottom: 2.5em; border-top: 1px solid #ddd; }
+"""
+
+
+def page(title: str, body: str) -> str:
+    """A standalone HTML page around ``body``."""
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html_lib.escape(title)}</title>"
+            f"<style>{CSS}</style></head>\n<body>\n{body}\n</body></html>\n")
+
+
+def table_html(header: Sequence[str], rows: Sequence[Sequence[Any]], raw: bool = False) -> str:
+    """An HTML table. Cells are escaped text, or with ``raw=True`` ``(html, css_class)`` pairs."""
+    out = ["<table><thead><tr>" + "".join(f"<th>{html_lib.escape(str(h))}</th>" for h in header) + "</tr></thead><tbody>"]
+    for row in rows:
+        cells = []
+        for cell in row:
+            if raw:
+                content, cls = cell
+                cells.append(f"<td class=\"{cls}\">{content}</td>" if cls else f"<td>{content}</td>")
+            else:
+                cells.append(f"<td>{html_lib.escape(str(cell))}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _img(path: Path, alt: str) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return f"<p><img alt=\"{html_lib.escape(alt)}\" src=\"data:image/png;base64,{data}\"></p>"
+
+
+def _f(x: float | None, digits: int = 4) -> str:
+    return "—" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+
+
+def _powers_of_two(upto: int) -> list[int]:
+    out, k = [], 1
+    while k <= upto:
+        out.append(k)
+        k *= 2
+    return out
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, (float, np.floating)):
+        return None if not math.isfinite(float(x)) else float(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    return x
+
+
+def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_points: int) -> tuple[str, dict]:
+    from bonbench.analysis.fits import FitError, extrapolation_check, fit_power_law
+    from bonbench.analysis.plots import plot_k_curves
+
+    cfg = run.config
+    settings = [("task", run.task), ("model", run.model), ("backend", cfg.get("backend", "")),
+                ("temperature", cfg.get("temperature")), ("top_p", cfg.get("top_p")), ("n", cfg.get("n")),
+                ("seed", cfg.get("seed")), ("config hash", run.hash), ("run dir", str(run.path)),
+                ("bonbench", run.bonbench_version), ("dataset", run.dataset_fingerprint)]
+    parts = [f"<section><h2>{html_lib.escape(run.label())}</h2>", table_html(["setting", "value"], settings)]
+    parts.append("<h3>Metrics</h3>")
+    parts.append(table_html(["metric", "value", "95% CI", "problems"],
+                            [(name, _f(m.value), f"[{_f(m.ci95[0])}, {_f(m.ci95[1])}]", m.n_problems)
+                             for name, m in run.metrics.items()]))
+    fits, fit_rows, info = {}, [], {"run_dir": str(run.path), "hash": run.hash, "fits": {}}
+    for kind, c in run.curves.items():
+        try:
+            fit = fit_power_law(c.k, c.value, n_points=n_points)
+        except FitError as exc:
+            fits[kind] = None
+            fit_rows.append((kind, "—", "—", "—", "—", "—", str(exc)[:60], "", ""))
+            continue
+        fits[kind] = fit
+        entry: dict[str, Any] = {"fit": asdict(fit)}
+        try:
+            ex = extrapolation_check(c.k, c.value, fit_fraction=fit_fraction, n_points=n_points)
+            ex_cells = (f"k ≤ {ex.k_cut:g}: a={ex.fit.a:.3f}, b={ex.fit.b:.3f}", _f(ex.mean_abs_error), _f(ex.max_abs_error),
+                        f"{ex.error_at_max_k:+.4f}" if math.isfinite(ex.error_at_max_k) else "—")
+            entry["extrapolation"] = {"k_cut": ex.k_cut, "a": ex.fit.a, "b": ex.fit.b, "mean_abs_error": ex.mean_abs_error,
+                                      "max_abs_error": ex.max_abs_error, "error_at_max_k": ex.error_at_max_k}
+        except FitError as exc:
+            ex_cells = ("not enough small-k points", "—", "—", "—")
+            entry["extrapolation"] = {"error": str(exc)}
+        fit_rows.append((kind, _f(fit.a), _f(fit.b), _f(fit.r2), fit.n_points, f"{fit.k_min:g}–{fit.k_max:g}", *ex_cells))
+        info["fits"][kind] = entry
+    if run.curves:
+        parts.append("<h3>Scaling fits: log c(k) = a·k<sup>b</sup></h3>")
+        parts.append(table_html(["curve", "a", "b", "R²", "points", "k range", f"fit on small k (≤ {fit_fraction:g}·n)",
+                                 "mean |err| held-out", "max |err| held-out", "err at k=n"], fit_rows))
+        png = plot_k_curves(run.curves, out_dir / f"run{idx:02d}_{run.hash}_curves.png", title=run.label(), fits=fits)
+        parts.append(_img(png, f"k-curves of {run.label()}"))
+    else:
+        parts.append("<p class=\"note\">No curves.json in this run: no k-curves or fits.</p>")
+    parts.append("</section>")
+    return "\n".join(parts), info
+
+
+def _sweep_section(key: tuple[str, str], runs: list[Any], idx: int, out_dir: Path, kind: str, tol: float,
+                   n_points: int) -> tuple[str, dict]:
+    from bonbench.analysis.fits import coscaling, fit_temperatures, optimal_temperature
+    from bonbench.analysis.plots import plot_coscaling, plot_optimal_temperature, plot_temperature_curves
+    from bonbench.analysis.rundir import per_problem_curves
+
+    task, model = key
+    notes: list[str] = []
+    by_t: dict[float, Any] = {}
+    for r in sorted(runs, key=lambda r: r.created):
+        if kind not in r.curves:
+            notes.append(f"run {r.hash} (T={r.temperature:g}) has no {kind} curve; left out")
+            continue
+        if r.temperature in by_t:
+            notes.append(f"T={r.temperature:g}: several runs; using the latest ({r.hash}), not {by_t[r.temperature].hash}")
+        by_t[r.temperature] = r
+    title = f"{task} / {model}"
+    parts = [f"<section><h2>Temperature sweep: {html_lib.escape(title)} ({kind}@N)</h2>"]
+    info: dict[str, Any] = {"task": task, "model": model, "kind": kind, "runs": {str(t): str(r.path) for t, r in by_t.items()}}
+    if len(by_t) < 2:
+        parts.append("<p class=\"note\">Fewer than two temperatures with curves; no sweep analysis.</p></section>")
+        return "\n".join(parts), info
+    curves = {t: r.curves[kind] for t, r in by_t.items()}
+    fits = fit_temperatures({t: (c.k, c.value) for t, c in curves.items()}, n_points=n_points)
+    n_max = max(r.n for r in by_t.values()) or int(max(c.k.max() for c in curves.values()))
+    parts.append("<h3>Per-temperature fits: pass@N(T) ≈ exp(a(T)·N<sup>b(T)</sup>)</h3>")
+    parts.append(table_html(["T", "a(T)", "b(T)", "R²", "points", "run"],
+                            [(f"{t:g}", _f(f.a) if f else "—", _f(f.b) if f else "—", _f(f.r2) if f else "no fit",
+                              f.n_points if f else 0, by_t[t].hash) for t, f in fits.items()]))
+    png = plot_temperature_curves(curves, fits, out_dir / f"sweep{idx:02d}_curves.png", kind=kind, title=title,
+                                  extrapolate_to=4 * n_max)
+    parts.append(_img(png, f"{kind}@N by temperature"))
+    Ns = _powers_of_two(4 * n_max)
+    opt = optimal_temperature({t: (c.k, c.value) for t, c in curves.items()}, Ns, fits)
+    parts.append(f"<h3>Optimal temperature per budget N</h3><p class=\"note\">Measured: argmax over T of {kind}@N "
+                 f"(only N ≤ n); fitted: argmax over T of exp(a(T)·N<sup>b(T)</sup>), extrapolated past n = {n_max}. "
+                 "Ties go to the lower T.</p>")
+    parts.append(table_html(["N", "T* measured", f"{kind}@N at T*", "T* fitted", "fitted value"],
+                            [(o.N, _f(o.t_measured, 2), _f(o.value_measured), _f(o.t_fitted, 2), _f(o.value_fitted))
+                             for o in opt]))
+    parts.append(_img(plot_optimal_temperature(opt, out_dir / f"sweep{idx:02d}_tstar.png", title=title), "T*(N)"))
+    info["fits"] = {str(t): (asdict(f) if f else None) for t, f in fits.items()}
+    info["optimal_temperature"] = [asdict(o) for o in opt]
+    n_min = min(r.n for r in by_t.values())
+    Ns_cs = _powers_of_two(n_min) + ([n_min] if n_min not in _powers_of_two(n_min) else [])
+    try:
+        values = {t: per_problem_curves(r, kind, Ns_cs) for t, r in by_t.items()}
+        cs = coscaling(values, Ns_cs, tol=tol)
+    except BonbenchError as exc:
+        parts.append(f"<p class=\"note\">Co-scaling map skipped: {html_lib.escape(str(exc))}</p>")
+    else:
+        parts.append("<h3>Co-scaling: per-problem (T*, N*)</h3><p class=\"note\">For each problem, N* is the smallest N "
+                     f"whose best {kind}@N over temperatures is within {tol:g} of the problem's best value over all (T, N); "
+                     "T* are the temperatures reaching it at N* (ties share the problem). "
+                     f"{cs.n_counted} problems counted, {cs.n_unsolved} never solved (excluded), "
+                     f"{cs.n_missing} not in every run (excluded). See docs/scaling.md.</p>")
+        parts.append(_img(plot_coscaling(cs, out_dir / f"sweep{idx:02d}_coscaling.png", title=title), "co-scaling"))
+        parts.append(table_html(["T*"] + [f"N*={n}" for n in cs.Ns] + ["all N"],
+                                [[f"{t:g}"] + [f"{100 * v:.1f}%" for v in cs.freq[i]] + [f"{100 * cs.freq[i].sum():.1f}%"]
+                                 for i, t in enumerate(cs.temperatures)]))
+        info["coscaling"] = {"temperatures": cs.temperatures, "Ns": cs.Ns, "freq": cs.freq, "n_counted": cs.n_counted,
+                             "n_unsolved": cs.n_unsolved, "n_missing": cs.n_missing, "tol": cs.tol}
+    parts += [f"<p class=\"note\">{html_lib.escape(n)}</p>" for n in notes]
+    parts.append("</section>")
+    info["notes"] = notes
+    return "\n".join(parts), info
+
+
+def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass", coscaling_tol: float = 0.01,
+                 fit_fraction: float = 0.25, n_points: int = 40) -> Path:
+    """Write report.html (+ PNGs, report.json) for ``run_dirs`` (run dirs, sweep dirs or results trees).
+
+    Runs of one (task, model) at two or more temperatures also get a sweep section built from their
+    ``kind`` curves (``"pass"`` or ``"bon"``). Returns the path of report.html.
+    """
+    from bonbench.analysis.rundir import expand_run_dirs, load_run
+
+    if kind not in ("pass", "bon"):
+        raise BonbenchError(f"--kind must be pass or bon, not {kind!r}")
+    runs = [load_run(d) for d in expand_run_dirs(list(run_dirs))]
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    body = ["<h1>bonbench report</h1>", f"<p class=\"note\">{len(runs)} run(s).</p>"]
+    doc: dict[str, Any] = {"runs": [], "sweeps": []}
+    groups: dict[tuple[str, str], list[Any]] = {}
+    for r in runs:
+        groups.setdefault((r.task, r.model_slug), []).append(r)
+    sweep_keys = [k for k, rs in groups.items() if len({r.temperature for r in rs}) >= 2]
+    for i, key in enumerate(sweep_keys):
+        html_part, info = _sweep_section(key, groups[key], i, out_dir, kind, coscaling_tol, n_points)
+        body.append(html_part)
+        doc["sweeps"].append(info)
+    for i, run in enumerate(runs):
+        html_part, info = _run_section(run, i, out_dir, fit_fraction, n_points)
+        body.append(html_part)
+        doc["runs"].append(info)
+    path = out_dir / "report.html"
+    path.write_text(page("bonbench report", "\n".join(body)), encoding="utf-8")
+    (out_dir / "report.json").write_text(json.dumps(_jsonable(doc), indent=2) + "\n", encoding="utf-8")
+    return path

@@ -1,0 +1,288 @@
+"""The leaderboard: checkpoints (model slugs) x (task, metric), optionally as differences to a base.
+
+Rows are models, columns are ``(task, metric)``; a cell shows ``value ± half-width of the 95% CI``.
+With a base model each other cell also shows ``Δ = model - base`` with a 95% paired-bootstrap
+interval over the problems both runs scored (their ids' intersection; the count is in the cell),
+and ▲ / ▼ when that interval lies entirely above / below 0 (a two-sided 95% test). Where either run
+lacks per-problem values the difference falls back to a normal approximation from the two CIs
+(marked ``≈``).
+
+Which run fills a (model, task) cell when several exist (different settings or seeds):
+
+1. with ``--base``: the base's own run is its latest; for every other model the latest run whose
+   sampling settings (``rundir.SAMPLING_KEYS``: temperature, top-p, max tokens, prompt, task
+   version/args, stop) equal the base run's; if none match, the latest run, marked † in the cell;
+2. without ``--base``: the latest run (provenance timestamp, else metrics.json mtime).
+
+Each choice is listed under the table. This module reads runs and writes two files; it does not
+rescore anything.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from bonbench.config import model_slug
+from bonbench.errors import BonbenchError
+from bonbench.estimators import paired_bootstrap_diff
+from bonbench.analysis.html import page, table_html
+from bonbench.analysis.rundir import RunData, find_runs, load_run
+from bonbench.store import atomic_write_json
+
+UP, DOWN, MISMATCH = "▲", "▼", "†"
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Cell:
+    value: float
+    lo: float
+    hi: float
+    n_problems: int
+    diff: float | None = None
+    diff_lo: float | None = None
+    diff_hi: float | None = None
+    p_improve: float | None = None
+    n_shared: int | None = None
+    paired: bool = True
+    settings_match: bool = True
+
+    @property
+    def marker(self) -> str:
+        if self.diff_lo is None or self.diff_hi is None:
+            return ""
+        if self.diff_lo > 0:
+            return UP
+        if self.diff_hi < 0:
+            return DOWN
+        return ""
+
+
+@dataclass(frozen=True)
+class Selection:
+    model: str
+    task: str
+    run: RunData
+    rule: str
+    n_candidates: int
+
+
+@dataclass
+class Leaderboard:
+    models: list[str]
+    columns: list[tuple[str, str]]
+    cells: dict[tuple[str, str, str], Cell]
+    selections: list[Selection]
+    base: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _metric_order(name: str) -> tuple[int, int, str]:
+    m = re.match(r"^(pass|bon|maj)@(\d+)$", name)
+    kinds = {"pass": 0, "bon": 1, "maj": 2}
+    if m:
+        return (kinds[m.group(1)], int(m.group(2)), name)
+    return (3, 0, name)
+
+
+def _latest(runs: Sequence[RunData]) -> RunData:
+    return max(runs, key=lambda r: (r.created, str(r.path)))
+
+
+def _select(groups: Mapping[tuple[str, str], list[RunData]], base_slug: str | None) -> list[Selection]:
+    out: list[Selection] = []
+    base_runs: dict[str, RunData] = {}
+    if base_slug is not None:
+        for (model, task), runs in groups.items():
+            if model == base_slug:
+                base_runs[task] = _latest(runs)
+                out.append(Selection(model, task, base_runs[task], "base: latest run", len(runs)))
+    for (model, task), runs in sorted(groups.items()):
+        if model == base_slug:
+            continue
+        base_run = base_runs.get(task)
+        if base_run is None:
+            out.append(Selection(model, task, _latest(runs), "latest run", len(runs)))
+            continue
+        same = [r for r in runs if r.sampling_settings() == base_run.sampling_settings()]
+        if same:
+            out.append(Selection(model, task, _latest(same), "latest run with the base's sampling settings", len(runs)))
+        else:
+            out.append(Selection(model, task, _latest(runs), f"latest run; {MISMATCH} no run matches the base's settings",
+                                 len(runs)))
+    return out
+
+
+def _diff(run_pp: Mapping[str, float] | None, base_pp: Mapping[str, float] | None, run_cell: Cell, base_cell: Cell,
+          n_boot: int, seed: int) -> tuple[float, float, float, float | None, int, bool]:
+    if run_pp and base_pp:
+        shared = sorted(set(run_pp) & set(base_pp))
+        if len(shared) >= 2:
+            a = np.array([run_pp[i] for i in shared])
+            b = np.array([base_pp[i] for i in shared])
+            d, lo, hi, p_le0 = paired_bootstrap_diff(a, b, n_boot=n_boot, seed=seed)
+            return d, lo, hi, p_le0, len(shared), True
+    # no per-problem values on one side: independent normal approximation from the reported CIs
+    se = math.hypot((run_cell.hi - run_cell.lo) / (2 * Z95), (base_cell.hi - base_cell.lo) / (2 * Z95))
+    d = run_cell.value - base_cell.value
+    return d, d - Z95 * se, d + Z95 * se, None, 0, False
+
+
+def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequence[str] | None = None,
+                      metrics: Sequence[str] | None = None, n_boot: int = 2000, seed: int = 0) -> Leaderboard:
+    """Collect every scored run under ``results_dir`` into a leaderboard (see the module docstring)."""
+    runs = [load_run(d) for d in find_runs(results_dir)]
+    if tasks:
+        runs = [r for r in runs if r.task in set(tasks)]
+    if not runs:
+        what = f" for task(s) {', '.join(tasks)}" if tasks else ""
+        raise BonbenchError(f"no scored runs under {results_dir}{what}; run `bonbench run ...` first")
+    groups: dict[tuple[str, str], list[RunData]] = {}
+    for r in runs:
+        groups.setdefault((r.model_slug, r.task), []).append(r)
+    base_slug = None
+    if base is not None:
+        base_slug = model_slug(base)
+        if not any(m == base_slug for m, _ in groups):
+            have = sorted({m for m, _ in groups})
+            raise BonbenchError(f"--base {base!r} has no runs under {results_dir} (models: {', '.join(have)})")
+    selections = _select(groups, base_slug)
+    chosen = {(s.model, s.task): s for s in selections}
+
+    all_tasks = sorted({t for _, t in groups})
+    columns: list[tuple[str, str]] = []
+    for task in all_tasks:
+        present = {m for (mod, t), s in chosen.items() if t == task for m in s.run.metrics}
+        wanted = [m for m in metrics if m in present] if metrics else sorted(present, key=_metric_order)
+        columns.extend((task, m) for m in wanted)
+    if metrics:
+        missing = [m for m in metrics if not any(c[1] == m for c in columns)]
+        if missing:
+            raise BonbenchError(f"no run has metric(s) {', '.join(missing)}; check --metric (e.g. pass@1)")
+
+    models = sorted({m for m, _ in groups}, key=lambda m: (m != base_slug, m))
+    cells: dict[tuple[str, str, str], Cell] = {}
+    for (model, task), sel in chosen.items():
+        for t, metric in columns:
+            if t != task or metric not in sel.run.metrics:
+                continue
+            m = sel.run.metrics[metric]
+            cells[(model, task, metric)] = Cell(m.value, m.ci95[0], m.ci95[1], m.n_problems)
+    notes: list[str] = []
+    if base_slug is not None:
+        for (model, task), sel in chosen.items():
+            base_sel = chosen.get((base_slug, task))
+            if model == base_slug or base_sel is None:
+                continue
+            for t, metric in columns:
+                key, bkey = (model, task, metric), (base_slug, task, metric)
+                if t != task or key not in cells or bkey not in cells:
+                    continue
+                d, lo, hi, p, n_shared, paired = _diff(sel.run.per_problem.get(metric), base_sel.run.per_problem.get(metric),
+                                                       cells[key], cells[bkey], n_boot, seed)
+                c = cells[key]
+                cells[key] = Cell(c.value, c.lo, c.hi, c.n_problems, d, lo, hi, p, n_shared, paired,
+                                  sel.run.sampling_settings() == base_sel.run.sampling_settings())
+        notes.append(f"Δ = model - {base_slug} on the problems both runs scored (n = shared problems); "
+                     f"{UP}/{DOWN}: the 95% paired-bootstrap interval of Δ ({n_boot} resamples) excludes 0; "
+                     f"≈: no per-problem values, normal approximation from the two CIs; "
+                     f"{MISMATCH}: sampling settings differ from the base run.")
+    return Leaderboard(models=models, columns=columns, cells=cells, selections=selections, base=base_slug, notes=notes)
+
+
+def _cell_text(cell: Cell | None, is_base: bool, sep: str) -> str:
+    if cell is None:
+        return "—"
+    half = (cell.hi - cell.lo) / 2 if math.isfinite(cell.hi - cell.lo) else math.nan
+    text = f"{cell.value:.3f} ± {half:.3f}" if math.isfinite(half) else f"{cell.value:.3f}"
+    if is_base:
+        return text + f"{sep}(base)"
+    if cell.diff is None:
+        return text
+    approx = "" if cell.paired else "≈"
+    n = f", n={cell.n_shared}" if cell.paired else ""
+    mark = f" {cell.marker}" if cell.marker else ""
+    flag = f" {MISMATCH}" if not cell.settings_match else ""
+    return (f"{text}{sep}Δ {approx}{cell.diff:+.3f} [{cell.diff_lo:+.3f}, {cell.diff_hi:+.3f}]{mark}{n}{flag}")
+
+
+def _rows(board: Leaderboard, sep: str) -> tuple[list[str], list[list[str]]]:
+    header = ["model"] + [f"{task} {metric}" for task, metric in board.columns]
+    rows = []
+    for model in board.models:
+        rows.append([model] + [_cell_text(board.cells.get((model, t, m)), model == board.base, sep)
+                               for t, m in board.columns])
+    return header, rows
+
+
+def _selection_lines(board: Leaderboard) -> list[str]:
+    lines = []
+    for s in sorted(board.selections, key=lambda s: (s.task, s.model)):
+        extra = f" ({s.n_candidates - 1} other run(s) ignored)" if s.n_candidates > 1 else ""
+        lines.append(f"{s.model} / {s.task}: run {s.run.hash} (T={s.run.temperature:g}, n={s.run.n}) — {s.rule}{extra}")
+    return lines
+
+
+def render_markdown(board: Leaderboard) -> str:
+    """The leaderboard as a GitHub-flavoured markdown table with its notes and run choices."""
+    header, rows = _rows(board, "<br>")
+    lines = ["# bonbench leaderboard", ""]
+    if board.base:
+        lines += [f"Base: **{board.base}**", ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] + [":---:"] * (len(header) - 1)) + "|")
+    for row in rows:
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+    lines.append("")
+    lines.append("Cells: value ± half-width of the 95% bootstrap CI over problems.")
+    lines += [f"{n}" for n in board.notes]
+    lines += ["", "## Runs used", ""]
+    lines += [f"- {line}" for line in _selection_lines(board)]
+    return "\n".join(lines) + "\n"
+
+
+def render_html(board: Leaderboard) -> str:
+    """The leaderboard as a standalone HTML page (▲ green, ▼ red)."""
+    header, rows = _rows(board, "\n")
+    body_rows = []
+    for row in rows:
+        cells = []
+        for c in row:
+            cls = "up" if UP in c else "down" if DOWN in c else ""
+            cells.append((html_lib.escape(c).replace("\n", "<br>"), cls))
+        body_rows.append(cells)
+    parts = [f"<h1>bonbench leaderboard</h1>"]
+    if board.base:
+        parts.append(f"<p>Base: <b>{html_lib.escape(board.base)}</b></p>")
+    parts.append(table_html(header, body_rows, raw=True))
+    parts.append("<p>Cells: value ± half-width of the 95% bootstrap CI over problems.</p>")
+    parts += [f"<p>{html_lib.escape(n)}</p>" for n in board.notes]
+    parts.append("<h2>Runs used</h2><ul>" + "".join(f"<li>{html_lib.escape(x)}</li>" for x in _selection_lines(board)) + "</ul>")
+    return page("bonbench leaderboard", "\n".join(parts))
+
+
+def write_leaderboard(board: Leaderboard, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``leaderboard.md``, ``leaderboard.html`` and ``leaderboard.json`` into ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md = out_dir / "leaderboard.md"
+    html = out_dir / "leaderboard.html"
+    md.write_text(render_markdown(board), encoding="utf-8")
+    html.write_text(render_html(board), encoding="utf-8")
+    atomic_write_json(out_dir / "leaderboard.json", {
+        "base": board.base,
+        "columns": [list(c) for c in board.columns],
+        "cells": [{"model": m, "task": t, "metric": k, **{f: getattr(c, f) for f in (
+            "value", "lo", "hi", "n_problems", "diff", "diff_lo", "diff_hi", "n_shared", "paired", "settings_match")},
+                   "marker": c.marker} for (m, t, k), c in sorted(board.cells.items())],
+        "runs": [{"model": s.model, "task": s.task, "run_dir": str(s.run.path), "rule": s.rule}
+                 for s in board.selections],
+    })
+    return md, html

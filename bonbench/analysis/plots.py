@@ -1,0 +1,137 @@
+"""PNG figures: k-curves with bootstrap bands and fitted laws, temperature sweeps, co-scaling heat map.
+
+Every function draws one figure with matplotlib's object API on the Agg canvas (no pyplot global
+state, no display needed), writes it to ``out`` and returns the path. Inputs are already-computed
+curves and fits; nothing here reads run directories or fits anything.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless CI machines have no display; must precede any backend use
+
+import numpy as np  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from bonbench.analysis.fits import CoScaling, OptimalTemperature, PowerLawFit  # noqa: E402
+from bonbench.analysis.rundir import Curve  # noqa: E402
+
+COLORS = {"pass": "#1f77b4", "bon": "#d62728", "maj": "#2ca02c"}
+DPI = 110
+
+
+def _save(fig: Figure, out: Path) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)
+    fig.savefig(out, format="png", dpi=DPI)
+    return out
+
+
+def _fit_k(k_max: float) -> np.ndarray:
+    return np.geomspace(1, max(k_max, 1.0), 200)
+
+
+def plot_k_curves(curves: Mapping[str, Curve], out: Path, *, title: str = "",
+                  fits: Mapping[str, PowerLawFit | None] | None = None) -> Path:
+    """pass@k / bon@k / maj@k against k (log x) with their 95% bands; fitted ``exp(a k^b)`` dashed."""
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    for kind, c in curves.items():
+        color = COLORS.get(kind)
+        ok = np.isfinite(c.value)
+        ax.plot(c.k[ok], c.value[ok], color=color, lw=1.8, label=f"{kind}@k")
+        band = ok & np.isfinite(c.lo) & np.isfinite(c.hi)
+        if band.any():
+            ax.fill_between(c.k[band], c.lo[band], c.hi[band], color=color, alpha=0.2, lw=0)
+        fit = (fits or {}).get(kind)
+        if fit is not None:
+            kk = _fit_k(float(c.k.max()))
+            ax.plot(kk, fit.predict(kk), color=color, ls="--", lw=1,
+                    label=f"fit exp({fit.a:.2f}·k^{fit.b:.2f}), R²={fit.r2:.3f}")
+    ax.set_xscale("log")
+    ax.set_xlabel("k (samples)")
+    ax.set_ylabel("value")
+    ax.set_ylim(0, 1.02)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    return _save(fig, out)
+
+
+def plot_temperature_curves(curves: Mapping[float, Curve], fits: Mapping[float, PowerLawFit | None], out: Path, *,
+                            kind: str = "pass", title: str = "", extrapolate_to: float | None = None) -> Path:
+    """One curve per temperature (log x) with its fitted law, extended to ``extrapolate_to``."""
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    cmap = matplotlib.colormaps["viridis"]
+    temps = sorted(curves)
+    for i, t in enumerate(temps):
+        color = cmap(i / max(len(temps) - 1, 1))
+        c = curves[t]
+        ok = np.isfinite(c.value)
+        ax.plot(c.k[ok], c.value[ok], color=color, lw=1.6, label=f"T={t:g}")
+        band = ok & np.isfinite(c.lo) & np.isfinite(c.hi)
+        if band.any():
+            ax.fill_between(c.k[band], c.lo[band], c.hi[band], color=color, alpha=0.15, lw=0)
+        fit = fits.get(t)
+        if fit is not None:
+            kk = _fit_k(max(float(c.k.max()), extrapolate_to or 0.0))
+            ax.plot(kk, fit.predict(kk), color=color, ls="--", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlabel("N (samples)")
+    ax.set_ylabel(f"{kind}@N")
+    ax.set_ylim(0, 1.02)
+    ax.grid(True, alpha=0.3)
+    ax.set_title(title + " (dashed: exp(a(T)·N^b(T)))", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    return _save(fig, out)
+
+
+def plot_optimal_temperature(rows: Sequence[OptimalTemperature], out: Path, *, title: str = "") -> Path:
+    """T*(N): measured argmax and fitted-law argmax against N (log x)."""
+    fig = Figure(figsize=(5.6, 3.6), layout="constrained")
+    ax = fig.add_subplot()
+    N = np.array([r.N for r in rows], dtype=float)
+    tm = np.array([r.t_measured for r in rows], dtype=float)
+    tf = np.array([r.t_fitted for r in rows], dtype=float)
+    if np.isfinite(tm).any():
+        ax.plot(N[np.isfinite(tm)], tm[np.isfinite(tm)], "o-", label="measured")
+    if np.isfinite(tf).any():
+        ax.plot(N[np.isfinite(tf)], tf[np.isfinite(tf)], "s--", label="fitted law")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("N (samples)")
+    ax.set_ylabel("optimal temperature T*")
+    ax.grid(True, alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    return _save(fig, out)
+
+
+def plot_coscaling(cs: CoScaling, out: Path, *, title: str = "") -> Path:
+    """Heat map of per-problem (T*, N*) frequencies, each cell annotated with its percentage."""
+    fig = Figure(figsize=(max(4.5, 1.8 + 0.7 * len(cs.Ns)), max(3.0, 1.8 + 0.5 * len(cs.temperatures))),
+                 layout="constrained")
+    ax = fig.add_subplot()
+    im = ax.imshow(cs.freq, origin="lower", aspect="auto", cmap="magma_r", vmin=0,
+                   vmax=max(float(cs.freq.max()), 1e-9))
+    ax.set_xticks(range(len(cs.Ns)), [str(n) for n in cs.Ns])
+    ax.set_yticks(range(len(cs.temperatures)), [f"{t:g}" for t in cs.temperatures])
+    ax.set_xlabel("N* (smallest budget reaching the best value)")
+    ax.set_ylabel("T*")
+    top = float(cs.freq.max()) if cs.freq.size else 0.0
+    for i in range(cs.freq.shape[0]):
+        for j in range(cs.freq.shape[1]):
+            v = cs.freq[i, j]
+            if v > 0:
+                ax.text(j, i, f"{100 * v:.0f}%", ha="center", va="center", fontsize=7,
+                        color="white" if v > 0.6 * top else "black")
+    fig.colorbar(im, ax=ax, label="fraction of problems")
+    ax.set_title(f"{title}\n{cs.n_counted} problems, tol={cs.tol:g}; {cs.n_unsolved} never solved (excluded)"
+                 if title else f"{cs.n_counted} problems, tol={cs.tol:g}", fontsize=8)
+    return _save(fig, out)

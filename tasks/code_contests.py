@@ -32,7 +32,7 @@ from typing import Any
 
 from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.errors import BonbenchError
-from bonbench.graders.code import CodeGrader, ExecCase, default_cache_dir, extract_code
+from bonbench.graders.code import CodeGrader, ExecCase, default_cache_dir, defines, extract_code
 from bonbench.records import Problem, Prompt
 from bonbench.registry import PromptStyle, Task, register_task
 
@@ -45,6 +45,8 @@ TEST_SETS = {"public": ("public_tests",), "private": ("public_tests", "private_t
 MIN_MEMORY_MB = 512  # RLIMIT_AS counts address space, not resident memory: Python needs headroom
 INSTRUCTION = ("Solve the following competitive programming problem in Python 3. The program reads from standard "
                "input and writes to standard output.\n\n{statement}\n")
+CALL_INSTRUCTION = ("Solve the following programming problem in Python 3 by implementing the function `{fn}` "
+                    "(keep the given signature).\n\n{statement}\n")
 _TOLERANCE_HINT = re.compile(r"(absolute|relative)\s+(or\s+(absolute|relative)\s+)?error|error\s+(does not|doesn't|must not|should not)\s+exceed|within\s+10\^?\{?-", re.I)
 
 
@@ -56,8 +58,11 @@ def float_tolerance(statement: str, mode: str) -> bool:
 
 
 def render_stdin(problem: Problem, style: PromptStyle) -> Prompt:
-    """Prompt for stdin/stdout problems: base models continue an open ```python fence (stop at its close)."""
-    text = INSTRUCTION.format(statement=problem.input.strip())
+    """Prompt for stdin/stdout (and TACO call-based) problems: base models continue an open ```python
+    fence (stop at its close); chat models are asked for one fenced program."""
+    fn = problem.meta.get("fn_name")
+    text = (CALL_INSTRUCTION.format(fn=fn, statement=problem.input.strip()) if fn
+            else INSTRUCTION.format(statement=problem.input.strip()))
     starter = problem.meta.get("starter_code") or ""
     if style == "base":
         return Prompt(problem_id=problem.id, text=text + "\n```python\n" + starter, stop=("```",))
@@ -70,8 +75,13 @@ def solution_code(problem: Problem, completion: str) -> str:
     code = extract_code(completion, problem.meta.get("fn_name"))
     if code is not None:
         return code
-    # base-model continuation of the open fence: the prompt's starter code is part of the program
-    return (problem.meta.get("starter_code") or "") + completion.split("```")[0]
+    code = completion.split("```")[0]
+    starter = problem.meta.get("starter_code") or ""
+    fn = problem.meta.get("fn_name")
+    if not starter or (fn and defines(code, fn)) or defines(code, "Solution"):
+        return code
+    # a base-model continuation of the open fence: the prompt's starter code is part of the program
+    return starter + code
 
 
 def build_stdin_jobs(problem: Problem, completion: str) -> list[ExecCase]:

@@ -45,8 +45,11 @@ import numpy as np
 
 from bonbench.data import file_fingerprint, local_file, read_jsonl, resolve_data_dir
 from bonbench.errors import BonbenchError
+from bonbench.graders.math import MathGrader
+from bonbench.prompts import MATH_FEWSHOT
 from bonbench.records import Grade, Problem, Score
 from bonbench.registry import Task, register_task
+from bonbench_tasks.math import PROMPT_ID, make_render
 
 TASK_NAME = "functional_math"
 VERSION = 1
@@ -101,14 +104,19 @@ def parse_snapshots(snapshots: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(s for s in SNAPSHOTS if s in chosen)
 
 
-def parse_level(level: str | int | None) -> str | None:
-    """``3``, ``"3"``, ``"level 3"`` or ``"Level 3"`` -> ``"Level 3"``; None keeps all levels."""
+def parse_level(level: str | int | None) -> int | None:
+    """``3``, ``"3"``, ``"level 3"`` or ``"Level 3"`` -> ``3``; None keeps all levels."""
     if level is None or str(level).strip() == "":
         return None
     text = str(level).strip().lower().replace("level", "").strip()
     if text not in {"1", "2", "3", "4", "5"}:
         raise BonbenchError(f"functional_math: -T level={level!r} is not a MATH level; use 1..5 (or 'Level 3')")
-    return f"Level {text}"
+    return int(text)
+
+
+def _level_int(raw: str) -> int | None:
+    digits = "".join(ch for ch in str(raw) if ch.isdigit())
+    return int(digits) if digits else None
 
 
 def parse_subject(subject: str | None) -> str | None:
@@ -167,17 +175,20 @@ def load_rows(data_dir: str | Path | None) -> tuple[dict[str, dict[str, Any]], d
 
 
 def build_problems(static: Mapping[str, Mapping[str, Any]], snaps: Mapping[str, Mapping[str, Mapping[str, Any]]],
-                   snapshots: Sequence[str] = SNAPSHOTS, level: str | None = None,
+                   snapshots: Sequence[str] = SNAPSHOTS, level: int | None = None,
                    subject: str | None = None) -> tuple[Problem, ...]:
-    """Problems grouped by unique_id (sorted), static first, then the selected snapshots in order."""
+    """Problems grouped by unique_id (sorted), static first, then the selected snapshots in order.
+
+    ``meta["level"]`` is an int 1-5 and ``meta["subject"]`` the display name, as in the math task.
+    """
     out: list[Problem] = []
     for uid in sorted(static):
         srow = static[uid]
-        if level is not None and srow["level"] != level:
+        if level is not None and _level_int(srow["level"]) != level:
             continue
         if subject is not None and srow["type"] != subject:
             continue
-        meta = {"unique_id": uid, "level": srow["level"], "subject": srow["type"]}
+        meta = {"unique_id": uid, "level": _level_int(srow["level"]), "subject": srow["type"]}
         out.append(Problem(id=problem_id(STATIC, uid), input=srow["problem"], target=srow["answer"],
                            meta={**meta, "variant": STATIC, "snapshot": None}))
         for snap in snapshots:
@@ -336,3 +347,36 @@ class FunctionalMetrics:
         out.update(variant_metrics(grades_by_problem, (STATIC, *self.snapshots), specs=specs,
                                    scores_by_problem=scores_by_problem, n_boot=self.n_boot, seed=self.seed))
         return out
+
+
+@register_task(TASK_NAME)
+def functional_math_task(data_dir: str | None = None, snapshots: str = ",".join(SNAPSHOTS), level: int | None = None,
+                         subject: str | None = None, fewshot: int = 4) -> Task:
+    """MATH() snapshots next to static MATH; ``snapshots`` (comma list), ``level`` (1-5) and
+    ``subject`` select problems, ``fewshot`` (base prompt exemplars, as in the math task) is hashed."""
+    chosen = parse_snapshots(snapshots)
+    lvl, subj = parse_level(level), parse_subject(subject)
+    if not 0 <= int(fewshot) <= len(MATH_FEWSHOT):
+        raise BonbenchError(f"fewshot must be between 0 and {len(MATH_FEWSHOT)}, got {fewshot}")
+    static, snaps, fingerprint = load_rows(data_dir)
+    problems = build_problems(static, snaps, chosen, lvl, subj)
+    if not problems:
+        raise BonbenchError(f"no functional_math problems match level={level!r} subject={subject!r}; loosen the filters")
+    n_ids = len(problems) // (1 + len(chosen))
+    return Task(
+        name=TASK_NAME,
+        version=VERSION,
+        problems=problems,
+        render=make_render(int(fewshot)),
+        grader=MathGrader(),
+        prompt_id=PROMPT_ID,
+        default_metrics=("pass@1", "maj@4", "pass@4"),
+        max_tokens=512,
+        # snapshots, level and subject only select problems; a problem's prompt never depends on them
+        hash_args={"fewshot": int(fewshot)},
+        fingerprint=fingerprint,
+        extra_metrics=FunctionalMetrics(chosen),
+        description=(f"Functional MATH() (Srivastava et al. 2024; data GPL-3.0): {n_ids} MATH test problems, "
+                     f"static + snapshots {', '.join(chosen)}; generic metrics pool all variants, see "
+                     "static_accuracy / functional_accuracy / reasoning_gap and metric[variant]"),
+    )

@@ -619,6 +619,9 @@ def _worker_stdio() -> None:
     os.dup2(2, 1)  # stray prints from sympy & co. must not corrupt the protocol stream
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    # import and warm up sympy/math-verify before the first item so that its timer measures only
+    # the comparison, not ~1 s of imports
+    _equiv_canonical("x+1", "1+x")
     for line in sys.stdin:
         timeout, items = json.loads(line)
         for idx, cp, cg in items:

@@ -1,0 +1,197 @@
+"""Tests of bonbench.graders.math: the labelled case file, gold self-agreement on real MATH data,
+canonical-form properties, and MathGrader (dedupe, timeouts, threads, never raising)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bonbench.graders import math as gm
+from bonbench.graders.math import MathGrader, canonical_answer, extract_answer, is_equiv
+from bonbench.records import Problem, Sample
+
+CASES_PATH = Path(__file__).parent / "data" / "math_cases.jsonl"
+CASES = [json.loads(line) for line in CASES_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
+REQUIRED_CATEGORIES = {
+    "fraction", "decimal", "units", "degrees", "percent", "money", "thousands", "sqrt", "interval", "tuple",
+    "set", "matrix", "multiple_choice", "text", "base", "symbolic", "equation", "left_right", "spacing", "extraction",
+}
+
+
+def _verdict(case: dict) -> bool:
+    pred = extract_answer(case["output"])
+    return pred is not None and is_equiv(pred, case["target"])
+
+
+def _case_id(case: dict) -> str:
+    return f"{case['category']}-{case['note'][:50]}"
+
+
+def test_case_file_shape() -> None:
+    assert len(CASES) >= 150
+    assert REQUIRED_CATEGORIES <= {c["category"] for c in CASES}
+    for c in CASES:
+        assert set(c) == {"output", "target", "expected", "category", "note"}
+        assert isinstance(c["expected"], bool)
+    # tricky negatives must be present, not just positives
+    assert sum(not c["expected"] for c in CASES) >= 40
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+def test_case(case: dict) -> None:
+    assert _verdict(case) is case["expected"], f"{case['output']!r} vs {case['target']!r}: {case['note']}"
+
+
+def test_case_accuracy_report() -> None:
+    correct = Counter()
+    total = Counter(c["category"] for c in CASES)
+    for c in CASES:
+        correct[c["category"]] += _verdict(c) is c["expected"]
+    acc = sum(correct.values()) / len(CASES)
+    for cat in sorted(total):
+        print(f"{cat:16s} {correct[cat]}/{total[cat]}")
+    print(f"case-file accuracy: {sum(correct.values())}/{len(CASES)} = {acc:.1%}")
+    assert acc == 1.0
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+def test_canonical_is_idempotent_and_verdict_preserving(case: dict) -> None:
+    pred = extract_answer(case["output"])
+    if pred is None:
+        pytest.skip("nothing extracted")
+    canon = canonical_answer(pred)
+    assert canonical_answer(canon) == canon
+    # MathGrader compares canonical forms; that must not change any verdict
+    assert is_equiv(canon, case["target"]) is is_equiv(pred, case["target"])
+
+
+def test_gold_self_agreement(data_dir: Path) -> None:
+    rows = [json.loads(line) for line in (data_dir / "math" / "test.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == 5000
+    failures = []
+    for r in rows:
+        extracted = extract_answer(r["solution"])
+        ok = extracted is not None and is_equiv(extracted, r["answer"]) and is_equiv(r["answer"], r["answer"])
+        if not ok:
+            failures.append((r["unique_id"], extracted, r["answer"]))
+    for f in failures:
+        print("self-agreement failure:", f)
+    rate = 1 - len(failures) / len(rows)
+    print(f"gold self-agreement: {len(rows) - len(failures)}/{len(rows)} = {rate:.2%}")
+    assert rate >= 0.995
+
+
+def test_gold_canonical_idempotent(data_dir: Path) -> None:
+    rows = [json.loads(line) for line in (data_dir / "math" / "test.jsonl").read_text(encoding="utf-8").splitlines()]
+    bad = [r["answer"] for r in rows if canonical_answer(canonical_answer(r["answer"])) != canonical_answer(r["answer"])]
+    assert bad == []
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("so $\\boxed{\\frac{1}{2}}$", "\\frac{1}{2}"),
+        ("\\boxed{a} then \\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),
+        ("Final Answer: The final answer is $(1,2)$. I hope it is correct.", "(1,2)"),
+        ("The answer is: 7", "7"),
+        ("nothing here", None),
+        ("", None),
+        ("\\boxed{unclosed", None),
+    ],
+)
+def test_extract_answer(text: str, expected: str | None) -> None:
+    assert extract_answer(text) == expected
+
+
+def test_canonical_clusters_equivalent_forms() -> None:
+    assert len({canonical_answer(a) for a in ["0.5", "\\frac12", "\\dfrac{1}{2}", "1/2", "\\frac{2}{4}", "x = 0.5"]}) == 1
+    assert len({canonical_answer(a) for a in ["1,000", "1000", "1{,}000", "\\$1000", "1000 dollars"]}) == 1
+    assert canonical_answer("\\{3, 1\\}") == canonical_answer("\\{1,3\\}")
+    assert canonical_answer("(3, 1)") != canonical_answer("(1, 3)")
+    assert canonical_answer("\\text{(B)}") == "B"
+
+
+def test_is_equiv_handles_garbage() -> None:
+    for junk in ["", "}{", "\\frac{", "(((", "\\begin{pmatrix}", "$$", "x==", "\\sqrt{}"]:
+        assert is_equiv(junk, "5") is False
+
+
+def _problems(*pairs: tuple[str, str]) -> dict[str, Problem]:
+    return {pid: Problem(id=pid, input="q", target=gold) for pid, gold in pairs}
+
+
+def _sample(pid: str, idx: int, completion: str) -> Sample:
+    return Sample(problem_id=pid, sample_idx=idx, completion=completion, n_tokens=5, finish_reason="stop")
+
+
+def test_grader_verdicts_answers_and_dedupe(monkeypatch: pytest.MonkeyPatch) -> None:
+    problems = _problems(("p1", "\\frac{\\sqrt{2}}{2}"), ("p2", "12"))
+    samples = [
+        _sample("p1", 0, "so $\\boxed{\\frac{1}{\\sqrt2}}$"),
+        _sample("p1", 1, "The answer is $\\frac{1}{\\sqrt{2}}$."),
+        _sample("p1", 2, "$\\boxed{1}$"),
+        _sample("p2", 0, "\\boxed{12}"),
+        _sample("p2", 1, "\\boxed{12.0}"),
+        _sample("p2", 2, "I give up"),
+        _sample("nope", 0, "\\boxed{1}"),
+    ]
+    sent: list[list] = []
+    real = gm._run_pool
+
+    def spy(items, timeout, workers, **kw):  # type: ignore[no-untyped-def]
+        sent.append(list(items))
+        return real(items, timeout, workers, **kw)
+
+    monkeypatch.setattr(gm, "_run_pool", spy)
+    grades = MathGrader(workers=2).grade(problems, samples)
+    assert [(g.problem_id, g.sample_idx) for g in grades] == [(s.problem_id, s.sample_idx) for s in samples]
+    assert [g.correct for g in grades] == [True, True, False, True, True, False, None]
+    assert grades[0].answer == grades[1].answer  # clustered for maj@k
+    assert grades[3].answer == grades[4].answer == "12"
+    assert grades[5].answer is None and grades[5].error is None
+    assert grades[6].error and "unknown problem" in grades[6].error
+    assert all(g.grader == "math" and g.grader_version == 1 for g in grades)
+    # samples 0 and 1 share one comparison; p2's answers were decided in-process without sympy
+    assert len(sent) == 1
+    assert sorted(item[1] for item in sent[0]) == ["1", "\\frac{1}{\\sqrt{2}}"]
+
+
+def test_grader_timeout_kills_hung_comparison() -> None:
+    # comparing 10^(10^7) with x^2 takes ~16 s of sympy time (80 MB); the run must not wait for it
+    problems = _problems(("hang", "x^2"), ("ok", "(x+1)^2"))
+    samples = [_sample("hang", 0, "\\boxed{10^{10^{7}}}"), _sample("ok", 0, "\\boxed{x^2+2x+1}")]
+    grades = MathGrader(timeout=4.0, workers=1).grade(problems, samples)
+    assert grades[0].correct is False and grades[0].error == "timeout"
+    assert grades[1].correct is True and grades[1].error is None
+
+
+def test_grader_works_in_a_thread() -> None:
+    problems = _problems(("p", "(x+1)^2"))
+    out: list = []
+    t = threading.Thread(target=lambda: out.extend(MathGrader(workers=1).grade(problems, [_sample("p", 0, "\\boxed{x^2+2x+1}")])))
+    t.start()
+    t.join(120)
+    assert [g.correct for g in out] == [True]
+
+
+def test_is_equiv_works_in_a_thread() -> None:
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(is_equiv("x^2+2x+1", "(x+1)^2")))
+    t.start()
+    t.join(60)
+    assert out == [True]
+
+
+def test_grader_bad_gold_is_data_not_exception(monkeypatch: pytest.MonkeyPatch) -> None:
+    problems = _problems(("p", "5"))
+
+    def boom(ans: str) -> str:
+        raise RuntimeError("bad")
+
+    monkeypatch.setattr(gm, "canonical_answer", boom)
+    grades = MathGrader(workers=1).grade(problems, [_sample("p", 0, "\\boxed{5}")])
+    assert grades[0].correct is False and "bad" in (grades[0].error or "")

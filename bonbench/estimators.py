@@ -259,16 +259,35 @@ def _binom_table(n: int, dtype: type) -> np.ndarray:
     return b
 
 
-def _poly_pow(p: np.ndarray, m: int) -> np.ndarray:
-    result = None
-    while m:
-        if m & 1:
-            result = p if result is None else np.convolve(result, p)
-        m >>= 1
-        if m:
-            p = np.convolve(p, p)
-    assert result is not None, "power of a polynomial needs m >= 1"
-    return result
+def _level_poly(con: list[tuple[int, int]], a: int, binom: np.ndarray, dtype: type) -> np.ndarray:
+    """P_a(x) = int_0^1 prod_j (A_j(x) + y C(s_j, a) x^a) dy over the constrained clusters ``con``
+    ((size, multiplicity) pairs, all sizes >= a), with A_j = sum_{b<a} C(s_j, b) x^b."""
+    J = sum(m for _, m in con)
+    inv_t = 1.0 / np.arange(1, J + 2, dtype=dtype)  # int_0^1 y^T dy
+    if a == 1:
+        # every factor is 1 + s x y: a polynomial in z = x y, so T = x degree
+        e = np.ones(1, dtype=dtype)
+        for s, m in con:
+            e = np.convolve(e, binom[m, : m + 1] * dtype(s) ** np.arange(m + 1))
+        return e * inv_t
+    # Pack y = x^D with D above any x degree (J*a); row T of the packed vector holds y^T. A factor has
+    # a + 1 non-zero terms, so apply it as conv(prod, A) + C(s, a) * shift(prod, D + a): far fewer
+    # operations than a dense packed convolution.
+    D = J * a + 1
+    prod = np.zeros((J + 1) * D, dtype=dtype)
+    prod[0] = 1
+    used = 1
+    for s, m in con:
+        head, c = binom[s, :a], binom[s, a]
+        for _ in range(m):
+            tied = c * prod[:used]
+            if a == 2:  # head = 1 + s x: an in-place shifted add (numpy buffers the overlap)
+                prod[1 : used + 1] += head[1] * prod[:used]
+            else:
+                prod[: used + a - 1] = np.convolve(prod[:used], head)
+            prod[D + a : D + a + used] += tied
+            used += D + a
+    return inv_t @ prod.reshape(J + 1, D)
 
 
 @lru_cache(maxsize=1 << 15)
@@ -298,19 +317,10 @@ def _maj_wins(s_t: int, others: tuple[int, ...], s0: int) -> np.ndarray:
         while sizes[n_con - 1][0] < a:
             n_con -= 1
         con = sizes[:n_con]
-        J = sum(m for _, m in con)
-        D = J * a + 1
-        prod = np.ones(1, dtype=dtype)
-        for s, m in con:
-            f = np.zeros(D + a + 1, dtype=dtype)
-            f[:a] = binom[s, :a]
-            f[D + a] = binom[s, a]  # y * C(s, a) x^a
-            prod = np.convolve(prod, _poly_pow(f, m))
-        # the packed product has degree J*D + J*a = (J+1)*D - 1: rows are the powers of y
-        p_a = (1.0 / np.arange(1, J + 2, dtype=dtype)) @ prod.reshape(J + 1, D)
+        p_a = _level_poly(con, a, binom, dtype)
         U = free - sum(s * m for s, m in con)
         acc = groups.setdefault(U, np.zeros(n + 1, dtype=dtype))
-        acc[a : a + D] += binom[s_t, a] * p_a
+        acc[a : a + p_a.size] += binom[s_t, a] * p_a
     lo, hi = single + 1, min(s_t, top)
     if lo <= hi:
         # one constrained cluster of size `top`: P_a = sum_{b<a} C(top,b) x^b + C(top,a) x^a / 2

@@ -68,7 +68,7 @@ _TEXT_CMD = re.compile(r"\\(?:text|textrm|textnormal|mathrm|mbox)\s*\{([^{}]*)\}
 _PART_LABEL = re.compile(r"(?:^|(?<=[,;]))\s*\(?([a-h])\s*[.)]\s+", re.IGNORECASE)
 _NUMBER = r"[-+]?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 _NUMBER_UNIT = re.compile(rf"^({_NUMBER})\s*([A-Za-z]{{2,}}(?:\s+[A-Za-z]+)*)$")
-_MONEY = re.compile(r"^\\\$\s*")
+_MONEY = re.compile(r"\\\$\s*")
 _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
 _WORD = re.compile(r"(?<![\\a-zA-Z])[A-Za-z]{3,}(?![a-zA-Z])")
 _OK_WORDS = {"yes", "no", "true", "false", "none", "and", "or", "infty", "frac", "sqrt", "cup", "cap",
@@ -94,9 +94,9 @@ def _strip_math_delimiters(s: str) -> str:
 
 def _math_segments(s: str) -> list[str] | None:
     """``$a$ <word> $b$ ...`` -> [a, word, b, ...] when the answer is dollar segments joined by words."""
-    if s.count("$") < 4 or s.count("$") % 2:
+    parts = _UNESCAPED_DOLLAR.split(s)
+    if len(parts) < 5 or len(parts) % 2 == 0:
         return None
-    parts = s.split("$")
     if parts[0].strip() or parts[-1].strip():
         return None
     return [p.strip() for p in parts[1:-1]]
@@ -114,14 +114,15 @@ def clean_answer(raw: str) -> str:
        outside the math delimiters (``$3$.``), then rule 1 again.
     4. Dollar segments joined by words: ``$a$ or $b$`` (equivalent forms offered as alternatives)
        keeps ``a``; ``$a$ and $b$`` (several requested values) becomes ``a, b``.
-    5. Math delimiters around the whole answer: ``$...$``, ``$$...$$``, ``\\[...\\]``, ``\\(...\\)``;
-       a single unmatched ``$`` is dropped.
+    5. Currency signs ``\\$`` (before or inside the delimiters), then math delimiters
+       around the whole answer: ``$...$``, ``$$...$$``, ``\\[...\\]``, ``\\(...\\)``; a single
+       unmatched ``$`` is dropped (an escaped ``\\$`` is never a delimiter).
     6. Spacing commands (``\\quad``, ``\\qquad``, ``\\,``, ``\\;``, ``\\!``, ``\\:``) become a space;
        ``\\text{...}``-style wrappers are replaced by their content; newlines and runs of spaces
        collapse to one space.
     7. Part labels of multi-part answers: ``a. 3, b. 4`` -> ``(3, 4)`` (an ordered tuple).
-    8. A leading currency sign ``\\$`` and a unit word after a number (``4ft``, ``13.45 years``,
-       ``5 Robins``) are dropped; a single letter after a number is kept (``2e`` is 2e).
+    8. A unit word after a number (``4ft``, ``13.45 years``, ``5 Robins``) is dropped; a single
+       letter (``2e`` is 2e) or a math word (``2 pi``) after a number is kept.
     9. Rules 3 and 1 once more, since removing wrappers can expose a final period.
     """
     s = raw.replace("\r", "")

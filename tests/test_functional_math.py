@@ -248,3 +248,46 @@ def test_renders_with_the_math_task_prompts(task) -> None:
     assert base.problem_id == p.id and base.text is not None and p.input in base.text and base.stop
     assert chat.messages is not None and any(p.input in m["content"] for m in chat.messages)
     assert task.grader.name == "math"
+
+
+def test_registered_and_t_args_coerce(data_dir: Path) -> None:
+    from bonbench.registry import get_task, task_names
+
+    assert "functional_math" in task_names()
+    t = get_task("functional_math", data_dir=str(data_dir), snapshots="Oct-2023", level="Level 3", subject="Prealgebra")
+    assert {p.meta["variant"] for p in t.problems} == {"static", "Oct-2023"}
+    assert {p.meta["level"] for p in t.problems} == {3} and {p.meta["subject"] for p in t.problems} == {"Prealgebra"}
+
+
+def test_pipeline_end_to_end_with_scripted_completions(data_dir: Path, tmp_path: Path) -> None:
+    """Through pipeline.prepare/sample/evaluate: a script that answers the static problems right,
+    the Oct snapshot right on sample 0 only, and the other snapshots wrong, gives static 1.0,
+    functional 0.0 (Nov/Dec always wrong) and gap 100; per-variant metrics land in metrics.json."""
+    import json
+
+    from bonbench import pipeline
+    from bonbench.config import RunConfig
+    from bonbench.estimators import parse_metrics
+    from bonbench.sampler.scripted import ScriptedSampler
+
+    t = fm.functional_math_task(data_dir=data_dir, level=1, subject="algebra")
+    targets = {p.id: p.target for p in t.problems}
+
+    def script(pid: str, idx: int) -> str:
+        variant = pid.split("/", 1)[0]
+        right = variant == "static" or (variant == "Oct-2023" and idx == 0)
+        return f"So the answer is $\\boxed{{{targets[pid] if right else 'nope'}}}$."
+
+    cfg = RunConfig(task=t.name, model="scripted", backend="scripted", n=2, seed=0)
+    run = pipeline.prepare(t, cfg, tmp_path / "results")
+    pipeline.sample(run, ScriptedSampler(script))
+    doc = pipeline.evaluate(run, parse_metrics(["pass@1"]), verifier=None, n_boot=200)
+    m = doc["metrics"]
+    n_ids = len(t.problems) // 4
+    assert m["static_accuracy"]["value"] == 1.0 and m["static_accuracy"]["n_problems"] == n_ids
+    assert m["functional_accuracy"]["value"] == 0.0
+    assert m["reasoning_gap"]["value"] == pytest.approx(100.0)
+    assert m["pass@1[Oct-2023]"]["value"] == pytest.approx(0.5) and m["pass@2[Oct-2023]"]["value"] == 1.0
+    assert m["pass@1"]["value"] == pytest.approx((1.0 + 0.5) / 4), "the generic metric pools all variants"
+    on_disk = json.loads(run.store.metrics_path.read_text())["metrics"]
+    assert on_disk["reasoning_gap"]["value"] == pytest.approx(100.0)

@@ -57,6 +57,8 @@ CLEAN_CASES = [
     ("Answer: $\\text{12 cm}$", "12"),
     ("\\[ x=3 \\quad \\]", "x=3"),
     ("$\\frac{1}{2}$ \\\\", "\\frac{1}{2}"),
+    ("3 pi", "3 pi"),
+    ("$\\$12$, $\\$15$", "12, 15"),
 ]
 
 
@@ -221,3 +223,11 @@ def test_grades_are_passed_through_unchanged_for_metrics(data_dir: Path) -> None
     g = Grade("Problem_1", 0, "math", 1, True, answer="16")
     out = task.extra_metrics({"Problem_1": [g]})
     assert set(out) == {"gold_abstained"}
+
+
+def test_registered_and_t_args_coerce(data_dir: Path) -> None:
+    from bonbench.registry import get_task, task_names
+
+    assert "mathodyssey" in task_names()
+    t = get_task("mathodyssey", data_dir=str(data_dir), level="university", subject="Statistics", include_abstained="true")
+    assert len(t.problems) == 17 and t.extra_metrics({})["gold_abstained"]["excluded"] is False

@@ -1,0 +1,140 @@
+"""Tests of the ``math`` / ``math500`` tasks on the real offline mirror: loading, filters, errors,
+prompt rendering (both styles), and grading a few real solutions through the task's grader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import bonbench_tasks.math as mt
+from bonbench.errors import BonbenchError
+from bonbench.prompts import MATH_FEWSHOT, MATH_STOP, chat_messages, fewshot_text
+from bonbench.records import Sample
+from bonbench.registry import get_task
+from bonbench.graders.math import extract_answer, is_equiv
+
+
+def test_loads_full_test_split(data_dir: Path) -> None:
+    task = mt.math_task(data_dir=str(data_dir))
+    assert task.name == "math" and task.version == 1 and len(task.problems) == 5000
+    first = task.problems[0]
+    assert first.id == "test/algebra/1.json" and first.target == "2"
+    assert first.meta == {"level": 3, "subject": "Algebra"}
+    assert len({p.id for p in task.problems}) == 5000
+    assert task.fingerprint.startswith("sha256:")
+    assert task.hash_args == {"fewshot": 4} and task.max_tokens == 512
+    assert "pass@1" in task.default_metrics and task.prompt_id
+
+
+def test_loads_math500_both_ways(data_dir: Path) -> None:
+    a = get_task("math500", data_dir=str(data_dir))
+    b = get_task("math", data_dir=str(data_dir), subset="math500")
+    assert len(a.problems) == 500 and [p.id for p in a.problems] == [p.id for p in b.problems]
+    full = {p.id: p for p in mt.math_task(data_dir=str(data_dir)).problems}
+    # MATH-500 ids are MATH test ids and the gold answers agree
+    assert all(is_equiv(p.target, full[p.id].target) for p in a.problems)
+    assert {type(p.meta["level"]) for p in a.problems} == {int}
+
+
+def test_level_and_subject_filters(data_dir: Path) -> None:
+    lvl = get_task("math", data_dir=str(data_dir), level="5")  # -T strings are coerced
+    assert len(lvl.problems) == 1324 and {p.meta["level"] for p in lvl.problems} == {5}
+    nt = mt.math_task(data_dir=str(data_dir), subject="number theory")
+    assert len(nt.problems) == 540 and {p.meta["subject"] for p in nt.problems} == {"Number Theory"}
+    same = mt.math_task(data_dir=str(data_dir), subject="Counting_and_Probability")
+    assert {p.meta["subject"] for p in same.problems} == {"Counting & Probability"}
+    both = mt.math_task(data_dir=str(data_dir), subject="geometry", level=1)
+    assert both.problems and all(p.meta == {"level": 1, "subject": "Geometry"} for p in both.problems)
+    # selection-only arguments stay out of the run hash
+    assert lvl.hash_args == nt.hash_args == {"fewshot": 4}
+    m500 = mt.math500_task(data_dir=str(data_dir), subject="Precalculus")
+    assert m500.problems and all(p.meta["subject"] == "Precalculus" for p in m500.problems)
+
+
+def test_bad_arguments_name_the_fix(data_dir: Path) -> None:
+    with pytest.raises(BonbenchError, match="unknown subject 'calculus'.*Number Theory"):
+        mt.math_task(data_dir=str(data_dir), subject="calculus")
+    with pytest.raises(BonbenchError, match="level must be 1-5"):
+        mt.math_task(data_dir=str(data_dir), level=7)
+    with pytest.raises(BonbenchError, match="unknown subset"):
+        mt.math_task(data_dir=str(data_dir), subset="tiny")
+    with pytest.raises(BonbenchError, match="fewshot"):
+        mt.math_task(data_dir=str(data_dir), fewshot=9)
+    with pytest.raises(BonbenchError, match="only a test split"):
+        mt.math_task(data_dir=str(data_dir), subset="math500", split="train")
+
+
+def test_missing_data_dir_and_file(tmp_path: Path) -> None:
+    with pytest.raises(BonbenchError, match="does not exist"):
+        mt.math_task(data_dir=str(tmp_path / "absent"))
+    with pytest.raises(BonbenchError, match="math/test.jsonl"):
+        mt.math_task(data_dir=str(tmp_path))
+
+
+def test_train_split(data_dir: Path) -> None:
+    task = mt.math_task(data_dir=str(data_dir), split="train", level=1, subject="algebra")
+    assert task.problems and all(p.id.startswith("train/algebra/") for p in task.problems)
+
+
+def test_hub_rows_without_unique_id_get_stable_ids() -> None:
+    row = {"problem": "What is $1+1$?", "level": "Level 1", "type": "Counting & Probability",
+           "solution": "It is $\\boxed{2}$."}
+    p = mt.to_problem(row, "test")
+    assert p.id == mt.to_problem(dict(row), "test").id
+    assert p.id.startswith("test/counting_and_probability/h") and p.id.endswith(".json")
+    assert p.target == "2" and p.meta == {"level": 1, "subject": "Counting & Probability"}
+    assert mt.to_problem({**row, "level": "Level ?"}).meta["level"] is None
+
+
+def test_render_base_and_chat(data_dir: Path) -> None:
+    task = mt.math500_task(data_dir=str(data_dir))
+    problem = task.problems[0]
+    base = task.render(problem, "base")
+    assert base.problem_id == problem.id and base.messages is None
+    assert base.text.count("Problem:\n") == 5 and base.text.endswith(problem.input.strip() + "\n\nSolution:\n")
+    assert base.stop == MATH_STOP and "\n\nProblem:" in base.stop
+    chat = task.render(problem, "chat")
+    assert chat.text is None and len(chat.messages) == 1 and chat.messages[0]["role"] == "user"
+    assert "\\boxed{}" in chat.messages[0]["content"] and problem.input.strip() in chat.messages[0]["content"]
+    zero = mt.math500_task(data_dir=str(data_dir), fewshot=0)
+    assert zero.render(problem, "base").text == f"Problem:\n{problem.input.strip()}\n\nSolution:\n"
+    assert zero.hash_args == {"fewshot": 0}
+
+
+def test_fewshot_exemplars_are_self_consistent() -> None:
+    # every exemplar's boxed answer must be what the grader extracts from it
+    expected = ["9", "\\frac{3}{8}", "5\\sqrt{2}", "5"]
+    assert [extract_answer(sol) for _, sol in MATH_FEWSHOT] == expected
+    assert is_equiv(str(3 / 8), expected[1]) and is_equiv("\\sqrt{50}", expected[2])
+
+
+def test_prompt_helpers() -> None:
+    text = fewshot_text([("Q1", "A1")], "Q2", instruction="Solve.")
+    assert text == "Solve.\n\nProblem:\nQ1\n\nSolution:\nA1\n\nProblem:\nQ2\n\nSolution:\n"
+    assert chat_messages("sys", "hi") == ({"role": "system", "content": "sys"}, {"role": "user", "content": "hi"})
+    assert chat_messages(None, "hi") == ({"role": "user", "content": "hi"},)
+
+
+def test_grader_on_real_solutions(data_dir: Path) -> None:
+    task = mt.math500_task(data_dir=str(data_dir))
+    problems = {p.id: p for p in task.problems[:6]}
+
+    rows = {r["unique_id"]: r for r in map(json.loads, (data_dir / "math500" / "test.jsonl").read_text().splitlines())}
+    samples = []
+    for pid in problems:
+        samples.append(Sample(pid, 0, rows[pid]["solution"], 100, "stop"))
+        samples.append(Sample(pid, 1, "Thus the answer is $\\boxed{-12345}$.", 10, "stop"))
+        samples.append(Sample(pid, 2, rows[pid]["solution"][:40], 10, "length"))
+    grades = task.grader.grade(problems, samples)
+    assert [g.correct for g in grades[0::3]] == [True] * 6
+    assert [g.correct for g in grades[1::3]] == [False] * 6
+    assert all(g.answer == "-12345" for g in grades[1::3])
+    assert all(g.correct is False for g in grades[2::3])
+
+
+def test_registered_under_both_names() -> None:
+    from bonbench.registry import task_names
+
+    assert {"math", "math500"} <= set(task_names())

@@ -41,6 +41,7 @@ filesystem or the network, and a grandchild that calls ``setsid`` escapes the gr
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import selectors
@@ -217,8 +218,10 @@ def _launcher_argv(interp: Interpreter, lim: Limits) -> list[str]:
             str(lim.memory_mb), str(lim.cpu_s), str(lim.max_file_mb), str(lim.max_procs), str(lim.max_open_files)]
 
 
-def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tuple[int, str]]) -> list[str]:
-    argv = [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tuple[int, str]],
+                info_fd: int) -> list[str]:
+    # --info-fd: bwrap writes the host pid of the namespace's PID 1 there; see _ProcessTree.
+    argv = [bwrap, "--info-fd", str(info_fd), "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
             "--uid", str(_NOBODY), "--gid", str(_NOBODY),
             "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib64", "sbin"):
@@ -230,7 +233,9 @@ def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tup
             argv += ["--ro-bind", top, top]
     if interp.prefix is not None:
         argv += ["--ro-bind", interp.prefix, interp.prefix]
-    argv += ["--proc", "/proc", "--dev", "/dev",
+    # bwrap's /dev is an unsized tmpfs writable by the sandbox user (/dev/shm included): make it
+    # read-only so that the size-capped work dir stays the only writable place.
+    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
              "--size", str(lim.tmpfs_mb << 20), "--tmpfs", _SANDBOX_CWD]
     made_dirs: set[str] = set()
     for fd, rel in file_fds:
@@ -240,7 +245,9 @@ def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tup
                 argv += ["--dir", d]
                 made_dirs.add(d)
         argv += ["--file", str(fd), f"{_SANDBOX_CWD}/{rel}"]
-    argv += ["--chdir", _SANDBOX_CWD, "--clearenv"]
+    # The root is a tmpfs that bwrap built, writable by the sandbox user and unsized: freeze it
+    # (non-recursive, so the work dir below stays writable).
+    argv += ["--remount-ro", "/", "--chdir", _SANDBOX_CWD, "--clearenv"]
     for k, v in _env(_SANDBOX_CWD).items():
         argv += ["--setenv", k, v]
     return argv + ["--"] + _launcher_argv(interp, lim)
@@ -353,19 +360,22 @@ def _run(program: bytes, stdin: bytes | None, files: dict[str, str], lim: Limits
         stdin_fd = _memfd(stdin, "stdin") if stdin is not None else subprocess.DEVNULL
         if stdin is not None:
             fds.append(stdin_fd)
+        info_r: int | None = None
         if bwrap is not None:
             file_fds = []
             for rel, data in [("main.py", program)] + [(k, v.encode("utf-8")) for k, v in files.items()]:
                 fd = _memfd(data, "file")
                 fds.append(fd)
                 file_fds.append((fd, rel))
-            argv, cwd, env = _bwrap_argv(bwrap, interp, lim, file_fds), None, None
-            pass_fds = tuple(fd for fd, _ in file_fds)
+            info_r, info_w = os.pipe2(os.O_CLOEXEC)
+            fds.append(info_r)  # info_w is closed by _supervise right after the start
+            argv, cwd, env = _bwrap_argv(bwrap, interp, lim, file_fds, info_w), None, None
+            pass_fds = tuple(fd for fd, _ in file_fds) + (info_w,)
         else:
             workdir = _make_workdir(program, files)
             argv, cwd, env = _launcher_argv(interp, lim), workdir, _env(workdir)
             pass_fds = ()
-        return _supervise(argv, cwd, env, stdin_fd, pass_fds, lim)
+        return _supervise(argv, cwd, env, stdin_fd, pass_fds, info_r, lim)
     finally:
         for fd in fds:
             os.close(fd)
@@ -409,54 +419,79 @@ class _Capture:
         return self.buf.decode("utf-8", errors="replace")
 
 
-def _has_exited(pid: int) -> bool:
-    # WNOWAIT: look without reaping, so the pid (and process-group id) stays ours until wait().
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
+class _ProcessTree:
+    """The started process (bwrap, or the launcher in unsafe mode) and everything under it.
 
-
-def _killpg(pid: int) -> None:
-    """SIGKILL the sandbox and return only once its process tree is gone.
-
-    Killing bwrap's process group is enough for containment (``--die-with-parent`` kills the
-    sandbox's PID 1, and the kernel then kills everything in the PID namespace), but that is
-    asynchronous. Waiting on a pidfd of bwrap's direct children (the namespace's PID 1 in sandbox
-    mode) makes it synchronous: PID 1 only finishes exiting after every process in its namespace
-    is gone, so when this returns no stray process is left.
+    `kill()` SIGKILLs the process group and returns only once the sandbox's processes are gone.
+    Killing bwrap's group suffices for containment (``--die-with-parent`` kills the namespace's
+    PID 1 and the kernel then kills every process in the PID namespace), but that happens
+    asynchronously, and when the program exits normally bwrap returns as soon as *its* child
+    exits while orphans (``setsid`` daemons) may still run under PID 1. So the host also holds a
+    pidfd on PID 1 (its pid comes from bwrap's ``--info-fd``), kills it, and waits for it: PID 1
+    finishes exiting only after everything in its namespace is gone.
     """
-    pidfds = []
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            children = [int(x) for x in f.read().split()]
-    except (OSError, ValueError):
-        children = []
-    for child in children:
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.init_pidfd: int | None = None
+        self._info = bytearray()
+
+    def feed_info(self, chunk: bytes) -> None:
+        self._info += chunk
+
+    def info_done(self) -> None:
         try:
-            pidfds.append(os.pidfd_open(child))
-        except OSError:
-            pass  # already gone
-    try:
-        os.killpg(pid, _signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for fd in pidfds:
+            pid = int(json.loads(self._info.decode())["child-pid"])
+            self.init_pidfd = os.pidfd_open(pid)
+        except (ValueError, KeyError, OSError):
+            pass  # PID 1 already gone (so its namespace is empty), or bwrap failed before starting it
+
+    def has_exited(self) -> bool:
+        # WNOWAIT: look without reaping, so the pid (and process-group id) stays ours until kill().
         try:
-            _signal.pidfd_send_signal(fd, _signal.SIGKILL)
-        except OSError:
+            return os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            return True
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, _signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             pass
-        sel = selectors.DefaultSelector()
-        try:
-            sel.register(fd, selectors.EVENT_READ)
-            sel.select(timeout=5.0)
-        finally:
-            sel.close()
-            os.close(fd)
+        if self.init_pidfd is not None:
+            fd, self.init_pidfd = self.init_pidfd, None
+            try:
+                _signal.pidfd_send_signal(fd, _signal.SIGKILL)
+                sel = selectors.DefaultSelector()
+                try:
+                    sel.register(fd, selectors.EVENT_READ)
+                    sel.select(timeout=5.0)
+                finally:
+                    sel.close()
+            except OSError:
+                pass  # already exited
+            finally:
+                os.close(fd)
+
+    def reap(self, sweep_group: bool) -> int:
+        self.kill()  # before reaping: the group id cannot be reused while the leader is a zombie
+        code = self.proc.wait()
+        if sweep_group:
+            # Unsafe mode has no PID namespace to wait on: SIGKILL is delivered asynchronously and
+            # a member may be mid-fork, so repeat until the group is empty (bounded). A pgid stays
+            # reserved while any member lives, so this cannot hit an unrelated group until ESRCH.
+            end = time.monotonic() + 5.0
+            while time.monotonic() < end:
+                try:
+                    os.killpg(self.proc.pid, _signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    break
+                time.sleep(0.005)
+        return code
 
 
 def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, stdin_fd: int,
-               pass_fds: tuple[int, ...], lim: Limits) -> ExecResult:
+               pass_fds: tuple[int, ...], info_fd: int | None, lim: Limits) -> ExecResult:
     start = time.monotonic()
     deadline = start + lim.timeout_s
     try:
@@ -465,6 +500,10 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
                                 start_new_session=True, **_drop_privileges())
     except OSError as exc:
         return ExecResult("sandbox_error", None, "", f"cannot start sandbox: {exc}", time.monotonic() - start)
+    finally:
+        if info_fd is not None:
+            os.close(pass_fds[-1])  # our copy of the write end: EOF must come when bwrap closes its own
+    tree = _ProcessTree(proc)
     out, err = _Capture(lim.max_output_bytes), _Capture(lim.max_output_bytes)
     kill_at = 2 * lim.max_output_bytes
     timed_out = flooded = False
@@ -474,28 +513,26 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
     for fd in streams:
         os.set_blocking(fd, False)
         sel.register(fd, selectors.EVENT_READ)
+    if info_fd is not None:
+        sel.register(info_fd, selectors.EVENT_READ)
     # A pidfd becomes readable when the process exits, so exit is noticed without polling.
-    pidfd = os.pidfd_open(proc.pid) if hasattr(os, "pidfd_open") else None
-    if pidfd is not None:
-        sel.register(pidfd, selectors.EVENT_READ)
+    pidfd = os.pidfd_open(proc.pid)
+    sel.register(pidfd, selectors.EVENT_READ)
     exited_at: float | None = None
     try:
         while streams:
             now = time.monotonic()
-            if exited_at is None and _has_exited(proc.pid):
+            if exited_at is None and tree.has_exited():
                 exited_at = now
-                # Descendants still in the group (unsafe mode) would hold the pipes open forever.
-                # The exited leader is not reaped yet, so its pid cannot name another group.
-                _killpg(proc.pid)
+                # Orphans left behind (setsid daemons; in unsafe mode also plain children) would
+                # hold the pipes open: end them now rather than wait for EOF.
+                tree.kill()
             if exited_at is not None and now - exited_at > 0.5:
-                break  # an escaped (setsid) grandchild still holds a pipe: stop waiting for EOF
+                break  # unsafe mode only: an escaped grandchild still holds a pipe
             if now >= deadline and exited_at is None:
                 timed_out = True
-                _killpg(proc.pid)
                 break
             wait = min(deadline - now, 0.5) if exited_at is None else 0.05
-            if pidfd is None:
-                wait = min(wait, 0.01)
             for key, _ in sel.select(timeout=max(wait, 0.0)):
                 fd = key.fd
                 if fd == pidfd:
@@ -505,6 +542,13 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
                     chunk = os.read(fd, _CHUNK)
                 except BlockingIOError:
                     continue
+                if fd == info_fd:
+                    if chunk:
+                        tree.feed_info(chunk)
+                    else:
+                        sel.unregister(fd)
+                        tree.info_done()
+                    continue
                 if not chunk:
                     sel.unregister(fd)
                     del streams[fd]
@@ -513,17 +557,23 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
                 cap.feed(chunk)
                 if cap.total > kill_at and not flooded:
                     flooded = True
-                    _killpg(proc.pid)
+                    tree.kill()
     finally:
         sel.close()
-        if pidfd is not None:
-            os.close(pidfd)
-        _killpg(proc.pid)  # before reaping, for the same reason as above
-        proc.wait()
+        os.close(pidfd)
+        if info_fd is not None and tree.init_pidfd is None:
+            # Killed before bwrap's info arrived, or bwrap failed: take it now if it is there.
+            try:
+                os.set_blocking(info_fd, False)
+                tree.feed_info(os.read(info_fd, _CHUNK))
+                tree.info_done()
+            except OSError:
+                pass
+        returncode = tree.reap(sweep_group=info_fd is None)
         wall = time.monotonic() - start
         proc.stdout.close()
         proc.stderr.close()
-    return _classify(proc.returncode, out, err, wall, timed_out, flooded)
+    return _classify(returncode, out, err, wall, timed_out, flooded)
 
 
 def _classify(returncode: int, out: _Capture, err: _Capture, wall: float, timed_out: bool,

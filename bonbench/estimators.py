@@ -248,13 +248,27 @@ def _dtype_for(n: int) -> type:
                      "which this platform lacks")
 
 
-@lru_cache(maxsize=16)
 def _binom_table(n: int, dtype: type) -> np.ndarray:
-    """B[m, b] = C(m, b) for 0 <= b <= m <= n (Pascal's rule: additions only, exact while < 2**53)."""
+    """B[m, b] = C(m, b) for 0 <= b <= m <= n; one shared table per size class (256, 1024, ...)."""
+    size = 256 if n <= 256 else FLOAT64_MAX_N if n <= FLOAT64_MAX_N else -(-n // 512) * 512
+    return _binom_rows(size, dtype)
+
+
+@lru_cache(maxsize=4)
+def _binom_rows(n: int, dtype: type) -> np.ndarray:
     b = np.zeros((n + 1, n + 1), dtype=dtype)
-    b[:, 0] = 1
-    for m in range(1, n + 1):
-        b[m, 1 : m + 1] = b[m - 1, 0:m] + b[m - 1, 1 : m + 1]
+    if dtype is np.float64:
+        # Pascal's rule in exact integers, rounded once: float additions would drift ~m ulps by row m
+        row = np.array([1], dtype=object)
+        for m in range(n + 1):
+            b[m, : m + 1] = row.astype(np.float64)
+            row = np.concatenate([row, [0]]) + np.concatenate([[0], row])
+    else:
+        # longdouble cannot take a Python int above 1e308 directly; its extra 11 bits of mantissa keep
+        # the Pascal additions' drift far below float64 resolution
+        b[:, 0] = 1
+        for m in range(1, n + 1):
+            b[m, 1 : m + 1] = b[m - 1, 0:m] + b[m - 1, 1 : m + 1]
     b.setflags(write=False)
     return b
 
@@ -290,7 +304,8 @@ def _level_poly(con: list[tuple[int, int]], a: int, binom: np.ndarray, dtype: ty
     return inv_t @ prod.reshape(J + 1, D)
 
 
-@lru_cache(maxsize=1 << 15)
+# 4096 signatures of n = 1024 take 33 MB; within one dataset that is plenty of reuse
+@lru_cache(maxsize=4096)
 def _maj_wins(s_t: int, others: tuple[int, ...], s0: int) -> np.ndarray:
     """W[k] = number of k-subsets in which a target cluster of size ``s_t`` wins, counting a tie
     with T other clusters as 1/(T+1); ``others`` = the other cluster sizes, descending; ``s0``
@@ -372,7 +387,7 @@ def _maj_full(answers: Sequence[Hashable | None], correct: Sequence[float] | np.
         rest[s_t] -= 1
         others = tuple(sorted(rest.elements(), reverse=True))
         wins += dtype(v) * _maj_wins(s_t, others, s0)
-    return np.asarray(wins[1:] / _binom_table(n, dtype)[n, 1:], dtype=np.float64)
+    return np.asarray(wins[1:] / _binom_table(n, dtype)[n, 1 : n + 1], dtype=np.float64)
 
 
 def maj_at_k(answers: Sequence[Hashable | None], correct: Sequence[bool] | Sequence[float], k: int) -> float:
@@ -421,7 +436,7 @@ def _boot_means(values: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
     neighbours (the same column bootstraps identically alone or in a matrix)."""
     m = values.shape[0]
     counts = np.random.default_rng(seed).multinomial(m, np.full(m, 1.0 / m), size=n_boot)
-    return (counts @ values) / m
+    return (counts.astype(np.float64) @ values) / m  # float counts: a BLAS matmul
 
 
 def bootstrap_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,

@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -366,7 +367,12 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None) -> str:
+    return f"warning: {message}\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
     parser = build_parser()
     args = parser.parse_args(argv)
     handlers = {"run": cmd_run, "score": cmd_score, "report": cmd_report, "list": cmd_list}

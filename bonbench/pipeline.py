@@ -218,10 +218,17 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[tuple[str,
             metrics[name] = _metric_json(m) if isinstance(m, MetricValue) else dict(m)
     problem_set = _problem_set_hash(run.problems)
     doc: dict[str, Any] = {"metrics": {}, "per_problem": {}}
+    for name in metrics:
+        if name.startswith("bon@"):
+            metrics[name]["verifier"] = verifier
     if run.store.metrics_path.exists():
         old = read_json(run.store.metrics_path)
-        if old.get("problem_set") == problem_set and old.get("n") == run.cfg.n and old.get("verifier") == verifier:
+        # keep earlier metrics computed on the same problems and n; bon@k of another verifier is stale
+        if old.get("problem_set") == problem_set and old.get("n") == run.cfg.n:
             doc = old
+            for name in [m for m, v in doc["metrics"].items() if m.startswith("bon@") and v.get("verifier") != verifier]:
+                doc["metrics"].pop(name)
+                doc["per_problem"].pop(name, None)
     doc["metrics"].update(metrics)
     doc["per_problem"].update(per_problem)
     doc.update({

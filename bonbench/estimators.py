@@ -435,8 +435,12 @@ def _boot_means(values: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
     matrix, one matmul. A fresh generator per call makes a column's CI independent of its
     neighbours (the same column bootstraps identically alone or in a matrix)."""
     m = values.shape[0]
-    counts = np.random.default_rng(seed).multinomial(m, np.full(m, 1.0 / m), size=n_boot)
-    return (counts.astype(np.float64) @ values) / m  # float counts: a BLAS matmul
+    # multinomial counts via resampled indices + bincount: same distribution as rng.multinomial,
+    # several times faster for thousands of problems
+    idx = np.random.default_rng(seed).integers(0, m, size=(n_boot, m))
+    idx += (np.arange(n_boot) * m)[:, None]
+    counts = np.bincount(idx.ravel(), minlength=n_boot * m).reshape(n_boot, m).astype(np.float64)
+    return (counts @ values) / m  # float counts: a BLAS matmul
 
 
 def bootstrap_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,

@@ -39,7 +39,7 @@ is no hub copy of MATH(); the snapshots are read from a local mirror). The MATH(
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -49,7 +49,8 @@ from bonbench.graders.math import MathGrader
 from bonbench.prompts import MATH_FEWSHOT
 from bonbench.records import Grade, Problem, Score
 from bonbench.registry import Task, register_task
-from bonbench_tasks.math import PROMPT_ID, make_render
+# SUBJECTS: MATH folder name (as in unique_id) -> display name (the "type" field)
+from bonbench_tasks.math import PROMPT_ID, SUBJECTS, make_render
 
 TASK_NAME = "functional_math"
 VERSION = 1
@@ -59,17 +60,6 @@ N_UNIQUE_IDS = 1745
 SNAPSHOT_DIR = "functional_math"
 STATIC_FILE = "math/test.jsonl"
 
-# MATH subject names ("type") keyed by the folder name used in unique_id, so that
-# -T subject=number_theory and -T subject="Number Theory" both work.
-SUBJECTS = {
-    "algebra": "Algebra",
-    "counting_and_probability": "Counting & Probability",
-    "geometry": "Geometry",
-    "intermediate_algebra": "Intermediate Algebra",
-    "number_theory": "Number Theory",
-    "prealgebra": "Prealgebra",
-    "precalculus": "Precalculus",
-}
 
 
 def problem_id(variant: str, unique_id: str) -> str:
@@ -343,6 +333,7 @@ class FunctionalMetrics:
 
     def __call__(self, grades_by_problem: Mapping[str, Sequence[Grade]], specs: Sequence[str] | None = None,
                  scores_by_problem: Mapping[str, Sequence[Score]] | None = None, **_: Any) -> dict[str, dict[str, Any]]:
+        # unknown keywords are ignored so that a pipeline passing more context does not break tasks
         out = functional_metrics(grades_by_problem, self.snapshots, n_boot=self.n_boot, seed=self.seed)
         out.update(variant_metrics(grades_by_problem, (STATIC, *self.snapshots), specs=specs,
                                    scores_by_problem=scores_by_problem, n_boot=self.n_boot, seed=self.seed))

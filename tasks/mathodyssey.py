@@ -337,6 +337,7 @@ class AbstentionReport:
         self.excluded = excluded
 
     def __call__(self, grades_by_problem: Mapping[str, Sequence[Grade]], **_: Any) -> dict[str, dict[str, Any]]:
+        # the report does not depend on grades or on extra keywords a pipeline may pass
         count = float(len(self.abstained))
         return {"gold_abstained": {"value": count, "ci95": [count, count], "n_problems": self.n_selected,
                                    "problem_ids": list(self.abstained), "reasons": dict(self.abstained),

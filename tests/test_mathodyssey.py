@@ -231,3 +231,23 @@ def test_registered_and_t_args_coerce(data_dir: Path) -> None:
     assert "mathodyssey" in task_names()
     t = get_task("mathodyssey", data_dir=str(data_dir), level="university", subject="Statistics", include_abstained="true")
     assert len(t.problems) == 17 and t.extra_metrics({})["gold_abstained"]["excluded"] is False
+
+
+def test_hub_path_maps_wrapped_rows(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
+    """Without a data dir the loader asks the hub; rows in the upstream one-key form (as the hub
+    loads them: every row carries all Problem_N columns, None except its own) are flattened."""
+    upstream = [json.loads(line) for line in open(data_dir / "mathodyssey" / "final-odyssey-math-with-levels.jsonl")]
+    keys = [next(iter(r)) for r in upstream]
+    hub_rows = [{k: (r[k] if k in r else None) for k in keys} for r in upstream[:5]]
+    calls = []
+
+    def fake_hub(hub_id: str, split: str, config: str | None = None):
+        calls.append((hub_id, split))
+        return hub_rows, "hub:fake"
+
+    monkeypatch.delenv("BONBENCH_DATA_DIR", raising=False)
+    monkeypatch.setattr(mo, "load_hub", fake_hub)
+    task = mo.mathodyssey_task(data_dir=None)
+    assert calls == [(mo.HUB_ID, "test")]
+    assert [p.id for p in task.problems] == ["Problem_1", "Problem_2", "Problem_3", "Problem_4", "Problem_5"]
+    assert task.problems[0].target == "16" and task.fingerprint == "hub:fake"

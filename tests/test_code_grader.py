@@ -146,6 +146,8 @@ def test_extract_code() -> None:
     assert extract_code("```python\ndef f():\n    return 1", "f") == "def f():\n    return 1"  # cut off by max_tokens
     assert extract_code("```js\nx\n```\n```py\ny = 2\n```", None) == "y = 2\n"
     assert extract_code("    return x\n", "f") is None
+    assert extract_code("print(2)\n```\nThat prints 2.", None) is None  # continuation of an opened fence
+    assert extract_code("Answer:\n```\nprint(2)\n```", None) == "print(2)\n"
     assert truncate_at_stop("    return 1\ndef g():\n", ("\ndef ", "\n#")) == "    return 1"
 
 

@@ -32,6 +32,7 @@ import os
 import re
 import secrets
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -75,8 +76,10 @@ def fenced_blocks(text: str) -> list[str]:
 def defines(code: str, name: str) -> bool:
     """True if ``code`` defines a top-level function or class ``name`` (by parse, else by regex)."""
     try:
-        tree = ast.parse(code)
-    except SyntaxError:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(code)
+    except (SyntaxError, ValueError):
         return re.search(rf"^(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", code, re.M) is not None
     return any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name == name for n in tree.body)
 
@@ -87,11 +90,26 @@ def extract_code(completion: str, entry_point: str | None = None) -> str | None:
     blocks = fenced_blocks(completion)
     if not blocks:
         return None
+    fences = re.findall(r"^[ \t]*```([^\n]*)", completion, re.M)
+    head = completion[: completion.find("```")]
+    if len(fences) % 2 == 1 and not fences[0].strip() and head.strip() and _parses(head):
+        # code, then a lone closing fence: a base-model continuation of a prompt that opened the fence
+        return None
     if entry_point:
         for block in blocks:
             if defines(block, entry_point):
                 return block
     return max(blocks, key=len)
+
+
+def _parses(code: str) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # dataset code is full of invalid escape sequences
+            ast.parse(code)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def truncate_at_stop(text: str, stops: Sequence[str]) -> str:

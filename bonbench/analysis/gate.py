@@ -104,8 +104,7 @@ class GateReport:
 
 # ---- tests ----------------------------------------------------------------------------------------
 
-def _interval(diff: float, se: float, alpha: float, dist: Any) -> tuple[float, float]:
-    q = float(dist.ppf(1 - alpha))
+def _interval(diff: float, se: float, q: float) -> tuple[float, float]:
     return diff - q * se, diff + q * se
 
 
@@ -127,9 +126,9 @@ def paired_test(baseline: np.ndarray, current: np.ndarray, alpha: float = 0.05) 
         lo = hi = diff
     else:
         se = sd / math.sqrt(m)
-        dist = stats.t(m - 1)
-        p = float(dist.cdf(diff / se))
-        lo, hi = _interval(diff, se, alpha, dist)
+        # stats.t.cdf/ppf directly: building a frozen distribution costs more than the test itself
+        p = float(stats.t.cdf(diff / se, m - 1))
+        lo, hi = _interval(diff, se, float(stats.t.ppf(1 - alpha, m - 1)))
     return TestResult("paired t", float(b.mean()), float(c.mean()), diff, lo, hi, p, m, m, m)
 
 
@@ -147,9 +146,8 @@ def welch_test(baseline: np.ndarray, current: np.ndarray, alpha: float = 0.05) -
     else:
         # Welch-Satterthwaite degrees of freedom
         dof = (vb + vc) ** 2 / ((vb ** 2 / (len(b) - 1) if vb else 0.0) + (vc ** 2 / (len(c) - 1) if vc else 0.0))
-        dist = stats.t(dof)
-        p = float(dist.cdf(diff / se))
-        lo, hi = _interval(diff, se, alpha, dist)
+        p = float(stats.t.cdf(diff / se, dof))
+        lo, hi = _interval(diff, se, float(stats.t.ppf(1 - alpha, dof)))
     return TestResult("welch t", float(b.mean()), float(c.mean()), diff, lo, hi, p, len(b), len(c), 0)
 
 
@@ -167,7 +165,7 @@ def summary_test(baseline: Metric, current: Metric, alpha: float = 0.05) -> Test
         p, lo, hi = (0.0 if diff < 0 else 1.0), diff, diff
     else:
         p = float(stats.norm.cdf(diff / se))
-        lo, hi = _interval(diff, se, alpha, stats.norm)
+        lo, hi = _interval(diff, se, float(stats.norm.ppf(1 - alpha)))
     return TestResult("z (from CIs)", baseline.value, current.value, diff, lo, hi, p,
                       baseline.n_problems, current.n_problems, 0)
 

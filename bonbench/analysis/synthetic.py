@@ -13,13 +13,14 @@ It does not sample a model and is not used by the evaluation pipeline; metrics a
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from bonbench.config import RunConfig, config_hash, model_slug
-from bonbench.records import Grade, Sample, Score
+from bonbench.records import SCHEMA_VERSION
 from bonbench.store import RunStore, atomic_write_json
 from bonbench.estimators import ProblemOutcome, compute_curves, compute_metrics, pass_curve
 
@@ -27,12 +28,23 @@ GRADER = "synthetic"
 VERIFIER = "synthetic"
 
 
+@lru_cache(maxsize=32)
+def _pass_table(n: int, k: int) -> np.ndarray:
+    # Row c of the input has c correct samples, so entry c is pass@k for a problem with c of n correct,
+    # computed by the pipeline's own estimator.
+    return pass_curve((np.arange(n)[None, :] < np.arange(n + 1)[:, None]).astype(float), [k])[:, 0]
+
+
 def per_problem_pass(p: np.ndarray, n: int, k: int, rng: np.random.Generator) -> np.ndarray:
     """Unbiased per-problem pass@k from ``n`` fresh Bernoulli(p_i) samples per problem."""
-    # pass@k depends only on the count of correct samples c, so draw c ~ Binomial(n, p_i) and look
-    # the estimate up in a table built once with the pipeline's own estimator (row c has c correct).
-    table = pass_curve((np.arange(n)[None, :] < np.arange(n + 1)[:, None]).astype(float), [k])[:, 0]
-    return table[rng.binomial(n, np.asarray(p, dtype=float))]
+    # pass@k depends only on the number of correct samples, so draw c ~ Binomial(n, p_i) and look it up.
+    return _pass_table(n, k)[rng.binomial(n, np.asarray(p, dtype=float))]
+
+
+def _write_rows(path: Path, rows: Iterable[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps({"schema": SCHEMA_VERSION, **row}) + "\n" for row in rows)
 
 
 def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, n: int, task: str = "synthetic",
@@ -59,10 +71,15 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
     store = RunStore(RunStore.path_for(results_root, task, model_slug(model), h))
     store.write_config({"config": cfg.to_json(), "hash": h, "bonbench_version": "synthetic",
                         "dataset_fingerprint": f"synthetic-{P}"})
-    store.samples.append(Sample(pid, j, "", 1, "stop", None) for i, pid in enumerate(ids) for j in range(n))
-    store.grades(GRADER).append(Grade(pid, j, GRADER, 1, bool(corr[i, j])) for i, pid in enumerate(ids) for j in range(n))
-    store.scores(VERIFIER).append(Score(pid, j, VERIFIER, float(scores[i, j])) for i, pid in enumerate(ids) for j in range(n))
-
+    # Rows in the store's JSONL format (records.to_row), written in one go: going through
+    # JsonlTable.append (asdict + flush per row) costs seconds per run, too slow for test fixtures.
+    _write_rows(store.samples.path, ({"problem_id": pid, "sample_idx": j, "completion": "", "n_tokens": 1,
+                                      "finish_reason": "stop", "logprob": None} for i, pid in enumerate(ids) for j in range(n)))
+    _write_rows(store.grades(GRADER).path, ({"problem_id": pid, "sample_idx": j, "grader": GRADER, "grader_version": 1,
+                                             "correct": bool(corr[i, j]), "score": None, "answer": None, "error": None,
+                                             "detail": None} for i, pid in enumerate(ids) for j in range(n)))
+    _write_rows(store.scores(VERIFIER).path, ({"problem_id": pid, "sample_idx": j, "verifier": VERIFIER,
+                                               "score": float(scores[i, j])} for i, pid in enumerate(ids) for j in range(n)))
     # A correct sample answers "A"; a wrong one one of three wrong answers, so maj@k is defined too.
     wrong = rng.integers(0, 3, size=(P, n))
     outcomes = [ProblemOutcome(pid, tuple(corr[i]), tuple("A" if corr[i, j] else "BCD"[wrong[i, j]] for j in range(n)),

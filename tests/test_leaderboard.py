@@ -1,0 +1,98 @@
+"""The leaderboard on a synthetic results tree: significant changes marked, null ones not, the run
+choice rule, problem-set intersections, and the markdown/HTML output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bonbench.analysis.leaderboard import DOWN, UP, build_leaderboard, render_markdown, write_leaderboard
+from bonbench.analysis.synthetic import write_synthetic_run
+from bonbench.errors import BonbenchError
+
+P = 300
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("results")
+    p = 0.15 + 0.7 * np.random.default_rng(0).beta(0.8, 1.0, size=P)
+    ids = [f"t/{i:03d}" for i in range(P)]
+
+    def run(model: str, probs: np.ndarray, seed: int, **kw: object) -> Path:
+        kw.setdefault("problem_ids", ids)
+        return write_synthetic_run(root, probs, n=4, task="t", model=model, seed=seed, metrics=("pass@1", "pass@4"),
+                                   n_boot=100, **kw)
+
+    run("org/base", p, 1)
+    run("org/better", p + 0.10, 2)
+    run("org/worse", p - 0.10, 3)
+    run("org/same", p, 4, timestamp="2025-01-01T00:00:00Z")
+    # a newer run of org/same at another temperature: "latest" without --base, ignored with it
+    run("org/same", p + 0.10, 5, temperature=0.7, timestamp="2025-06-01T00:00:00Z")
+    # scored on the first 200 problems only: the difference is taken over the 200 shared ids
+    run("org/subset", p[:200], 6, problem_ids=ids[:200])
+    return root
+
+
+def _cell(board, model: str, metric: str = "pass@1"):  # noqa: ANN001, ANN202 - test helper
+    return board.cells[(model, "t", metric)]
+
+
+def test_significant_changes_are_marked_and_null_ones_are_not(results: Path) -> None:
+    board = build_leaderboard(results, base="org/base", n_boot=1000)
+    assert board.models[0] == "org--base"
+    better, worse, same = (_cell(board, m) for m in ("org--better", "org--worse", "org--same"))
+    assert better.marker == UP and better.diff == pytest.approx(0.10, abs=0.04)
+    assert worse.marker == DOWN and worse.diff == pytest.approx(-0.10, abs=0.04)
+    assert same.marker == "" and same.diff_lo < 0 < same.diff_hi
+    assert better.n_shared == worse.n_shared == same.n_shared == P and better.paired
+    assert _cell(board, "org--subset").n_shared == 200
+    assert _cell(board, "org--base").diff is None
+
+
+def test_run_choice_rule_prefers_the_base_settings_else_latest(results: Path) -> None:
+    with_base = build_leaderboard(results, base="org/base", n_boot=200)
+    sel = {s.model: s for s in with_base.selections}
+    assert sel["org--same"].run.temperature == 1.0
+    assert sel["org--same"].rule == "latest run with the base's sampling settings" and sel["org--same"].n_candidates == 2
+    without = build_leaderboard(results)
+    sel = {s.model: s for s in without.selections}
+    assert sel["org--same"].run.temperature == 0.7 and sel["org--same"].rule == "latest run"
+    assert all(c.diff is None for c in without.cells.values())
+
+
+def test_markdown_and_html_content(results: Path, tmp_path: Path) -> None:
+    board = build_leaderboard(results, base="org/base", metrics=["pass@1"], n_boot=500)
+    md_text = render_markdown(board)
+    lines = {line.split("|")[1].strip(): line for line in md_text.splitlines() if line.startswith("| org--")}
+    assert set(lines) == {"org--base", "org--better", "org--worse", "org--same", "org--subset"}
+    assert UP in lines["org--better"] and DOWN in lines["org--worse"]
+    assert UP not in lines["org--same"] and DOWN not in lines["org--same"]
+    assert "(base)" in lines["org--base"] and "n=300" in lines["org--better"] and "n=200" in lines["org--subset"]
+    assert "| model | t pass@1 |" in md_text and "pass@4" not in md_text.split("## Runs used")[0]
+    assert "## Runs used" in md_text and "1 other run(s) ignored" in md_text
+    md, html = write_leaderboard(board, tmp_path)
+    assert md.read_text() == md_text
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("<tr>") == 1 + 5
+    assert 'class="up"' in page and 'class="down"' in page and "org--better" in page
+    assert (tmp_path / "leaderboard.json").is_file()
+
+
+def test_cli_and_user_errors(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from bonbench.analysis.cli import main
+
+    assert main(["leaderboard", str(results), "--base", "org/base", "--metric", "pass@4", "--out", str(tmp_path),
+                 "--n-boot", "200"]) == 0
+    assert "t pass@4" in (tmp_path / "leaderboard.md").read_text()
+    capsys.readouterr()
+    assert main(["leaderboard", str(results), "--base", "org/nobody"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --base 'org/nobody' has no runs") and "\n" not in err
+    with pytest.raises(BonbenchError, match="no run has metric"):
+        build_leaderboard(results, metrics=["maj@64"])
+    with pytest.raises(BonbenchError, match="no scored runs"):
+        build_leaderboard(results, tasks=["nope"])

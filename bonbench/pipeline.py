@@ -214,7 +214,13 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[tuple[str,
         by_problem: dict[str, list[Grade]] = {}
         for (pid, _), g in sorted(grades.items()):
             by_problem.setdefault(pid, []).append(g)
-        for name, m in run.task.extra_metrics(by_problem).items():
+        scores_by_problem: dict[str, list[Score]] | None = None
+        if scores is not None:
+            scores_by_problem = {}
+            for (pid, _), sc in sorted(scores.items()):
+                scores_by_problem.setdefault(pid, []).append(sc)
+        extra = run.task.extra_metrics(by_problem, specs=[s.name for s in specs], scores_by_problem=scores_by_problem)
+        for name, m in extra.items():
             metrics[name] = _metric_json(m) if isinstance(m, MetricValue) else dict(m)
     problem_set = _problem_set_hash(run.problems)
     doc: dict[str, Any] = {"metrics": {}, "per_problem": {}}

@@ -55,7 +55,9 @@ class Task:
     ``hash_args`` are the factory arguments that change model outputs for a given problem (they go
     into the run id); selection-only arguments (filters, subsets) stay out so runs share samples.
     ``extra_metrics``, when set, computes task-specific dataset metrics from the grades
-    (e.g. Functional MATH's functional accuracy); it receives ``{problem_id: [Grade, ...]}``.
+    (e.g. Functional MATH's functional accuracy); it is called as
+    ``extra_metrics(grades_by_problem, specs=[metric names], scores_by_problem=... or None)`` and must
+    accept (and may ignore) further keywords.
     """
 
     name: str

@@ -20,7 +20,8 @@ def _fmt(x: float) -> str:
 def _metric_order(name: str) -> tuple[int, int, str]:
     """pass, bon, maj, mean, then task metrics; by k within a kind."""
     kinds = {"pass": 0, "bon": 1, "maj": 2, "mean": 3}
-    base, _, k = name.partition("@")
+    base, _, rest = name.partition("@")
+    k = rest.split("[", 1)[0]  # per-variant names such as pass@4[Oct-2023]
     k_num = int(k) if k.isdigit() else 0
     return (kinds.get(base, 4), k_num, name)
 

@@ -280,7 +280,8 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> tuple[Path, Path]:
         "base": board.base,
         "columns": [list(c) for c in board.columns],
         "cells": [{"model": m, "task": t, "metric": k, **{f: getattr(c, f) for f in (
-            "value", "lo", "hi", "n_problems", "diff", "diff_lo", "diff_hi", "n_shared", "paired", "settings_match")},
+            "value", "lo", "hi", "n_problems", "diff", "diff_lo", "diff_hi", "p_improve", "n_shared", "paired",
+            "settings_match")},
                    "marker": c.marker} for (m, t, k), c in sorted(board.cells.items())],
         "runs": [{"model": s.model, "task": s.task, "run_dir": str(s.run.path), "rule": s.rule}
                  for s in board.selections],

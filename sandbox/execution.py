@@ -8,10 +8,11 @@
   supplementary groups, so the sandbox is nobody both inside *and* on the host kernel's books:
   ``RLIMIT_NPROC`` is then enforced (root ignores it) and counted per sandbox (per user
   namespace), and an escape from the mount namespace would still only have nobody's rights.
-* Filesystem: an empty root with ``/usr`` bound read-only (``/bin``, ``/lib``, ``/lib64`` are
-  symlinks into it), a fresh ``/proc`` for the PID namespace, a minimal ``/dev``, and a size-capped
-  tmpfs on ``/tmp``, which is the working directory and the only writable place. ``/root``,
-  ``/home``, ``/etc``, ``/work`` and the repository are simply not there.
+* Filesystem: a read-only root holding ``/usr`` bound read-only (``/bin``, ``/lib``, ``/lib64``
+  are symlinks into it), a minimal read-only ``/dev`` (null, zero, full, random, urandom, tty), no
+  ``/proc``, and a size-capped tmpfs on ``/tmp`` (4 x ``max_file_mb``, at least 64 MiB), which is
+  the working directory and the only writable place. ``/root``, ``/home``, ``/etc``, ``/work`` and
+  the repository are simply not there.
 * Interpreter: ``/usr/bin/python3`` by default (it lives under the read-only ``/usr``, so no other
   host path has to be exposed). Another interpreter can be passed; its prefix is then bound
   read-only and must be readable by uid 65534. It runs with ``-S`` (no site-packages: programs get
@@ -28,9 +29,8 @@
 Not covered: no seccomp filter (the full syscall surface of the kernel is reachable, so a kernel
 exploit would escape); no cgroup memory/CPU accounting (``RLIMIT_AS`` bounds each process's
 address space, so ``max_procs`` × ``memory_mb`` is the worst case); tmpfs pages count against host
-RAM up to the tmpfs cap; timing side channels and ``/proc``/``/sys`` information about the host
-(CPU model, memory size) are visible; a program can raise its own soft limits up to the hard
-ones. If the *host* process is SIGKILLed, a running sandbox lives on until its CPU limit (a
+RAM up to the tmpfs cap; timing side channels and CPU identification (``cpuid``) are visible;
+no ``/dev/shm``, so ``multiprocessing`` locks and pools fail (plain ``os.fork`` and threads work). If the *host* process is SIGKILLed, a running sandbox lives on until its CPU limit (a
 sleeping one until it wakes); normal exits and exceptions do kill it.
 
 ``unsafe=True`` drops the namespaces and keeps the rest: rlimits, uid 65534 when root, a private
@@ -62,7 +62,8 @@ SANDBOX_VERSION = "1"
 
 STATUSES = ("ok", "timeout", "memory", "runtime_error", "killed", "output_limit", "file_limit", "sandbox_error")
 
-_LAUNCHER = (Path(__file__).with_name("launcher.py")).read_text()
+# The launcher's docstring is left out of the command line (it would only lengthen `ps` output).
+_LAUNCHER = "# bonbench_sandbox launcher" + Path(__file__).with_name("launcher.py").read_text().split('"""', 2)[2]
 _NOBODY = 65534
 _SANDBOX_CWD = "/tmp"
 _LAUNCHER_FAILED = 125  # launcher.py exits with this when it cannot apply a limit
@@ -233,9 +234,10 @@ def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tup
             argv += ["--ro-bind", top, top]
     if interp.prefix is not None:
         argv += ["--ro-bind", interp.prefix, interp.prefix]
+    # No /proc: programs do not need it, it would show host facts, and mounting it costs time.
     # bwrap's /dev is an unsized tmpfs writable by the sandbox user (/dev/shm included): make it
     # read-only so that the size-capped work dir stays the only writable place.
-    argv += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev",
+    argv += ["--dev", "/dev", "--remount-ro", "/dev",
              "--size", str(lim.tmpfs_mb << 20), "--tmpfs", _SANDBOX_CWD]
     made_dirs: set[str] = set()
     for fd, rel in file_fds:

@@ -24,8 +24,11 @@ are fixed rules documented in docs/math-grading.md.
 
 from __future__ import annotations
 
+import cmath
+import functools
 import json
 import logging
+import math
 import os
 import re
 import selectors
@@ -262,6 +265,8 @@ _OPEN = {"(": ")", "[": "]", "{": "}"}
 
 
 def _split_top(s: str, sep: str) -> list[str]:
+    if sep not in s:
+        return [s]
     parts, depth, cur, i = [], 0, [], 0
     while i < len(s):
         if s.startswith("\\{", i) or s.startswith("\\}", i):
@@ -298,7 +303,9 @@ def _wraps_whole(s: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=100_000)
 def _parse(s: str) -> tuple[Any, ...]:
+    """Structure of a canonical-form string (cached: gold answers are parsed once per sample)."""
     s = _strip_lhs(s.strip())
     m = re.fullmatch(r"\\begin\{[pbvBV]?matrix\}(.*)\\end\{[pbvBV]?matrix\}", s, flags=re.DOTALL)
     if m:
@@ -461,6 +468,8 @@ def _atom_fast(pred: str, gold: str) -> bool | None:
         return False
     if (kp == "num" and _has_free_variable(gold)) or (kg == "num" and _has_free_variable(pred)):
         return False  # a polynomial in x is not a constant (strict mode: variables matter)
+    if _surely_different(pred, gold):
+        return False
     return None
 
 
@@ -470,6 +479,162 @@ def _has_free_variable(expr: str) -> bool:
     if "=" in bare or "<" in bare or ">" in bare:
         return False  # relations are left to math-verify
     return bool(re.search(r"[a-df-hj-zA-Z]", bare))
+
+
+class _NoEval(Exception):
+    """The atom is outside the small LaTeX subset that _NumEval understands."""
+
+
+_FUNCS = {"sin": cmath.sin, "cos": cmath.cos, "tan": cmath.tan, "ln": cmath.log, "log": cmath.log, "exp": cmath.exp}
+_EVAL_POINTS = ({}, {}, {})  # filled lazily: one value per variable name per point
+_POINT_SEEDS = (0.5772156649, 1.3247179572, -0.7390851332)
+
+
+class _NumEval:
+    """Complex-valued evaluation of a LaTeX arithmetic subset, used only to prove two atoms
+    unequal cheaply (numbers, + - * /, \\frac, \\sqrt, ^, \\pi, i, e, variables, implicit
+    products, parentheses, \\sin \\cos \\tan \\ln \\log \\exp). Anything else raises _NoEval."""
+
+    def __init__(self, s: str, point: int) -> None:
+        self.s, self.i, self.point = s, 0, point
+
+    def value(self) -> complex:
+        v = self.expr()
+        if self.i != len(self.s):
+            raise _NoEval
+        return v
+
+    def peek(self) -> str:
+        return self.s[self.i] if self.i < len(self.s) else ""
+
+    def expr(self) -> complex:
+        v = self.term()
+        while self.peek() in ("+", "-"):
+            op = self.s[self.i]
+            self.i += 1
+            w = self.term()
+            v = v + w if op == "+" else v - w
+        return v
+
+    def term(self) -> complex:
+        v = self.unary()
+        while True:
+            c = self.peek()
+            if c == "*" or c == "/":
+                self.i += 1
+                w = self.unary()
+                v = v * w if c == "*" else v / w
+            elif self.s.startswith("\\cdot", self.i) or self.s.startswith("\\times", self.i):
+                self.i += 5 if self.s.startswith("\\cdot", self.i) else 6
+                v = v * self.unary()
+            elif c and (c.isalpha() or c in "(\\{" or c.isdigit()):
+                v = v * self.power()  # implicit product: 2x, 3\sqrt{2}, (x+1)(x-1)
+            else:
+                return v
+
+    def unary(self) -> complex:
+        if self.peek() == "-":
+            self.i += 1
+            return -self.unary()
+        if self.peek() == "+":
+            self.i += 1
+            return self.unary()
+        return self.power()
+
+    def power(self) -> complex:
+        base = self.primary()
+        if self.peek() == "^":
+            self.i += 1
+            if self.peek() == "{":
+                exp = self.group()
+            elif self.peek().isdigit():
+                exp = complex(int(self.s[self.i]))
+                self.i += 1
+            else:
+                exp = self.primary()
+            if abs(exp) > 1e3 or abs(base) > 1e12:
+                raise _NoEval  # huge powers: leave them to sympy (under the grader's timeout)
+            if exp.imag == 0 and exp.real == int(exp.real):
+                return base ** int(exp.real)
+            return base**exp
+        return base
+
+    def group(self) -> complex:
+        if self.peek() != "{":
+            raise _NoEval
+        self.i += 1
+        v = self.expr()
+        if self.peek() != "}":
+            raise _NoEval
+        self.i += 1
+        return v
+
+    def primary(self) -> complex:
+        s, i = self.s, self.i
+        c = self.peek()
+        m = re.compile(r"\d+(?:\.\d+)?|\.\d+").match(s, i)
+        if m:
+            self.i = m.end()
+            return complex(float(m.group()))
+        if c == "{":
+            return self.group()
+        if c == "(":
+            self.i += 1
+            v = self.expr()
+            if self.peek() != ")":
+                raise _NoEval
+            self.i += 1
+            return v
+        if c == "\\":
+            m = re.compile(r"\\([a-zA-Z]+)").match(s, i)
+            if not m:
+                raise _NoEval
+            name = m.group(1)
+            self.i = m.end()
+            if name == "frac":
+                num = self.group()
+                return num / self.group()
+            if name == "sqrt":
+                if self.peek() == "[":
+                    end = s.find("]", self.i)
+                    if end < 0:
+                        raise _NoEval
+                    n = _NumEval(s[self.i + 1 : end], self.point).value()
+                    self.i = end + 1
+                    return self.group() ** (1 / n)
+                return cmath.sqrt(self.group())
+            if name == "pi":
+                return complex(math.pi)
+            if name in _FUNCS:
+                arg = self.power() if self.peek() in "({" else self.power()
+                return _FUNCS[name](arg)
+            raise _NoEval
+        if c.isalpha():
+            self.i += 1
+            if c == "i":
+                return 1j
+            if c == "e":
+                return complex(math.e)
+            values = _EVAL_POINTS[self.point]
+            if c not in values:
+                values[c] = complex(_POINT_SEEDS[self.point] + 0.1 * (ord(c) % 17), 0.05 * (ord(c) % 5))
+            return values[c]
+        raise _NoEval
+
+
+def _surely_different(pred: str, gold: str) -> bool:
+    """True when both atoms evaluate and differ clearly at every test point (so sympy would agree)."""
+    try:
+        for point in range(len(_POINT_SEEDS)):
+            a = _NumEval(pred, point).value()
+            b = _NumEval(gold, point).value()
+            if not (cmath.isfinite(a) and cmath.isfinite(b)):
+                return False
+            if abs(a - b) <= 1e-3 * max(1.0, abs(a), abs(b)):
+                return False
+        return True
+    except (_NoEval, ArithmeticError, ValueError, OverflowError):
+        return False
 
 
 _MV_CACHE: dict[str, Any] = {}
@@ -769,6 +934,7 @@ class MathGrader:
         pending: dict[tuple[str, str], list[int]] = {}
         out: list[Grade | None] = [None] * len(samples)
         gold_canon: dict[str, str | Exception] = {}
+        canon_cache: dict[str, str] = {}
 
         def make(i: int, correct: bool | None, answer: str | None, error: str | None = None) -> Grade:
             s = samples[i]
@@ -781,7 +947,12 @@ class MathGrader:
                 continue
             try:
                 extracted = extract_answer(s.completion)
-                canon = canonical_answer(extracted) if extracted is not None else None
+                if extracted is None:
+                    canon = None
+                elif extracted in canon_cache:  # sampled answers repeat far more than completions do
+                    canon = canon_cache[extracted]
+                else:
+                    canon = canon_cache[extracted] = canonical_answer(extracted)
             except Exception as exc:  # a grader failure is data
                 out[i] = make(i, False, None, f"extraction failed: {type(exc).__name__}: {exc}")
                 continue

@@ -203,3 +203,27 @@ def test_plot_rejects_a_path_that_is_not_a_run(tmp_path: Path, capsys: pytest.Ca
     assert main(["plot", str(tmp_path / "nope")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and "does not exist" in err[0]
+
+
+def test_plot_reads_a_real_pipeline_sweep(tmp_path: Path) -> None:
+    # The contract with the pipeline: `bonbench run --temperature a,b` writes run dirs plus sweep.json,
+    # and `bonbench plot SWEEP_DIR` turns them into a report (toy plugin, scripted sampler).
+    import subprocess
+    import sys
+
+    from bonbench.analysis.cli import main
+
+    here = Path(__file__).parent
+    proc = subprocess.run([sys.executable, str(here / "run_toy_cli.py"), "0", "--", "run", "--task", "toy", "--backend",
+                           "hf", "--metric", "pass@4", "--n", "8", "--temperature", "0.2,1.0",
+                           "--out", str(tmp_path / "results")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    sweeps = list((tmp_path / "results").rglob("sweep.json"))
+    assert len(sweeps) == 1
+    assert main(["plot", str(sweeps[0].parent), "--out", str(tmp_path / "report")]) == 0
+    doc = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert len(doc["runs"]) == 2 and len(doc["sweeps"]) == 1
+    sweep = doc["sweeps"][0]
+    assert sorted(float(t) for t in sweep["runs"]) == [0.2, 1.0]
+    cs = sweep["coscaling"]
+    assert cs["n_counted"] + cs["n_unsolved"] > 0 and cs["Ns"] == [1, 2, 4, 8]

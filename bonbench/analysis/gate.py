@@ -305,7 +305,7 @@ def format_report(report: GateReport) -> str:
                       f"[{r.lo:+.4f}, {r.hi:+.4f}]", f"{r.p:.4g}", row.verdict])
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
     lines = [f"gate: run {report.run_path}", f"      baseline {report.baseline_path}",
-             f"rule: REGRESSION if one-sided p < {report.alpha:g} and diff < -{report.tolerance:g} "
+             f"rule: REGRESSION if one-sided p < {report.alpha:g} and diff < {-report.tolerance if report.tolerance else 0:g} "
              "(diff = current - baseline; higher is better)", ""]
     for i, line in enumerate(table):
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())

@@ -304,6 +304,34 @@ def _level_poly(con: list[tuple[int, int]], a: int, binom: np.ndarray, dtype: ty
     return inv_t @ prod.reshape(J + 1, D)
 
 
+# A band of levels is done as one tensor sum when it has at most this many terms per level (cheaper
+# than a per-level polynomial product below this size; measured on the benchmark's data).
+_BAND_TERMS_PER_LEVEL = 100
+
+
+def _band_tensor(con: list[tuple[int, int]], lo: int, hi: int, s_t: int, binom: np.ndarray,
+                 acc: np.ndarray) -> None:
+    """acc += sum_{a=lo..hi} C(s_t, a) x^a P_a(x) by direct summation over every choice (b_j <= a) of
+    the constrained clusters' counts: weight prod_j C(s_j, b_j) / (1 + #{b_j = a}) at x^(a + sum b_j).
+    One broadcast tensor of (hi-lo+1) * (hi+1)^J terms instead of hi-lo+1 polynomial products."""
+    a = np.arange(lo, hi + 1)
+    b = np.arange(hi + 1)
+    weight, degree, ties, over = binom[s_t, lo : hi + 1], a, np.zeros(a.size, dtype=np.int64), np.zeros(a.size, bool)
+    for s, m in con:
+        for _ in range(m):
+            a_b = a.reshape((a.size,) + (1,) * weight.ndim)  # a broadcast against the new axis
+            weight = weight[..., None] * binom[s, : hi + 1]
+            degree = degree[..., None] + b
+            ties = ties[..., None] + (b == a_b)
+            over = over[..., None] | (b > a_b)
+    weight = np.where(over, 0.0, weight / (1 + ties))
+    if acc.dtype == np.float64:
+        acc += np.bincount(degree.ravel(), weights=weight.ravel(), minlength=acc.size)[: acc.size]
+    else:  # bincount is float64-only
+        keep = ~over
+        np.add.at(acc, degree[keep], weight[keep])
+
+
 # 4096 signatures of n = 1024 take 33 MB; within one dataset that is plenty of reuse
 @lru_cache(maxsize=4096)
 def _maj_wins(s_t: int, others: tuple[int, ...], s0: int) -> np.ndarray:
@@ -311,40 +339,36 @@ def _maj_wins(s_t: int, others: tuple[int, ...], s0: int) -> np.ndarray:
     with T other clusters as 1/(T+1); ``others`` = the other cluster sizes, descending; ``s0``
     abstainers. Length n+1 (k = 0..n). Cached: problems often repeat this signature.
 
-    wins(x) = sum_a C(s_t, a) x^a (1+x)^(U_a + s0) * int_0^1 prod_{s_j >= a} (A_j(x) + y C(s_j, a) x^a) dy,
-    A_j = sum_{b<a} C(s_j, b) x^b, U_a = total size of the other clusters smaller than a (they
-    cannot reach a, so they are free). The y-polynomial is kept exactly by packing y = x^D
-    (Kronecker substitution, D above any x degree) and integrated as sum_T E_T / (T+1).
+    wins(x) = sum_a C(s_t, a) x^a (1+x)^(U_a + s0) * P_a(x), where a is the target's count,
+    P_a = int_0^1 prod_{s_j >= a} (A_j(x) + y C(s_j, a) x^a) dy, A_j = sum_{b<a} C(s_j, b) x^b, and
+    U_a = total size of the other clusters smaller than a (they cannot reach a, so they are free).
+    Levels a between two consecutive distinct sizes share the constrained set (a "band"): small
+    bands are summed as one tensor, the rest level by level (``_level_poly``).
     """
     n = s_t + sum(others) + s0
     dtype = _dtype_for(n)
     binom = _binom_table(n, dtype)
     sizes = sorted(Counter(others).items(), reverse=True)  # (size, multiplicity), size descending
     top = sizes[0][0] if sizes else 0
-    second = sizes[1][0] if len(sizes) > 1 else 0
-    # levels a above `single` have exactly one constrained cluster: closed form, vectorised below
-    single = second if sizes and sizes[0][1] == 1 else top
     # groups[U] accumulates sum_a C(s_t,a) x^a P_a(x) over the levels a sharing U_a
     groups: dict[int, np.ndarray] = {}
-    free = sum(others)  # U_a + (constrained mass) = all other samples
-    n_con = len(sizes)  # sizes[:n_con] are the clusters with s >= a (a prefix: sizes descend)
-    for a in range(1, min(s_t, single) + 1):
-        while sizes[n_con - 1][0] < a:
-            n_con -= 1
-        con = sizes[:n_con]
-        p_a = _level_poly(con, a, binom, dtype)
-        U = free - sum(s * m for s, m in con)
-        acc = groups.setdefault(U, np.zeros(n + 1, dtype=dtype))
-        acc[a : a + p_a.size] += binom[s_t, a] * p_a
-    lo, hi = single + 1, min(s_t, top)
-    if lo <= hi:
-        # one constrained cluster of size `top`: P_a = sum_{b<a} C(top,b) x^b + C(top,a) x^a / 2
-        a = np.arange(lo, hi + 1)[:, None]
-        b = np.arange(0, hi + 1)[None, :]
-        w = binom[s_t, lo : hi + 1][:, None] * binom[top, : hi + 1][None, :]
-        w = w * np.where(b < a, 1.0, np.where(b == a, 0.5, 0.0)).astype(dtype)
-        acc = groups.setdefault(free - top, np.zeros(n + 1, dtype=dtype))
-        np.add.at(acc, (a + b).ravel(), w.ravel())
+    free = sum(others)
+    J = U = 0
+    for i, (size, mult) in enumerate(sizes):
+        # band: levels where exactly sizes[:i+1] are constrained
+        J, U = J + mult, U + size * mult
+        lo = (sizes[i + 1][0] if i + 1 < len(sizes) else 0) + 1
+        hi = min(size, s_t)
+        if lo > hi:
+            continue
+        con = sizes[: i + 1]
+        acc = groups.setdefault(free - U, np.zeros(n + 1, dtype=dtype))
+        if J == 1 or (hi + 1) ** J <= _BAND_TERMS_PER_LEVEL:
+            _band_tensor(con, lo, hi, s_t, binom, acc)
+            continue
+        for a in range(lo, hi + 1):
+            p_a = _level_poly(con, a, binom, dtype)
+            acc[a : a + p_a.size] += binom[s_t, a] * p_a
     if s_t > top:
         # no other cluster can reach a > top: every other sample is free
         acc = groups.setdefault(free, np.zeros(n + 1, dtype=dtype))

@@ -13,6 +13,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 
+from bonbench import estimators
 from bonbench.errors import BonbenchError
 from bonbench.estimators import (
     MetricSpec,
@@ -162,6 +163,30 @@ def test_curve_functions_match_brute_force(brute: list[dict[str, list[Fraction]]
             np.testing.assert_allclose(row[p, :n], [float(w) for w in want[kind]], rtol=0, atol=TOL,
                                        err_msg=f"{kind} case {p}")
             assert np.isnan(row[p, n:]).all(), f"{kind} case {p}: k > n must be NaN"
+
+
+@pytest.mark.parametrize("band_terms", [0, 10**9])
+def test_maj_both_level_strategies_match_brute_force(band_terms: int, brute: list[dict[str, list[Fraction]]],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """maj@k sums a band of levels either as one tensor or level by level (polynomial products);
+    force each strategy everywhere, on the small cases and on larger ones with several bands."""
+    monkeypatch.setattr(estimators, "_BAND_TERMS_PER_LEVEL", band_terms)
+    estimators._maj_wins.cache_clear()
+    try:
+        curves = maj_curve([a for a, _, _ in CASES], [[float(c) for c in cor] for _, cor, _ in CASES])
+        for p, want in enumerate(brute):
+            n = len(CASES[p][1])
+            np.testing.assert_allclose(curves[p, :n], [float(w) for w in want["maj"]], rtol=0, atol=TOL)
+        rng = random.Random(band_terms)
+        for _ in range(8):
+            n = 14
+            answers = [None if rng.random() < 0.1 else rng.choice("AAABBBCCDE") for _ in range(n)]
+            correct = [F(1) if a == "A" else F(rng.random() < 0.2, 2) for a in answers]
+            got = maj_curve([answers], [[float(c) for c in correct]])[0]
+            want = [float(brute_maj(answers, correct, k)) for k in range(1, n + 1)]
+            np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
+    finally:
+        estimators._maj_wins.cache_clear()  # entries computed under the forced strategy
 
 
 def test_bon_weights_match_brute_force_pick_probabilities() -> None:

@@ -122,7 +122,9 @@ def test_cli_save_baseline_then_gate(tmp_path: Path, runs: dict[str, Path], caps
     assert baseline.is_file()
     capsys.readouterr()
 
-    assert main(["gate", "--baseline", str(baseline), "--run", str(runs["rerun"])]) == GATE_PASS
+    # list form as `bonbench run --metric` takes it; the duplicate is gated once
+    assert main(["gate", "--baseline", str(baseline), "--run", str(runs["rerun"]),
+                 "--metric", "pass@1,4", "--metric", "pass@1"]) == GATE_PASS
     out = capsys.readouterr().out
     assert "gate: PASS (2 metric(s) checked)" in out and "paired t" in out and "400 paired" in out
 

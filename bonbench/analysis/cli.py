@@ -64,10 +64,30 @@ def register(subparsers: Any) -> None:
     plot.set_defaults(handler=_cmd_plot)
 
 
+def _metric_names(values: list[str] | None) -> list[str] | None:
+    """Expand ``--metric`` values the way ``bonbench run`` reads them (``pass@1,4`` = pass@1 and pass@4).
+
+    Names without ``@`` that are not ``mean`` pass through unchanged: tasks can add their own metrics.
+    """
+    if not values:
+        return None
+    from bonbench.estimators import parse_metrics
+
+    names: list[str] = []
+    for value in values:
+        try:
+            names += [spec.name for spec in parse_metrics([value])]
+        except BonbenchError:
+            if "@" in value:
+                raise
+            names += [v.strip() for v in value.split(",") if v.strip()]
+    return list(dict.fromkeys(names))
+
+
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
     from bonbench.analysis.leaderboard import build_leaderboard, write_leaderboard
 
-    board = build_leaderboard(Path(args.results_dir), base=args.base, tasks=args.task, metrics=args.metric,
+    board = build_leaderboard(Path(args.results_dir), base=args.base, tasks=args.task, metrics=_metric_names(args.metric),
                               n_boot=args.n_boot, seed=args.seed)
     md, html = write_leaderboard(board, Path(args.out or args.results_dir))
     print(md.read_text(encoding="utf-8"))
@@ -88,12 +108,12 @@ def _cmd_gate(args: argparse.Namespace) -> int:
         if args.save_baseline:
             if args.baseline:
                 raise BonbenchError("--save-baseline writes a baseline from --run; drop --baseline (or use --out)")
-            path = save_baseline(Path(args.run), Path(args.out) if args.out else None, metrics=args.metric)
+            path = save_baseline(Path(args.run), Path(args.out) if args.out else None, metrics=_metric_names(args.metric))
             print(f"baseline written: {path} (commit it under results/baselines/)")
             return GATE_PASS
         if not args.baseline:
             raise BonbenchError("gate needs --baseline FILE (create one with --save-baseline --run RUN_DIR)")
-        report = run_gate(load_baseline(Path(args.baseline)), load_run(Path(args.run)), metrics=args.metric,
+        report = run_gate(load_baseline(Path(args.baseline)), load_run(Path(args.run)), metrics=_metric_names(args.metric),
                           alpha=args.alpha, tolerance=args.tolerance)
     except BonbenchError as exc:
         if args.debug:

@@ -52,6 +52,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", default=None, help="local dataset mirror (default: $BONBENCH_DATA_DIR, else the hub)")
     p.add_argument("--out", default=os.environ.get("BONBENCH_OUT", DEFAULT_OUT), help="results root (default: results/)")
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for CIs")
+    p.add_argument("--unsafe-no-sandbox", action="store_true",
+                   help="code tasks: run model code without bubblewrap (rlimits, uid change and group kill still apply)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
@@ -140,7 +142,12 @@ def _load_task(name: str | None, args: argparse.Namespace) -> Any:
     kwargs: dict[str, Any] = _task_args(args.task_args)
     if data_dir is not None:
         kwargs["data_dir"] = str(data_dir)
-    return get_task(name, **kwargs)
+    # executions are cached beside the results they belong to, so re-scoring never re-executes
+    os.environ.setdefault("BONBENCH_EXEC_CACHE", str(Path(args.out) / "cache" / "exec"))
+    task = get_task(name, **kwargs)
+    if getattr(args, "unsafe_no_sandbox", False) and hasattr(task.grader, "unsafe"):
+        task.grader.unsafe = True
+    return task
 
 
 class _Progress:

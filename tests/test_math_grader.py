@@ -196,3 +196,20 @@ def test_grader_bad_gold_is_data_not_exception(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(gm, "canonical_answer", boom)
     grades = MathGrader(workers=1).grade(problems, [_sample("p", 0, "\\boxed{5}")])
     assert grades[0].correct is False and "bad" in (grades[0].error or "")
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ("x^2+2x+1", "(x+1)^2"),
+        ("\\frac{\\sqrt{2}}{2}", "\\frac{1}{\\sqrt{2}}"),
+        ("2\\sqrt{3}", "\\sqrt{12}"),
+        ("(a+5)(b+2)", "ab+2a+5b+10"),
+        ("-5+3i", "3i-5"),
+        ("\\frac{7}{6}\\pi-\\frac{\\sqrt{3}}{2}", "\\frac{7\\pi}{6}-\\frac{\\sqrt{3}}{2}"),
+    ],
+)
+def test_numeric_precheck_never_separates_equal_atoms(a: str, b: str) -> None:
+    # the in-process evaluator may only prove inequality; equal expressions must reach sympy
+    assert gm._surely_different(a, b) is False
+    assert gm._surely_different("7", b) is True

@@ -278,17 +278,18 @@ def _binom_rows(n: int, dtype: type) -> np.ndarray:
     return b
 
 
-def _level_poly(con: list[tuple[int, int]], a: int, binom: np.ndarray, dtype: type) -> np.ndarray:
-    """P_a(x) = int_0^1 prod_j (A_j(x) + y C(s_j, a) x^a) dy over the constrained clusters ``con``
-    ((size, multiplicity) pairs, all sizes >= a), with A_j = sum_{b<a} C(s_j, b) x^b."""
-    J = sum(m for _, m in con)
-    inv_t = 1.0 / np.arange(1, J + 2, dtype=dtype)  # int_0^1 y^T dy
+def _level_poly(con: list[tuple[int, int]], J: int, a: int, scale: float, binom: np.ndarray) -> np.ndarray:
+    """scale * P_a(x), P_a = int_0^1 prod_j (A_j(x) + y C(s_j, a) x^a) dy over the constrained clusters
+    ``con`` ((size, multiplicity) pairs, all sizes >= a, J clusters in all), A_j = sum_{b<a} C(s_j, b) x^b."""
+    dtype = binom.dtype.type
+    # int_0^1 y^T dy = 1/(T+1); `scale` rides on this short vector instead of the result
+    weights = scale / np.arange(1, J + 2, dtype=dtype)
     if a == 1:
         # every factor is 1 + s x y: a polynomial in z = x y, so T = x degree
         e = np.ones(1, dtype=dtype)
         for s, m in con:
             e = np.convolve(e, binom[m, : m + 1] * dtype(s) ** np.arange(m + 1))
-        return e * inv_t
+        return e * weights
     # Pack y = x^D with D above any x degree (J*a); row T of the packed vector holds y^T. A factor has
     # a + 1 non-zero terms, so apply it as conv(prod, A) + C(s, a) * shift(prod, D + a): far fewer
     # operations than a dense packed convolution.
@@ -306,7 +307,7 @@ def _level_poly(con: list[tuple[int, int]], a: int, binom: np.ndarray, dtype: ty
                 prod[: used + a - 1] = np.convolve(prod[:used], head)
             prod[D + a : D + a + used] += tied
             used += D + a
-    return inv_t @ prod.reshape(J + 1, D)
+    return weights @ prod.reshape(J + 1, D)
 
 
 # A band of levels is done as one tensor sum when it has at most this many terms per level (cheaper
@@ -372,8 +373,8 @@ def _maj_wins(s_t: int, others: tuple[int, ...], s0: int) -> np.ndarray:
             _band_tensor(con, lo, hi, s_t, binom, acc)
             continue
         for a in range(lo, hi + 1):
-            p_a = _level_poly(con, a, binom, dtype)
-            acc[a : a + p_a.size] += binom[s_t, a] * p_a
+            p_a = _level_poly(con, J, a, binom[s_t, a], binom)
+            acc[a : a + p_a.size] += p_a
     if s_t > top:
         # no other cluster can reach a > top: every other sample is free
         acc = groups.setdefault(free, np.zeros(n + 1, dtype=dtype))

@@ -9,8 +9,8 @@
   ``RLIMIT_NPROC`` is then enforced (root ignores it) and counted per sandbox (per user
   namespace), and an escape from the mount namespace would still only have nobody's rights.
 * Filesystem: a read-only root holding ``/usr`` bound read-only (``/bin``, ``/lib``, ``/lib64``
-  are symlinks into it), a minimal read-only ``/dev`` (null, zero, full, random, urandom, tty), no
-  ``/proc``, and a size-capped tmpfs on ``/tmp`` (4 x ``max_file_mb``, at least 64 MiB), which is
+  are symlinks into it), a minimal ``/dev`` (null, zero, full, random, urandom; no tty, no
+  ``/dev/shm``, and ``/dev/stdin`` does not exist: use ``sys.stdin`` or ``open(0)``), no ``/proc``, and a size-capped tmpfs on ``/tmp`` (4 x ``max_file_mb``, at least 64 MiB), which is
   the working directory and the only writable place. ``/root``, ``/home``, ``/etc``, ``/work`` and
   the repository are simply not there.
 * Interpreter: ``/usr/bin/python3`` by default (it lives under the read-only ``/usr``, so no other
@@ -235,10 +235,12 @@ def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tup
     if interp.prefix is not None:
         argv += ["--ro-bind", interp.prefix, interp.prefix]
     # No /proc: programs do not need it, it would show host facts, and mounting it costs time.
-    # bwrap's /dev is an unsized tmpfs writable by the sandbox user (/dev/shm included): make it
-    # read-only so that the size-capped work dir stays the only writable place.
-    argv += ["--dev", "/dev", "--remount-ro", "/dev",
-             "--size", str(lim.tmpfs_mb << 20), "--tmpfs", _SANDBOX_CWD]
+    # Only the harmless character devices, not bwrap's --dev (an unsized tmpfs writable by the
+    # sandbox user, with /dev/shm and ptys): fewer mounts, and the work dir stays the only
+    # writable place. /dev itself is a directory of the read-only root.
+    for dev in ("null", "zero", "full", "random", "urandom"):
+        argv += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
+    argv += ["--size", str(lim.tmpfs_mb << 20), "--tmpfs", _SANDBOX_CWD]
     made_dirs: set[str] = set()
     for fd, rel in file_fds:
         for parent in reversed(Path(rel).parents[:-1]):

@@ -490,10 +490,12 @@ def bootstrap_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
     K = mat.shape[1]
     lo, hi = np.full(K, np.nan), np.full(K, np.nan)
     valid = ~np.isnan(mat)
-    patterns: dict[bytes, list[int]] = defaultdict(list)
-    for j in range(K):  # grouping columns by NaN pattern, not bootstrapping per column
-        patterns[np.packbits(valid[:, j]).tobytes()].append(j)
-    for cols in patterns.values():
+    if mat.shape[0] == 0:
+        return (math.nan, math.nan) if v.ndim == 1 else (lo, hi)
+    # one resampling matrix per distinct NaN pattern (one per distinct n in a curve), never per column
+    _, group = np.unique(np.packbits(valid, axis=0).T, axis=0, return_inverse=True)
+    for g in range(int(group.max()) + 1):
+        cols = np.flatnonzero(group.reshape(-1) == g)
         rows = valid[:, cols[0]]
         if not rows.any():
             continue

@@ -219,6 +219,11 @@ def _pre_normalise(s: str) -> str:
     boxed = _boxed_contents(s)
     if boxed and re.fullmatch(r"\$*\s*\\(?:boxed|fbox)\s*\{.*\}\s*\$*\.?", s, flags=re.DOTALL):
         s = boxed[-1]
+    # "25,\\!000" (MATH's thousands notation) is never a list, unlike a bare "7,251"; a run with a
+    # group that is not 3 digits ("41,\\!22,\\!93,\\!024") is left alone
+    s = re.sub(
+        r"(?<![\d,!])\d{1,3}(?:,\\!\d{3})+(?![\d,])", lambda m: m.group().replace(",\\!", ""), s
+    )
     s = s.replace("\\displaystyle", "").replace("\\!", "")
     s = re.sub(r"^\$+|\$+$", "", s.strip())
     s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s.strip())
@@ -252,15 +257,36 @@ def canonical_answer(ans: str) -> str:
             return words
     s = _drop_units(s)
     s = _fix_shorthands(s)
-    if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?", s.strip()):
-        # thousands separators; "70, 110" (with a space) stays a list, a bare "70,110" is 70110
-        s = s.replace(",", "")
+    m = re.fullmatch(r"\+?(-?\d{1,3}(?:,\d{3})+)(\.\d+)?", s.strip())
+    if m:
+        if m.group(2) or ",0" in m.group(1):
+            # "1,000", "2,500.5": a group with a leading zero or a decimal part is not a list item,
+            # so the commas are thousands separators
+            s = s.replace(",", "")
+        else:
+            # "7,251", "70,110": either the number 7251 or the list 7, 251 (see _readings); "{,}"
+            # marks it so that _parse can tell it from a list, whose canonical form has ", "
+            return m.group(1).replace(",", "{,}")
+    s = _matlab_spaces(s)
     s = _collapse_control_spaces(s)
     return _render(_parse(s))
 
 
+def _matlab_spaces(s: str) -> str:
+    """"[1 2; 3 4]" -> "[1,2;3,4]" (before spaces are dropped); only plain numeric entries."""
+    m = re.fullmatch(r"\[([^\[\],]*;[^\[\],]*)\]", s.strip())
+    if not m:
+        return s
+    rows = [r.split() for r in m.group(1).split(";") if r.strip()]
+    if not all(re.fullmatch(r"[+-]?\d+(?:\.\d+)?(?:/\d+)?", t) for r in rows for t in r):
+        return s
+    return "[" + ";".join(",".join(r) for r in rows) + "]"
+
+
 # structure: ("atom", s) | ("list", [..]) | ("set", [..]) | ("seq", open, close, [..]) |
-#            ("union", [..]) | ("matrix", [[..], ..])
+#            ("union", [..]) | ("matrix", [[..], ..]) | ("named", [(name, node), ..]) |
+#            ("ambig", "7{,}251")  -- a number with thousands separators or a bare list
+_AMBIG_RE = re.compile(r"-?\d{1,3}(?:\{,\}\d{3})+")
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 
 
@@ -307,17 +333,31 @@ def _wraps_whole(s: str) -> bool:
 def _parse(s: str) -> tuple[Any, ...]:
     """Structure of a canonical-form string (cached: gold answers are parsed once per sample)."""
     s = _strip_lhs(s.strip())
+    if _AMBIG_RE.fullmatch(s):
+        return ("ambig", s)
     m = re.fullmatch(r"\\begin\{[pbvBV]?matrix\}(.*)\\end\{[pbvBV]?matrix\}", s, flags=re.DOTALL)
     if m:
         rows = [r for r in m.group(1).split("\\\\") if r.strip()]
         return ("matrix", [[_canon_atom(c) for c in r.split("&")] for r in rows])
+    if len(s) >= 2 and s[0] == "[" and s[-1] == "]" and _wraps_whole(s):
+        # MATLAB-style "[a,b;c,d]": rows separated by ";" (intervals and sequences have none)
+        rows = _split_top(s[1:-1], ";")
+        if len(rows) > 1:
+            rows = [r for r in rows if r.strip()]
+            cells = [_split_top(r, ",") for r in rows]
+            if all(c.strip() for r in cells for c in r):
+                return ("matrix", [[_canon_atom(c) for c in r] for r in cells])
     if len(_split_top(s, "\\cup")) > 1:
         return ("union", [_parse(p) for p in _split_top(s, "\\cup")])
     if s.startswith("\\{") and s.endswith("\\}") and len(_split_top(s[2:-2], "\\}")) == 1:
         return ("set", [_parse(p) for p in _split_top(s[2:-2], ",") if p.strip()])
     parts = _split_top(s, ",")
     if len(parts) > 1:
-        return ("list", [_parse(p) for p in parts if p.strip()])
+        items = [p for p in parts if p.strip()]
+        named = _named_items(items)
+        if named is not None:
+            return ("named", named)
+        return ("list", [_parse(p) for p in items])
     if len(s) >= 2 and s[0] in "([" and s[-1] in ")]" and _wraps_whole(s):
         inner = _split_top(s[1:-1], ",")
         if len(inner) > 1:
@@ -327,6 +367,23 @@ def _parse(s: str) -> tuple[Any, ...]:
     if len(s) >= 2 and s[0] == "{" and s[-1] == "}" and _wraps_whole(s):
         return _parse(s[1:-1])
     return ("atom", _canon_atom(s))
+
+
+def _named_items(items: list[str]) -> list[tuple[str, tuple[Any, ...]]] | None:
+    """"\\alpha=1, \\beta=4" -> [("\\alpha", 1), ("\\beta", 4)] when every item assigns a value to
+    a different name; None otherwise ("x=2, x=5" is a list of solutions for one variable)."""
+    out = []
+    for item in items:
+        sides = _split_top(item, "=")
+        if len(sides) != 2 or not _LHS_RE.fullmatch(sides[0].strip()) or not sides[1].strip():
+            return None
+        if sides[1].strip()[0] in "<>":
+            return None
+        name = re.sub(r"_\{(\w)\}", r"_\1", sides[0].strip())  # x_{1} and x_1 are one name
+        out.append((name, _parse(sides[1])))
+    if len({n for n, _ in out}) != len(out):
+        return None
+    return out
 
 
 def _strip_lhs(s: str) -> str:
@@ -364,8 +421,15 @@ def _parse_number(s: str) -> tuple[Fraction, int] | None:
     return None
 
 
+def _looks_rounded(val: Fraction, places: int) -> bool:
+    """A decimal with 2-5 places whose value is not a simple fraction: 65.192 (= 8149/125) and 0.36
+    (= 9/25) look rounded, 0.25 (= 1/4) and 0.375 (= 3/8) look exact (denominator <= 10^(places-1))."""
+    return 2 <= places < _LONG_DECIMAL and val.denominator > 10 ** (places - 1)
+
+
 def _render_number(val: Fraction, places: int) -> str:
-    if places >= _LONG_DECIMAL:
+    if places >= _LONG_DECIMAL or _looks_rounded(val, places):
+        # kept as a decimal: a gold written this way may be a rounded value (_rounds_to_gold)
         sign = "-" if val < 0 else ""
         whole, frac = divmod(abs(val), 1)
         digits = str(int(frac * 10**places)).rjust(places, "0")
@@ -418,6 +482,11 @@ def _render(node: tuple[Any, ...]) -> str:
         return node[1] + ",".join(_render(n) for n in node[3]) + node[2]
     if kind == "union":
         return "\\cup".join(sorted(_render(n) for n in node[1]))
+    if kind == "named":
+        # written order is kept: against an unnamed tuple or list the values are compared in order
+        return ", ".join(f"{name}={_render(v)}" for name, v in node[1])
+    if kind == "ambig":
+        return str(node[1])
     rows = ["&".join(r) for r in node[1]]
     return "\\begin{pmatrix}" + "\\\\".join(rows) + "\\end{pmatrix}"
 
@@ -458,7 +527,8 @@ def _atom_fast(pred: str, gold: str) -> bool | None:
         return True
     kp, kg = _kind(pred), _kind(gold)
     if kp == "num" and kg == "num":
-        return _num_equiv(_parse_number(pred), _parse_number(gold))  # type: ignore[arg-type]
+        gnum = _parse_number(gold)
+        return _num_equiv(_parse_number(pred), gnum) or _rounds_to_gold(pred, gnum)  # type: ignore[arg-type]
     if "base" in (kp, kg):
         # the problem states the base, so "1011" answers "1011_2"; a decimal conversion does not
         dp, dg = pred.split("_")[0], gold.split("_")[0]
@@ -468,9 +538,38 @@ def _atom_fast(pred: str, gold: str) -> bool | None:
         return False
     if (kp == "num" and _has_free_variable(gold)) or (kg == "num" and _has_free_variable(pred)):
         return False  # a polynomial in x is not a constant (strict mode: variables matter)
+    if kg == "num" and _rounds_to_gold(pred, _parse_number(gold)):  # type: ignore[arg-type]
+        return True
     if _surely_different(pred, gold):
         return False
     return None
+
+
+def _gold_precision(gold: tuple[Fraction, int]) -> int | None:
+    """Decimal places of a gold written as a rounded decimal (65.192: 3), else None (exact)."""
+    val, places = gold
+    if places >= _LONG_DECIMAL or _looks_rounded(val, places):
+        return places
+    return None
+
+
+def _rounds_to_gold(pred: str, gold: tuple[Fraction, int]) -> bool:
+    """An exact answer (\\sqrt{4250}, \\frac{1}{3}) answers a decimal gold (65.192, 0.33) that it rounds to."""
+    places = _gold_precision(gold)
+    if places is None or _has_free_variable(pred):
+        return False
+    num = _parse_number(pred)
+    try:
+        v = complex(num[0]) if num is not None else _NumEval(pred, 0).value()
+    except (_NoEval, ArithmeticError, ValueError, OverflowError):
+        return False
+    if not cmath.isfinite(v) or abs(v.imag) > 1e-12 * max(1.0, abs(v.real)):
+        return False
+    # half a unit in the last place for a rounded short decimal; one unit for a long decimal, as
+    # in _num_equiv (it may be truncated)
+    unit = 10.0**-places
+    tol = unit if places >= _LONG_DECIMAL else unit / 2
+    return abs(v.real - float(gold[0])) <= tol * (1 + 1e-9)
 
 
 def _has_free_variable(expr: str) -> bool:
@@ -696,8 +795,50 @@ def _column(node: tuple[Any, ...]) -> list[str] | None:
     return None
 
 
+def _readings(node: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """The ways a node can be read: "7{,}251" is the number 7251 or the bare list 7, 251."""
+    if node[0] != "ambig":
+        return [node]
+    groups = node[1].split("{,}")
+    return [("atom", _canon_atom("".join(groups))), ("list", [("atom", _canon_atom(x)) for x in groups])]
+
+
+def _named_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool:
+    """Named values: by name when both sides name the same variables, else the values in order."""
+    if p[0] == "named" and g[0] == "named":
+        pn, gn = dict(p[1]), dict(g[1])
+        if set(pn) == set(gn):
+            return all(_node_equiv(pn[k], gn[k], fast_only) for k in gn)
+        return _ordered([v for _, v in p[1]], [v for _, v in g[1]], fast_only)
+    named, other = (p, g) if p[0] == "named" else (g, p)
+    values = [v for _, v in named[1]]
+    if other[0] == "list" or (other[0] == "seq" and other[1] == "(" and other[2] == ")"):
+        items = other[1] if other[0] == "list" else other[3]
+        return _ordered(values, items, fast_only) if named is p else _ordered(items, values, fast_only)
+    if other[0] == "set":
+        items = list(other[1])
+        return _match_unordered(values, items, fast_only) if named is p else _match_unordered(items, values, fast_only)
+    return False
+
+
 def _node_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool:
     kp, kg = p[0], g[0]
+    if kp == "ambig" or kg == "ambig":
+        # equivalent under some reading of each side: "7,251" answers 7251 and "251, 7" (a bare
+        # list is unordered), so the thousands rule never contradicts the bare-list rule
+        needs_sympy = False
+        for a in _readings(p):
+            for b in _readings(g):
+                try:
+                    if _node_equiv(a, b, fast_only):
+                        return True
+                except _NeedsSympy:
+                    needs_sympy = True
+        if needs_sympy:
+            raise _NeedsSympy
+        return False
+    if kp == "named" or kg == "named":
+        return _named_equiv(p, g, fast_only)
     if kp == "atom" and kg == "atom":
         return _atom_equiv(p[1], g[1], fast_only)
     if kp in ("list", "set") and kg in ("list", "set"):
@@ -923,7 +1064,7 @@ class MathGrader:
     """
 
     name = "math"
-    version = 1
+    version = 2
 
     def __init__(self, timeout: float = 5.0, workers: int | None = None) -> None:
         self.timeout = float(timeout)

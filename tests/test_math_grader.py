@@ -213,3 +213,18 @@ def test_numeric_precheck_never_separates_equal_atoms(a: str, b: str) -> None:
     # the in-process evaluator may only prove inequality; equal expressions must reach sympy
     assert gm._surely_different(a, b) is False
     assert gm._surely_different("7", b) is True
+
+
+def test_v2_canonical_forms_keep_what_the_verdict_needs() -> None:
+    # named values keep their names (and written order); one variable repeated is a plain list
+    assert canonical_answer("\\alpha = 1, \\beta = 4") == "\\alpha=1, \\beta=4"
+    assert canonical_answer("x = 2, x = 5") == "2, 5"
+    # a bare d,ddd stays ambiguous; MATH's "25,\\!000" and a group with a leading zero are numbers
+    assert canonical_answer("7,251") == "7{,}251" and canonical_answer("7{,}251") == "7{,}251"
+    assert canonical_answer("70, 110") == "70, 110"
+    assert canonical_answer("25,\\!000") == "25000"
+    assert canonical_answer("1,000") == "1000"
+    assert canonical_answer("[1,2;3,4]") == canonical_answer("\\begin{bmatrix}1&2\\\\3&4\\end{bmatrix}")
+    # a decimal that looks rounded stays a decimal (so a gold keeps its precision); 0.25 is 1/4
+    assert canonical_answer("65.1920") == "65.192"
+    assert canonical_answer("0.25") == canonical_answer("\\frac14") == "\\frac{1}{4}"

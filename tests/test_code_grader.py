@@ -61,7 +61,7 @@ FORGERIES = {
         "    try:\n        print(open(p).read())\n    except Exception:\n        pass\nos._exit(0)\n"
     ),
     "read parent fds": (
-        "import os\nfor pid in os.listdir('/proc'):\n    if pid.isdigit():\n"
+        "import os\nfor pid in (os.listdir('/proc') if os.path.isdir('/proc') else []):\n    if pid.isdigit():\n"
         "        for fd in os.listdir(f'/proc/{pid}/fd') if os.access(f'/proc/{pid}/fd', os.R_OK) else []:\n"
         "            try:\n                print(open(f'/proc/{pid}/fd/{fd}', errors='replace').read())\n"
         "            except Exception:\n                pass\nos._exit(0)\n"

@@ -281,7 +281,7 @@ def test_pipeline_end_to_end_with_scripted_completions(data_dir: Path, tmp_path:
     cfg = RunConfig(task=t.name, model="scripted", backend="scripted", n=2, seed=0)
     run = pipeline.prepare(t, cfg, tmp_path / "results")
     pipeline.sample(run, ScriptedSampler(script))
-    doc = pipeline.evaluate(run, parse_metrics(["pass@1"]), verifier=None, n_boot=200)
+    doc = pipeline.evaluate(run, parse_metrics(["pass@1,2"]), verifier=None, n_boot=200)
     m = doc["metrics"]
     n_ids = len(t.problems) // 4
     assert m["static_accuracy"]["value"] == 1.0 and m["static_accuracy"]["n_problems"] == n_ids

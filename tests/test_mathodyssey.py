@@ -188,9 +188,9 @@ def test_grader_accepts_equivalent_forms_of_cleaned_gold(data_dir: Path) -> None
     cases = {"Problem_213": "9681.72", "Problem_180": "4 ft", "Problem_333": "\\frac{\\pi}{2\\sqrt{2}}",
              "Problem_339": "no", "Problem_152": "A", "Problem_328": "\\alpha = 1, \\beta = 4",
              "Problem_104": "\\frac{\\sqrt{30}}{12}", "Problem_291": "[3,1,1;1,3,1;1,1,3]"}
-    # not tested: swapped labelled values ("\\alpha=4, \\beta=1" for Problem_328) still grade correct,
-    # because the MATH grader drops left-hand sides and compares bare lists unordered (docs/heldout-math.md)
-    wrong = {"Problem_213": "9681.73", "Problem_339": "yes", "Problem_152": "B", "Problem_291": "[3,1,1;1,3,1;1,1,4]"}
+    # swapped labelled values are wrong: the grader matches named values by name (grader version 2)
+    wrong = {"Problem_213": "9681.73", "Problem_339": "yes", "Problem_152": "B", "Problem_291": "[3,1,1;1,3,1;1,1,4]",
+             "Problem_328": "\\alpha = 4, \\beta = 1"}
     samples = [Sample(pid, 0, f"\\boxed{{{ans}}}", 5, "stop") for pid, ans in cases.items()]
     samples += [Sample(pid, 1, f"\\boxed{{{ans}}}", 5, "stop") for pid, ans in wrong.items()]
     grades = {g.key: g for g in MathGrader(workers=1).grade(problems, samples)}

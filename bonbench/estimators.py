@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Hashable, Sequence
+from itertools import compress
+from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 
@@ -278,41 +279,60 @@ def _binom_rows(n: int, dtype: type) -> np.ndarray:
     return b
 
 
-def _level_poly(con: list[tuple[int, int]], J: int, a: int, scale: float, binom: np.ndarray) -> np.ndarray:
-    """scale * P_a(x), P_a = int_0^1 prod_j (A_j(x) + y C(s_j, a) x^a) dy over the constrained clusters
-    ``con`` ((size, multiplicity) pairs, all sizes >= a, J clusters in all), A_j = sum_{b<a} C(s_j, b) x^b."""
+def _conv_rows(P: np.ndarray, H: np.ndarray) -> np.ndarray:
+    """Row-wise full convolution of P [B, L] with per-row kernels H [B, a]."""
+    B, L = P.shape
+    a = H.shape[1]
+    if a <= 4:
+        out = np.zeros((B, L + a - 1), dtype=P.dtype)
+        for t in range(a):
+            out[:, t : t + L] += H[:, t : t + 1] * P
+        return out
+    padded = np.zeros((B, L + 2 * (a - 1)), dtype=P.dtype)
+    padded[:, a - 1 : a - 1 + L] = P
+    windows = np.lib.stride_tricks.sliding_window_view(padded, a, axis=1)  # [B, L+a-1, a], no copy
+    return np.einsum("bwj,bj->bw", windows, H[:, ::-1])
+
+
+def _levels_batched(a: int, sizes: np.ndarray, scale: np.ndarray, binom: np.ndarray) -> np.ndarray:
+    """Rows scale_i * P_a(x) for B level tasks sharing (a, J): P_a = int_0^1 prod_j (A_j + y C(s_j, a) x^a) dy
+    over the row's J constrained cluster sizes ``sizes[i]`` (all >= a), A_j = sum_{b<a} C(s_j, b) x^b.
+
+    Batched over tasks (of any problems) so each factor costs a few numpy calls for all B rows.
+    """
+    B, J = sizes.shape
     dtype = binom.dtype.type
-    # int_0^1 y^T dy = 1/(T+1); `scale` rides on this short vector instead of the result
-    weights = scale / np.arange(1, J + 2, dtype=dtype)
+    # int_0^1 y^T dy = 1/(T+1); `scale` rides on these weights instead of on the result
+    weights = scale[:, None] / np.arange(1, J + 2, dtype=dtype)
     if a == 1:
-        # every factor is 1 + s x y: a polynomial in z = x y, so T = x degree
-        e = np.ones(1, dtype=dtype)
-        for s, m in con:
-            e = np.convolve(e, binom[m, : m + 1] * dtype(s) ** np.arange(m + 1))
+        # every factor is 1 + s x y: a polynomial in z = x y, so T is the x degree
+        e = np.zeros((B, J + 1), dtype=dtype)
+        e[:, 0] = 1
+        for i in range(J):  # in-place shifted add: numpy buffers the overlapping operands
+            e[:, 1 : i + 2] += sizes[:, i : i + 1].astype(dtype) * e[:, : i + 1]
         return e * weights
-    # Pack y = x^D with D above any x degree (J*a); row T of the packed vector holds y^T. A factor has
-    # a + 1 non-zero terms, so apply it as conv(prod, A) + C(s, a) * shift(prod, D + a): far fewer
-    # operations than a dense packed convolution.
+    # Pack y = x^D with D above any x degree (J*a): row T of a packed vector holds y^T. A factor has
+    # a + 1 non-zero terms, so apply it as conv(prod, A) + C(s, a) * shift(prod, D + a) rather than
+    # as a dense packed convolution.
     D = J * a + 1
-    prod = np.zeros((J + 1) * D, dtype=dtype)
-    prod[0] = 1
+    prod = np.zeros((B, (J + 1) * D), dtype=dtype)
+    prod[:, 0] = 1
     used = 1
-    for s, m in con:
-        head, c = binom[s, :a], binom[s, a]
-        for _ in range(m):
-            tied = c * prod[:used]
-            if a == 2:  # head = 1 + s x: an in-place shifted add (numpy buffers the overlap)
-                prod[1 : used + 1] += head[1] * prod[:used]
-            else:
-                prod[: used + a - 1] = np.convolve(prod[:used], head)
-            prod[D + a : D + a + used] += tied
-            used += D + a
-    return weights @ prod.reshape(J + 1, D)
+    for i in range(J):
+        s = sizes[:, i]
+        tied = binom[s, a][:, None] * prod[:, :used]
+        if a == 2:
+            prod[:, 1 : used + 1] += binom[s, 1][:, None] * prod[:, :used]
+        else:
+            prod[:, : used + a - 1] = _conv_rows(prod[:, :used], binom[s, :a])
+        prod[:, D + a : D + a + used] += tied
+        used += D + a
+    return (weights[:, None, :] @ prod.reshape(B, J + 1, D))[:, 0, :]
 
 
 # A band of levels is done as one tensor sum when it has at most this many terms per level (cheaper
 # than a per-level polynomial product below this size; measured on the benchmark's data).
-_BAND_TERMS_PER_LEVEL = 100
+_BAND_TERMS_PER_LEVEL = 10
 
 
 def _band_tensor(con: list[tuple[int, int]], lo: int, hi: int, s_t: int, binom: np.ndarray,
@@ -338,86 +358,145 @@ def _band_tensor(con: list[tuple[int, int]], lo: int, hi: int, s_t: int, binom: 
         np.add.at(acc, degree[keep], weight[keep])
 
 
-# 4096 signatures of n = 1024 take 33 MB; within one dataset that is plenty of reuse
-@lru_cache(maxsize=4096)
-def _maj_wins(s_t: int, others: tuple[int, ...], s0: int) -> np.ndarray:
-    """W[k] = number of k-subsets in which a target cluster of size ``s_t`` wins, counting a tie
-    with T other clusters as 1/(T+1); ``others`` = the other cluster sizes, descending; ``s0``
-    abstainers. Length n+1 (k = 0..n). Cached: problems often repeat this signature.
+Signature = tuple[int, tuple[int, ...], int]  # (target cluster size, other sizes descending, abstainers)
 
-    wins(x) = sum_a C(s_t, a) x^a (1+x)^(U_a + s0) * P_a(x), where a is the target's count,
+# 4096 signatures of n = 1024 take 33 MB; within one dataset that is plenty of reuse
+_WINS_CACHE: OrderedDict[Signature, np.ndarray] = OrderedDict()
+_WINS_CACHE_MAX = 4096
+# signatures solved together: enough to batch level tasks, few enough to bound the accumulators' memory
+_WINS_CHUNK = 1024
+
+
+def _maj_wins_batch(keys: Sequence[Signature]) -> dict[Signature, np.ndarray]:
+    """W[k] for each signature: the number of k-subsets in which a target cluster of size s_t wins,
+    a tie with T other clusters counting 1/(T+1). Length n+1 (k = 0..n).
+
+    wins(x) = sum_a C(s_t, a) x^a (1+x)^(U_a + s0) P_a(x), where a is the target's count,
     P_a = int_0^1 prod_{s_j >= a} (A_j(x) + y C(s_j, a) x^a) dy, A_j = sum_{b<a} C(s_j, b) x^b, and
     U_a = total size of the other clusters smaller than a (they cannot reach a, so they are free).
-    Levels a between two consecutive distinct sizes share the constrained set (a "band"): small
-    bands are summed as one tensor, the rest level by level (``_level_poly``).
+    Levels a between two consecutive distinct sizes share their constrained clusters (a "band"):
+    small bands are summed as one tensor per signature; the other levels are pooled across all
+    signatures by (a, J) and computed batched (``_levels_batched``).
     """
-    n = s_t + sum(others) + s0
-    dtype = _dtype_for(n)
-    binom = _binom_table(n, dtype)
-    sizes = sorted(Counter(others).items(), reverse=True)  # (size, multiplicity), size descending
-    top = sizes[0][0] if sizes else 0
-    # groups[U] accumulates sum_a C(s_t,a) x^a P_a(x) over the levels a sharing U_a
-    groups: dict[int, np.ndarray] = {}
-    free = sum(others)
-    J = U = 0
-    for i, (size, mult) in enumerate(sizes):
-        # band: levels where exactly sizes[:i+1] are constrained
-        J, U = J + mult, U + size * mult
-        lo = (sizes[i + 1][0] if i + 1 < len(sizes) else 0) + 1
-        hi = min(size, s_t)
-        if lo > hi:
-            continue
-        con = sizes[: i + 1]
-        acc = groups.setdefault(free - U, np.zeros(n + 1, dtype=dtype))
-        if J == 1 or (hi + 1) ** J <= _BAND_TERMS_PER_LEVEL:
-            _band_tensor(con, lo, hi, s_t, binom, acc)
-            continue
-        for a in range(lo, hi + 1):
-            p_a = _level_poly(con, J, a, binom[s_t, a], binom)
-            acc[a : a + p_a.size] += p_a
-    if s_t > top:
-        # no other cluster can reach a > top: every other sample is free
-        acc = groups.setdefault(free, np.zeros(n + 1, dtype=dtype))
-        acc[top + 1 : s_t + 1] += binom[s_t, top + 1 : s_t + 1]
-    # sum_U acc_U (1+x)^(U+s0), Horner-style from the largest U so each step multiplies by a short row
-    total = np.zeros(n + 1, dtype=dtype)
-    prev = None
-    for U in sorted(groups, reverse=True):
-        if prev is not None and prev > U:
-            total = np.convolve(total, binom[prev - U, : prev - U + 1])[: n + 1]
-        total += groups[U]
-        prev = U
-    if prev is not None and prev + s0 > 0:
-        total = np.convolve(total, binom[prev + s0, : prev + s0 + 1])[: n + 1]
-    total.setflags(write=False)
-    return total
+    plans = []
+    tasks: dict[tuple[int, int, int, type], list[tuple[np.ndarray, tuple[int, ...], float]]] = defaultdict(list)
+    for key in keys:
+        s_t, others, s0 = key
+        n = s_t + sum(others) + s0
+        dtype = _dtype_for(n)
+        binom = _binom_table(n, dtype)
+        sizes = sorted(Counter(others).items(), reverse=True)  # (size, multiplicity), size descending
+        top = sizes[0][0] if sizes else 0
+        groups: dict[int, np.ndarray] = {}  # U -> sum over levels sharing U_a of C(s_t,a) x^a P_a(x)
+        free = sum(others)
+        J = U = 0
+        expanded: tuple[int, ...] = ()  # constrained sizes, one entry per cluster
+        for i, (size, mult) in enumerate(sizes):
+            # band: levels where exactly sizes[:i+1] are constrained
+            J, U = J + mult, U + size * mult
+            expanded += (size,) * mult
+            lo = (sizes[i + 1][0] if i + 1 < len(sizes) else 0) + 1
+            hi = min(size, s_t)
+            if lo > hi:
+                continue
+            acc = groups.setdefault(free - U, np.zeros(n + 1, dtype=dtype))
+            if J == 1 or (hi + 1) ** J <= _BAND_TERMS_PER_LEVEL:
+                _band_tensor(sizes[: i + 1], lo, hi, s_t, binom, acc)
+                continue
+            for a in range(lo, hi + 1):
+                tasks[(a, J, binom.shape[0], dtype)].append((acc, expanded, binom[s_t, a]))
+        if s_t > top:
+            # no other cluster can reach a > top: every other sample is free
+            acc = groups.setdefault(free, np.zeros(n + 1, dtype=dtype))
+            acc[top + 1 : s_t + 1] += binom[s_t, top + 1 : s_t + 1]
+        plans.append((key, groups, n, s0, binom))
+    for (a, J, table, dtype), items in tasks.items():
+        rows = _levels_batched(a, np.array([e for _, e, _ in items]), np.array([c for _, _, c in items], dtype=dtype),
+                               _binom_rows(table, dtype))
+        for (acc, _, _), row in zip(items, rows):
+            acc[a : a + row.size] += row
+    out = {}
+    for key, groups, n, s0, binom in plans:
+        # sum_U acc_U (1+x)^(U+s0), Horner-style from the largest U so each step multiplies by a short row
+        total = np.zeros(n + 1, dtype=binom.dtype)
+        prev = None
+        for U in sorted(groups, reverse=True):
+            if prev is not None and prev > U:
+                total = np.convolve(total, binom[prev - U, : prev - U + 1])[: n + 1]
+            total += groups[U]
+            prev = U
+        if prev is not None and prev + s0 > 0:
+            total = np.convolve(total, binom[prev + s0, : prev + s0 + 1])[: n + 1]
+        total.setflags(write=False)
+        out[key] = total
+    return out
 
 
-def _maj_full(answers: Sequence[Hashable | None], correct: Sequence[float] | np.ndarray) -> np.ndarray:
-    """maj@k for k = 1..n of one problem (float64 array of length n)."""
+def _maj_wins(keys: Iterable[Signature]) -> dict[Signature, np.ndarray]:
+    """Win counts per signature, from the cache where possible (problems often share signatures)."""
+    out: dict[Signature, np.ndarray] = {}
+    todo = []
+    for key in keys:
+        if key in out:
+            continue
+        hit = _WINS_CACHE.get(key)
+        if hit is None:
+            out[key] = None  # type: ignore[assignment]  # placeholder keeps `todo` free of repeats
+            todo.append(key)
+        else:
+            _WINS_CACHE.move_to_end(key)
+            out[key] = hit
+    for start in range(0, len(todo), _WINS_CHUNK):
+        for key, wins in _maj_wins_batch(todo[start : start + _WINS_CHUNK]).items():
+            out[key] = _WINS_CACHE[key] = wins
+            if len(_WINS_CACHE) > _WINS_CACHE_MAX:
+                _WINS_CACHE.popitem(last=False)
+    return out
+
+
+def _maj_terms(answers: Sequence[Hashable | None], correct: Sequence[float] | np.ndarray) -> tuple[int, list[tuple[float, Signature]]]:
+    """n and the (value, signature) terms whose sum of value * wins / C(n, k) is maj@k."""
     z = _as_values(correct)
     n = z.size
     if len(answers) != n:
         raise ValueError(f"answers and correct differ in length ({len(answers)} vs {n})")
     size_of = Counter(answers)
     s0 = size_of.pop(None, 0)
-    credit: dict[Hashable, float] = defaultdict(float)
-    for ans, v in zip(answers, z.tolist()):
-        if v != 0.0 and ans is not None:
+    zl = z.tolist()
+    if _is_binary(z):  # the common case, counted at C speed
+        credit: dict[Hashable, float] = Counter(compress(answers, zl))
+    else:
+        credit = defaultdict(float)
+        for ans, v in zip(answers, zl):
             credit[ans] += v
-    dtype = _dtype_for(n)
-    wins = np.zeros(n + 1, dtype=dtype)
+    credit.pop(None, None)
     # linear in the cluster values: clusters of equal size share one win polynomial
     value_by_size: dict[int, float] = defaultdict(float)
     for ans, c in credit.items():
-        value_by_size[size_of[ans]] += c / size_of[ans]
+        if c != 0.0:
+            value_by_size[size_of[ans]] += c / size_of[ans]
     all_sizes = Counter(size_of.values())
+    terms = []
     for s_t, v in value_by_size.items():
         rest = all_sizes.copy()
         rest[s_t] -= 1
-        others = tuple(sorted(rest.elements(), reverse=True))
-        wins += dtype(v) * _maj_wins(s_t, others, s0)
-    return np.asarray(wins[1:] / _binom_table(n, dtype)[n, 1 : n + 1], dtype=np.float64)
+        terms.append((v, (s_t, tuple(sorted(rest.elements(), reverse=True)), s0)))
+    return n, terms
+
+
+def _maj_full(answers_per_problem: Sequence[Sequence[Hashable | None]],
+              correct_per_problem: Sequence[Sequence[float]]) -> list[np.ndarray]:
+    """maj@k for k = 1..n of each problem (float64 arrays of length n)."""
+    parsed = [_maj_terms(ans, cor) for ans, cor in zip(answers_per_problem, correct_per_problem)]
+    wins = _maj_wins(key for _, terms in parsed for _, key in terms)
+    curves = []
+    for n, terms in parsed:
+        dtype = _dtype_for(n)
+        total = np.zeros(n + 1, dtype=dtype)
+        for v, key in terms:
+            total += dtype(v) * wins[key]
+        curves.append(np.asarray(total[1:] / _binom_table(n, dtype)[n, 1 : n + 1], dtype=np.float64))
+    return curves
 
 
 def maj_at_k(answers: Sequence[Hashable | None], correct: Sequence[bool] | Sequence[float], k: int) -> float:
@@ -431,7 +510,7 @@ def maj_at_k(answers: Sequence[Hashable | None], correct: Sequence[bool] | Seque
     if len(answers) != n:
         raise ValueError(f"answers and correct differ in length ({len(answers)} vs {n})")
     _check_k(k, n)
-    return float(_maj_full(answers, correct)[k - 1])
+    return float(_maj_full([answers], [correct])[0][k - 1])
 
 
 def maj_curve(answers_per_problem: Sequence[Sequence[Hashable | None]], correct_per_problem: Sequence[Sequence[float]],
@@ -442,10 +521,7 @@ def maj_curve(answers_per_problem: Sequence[Sequence[Hashable | None]], correct_
     n_max = max((len(c) for c in correct_per_problem), default=0)
     kk = _ks(ks, n_max)
     out = np.full((len(correct_per_problem), kk.size), np.nan)
-    for p, (ans, cor) in enumerate(zip(answers_per_problem, correct_per_problem)):
-        if len(cor) == 0:
-            continue
-        full = _maj_full(ans, cor)
+    for p, full in enumerate(_maj_full(answers_per_problem, correct_per_problem)):
         ok = kk <= full.size
         out[p, ok] = full[kk[ok] - 1]
     return out

@@ -171,7 +171,7 @@ def test_maj_both_level_strategies_match_brute_force(band_terms: int, brute: lis
     """maj@k sums a band of levels either as one tensor or level by level (polynomial products);
     force each strategy everywhere, on the small cases and on larger ones with several bands."""
     monkeypatch.setattr(estimators, "_BAND_TERMS_PER_LEVEL", band_terms)
-    estimators._maj_wins.cache_clear()
+    estimators._WINS_CACHE.clear()
     try:
         curves = maj_curve([a for a, _, _ in CASES], [[float(c) for c in cor] for _, cor, _ in CASES])
         for p, want in enumerate(brute):
@@ -186,7 +186,7 @@ def test_maj_both_level_strategies_match_brute_force(band_terms: int, brute: lis
             want = [float(brute_maj(answers, correct, k)) for k in range(1, n + 1)]
             np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
     finally:
-        estimators._maj_wins.cache_clear()  # entries computed under the forced strategy
+        estimators._WINS_CACHE.clear()  # entries computed under the forced strategy
 
 
 def test_bon_weights_match_brute_force_pick_probabilities() -> None:

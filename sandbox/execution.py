@@ -202,12 +202,29 @@ def resolve_interpreter(python: str | None) -> Interpreter:
 # --------------------------------------------------------------------------- command lines
 
 
-def _drop_privileges() -> dict[str, Any]:
-    # subprocess performs setgroups/setgid/setuid in the child before exec (no Python preexec_fn,
-    # which is unsafe with the worker threads of run_many).
-    if os.geteuid() == 0:
-        return {"user": _NOBODY, "group": _NOBODY, "extra_groups": []}
-    return {}
+def _drop_privileges(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """The command line and Popen arguments that start ``argv`` as uid/gid 65534 when we are root.
+
+    setpriv (util-linux) is preferred over Popen(user=...): Popen must then fork() instead of
+    vfork(), which copies the page tables of the whole host process, measured at 150 ms per
+    execution with 3 GiB resident (models loaded) against 1 ms for the extra exec of setpriv.
+    ``--no-new-privs`` also stops setuid binaries from regaining root (this matters in unsafe mode,
+    where /usr/bin/su and friends are reachable). No Python preexec_fn is used either way: it is
+    unsafe with the worker threads of run_many.
+    """
+    if os.geteuid() != 0:
+        return argv, {}
+    setpriv = _setpriv_path()
+    if setpriv is not None:
+        return [setpriv, f"--reuid={_NOBODY}", f"--regid={_NOBODY}", "--clear-groups", "--no-new-privs", "--"] + argv, {}
+    return argv, {"user": _NOBODY, "group": _NOBODY, "extra_groups": []}
+
+
+def _setpriv_path() -> str | None:
+    for path in ("/usr/bin/setpriv", "/bin/setpriv"):
+        if os.access(path, os.X_OK):
+            return path
+    return None
 
 
 def _env(tmp: str) -> dict[str, str]:
@@ -499,9 +516,10 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
     start = time.monotonic()
     deadline = start + lim.timeout_s
     try:
-        proc = subprocess.Popen(argv, stdin=stdin_fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        full_argv, priv = _drop_privileges(argv)
+        proc = subprocess.Popen(full_argv, stdin=stdin_fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=cwd, env=env if env is not None else {}, pass_fds=pass_fds,
-                                start_new_session=True, **_drop_privileges())
+                                start_new_session=True, **priv)
     except OSError as exc:
         return ExecResult("sandbox_error", None, "", f"cannot start sandbox: {exc}", time.monotonic() - start)
     finally:

@@ -336,3 +336,12 @@ def test_cli_run_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def test_cli_check(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["check"]) == 0
     assert json.loads(capsys.readouterr().out)["bwrap"] == "ok"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid change only happens as root")
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_uid_drop_without_setpriv(monkeypatch: pytest.MonkeyPatch, unsafe: bool) -> None:
+    # Fallback path: Popen(user=...) when util-linux's setpriv is missing.
+    monkeypatch.setattr(execution, "_setpriv_path", lambda: None)
+    res = execute("import os; print(os.getuid(), os.getgid(), os.getgroups())", unsafe=unsafe)
+    assert (res.status, res.stdout) == ("ok", "65534 65534 []\n")

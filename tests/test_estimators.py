@@ -189,6 +189,17 @@ def test_maj_both_level_strategies_match_brute_force(band_terms: int, brute: lis
         estimators._WINS_CACHE.clear()  # entries computed under the forced strategy
 
 
+def test_maj_curve_in_small_chunks_matches_brute_force(brute: list[dict[str, list[Fraction]]],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Signatures are solved in chunks (bounded memory); chunk edges must not change any value."""
+    monkeypatch.setattr(estimators, "_WINS_CHUNK_N", 20)
+    estimators._WINS_CACHE.clear()
+    curves = maj_curve([a for a, _, _ in CASES[:400]], [[float(c) for c in cor] for _, cor, _ in CASES[:400]])
+    for p, want in enumerate(brute[:400]):
+        n = len(CASES[p][1])
+        np.testing.assert_allclose(curves[p, :n], [float(w) for w in want["maj"]], rtol=0, atol=TOL)
+
+
 def test_bon_weights_match_brute_force_pick_probabilities() -> None:
     for _, _, scores in CASES[:500]:
         n = len(scores)

@@ -437,14 +437,13 @@ def _maj_wins_batch(keys: Sequence[Signature]) -> dict[Signature, np.ndarray]:
 def _maj_wins(keys: Iterable[Signature]) -> dict[Signature, np.ndarray]:
     """Win counts per signature, from the cache where possible (problems often share signatures)."""
     out: dict[Signature, np.ndarray] = {}
-    todo = []
+    todo: dict[Signature, None] = {}  # insertion-ordered set: each missing signature solved once
     for key in keys:
-        if key in out:
+        if key in out or key in todo:
             continue
         hit = _WINS_CACHE.get(key)
         if hit is None:
-            out[key] = None  # type: ignore[assignment]  # placeholder keeps `todo` free of repeats
-            todo.append(key)
+            todo[key] = None
         else:
             _WINS_CACHE.move_to_end(key)
             out[key] = hit
@@ -462,7 +461,8 @@ def _maj_wins(keys: Iterable[Signature]) -> dict[Signature, np.ndarray]:
     return out
 
 
-def _maj_terms(answers: Sequence[Hashable | None], correct: Sequence[float] | np.ndarray) -> tuple[int, list[tuple[float, Signature]]]:
+def _maj_terms(answers: Sequence[Hashable | None],
+               correct: Sequence[float] | np.ndarray) -> tuple[int, list[tuple[float, Signature]]]:
     """n and the (value, signature) terms whose sum of value * wins / C(n, k) is maj@k."""
     z = _as_values(correct)
     n = z.size

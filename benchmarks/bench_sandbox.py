@@ -17,7 +17,7 @@ The first three take turns (one pass over the 164 problems each, ``--repeats`` r
 load from other processes on a shared machine hits them alike.
 
 Also measured: per-execution overhead of a trivial program, sequential (median of 50).
-Usage: python benchmarks/bench_sandbox.py [--repeats 10] [--workers 2] [--limit N]
+Usage: python benchmarks/bench_sandbox.py [--repeats 10] [--workers 2] [--limit N] [--ballast-mb 2048]
 """
 
 from __future__ import annotations
@@ -88,11 +88,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--limit", type=int, default=None, help="only the first N problems")
+    ap.add_argument("--ballast-mb", type=int, default=0,
+                    help="touch this much memory in the benchmark process first, like a harness with a model "
+                         "loaded (`bonbench run` samples and grades in one process): fork()-based runners slow down")
     args = ap.parse_args(argv)
+    ballast = bytearray(args.ballast_mb << 20)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1  # resident, so that fork() has page tables to copy
 
     problems = list(read_problems().values())[: args.limit]
     print(f"workload: {len(problems)} HumanEval canonical solutions x {args.repeats} = {len(problems) * args.repeats} "
-          f"executions per variant, workers={args.workers}", flush=True)
+          f"executions per variant, workers={args.workers}, ballast={args.ballast_mb} MiB", flush=True)
 
     for name, ms in trivial_overhead_ms().items():
         print(f"  trivial program, sequential median: {name:42s} {ms:6.1f} ms", flush=True)

@@ -116,28 +116,48 @@ def pass_at_k(correct: Sequence[bool] | Sequence[float], k: int) -> float:
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1, dtype=np.float64)))
 
 
+def _as_matrix(rows: Sequence[Sequence[float]]) -> np.ndarray | None:
+    """[P, n] float matrix when every problem has the same n (one conversion, no per-row work)."""
+    try:
+        mat = np.asarray(rows, dtype=np.float64)
+    except ValueError:  # ragged: problems differ in n
+        return None
+    return mat if mat.ndim == 2 else None
+
+
+def _groups_by_n(rows: Sequence[Sequence[float]], what: str = "correct") -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """{n: (problem indices, [len, n] values)} with finite values checked."""
+    mat = _as_matrix(rows)
+    if mat is not None:
+        if not np.all(np.isfinite(mat)):
+            raise ValueError(f"{what} values must be finite")
+        return {mat.shape[1]: (np.arange(mat.shape[0]), mat)}
+    vals = [_as_values(r, what) for r in rows]
+    by_n: dict[int, list[int]] = defaultdict(list)
+    for p, v in enumerate(vals):
+        by_n[v.size].append(p)
+    return {n: (np.array(idx), np.stack([vals[p] for p in idx]).reshape(len(idx), n)) for n, idx in by_n.items()}
+
+
 def pass_curve(correct_per_problem: Sequence[Sequence[float]], ks: Sequence[int] | None = None) -> np.ndarray:
     """pass@k for every problem (rows) and every k in ``ks`` (default 1..max n); NaN where n < k.
 
     Closed form, vectorised: one table of C(n-c, k)/C(n, k) per distinct n, indexed by c.
     Problems with real-valued rewards get max@k (see ``pass_at_k``).
     """
-    rows = [_as_values(c) for c in correct_per_problem]
-    n_max = max((r.size for r in rows), default=0)
-    kk = _ks(ks, n_max)
-    out = np.full((len(rows), kk.size), np.nan)
-    by_n: dict[int, list[int]] = defaultdict(list)
-    real: list[int] = []
-    for p, r in enumerate(rows):
-        (by_n[r.size] if _is_binary(r) else real).append(p)
-    for n, idx in by_n.items():
+    groups = _groups_by_n(correct_per_problem)
+    kk = _ks(ks, max(groups, default=0))
+    out = np.full((len(correct_per_problem), kk.size), np.nan)
+    for n, (idx, mat) in groups.items():
         if n == 0:
             continue
-        ok = kk <= n
-        c = np.array([int(rows[p].sum()) for p in idx])
-        out[np.ix_(idx, np.flatnonzero(ok))] = 1.0 - _pass_table(n)[c][:, kk[ok] - 1]
-    if real:
-        out[real] = bon_curve([rows[p] for p in real], [rows[p] for p in real], kk)
+        cols = np.flatnonzero(kk <= n)
+        binary = np.all((mat == 0.0) | (mat == 1.0), axis=1)
+        c = mat[binary].sum(axis=1).astype(np.int64)
+        out[np.ix_(idx[binary], cols)] = 1.0 - _pass_table(n)[c][:, kk[cols] - 1]
+        if not binary.all():
+            real = mat[~binary]
+            out[np.ix_(idx[~binary], cols)] = _bon_rows(real, real, kk[cols])
     return out
 
 
@@ -213,8 +233,13 @@ def bon_at_k(scores: Sequence[float], correct: Sequence[float], k: int) -> float
     z = _as_values(correct)
     s = _check_scores(scores, z.size)
     _check_k(k, z.size)
-    _, _, zbar = _sorted_block_means(s[None, :], z[None, :])
-    return float(zbar[0] @ _rank_weights(z.size)[:, k - 1])
+    return float(_bon_rows(s[None, :], z[None, :], np.array([k]))[0, 0])
+
+
+def _bon_rows(scores: np.ndarray, z: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """bon@k of each row of [P, n] scores / correct, for every k in ``ks`` (all <= n)."""
+    _, _, zbar = _sorted_block_means(scores, z)
+    return zbar @ _rank_weights(z.shape[1])[:, ks - 1]
 
 
 def bon_curve(scores_per_problem: Sequence[Sequence[float]], correct_per_problem: Sequence[Sequence[float]],
@@ -225,20 +250,23 @@ def bon_curve(scores_per_problem: Sequence[Sequence[float]], correct_per_problem
     """
     if len(scores_per_problem) != len(correct_per_problem):
         raise ValueError("scores_per_problem and correct_per_problem differ in length")
-    zs = [_as_values(c) for c in correct_per_problem]
-    ss = [_check_scores(s, z.size) for s, z in zip(scores_per_problem, zs)]
-    n_max = max((z.size for z in zs), default=0)
-    kk = _ks(ks, n_max)
-    out = np.full((len(zs), kk.size), np.nan)
-    by_n: dict[int, list[int]] = defaultdict(list)
-    for p, z in enumerate(zs):
-        by_n[z.size].append(p)
-    for n, idx in by_n.items():
+    groups = _groups_by_n(correct_per_problem)
+    s_mat = _as_matrix(scores_per_problem)
+    kk = _ks(ks, max(groups, default=0))
+    out = np.full((len(correct_per_problem), kk.size), np.nan)
+    for n, (idx, z) in groups.items():
+        if s_mat is not None and s_mat.shape == (len(correct_per_problem), n):
+            s = s_mat[idx]
+        else:
+            s = np.stack([_check_scores(scores_per_problem[p], n) for p in idx]).reshape(len(idx), n)
+        if s.shape != z.shape:
+            raise ValueError(f"scores and correct differ in length ({s.shape[1]} vs {n})")
+        if np.isnan(s).any():
+            raise ValueError("verifier scores must not be NaN (ties and order would be undefined)")
         if n == 0:
             continue
-        ok = np.flatnonzero(kk <= n)
-        _, _, zbar = _sorted_block_means(np.stack([ss[p] for p in idx]), np.stack([zs[p] for p in idx]))
-        out[np.ix_(idx, ok)] = zbar @ _rank_weights(n)[:, kk[ok] - 1]
+        cols = np.flatnonzero(kk <= n)
+        out[np.ix_(idx, cols)] = _bon_rows(s, z, kk[cols])
     return out
 
 

@@ -298,6 +298,11 @@ def test_maj_many_clusters_large_n(n: int) -> None:
     lambda: maj_at_k(["A"], [True, False], 1),
     lambda: pass_curve([[1, 0]], [0, 1]),
     lambda: bon_curve([[0.1]], [[1], [0]]),
+    lambda: bon_curve([[0.1, 0.2]], [[1]]),
+    lambda: bon_curve([[0.1, 0.2], [0.3]], [[1, 0], [1, 1]]),
+    lambda: bon_curve([[0.1, float("nan")]], [[1, 0]]),
+    lambda: pass_curve([[1.0, float("inf")]]),
+    lambda: maj_curve([["A"]], [[1, 0]]),
 ])
 def test_value_errors(call) -> None:
     with pytest.raises(ValueError):

@@ -77,28 +77,34 @@ REQUESTS = [
 PARAMS = SamplingParams(temperature=0.8, max_tokens=12, seed=0)
 
 
-def _run_engine(model: ResolvedModel) -> list[list]:
+def _run_engine(model: ResolvedModel, chunked_too: bool) -> tuple[list[list], list[list]]:
+    """One engine: both requests in one generate call, then (optionally) in chunks of >= 3 samples."""
     from bonbench.sampler.vllm import VLLMSampler
 
-    sampler = VLLMSampler(model, seed=0, max_model_len=512, enforce_eager=True, chunk_samples=3)
+    sampler = VLLMSampler(model, seed=0, max_model_len=512, enforce_eager=True)
     try:
-        return list(sampler.generate(REQUESTS, PARAMS))
+        together = list(sampler.generate(REQUESTS, PARAMS))
+        sampler.chunk_samples = 3
+        chunked = list(sampler.generate(REQUESTS, PARAMS)) if chunked_too else []
+        return together, chunked
     finally:
         sampler.close()
 
 
 @pytest.fixture(scope="module")
-def two_runs() -> tuple[list[list], list[list]]:
+def two_runs() -> tuple[tuple[list[list], list[list]], tuple[list[list], list[list]]]:
     # same seed, fresh engine, same calls: the engine-level seed must reproduce every sample
     model = resolve_model(None)
-    return _run_engine(model), _run_engine(model)
+    return _run_engine(model, chunked_too=True), _run_engine(model, chunked_too=False)
 
 
 @pytest.mark.slow
-def test_vllm_samples_are_well_formed(two_runs: tuple[list[list], list[list]]) -> None:
-    groups, _ = two_runs
-    assert [len(g) for g in groups] == [3, 2], "each chunk of >= 3 samples is yielded on its own"
-    samples = {s.key: s for g in groups for s in g}
+def test_vllm_samples_are_well_formed(two_runs: tuple) -> None:
+    (together, chunked), _ = two_runs
+    assert [len(g) for g in together] == [5]
+    assert [len(g) for g in chunked] == [3, 2], "each chunk of >= 3 samples is yielded on its own"
+    samples = {s.key: s for g in together for s in g}
+    assert {s.key for g in chunked for s in g} == set(samples)
     assert set(samples) == {("math", 0), ("math", 1), ("math", 2), ("code", 4), ("code", 7)}
     for s in samples.values():
         assert s.finish_reason in ("stop", "length")
@@ -111,8 +117,8 @@ def test_vllm_samples_are_well_formed(two_runs: tuple[list[list], list[list]]) -
 
 
 @pytest.mark.slow
-def test_vllm_same_seed_same_samples(two_runs: tuple[list[list], list[list]]) -> None:
-    a, b = ({s.key: s for g in run for s in g} for run in two_runs)
+def test_vllm_same_seed_same_samples(two_runs: tuple) -> None:
+    a, b = ({s.key: s for g in run[0] for s in g} for run in two_runs)
     assert {k: s.completion for k, s in a.items()} == {k: s.completion for k, s in b.items()}
     for k in a:
         assert a[k].logprob == pytest.approx(b[k].logprob, abs=1e-3)

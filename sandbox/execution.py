@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 #: Bumped whenever isolation, limits or classification change: it is part of every cache key.
-SANDBOX_VERSION = "1"
+SANDBOX_VERSION = "2"
 
 STATUSES = ("ok", "timeout", "memory", "runtime_error", "killed", "output_limit", "file_limit", "sandbox_error")
 

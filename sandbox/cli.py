@@ -6,8 +6,8 @@
 ``run`` prints ``{"status", "exit_code", "stdout", "stderr", "wall_s", "signal", ...}`` on stdout
 and exits 0 when the status is "ok", 1 otherwise (and 1 with a one-line message on stderr when
 bubblewrap is unusable). ``check`` runs the bubblewrap self-check and prints the per-execution
-overhead. The bonbench CLI mounts this as its ``sandbox`` subcommand through `add_arguments`
-and `run_from_args`; nothing here imports bonbench.
+overhead. The bonbench CLI mounts ``run`` as ``bonbench sandbox run`` through `add_arguments`
+(the run arguments) and `run_from_args`; nothing here imports bonbench.
 """
 
 from __future__ import annotations
@@ -23,26 +23,26 @@ from bonbench_sandbox.execution import SandboxUnavailable, ensure_available, exe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the ``run`` and ``check`` sub-commands to ``parser``."""
-    sub = parser.add_subparsers(dest="sandbox_command", required=True)
-    run = sub.add_parser("run", help="run PROGRAM.py in the sandbox and print the result as JSON")
-    run.add_argument("program", type=Path, help="Python file to run (as main.py in the sandbox)")
-    run.add_argument("--stdin", type=Path, default=None, help="file whose contents are fed on stdin")
-    run.add_argument("--timeout", type=float, default=10.0, help="wall-clock limit in seconds (default 10)")
-    run.add_argument("--memory-mb", type=int, default=1024, help="address-space limit in MiB (default 1024)")
-    run.add_argument("--cpu-s", type=float, default=None, help="CPU-seconds limit (default: timeout + 1)")
-    run.add_argument("--max-output-bytes", type=int, default=1 << 20, help="bytes kept per stream (default 1 MiB)")
-    run.add_argument("--python", default=None, help="interpreter to run inside (default /usr/bin/python3)")
-    run.add_argument("--unsafe-no-sandbox", action="store_true",
-                     help="no namespaces: only rlimits, uid 65534, a temp dir and a process-group kill")
-    check = sub.add_parser("check", help="verify bubblewrap works here and measure its overhead")
-    check.add_argument("--python", default=None, help="interpreter to check (default /usr/bin/python3)")
+    """Add the arguments of ``run`` (PROGRAM.py and the limits) to ``parser``.
+
+    The bonbench CLI calls this on its ``sandbox run`` parser; `main` does the same for the
+    stand-alone command and adds ``check`` next to it.
+    """
+    parser.add_argument("program", type=Path, help="Python file to run (as main.py in the sandbox)")
+    parser.add_argument("--stdin", type=Path, default=None, help="file whose contents are fed on stdin")
+    parser.add_argument("--timeout", type=float, default=10.0, help="wall-clock limit in seconds (default 10)")
+    parser.add_argument("--memory-mb", type=int, default=1024, help="address-space limit in MiB (default 1024)")
+    parser.add_argument("--cpu-s", type=float, default=None, help="CPU-seconds limit (default: timeout + 1)")
+    parser.add_argument("--max-output-bytes", type=int, default=1 << 20, help="bytes kept per stream (default 1 MiB)")
+    parser.add_argument("--python", default=None, help="interpreter to run inside (default /usr/bin/python3)")
+    parser.add_argument("--unsafe-no-sandbox", action="store_true",
+                        help="no namespaces: only rlimits, uid 65534, a temp dir and a process-group kill")
 
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Execute the parsed command; returns the process exit code."""
     try:
-        if args.sandbox_command == "check":
+        if getattr(args, "sandbox_command", "run") == "check":
             return _check(args.python)
         program = args.program.read_text(encoding="utf-8")
         stdin = args.stdin.read_text(encoding="utf-8") if args.stdin is not None else None
@@ -72,7 +72,10 @@ def _check(python: str | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Stand-alone entry point: ``python -m bonbench_sandbox.cli run prog.py``."""
     parser = argparse.ArgumentParser(prog="bonbench sandbox", description=__doc__.splitlines()[0])
-    add_arguments(parser)
+    sub = parser.add_subparsers(dest="sandbox_command", required=True)
+    add_arguments(sub.add_parser("run", help="run PROGRAM.py in the sandbox and print the result as JSON"))
+    check = sub.add_parser("check", help="verify bubblewrap works here and measure its overhead")
+    check.add_argument("--python", default=None, help="interpreter to check (default /usr/bin/python3)")
     return run_from_args(parser.parse_args(argv))
 
 

@@ -345,3 +345,19 @@ def test_uid_drop_without_setpriv(monkeypatch: pytest.MonkeyPatch, unsafe: bool)
     monkeypatch.setattr(execution, "_setpriv_path", lambda: None)
     res = execute("import os; print(os.getuid(), os.getgid(), os.getgroups())", unsafe=unsafe)
     assert (res.status, res.stdout) == ("ok", "65534 65534 []\n")
+
+
+def test_cli_mounts_into_a_host_parser(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The way bonbench's CLI mounts it: `bonbench sandbox run PROGRAM.py ...`.
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="bonbench")
+    sub = parser.add_subparsers(dest="command")
+    sandbox_sub = sub.add_parser("sandbox").add_subparsers(dest="sandbox_command", required=True)
+    cli.add_arguments(sandbox_sub.add_parser("run"))
+    prog = tmp_path / "p.py"
+    prog.write_text("import sys; sys.exit(3)")
+    args = parser.parse_args(["sandbox", "run", str(prog), "--timeout", "5", "--memory-mb", "256"])
+    assert cli.run_from_args(args) == 1
+    row = json.loads(capsys.readouterr().out)
+    assert (row["status"], row["exit_code"]) == ("runtime_error", 3)

@@ -134,7 +134,7 @@ def _resolve_n(specs: Sequence[Any], n: int | None) -> int:
 
 def _load_task(name: str | None, args: argparse.Namespace) -> Any:
     from bonbench.data import resolve_data_dir
-    from bonbench.registry import get_task
+    from bonbench.registry import get_task, task_parameters
 
     if not name:
         raise BonbenchError("--task is required; see `bonbench list tasks`")
@@ -143,7 +143,8 @@ def _load_task(name: str | None, args: argparse.Namespace) -> Any:
     if data_dir is not None:
         kwargs["data_dir"] = str(data_dir)
     # executions are cached beside the results they belong to, so re-scoring never re-executes
-    os.environ.setdefault("BONBENCH_EXEC_CACHE", str(Path(args.out) / "cache" / "exec"))
+    if "exec_cache" in task_parameters(name) and "exec_cache" not in kwargs and not os.environ.get("BONBENCH_EXEC_CACHE"):
+        kwargs["exec_cache"] = str(Path(args.out) / "cache" / "exec")
     task = get_task(name, **kwargs)
     if getattr(args, "unsafe_no_sandbox", False) and hasattr(task.grader, "unsafe"):
         task.grader.unsafe = True

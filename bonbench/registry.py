@@ -163,6 +163,14 @@ def get_task(name: str, **kwargs: Any) -> Task:
     return factory(**coerced)
 
 
+def task_parameters(name: str) -> set[str]:
+    """The keyword arguments task ``name``'s factory accepts."""
+    load_plugins()
+    if name not in _TASKS:
+        return set()
+    return set(inspect.signature(_TASKS[name]).parameters)
+
+
 def get_verifier(name: str, **kwargs: Any) -> Verifier:
     load_plugins()
     if name not in _VERIFIERS:

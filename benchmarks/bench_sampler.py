@@ -45,19 +45,23 @@ def timed(fn: Callable[[], int]) -> tuple[int, float]:
 
 
 def compare(variants: dict[str, Callable[[], int]], rounds: int) -> dict[str, float]:
-    """Run the variants in turn (A B C A B C ...) and keep each one's best round: on a machine shared
+    """Run the variants in turn (A B C, B C A, ...) and keep each one's best round: on a machine shared
     with other jobs the load drifts, and interleaving plus best-of keeps the ratios comparable."""
     best: dict[str, tuple[int, float]] = {}
+    names = list(variants)
     for r in range(rounds):
-        for name, fn in variants.items():
+        # rotate the order every round so no variant always runs first (right after a pause)
+        for name in names[r % len(names):] + names[: r % len(names)]:
+            fn = variants[name]
             tokens, secs = timed(fn)
             print(f"  round {r + 1}: {name:<46} {tokens:>7} tok {secs:>8.1f} s {tokens / secs:>8.1f} tok/s", flush=True)
             if name not in best or tokens / secs > best[name][0] / best[name][1]:
                 best[name] = (tokens, secs)
     print(f"  best of {rounds}:")
-    for name, (tokens, secs) in best.items():
+    for name in names:
+        tokens, secs = best[name]
         print(f"    {name:<46} {tokens / secs:>8.1f} tok/s", flush=True)
-    return {name: tokens / secs for name, (tokens, secs) in best.items()}
+    return {name: best[name][0] / best[name][1] for name in names}
 
 
 def bench_vllm(model: ResolvedModel, requests: list[SampleRequest], params: SamplingParams, compile_: bool, rounds: int) -> None:

@@ -85,6 +85,9 @@ def set_cpu_env_defaults() -> None:
 def import_vllm() -> Any:
     """Import vllm (after setting the CPU defaults) or raise a ``BonbenchError`` naming the fix."""
     set_cpu_env_defaults()
+    # vLLM logs to stdout by default; bonbench's stdout is the metrics table and the run dir.
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     try:
         import vllm
         from vllm import LLM, SamplingParams  # noqa: F401  (the LLM path is what pulls torchvision in)

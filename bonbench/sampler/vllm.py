@@ -24,8 +24,9 @@ text is trimmed before it). The hf backend follows the same convention.
 On CPU (no CUDA) the module sets, unless the user already did, before importing vllm:
 ``VLLM_CPU_OMP_THREADS_BIND`` = every CPU this process may use (vLLM's default binds one core),
 ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``, ``VLLM_CPU_KVCACHE_SPACE=4`` (GiB) and
-``VLLM_ENABLE_V1_MULTIPROCESSING=0``. vLLM may still spawn worker processes, so scripts using this
-backend need an ``if __name__ == "__main__":`` guard.
+``VLLM_ENABLE_V1_MULTIPROCESSING=0``; on every machine it sends vLLM's log to stderr at WARNING
+level. vLLM may still spawn worker processes, so scripts using this backend need an
+``if __name__ == "__main__":`` guard.
 
 This module does not render prompts, retry failed requests or pick the backend (``select.py`` does).
 """

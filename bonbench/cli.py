@@ -115,9 +115,16 @@ def _version() -> str:
 
 
 def _metric_specs(args: argparse.Namespace, default: Sequence[str]) -> list[Any]:
+    """The requested metrics plus their companions: pass@1, and pass@k / maj@k beside each bon@k.
+
+    A bon@k value means little without the oracle ceiling (pass@k) and the verifier-free baseline
+    (maj@k) at the same k, and all of them come from the same samples at no sampling cost.
+    """
     from bonbench.estimators import parse_metrics
 
-    return parse_metrics(args.metric or list(default))
+    specs = parse_metrics(args.metric or list(default))
+    extra = ["pass@1"] + [f"{kind}@{s.k}" for s in specs if s.kind == "bon" for kind in ("pass", "maj")]
+    return parse_metrics([s.name for s in specs] + extra)
 
 
 def _resolve_n(specs: Sequence[Any], n: int | None) -> int:

@@ -44,7 +44,7 @@ def test_run_writes_complete_run_dir_and_rerun_is_noop(tmp_path: Path) -> None:
     for name in ("config.json", "samples.jsonl", "grades/exact.jsonl", "scores/oracle.jsonl", "metrics.json", "curves.json"):
         assert (run_dir / name).exists(), name
     doc = json.loads((run_dir / "metrics.json").read_text())
-    assert set(doc["metrics"]) == {"pass@1", "pass@4", "maj@8", "bon@8"}
+    assert set(doc["metrics"]) == {"pass@1", "pass@4", "maj@8", "bon@8", "pass@8"}
     # the table went to stdout with CIs
     assert "pass@4" in proc.stdout and "95% CI" in proc.stdout
     # oracle verifier: bon@k is exactly pass@k

@@ -45,12 +45,11 @@ import numpy as np
 
 from bonbench.data import file_fingerprint, local_file, read_jsonl, resolve_data_dir
 from bonbench.errors import BonbenchError
-from bonbench.graders.math import MathGrader
 from bonbench.prompts import MATH_FEWSHOT
 from bonbench.records import Grade, Problem, Score
 from bonbench.registry import Task, register_task
 # SUBJECTS: MATH folder name (as in unique_id) -> display name (the "type" field)
-from bonbench_tasks.math import PROMPT_ID, SUBJECTS, make_render
+from bonbench_tasks.math import SUBJECTS, math_style_task
 
 TASK_NAME = "functional_math"
 VERSION = 1
@@ -354,20 +353,8 @@ def functional_math_task(data_dir: str | None = None, snapshots: str = ",".join(
     if not problems:
         raise BonbenchError(f"no functional_math problems match level={level!r} subject={subject!r}; loosen the filters")
     n_ids = len(problems) // (1 + len(chosen))
-    return Task(
-        name=TASK_NAME,
-        version=VERSION,
-        problems=problems,
-        render=make_render(int(fewshot)),
-        grader=MathGrader(),
-        prompt_id=PROMPT_ID,
-        default_metrics=("pass@1", "maj@4", "pass@4"),
-        max_tokens=512,
-        # snapshots, level and subject only select problems; a problem's prompt never depends on them
-        hash_args={"fewshot": int(fewshot)},
-        fingerprint=fingerprint,
-        extra_metrics=FunctionalMetrics(chosen),
-        description=(f"Functional MATH() (Srivastava et al. 2024; data GPL-3.0): {n_ids} MATH test problems, "
-                     f"static + snapshots {', '.join(chosen)}; generic metrics pool all variants, see "
-                     "static_accuracy / functional_accuracy / reasoning_gap and metric[variant]"),
-    )
+    description = (f"Functional MATH() (Srivastava et al. 2024; data GPL-3.0): {n_ids} MATH test problems, "
+                   f"static + snapshots {', '.join(chosen)}; generic metrics pool all variants, see "
+                   "static_accuracy / functional_accuracy / reasoning_gap and metric[variant]")
+    return math_style_task(TASK_NAME, VERSION, problems, fingerprint, int(fewshot), description,
+                           extra_metrics=FunctionalMetrics(chosen))

@@ -135,18 +135,27 @@ def _build(name: str, data_dir: str | None, split: str, subset: str, level: int 
     problems = _select((to_problem(r, split) for r in rows), level, subject)
     if not problems:
         raise BonbenchError(f"no {name} problems match level={level!r} subject={subject!r}; loosen the filters")
+    return math_style_task(name, VERSION, problems, fingerprint, int(fewshot),
+                           "MATH-500 (PRM800K test split)" if subset == "math500" else f"Hendrycks MATH ({split})")
+
+
+def math_style_task(name: str, version: int, problems: tuple[Problem, ...], fingerprint: str, fewshot: int,
+                    description: str, max_tokens: int = 512, extra_metrics: Callable[..., Any] | None = None) -> Task:
+    """A Task with MATH's prompts, grader and default metrics; the held-out math tasks build theirs here too."""
     return Task(
         name=name,
-        version=VERSION,
+        version=version,
         problems=problems,
-        render=make_render(int(fewshot)),
+        render=make_render(fewshot),
         grader=MathGrader(),
         prompt_id=PROMPT_ID,
         default_metrics=("pass@1", "maj@4", "pass@4"),
-        max_tokens=512,
-        hash_args={"fewshot": int(fewshot)},
+        max_tokens=max_tokens,
+        # level/subject/snapshot filters only select problems; a problem's prompt depends on fewshot alone
+        hash_args={"fewshot": fewshot},
         fingerprint=fingerprint,
-        description="MATH-500 (PRM800K test split)" if subset == "math500" else f"Hendrycks MATH ({split})",
+        extra_metrics=extra_metrics,
+        description=description,
     )
 
 

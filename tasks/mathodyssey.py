@@ -34,11 +34,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.errors import BonbenchError
-from bonbench.graders.math import MathGrader
 from bonbench.prompts import MATH_FEWSHOT
 from bonbench.records import Grade, Problem
 from bonbench.registry import Task, register_task
-from bonbench_tasks.math import PROMPT_ID, make_render
+from bonbench_tasks.math import math_style_task
 
 TASK_NAME = "mathodyssey"
 VERSION = 1
@@ -364,19 +363,9 @@ def mathodyssey_task(data_dir: str | None = None, level: str | None = None, subj
     fate = "kept (include_abstained=true; they cannot be graded correct reliably)" if include_abstained else "excluded"
     note = (f"{len(abstained)} of {len(selected)} selected gold answers cannot be checked by the rule grader, {fate}"
             + (f": {', '.join(f'{pid} ({why})' for pid, why in abstained.items())}" if abstained else ""))
-    return Task(
-        name=TASK_NAME,
-        version=VERSION,
-        problems=problems,
-        render=make_render(int(fewshot)),
-        grader=MathGrader(),
-        prompt_id=PROMPT_ID,
-        default_metrics=("pass@1", "maj@4", "pass@4"),
-        # college-level solutions run longer than MATH's
-        max_tokens=1024,
-        # level, subject and include_abstained only select problems; prompts do not depend on them
-        hash_args={"fewshot": int(fewshot)},
-        fingerprint=fingerprint,
+    return math_style_task(
+        TASK_NAME, VERSION, problems, fingerprint, int(fewshot),
+        f"MathOdyssey (Fang et al. 2024), deterministic rule grading (the paper used an LLM judge); {note}",
+        max_tokens=1024,  # college-level solutions run longer than MATH's
         extra_metrics=AbstentionReport(abstained, len(selected), excluded=not include_abstained),
-        description=f"MathOdyssey (Fang et al. 2024), deterministic rule grading (the paper used an LLM judge); {note}",
     )

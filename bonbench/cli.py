@@ -194,15 +194,10 @@ def _default_verifier(specs: Sequence[Any], args: argparse.Namespace) -> Any:
     return get_verifier("logprob") if needs_scores(specs) else None
 
 
-def _print_result(doc: dict[str, Any], run_dir: Path) -> None:
-    from bonbench.report import print_metrics
-
-    print_metrics(doc, run_dir)
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from bonbench import pipeline
     from bonbench.config import RunConfig
+    from bonbench.report import print_metrics
 
     task = _load_task(args.task, args)
     specs = _metric_specs(args, task.default_metrics)
@@ -275,7 +270,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             progress.prefix = f"T={run.cfg.temperature:g}" if len(runs) > 1 else ""
             docs.append(pipeline.evaluate(run, specs, verifier, progress, n_boot=args.n_boot))
     for run, doc in zip(runs, docs):
-        _print_result(doc, run.store.root)
+        print_metrics(doc)
     if len(runs) > 1:
         sweep_path = pipeline.write_sweep(runs, Path(args.out))
         for run in runs:
@@ -289,6 +284,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from bonbench import pipeline
     from bonbench.config import RunConfig
+    from bonbench.report import print_metrics
     from bonbench.store import RunStore
 
     if args.run_dir and args.samples:
@@ -338,7 +334,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     verifier = _default_verifier(specs, args)
     with _Progress() as progress:
         doc = pipeline.evaluate(run, specs, verifier, progress, n_boot=args.n_boot)
-    _print_result(doc, run.store.root)
+    print_metrics(doc)
     print(run.store.root)
     return 0
 
@@ -352,7 +348,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not dirs:
         raise BonbenchError(f"no scored run directories under {args.path}; run `bonbench run` first")
     for d in dirs:
-        print_metrics(read_json(d / "metrics.json"), d)
+        print_metrics(read_json(d / "metrics.json"))
         print(d)
     return 0
 

@@ -6,7 +6,6 @@ live in bonbench.analysis.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping
 
 from rich.console import Console
@@ -41,7 +40,7 @@ def metrics_table(doc: Mapping[str, Any], title: str | None = None) -> Table:
     return table
 
 
-def print_metrics(doc: Mapping[str, Any], run_dir: Path | None = None, console: Console | None = None) -> None:
+def print_metrics(doc: Mapping[str, Any], console: Console | None = None) -> None:
     """Print the metrics table to stdout."""
     console = console or Console(soft_wrap=True)
     verifier = doc.get("verifier")

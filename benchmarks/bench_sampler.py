@@ -20,6 +20,7 @@ This script measures; it asserts nothing (goals are printed next to the ratios).
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 from typing import Any, Callable
 
@@ -44,24 +45,36 @@ def timed(fn: Callable[[], int]) -> tuple[int, float]:
     return tokens, time.perf_counter() - t0
 
 
-def compare(variants: dict[str, Callable[[], int]], rounds: int) -> dict[str, float]:
-    """Run the variants in turn (A B C, B C A, ...) and keep each one's best round: on a machine shared
-    with other jobs the load drifts, and interleaving plus best-of keeps the ratios comparable."""
-    best: dict[str, tuple[int, float]] = {}
+def compare(variants: dict[str, Callable[[], int]], rounds: int) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """Run the variants in turn (A B C, B C A, ...); return each one's best rate and every round's rates.
+
+    On a machine shared with other jobs the speed drifts (measured here: the same engine went from
+    240 to 146 tok/s within one 15-minute run), so best-of can compare a fast minute with a slow
+    one; the callers also print the median of within-round ratios, whose two sides ran minutes apart.
+    """
+    best: dict[str, float] = {}
+    per_round: list[dict[str, float]] = []
     names = list(variants)
     for r in range(rounds):
+        rates: dict[str, float] = {}
         # rotate the order every round so no variant always runs first (right after a pause)
         for name in names[r % len(names):] + names[: r % len(names)]:
-            fn = variants[name]
-            tokens, secs = timed(fn)
+            tokens, secs = timed(variants[name])
+            rates[name] = tokens / secs
             print(f"  round {r + 1}: {name:<46} {tokens:>7} tok {secs:>8.1f} s {tokens / secs:>8.1f} tok/s", flush=True)
-            if name not in best or tokens / secs > best[name][0] / best[name][1]:
-                best[name] = (tokens, secs)
+            best[name] = max(best.get(name, 0.0), rates[name])
+        per_round.append(rates)
     print(f"  best of {rounds}:")
     for name in names:
-        tokens, secs = best[name]
-        print(f"    {name:<46} {tokens / secs:>8.1f} tok/s", flush=True)
-    return {name: best[name][0] / best[name][1] for name in names}
+        print(f"    {name:<46} {best[name]:>8.1f} tok/s", flush=True)
+    return best, per_round
+
+
+def ratio_line(label: str, a: str, b: str, best: dict[str, float], per_round: list[dict[str, float]], goal: str) -> str:
+    """``label = best-of ratio (within rounds: r1, r2, ...; median m) goal``."""
+    within = [r[a] / r[b] for r in per_round]
+    return (f"  ratio {label:<28} = {best[a] / best[b]:.2f}x best-of (within rounds: "
+            f"{', '.join(f'{x:.2f}' for x in within)}; median {statistics.median(within):.2f}x) {goal}")
 
 
 def bench_vllm(model: ResolvedModel, requests: list[SampleRequest], params: SamplingParams, compile_: bool, rounds: int) -> None:
@@ -93,13 +106,12 @@ def bench_vllm(model: ResolvedModel, requests: list[SampleRequest], params: Samp
         dup = [p for p in prompts for _ in range(n)]
         return sum(len(c.token_ids) for o in llm.generate(dup, one, use_tqdm=False) for c in o.outputs)
 
-    rates = compare({"bonbench vllm backend": ours, "raw LLM.generate, SamplingParams(n)": raw_n,
-                     "raw LLM.generate, SamplingParams(n, logprobs=0)": raw_n_logprobs,
-                     "raw LLM.generate, duplicated prompts, n=1": raw_dup}, rounds)
-    a, b, b_lp, c = rates.values()
-    print(f"  ratio bonbench / raw n            = {a / b:.2f}x (goal >= 0.95x)")
-    print(f"  ratio bonbench / raw n + logprobs = {a / b_lp:.2f}x (same work as bonbench)")
-    print(f"  ratio bonbench / duplicated       = {a / c:.2f}x (goal >= 1.5x)", flush=True)
+    names = ["bonbench vllm backend", "raw LLM.generate, SamplingParams(n)",
+             "raw LLM.generate, SamplingParams(n, logprobs=0)", "raw LLM.generate, duplicated prompts, n=1"]
+    best, per_round = compare(dict(zip(names, (ours, raw_n, raw_n_logprobs, raw_dup))), rounds)
+    print(ratio_line("bonbench / raw n", names[0], names[1], best, per_round, "(goal >= 0.95x)"))
+    print(ratio_line("bonbench / raw n + logprobs", names[0], names[2], best, per_round, "(same work as bonbench)"))
+    print(ratio_line("bonbench / duplicated", names[0], names[3], best, per_round, "(goal >= 1.5x)"), flush=True)
     sampler.close()
 
 
@@ -133,9 +145,9 @@ def bench_hf(model: ResolvedModel, requests: list[SampleRequest], params: Sampli
                 total += ends[0] + 1 if ends else len(row)
         return total
 
-    rates = compare({"bonbench hf backend": ours, "transformers generate(num_return_sequences=n)": hf_generate}, rounds)
-    a, b = rates.values()
-    print(f"  ratio bonbench hf / generate  = {a / b:.2f}x (goal >= 2.5x)", flush=True)
+    names = ["bonbench hf backend", "transformers generate(num_return_sequences=n)"]
+    best, per_round = compare(dict(zip(names, (ours, hf_generate))), rounds)
+    print(ratio_line("bonbench hf / generate", names[0], names[1], best, per_round, "(goal >= 2.5x)"), flush=True)
     sampler.close()
 
 
@@ -149,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--hf-problems", type=int, default=2, help="HF generate is slow: fewer problems for the hf pair")
     ap.add_argument("--hf-max-tokens", type=int, default=64)
     ap.add_argument("--compile", action="store_true", help="let vLLM compile (slower start, faster decode)")
-    ap.add_argument("--rounds", type=int, default=2, help="interleaved repetitions; the best round of each variant counts")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved repetitions (best-of and within-round ratios are printed)")
     args = ap.parse_args(argv)
 
     model = resolve_model(args.model)

@@ -12,6 +12,7 @@ This module does not parse flags (cli.py) or print tables (report.py).
 from __future__ import annotations
 
 import hashlib
+import json
 import platform
 import subprocess
 import time
@@ -149,16 +150,33 @@ def load_samples(run: PreparedRun) -> dict[tuple[str, int], Sample]:
     return samples
 
 
+def grading_id(task: Task) -> str:
+    """The id of the task's grading settings (``Task.grade_args``); "" when it has none.
+
+    Not a hash of the problems: the dataset fingerprint covers those. JSON with sorted keys, so
+    the id does not depend on argument order; values are the factory's (already parsed) ones.
+    """
+    if not task.grade_args:
+        return ""
+    blob = json.dumps(dict(task.grade_args), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
 def grade(run: PreparedRun, samples: dict[tuple[str, int], Sample], progress: Progress = _noop) -> dict[tuple[str, int], Grade]:
-    """Grade samples lacking a row of the current grader version; returns grades for ``samples``."""
+    """Grade samples lacking a row of the current grader version and grading settings.
+
+    Returns grades for ``samples``. A row graded under other settings (``-T timeout_s=...``) or by
+    an older grader version stays in the file but is not used; the new verdict is appended.
+    """
     grader = run.task.grader
+    gid = grading_id(run.task)
     table = run.store.grades(grader.name)
-    grades = table.read(lambda g: g.grader_version == grader.version)
+    grades = table.read(lambda g: g.grader_version == grader.version and g.grading_id == gid)
     todo = [s for k, s in sorted(samples.items()) if k not in grades]
     problems = {p.id: p for p in run.problems}
     for start in range(0, len(todo), GRADE_CHUNK):
         chunk = todo[start:start + GRADE_CHUNK]
-        new = grader.grade(problems, chunk)
+        new = [replace(g, grading_id=gid) for g in grader.grade(problems, chunk)]
         got = {g.key for g in new}
         if got != {s.key for s in chunk}:
             raise BonbenchError(f"grader {grader.name!r} returned {len(got)} grades for {len(chunk)} samples; this is a grader bug")
@@ -223,14 +241,18 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[tuple[str,
         for name, m in extra.items():
             metrics[name] = _metric_json(m) if isinstance(m, MetricValue) else dict(m)
     problem_set = _problem_set_hash(run.problems)
+    grading = {"grader": run.task.grader.name, "grader_version": run.task.grader.version,
+               "grade_args": dict(run.task.grade_args), "grading_id": grading_id(run.task)}
     doc: dict[str, Any] = {"metrics": {}, "per_problem": {}}
     for name in metrics:
         if name.startswith("bon@"):
             metrics[name]["verifier"] = verifier
     if run.store.metrics_path.exists():
         old = read_json(run.store.metrics_path)
-        # keep earlier metrics computed on the same problems and n; bon@k of another verifier is stale
-        if old.get("problem_set") == problem_set and old.get("n") == run.cfg.n:
+        # keep earlier metrics computed on the same problems, n and grading; bon@k of another
+        # verifier is stale. Files written before "grading" existed count as graded by "".
+        old_gid = (old.get("grading") or {}).get("grading_id", "")
+        if old.get("problem_set") == problem_set and old.get("n") == run.cfg.n and old_gid == grading["grading_id"]:
             doc = old
             for name in [m for m, v in doc["metrics"].items() if m.startswith("bon@") and v.get("verifier") != verifier]:
                 doc["metrics"].pop(name)
@@ -243,6 +265,7 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[tuple[str,
         "n": run.cfg.n,
         "verifier": verifier,
         "grader": run.task.grader.name,
+        "grading": grading,
         "problem_set": problem_set,
         "n_problems": len(run.problems),
         "provenance": {

@@ -73,7 +73,10 @@ class Grade:
     ``correct`` is the task's notion of correctness (None when the grader could not decide);
     ``score`` a real-valued reward where the task has one (e.g. sentiment); ``answer`` the
     canonical extracted answer that maj@k clusters on (None = abstain). A grader failure is data:
-    it goes to ``error``, never raises.
+    it goes to ``error``, never raises. ``grading_id`` names the task's grading settings (time
+    limits, test sets, tolerances: see ``Task.grade_args``) the verdict was reached under; the
+    pipeline stamps it, graders leave it empty, and "" means "no settings" (rows written before
+    the field existed read as "").
     """
 
     problem_id: str
@@ -85,6 +88,7 @@ class Grade:
     answer: str | None = None
     error: str | None = None
     detail: Mapping[str, Any] | None = None
+    grading_id: str = ""
 
     @property
     def key(self) -> tuple[str, int]:

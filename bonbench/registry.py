@@ -54,6 +54,9 @@ class Task:
     ``version`` must be bumped whenever problems, prompt or grading semantics change.
     ``hash_args`` are the factory arguments that change model outputs for a given problem (they go
     into the run id); selection-only arguments (filters, subsets) stay out so runs share samples.
+    ``grade_args`` are the factory arguments that change verdicts but not model outputs (time and
+    memory limits, which tests run, float tolerance): they stay out of the run id, so the samples
+    are reused, but they key the stored grades (``grading_id``), so changing one regrades.
     ``extra_metrics``, when set, computes task-specific dataset metrics from the grades
     (e.g. Functional MATH's functional accuracy); it is called as
     ``extra_metrics(grades_by_problem, specs=[metric names], scores_by_problem=... or None)`` and must
@@ -69,6 +72,7 @@ class Task:
     default_metrics: tuple[str, ...] = ("pass@1",)
     max_tokens: int = 512
     hash_args: Mapping[str, Any] = field(default_factory=dict)
+    grade_args: Mapping[str, Any] = field(default_factory=dict)
     fingerprint: str = ""
     extra_metrics: Callable[..., dict[str, Any]] | None = None
     description: str = ""

@@ -234,3 +234,33 @@ def test_score_humaneval_samples_file(tmp_path: Path, data_dir: Path, capsys: py
     assert doc["metrics"]["pass@10"]["value"] == pytest.approx(1.0)
     grades = [json.loads(line) for line in (run_dir / "grades" / "code.jsonl").read_text().splitlines()]
     assert len(grades) == 30 and sum(g["correct"] for g in grades) == 12
+
+
+def test_code_grading_settings_key_the_grades(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`-T timeout_s` does not change samples (same run dir) but does change verdicts: it regrades."""
+    import gzip
+
+    p = json.loads(next(iter(gzip.open(data_dir / "humaneval" / "HumanEval.jsonl.gz", "rt"))))
+    # sleeps 1.5 s on the first call only (check() calls it several times)
+    slow = "    import time\n    if not hasattr(time, 'slept'):\n        time.slept = time.sleep(1.5)\n" + p["canonical_solution"]
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"task_id": p["task_id"], "completion": slow}) + "\n")
+    base = ["score", "--task", "humaneval", "--samples", str(samples), "--data-dir", str(data_dir), "--out", str(tmp_path / "results")]
+
+    def passed(*task_args: str) -> tuple[float, Path]:
+        assert main(base + [a for t in task_args for a in ("-T", t)]) == 0
+        run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
+        return json.loads((run_dir / "metrics.json").read_text())["metrics"]["pass@1"]["value"], run_dir
+
+    value, run_dir = passed()
+    assert value == 1.0
+    strict, strict_dir = passed("timeout_s=0.8")
+    assert strict == 0.0 and strict_dir == run_dir  # same samples, same run, new verdict
+    doc = json.loads((run_dir / "metrics.json").read_text())
+    assert doc["grading"]["grade_args"] == {"timeout_s": 0.8}
+    rows = [json.loads(line) for line in (run_dir / "grades" / "code.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and rows[0]["grading_id"] != rows[1]["grading_id"]
+    assert "timeout" in rows[1]["detail"]["status"]
+    again, _ = passed("timeout_s=10")  # back to the default: the first verdict is reused, not re-run
+    assert again == 1.0
+    assert len((run_dir / "grades" / "code.jsonl").read_text().splitlines()) == 2

@@ -275,3 +275,23 @@ def test_real_gemma_few_shot(embedded_model: ResolvedModel) -> None:
     # a base model continuing this format closes the solution with the boxed answer most of the time
     assert sum("boxed" in s.completion for s in out.values()) >= 2, [s.completion for s in out.values()]
     assert any(s.finish_reason == "stop" for s in out.values())
+
+
+def test_dry_run_picks_the_default_backend_without_importing_vllm(tmp_path: Path, data_dir: Path) -> None:
+    """Choosing the backend looks vllm up but does not import it (15-45 s): a dry run stays quick."""
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    folder = tmp_path / "tiny"
+    build_tiny_model(folder)
+    code = ("import sys; from bonbench.cli import main; "
+            f"rc = main(['run', '--task', 'math500', '--limit', '1', '--model', {str(folder)!r}, '--data-dir', {str(data_dir)!r}, "
+            f"'--out', {str(tmp_path / 'results')!r}, '--dry-run']); "
+            "print('VLLM_IMPORTED', 'vllm' in sys.modules); sys.exit(rc)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "VLLM_IMPORTED False"
+    backend = json.loads(proc.stdout[:proc.stdout.index("\n}\n") + 2])["config"]["backend"]
+    assert backend == ("vllm" if importlib.util.find_spec("vllm") is not None else "hf")

@@ -254,7 +254,14 @@ def _choose(run: RunData, found: list[str], what: str, wanted: str | None) -> st
 def correctness_table(run: RunData, grader: str | None = None) -> dict[str, np.ndarray]:
     """problem_id -> correctness of samples 0..n_i-1 (ungraded/undecided count as incorrect)."""
     name = _choose(run, run.graders(), "grades", grader)
-    rows = run.store().grades(name).read()
+    # A grades file may hold verdicts from several grader versions or grading settings (a regrade
+    # appends); use the ones metrics.json was computed from when it says which.
+    grading = run.meta.get("grading") or {}
+    if grading.get("grader") == name:
+        version, gid = grading.get("grader_version"), grading.get("grading_id", "")
+        rows = run.store().grades(name).read(lambda g: g.grader_version == version and g.grading_id == gid)
+    else:
+        rows = run.store().grades(name).read()
     by_problem: dict[str, dict[int, float]] = {}
     for (pid, idx), g in rows.items():
         by_problem.setdefault(pid, {})[idx] = 1.0 if g.correct else 0.0

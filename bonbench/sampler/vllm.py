@@ -97,15 +97,6 @@ def import_vllm() -> Any:
     return vllm
 
 
-def vllm_available() -> bool:
-    """True if vllm imports cleanly here (used to pick the default backend)."""
-    try:
-        import_vllm()
-    except BonbenchError:
-        return False
-    return True
-
-
 class VLLMSampler:
     """Sampler protocol implementation on ``vllm.LLM``."""
 

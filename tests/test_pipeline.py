@@ -275,3 +275,25 @@ def test_code_grading_settings_key_the_grades(data_dir: Path, tmp_path: Path, ca
     assert rescored() == 0.0  # the saved setting is kept
     assert rescored("timeout_s=10") == 1.0
     assert len((run_dir / "grades" / "code.jsonl").read_text().splitlines()) == 2
+
+
+def test_run_replays_only_the_problems_of_a_samples_file(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --backend scripted --samples F` covers F's problems (as `score --samples` does), and so does a rescore."""
+    import gzip
+
+    problems = [json.loads(line) for line in gzip.open(data_dir / "humaneval" / "HumanEval.jsonl.gz", "rt")][:3]
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps({"task_id": p["task_id"], "completion": body}) + "\n"
+                               for p in problems for body in (p["canonical_solution"], "    return None\n")))
+    assert main(["run", "--task", "humaneval", "--backend", "scripted", "--samples", str(samples), "--metric", "pass@2",
+                 "--data-dir", str(data_dir), "--out", str(tmp_path / "results")]) == 0
+    run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    doc = json.loads((run_dir / "metrics.json").read_text())
+    assert doc["n_problems"] == 3 and doc["metrics"]["pass@1"]["value"] == 0.5 and doc["metrics"]["pass@2"]["value"] == 1.0
+    assert main(["score", str(run_dir), "--data-dir", str(data_dir)]) == 0
+    assert json.loads((run_dir / "metrics.json").read_text())["n_problems"] == 3
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"task_id": "HumanEval/9999", "completion": "    pass\n"}) + "\n")
+    assert main(["run", "--task", "humaneval", "--backend", "scripted", "--samples", str(bad),
+                 "--data-dir", str(data_dir), "--out", str(tmp_path / "results")]) == 1
+    assert "not in task 'humaneval'" in capsys.readouterr().err

@@ -249,10 +249,13 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[tuple[str,
             metrics[name]["verifier"] = verifier
     if run.store.metrics_path.exists():
         old = read_json(run.store.metrics_path)
-        # keep earlier metrics computed on the same problems, n and grading; bon@k of another
-        # verifier is stale. Files written before "grading" existed count as graded by "".
-        old_gid = (old.get("grading") or {}).get("grading_id", "")
-        if old.get("problem_set") == problem_set and old.get("n") == run.cfg.n and old_gid == grading["grading_id"]:
+        # keep earlier metrics computed on the same problems, n, grader version and grading settings;
+        # bon@k of another verifier is stale. Files written before "grading" existed count as
+        # graded by the current version with no settings.
+        old_grading = old.get("grading") or {}
+        same_grading = (old_grading.get("grading_id", "") == grading["grading_id"]
+                        and old_grading.get("grader_version", grading["grader_version"]) == grading["grader_version"])
+        if old.get("problem_set") == problem_set and old.get("n") == run.cfg.n and same_grading:
             doc = old
             for name in [m for m, v in doc["metrics"].items() if m.startswith("bon@") and v.get("verifier") != verifier]:
                 doc["metrics"].pop(name)

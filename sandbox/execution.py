@@ -26,8 +26,13 @@
   grandchildren die too. stdout/stderr are read concurrently in chunks; at most
   ``max_output_bytes`` per stream is kept and the program is killed once a stream passes twice that.
 
-Not covered: no seccomp filter (the full syscall surface of the kernel is reachable, so a kernel
-exploit would escape); no cgroup memory/CPU accounting (``RLIMIT_AS`` bounds each process's
+* seccomp (``seccomp.py``): a deny-list of ~55 syscalls (ptrace and other cross-process access,
+  bpf, perf_event_open, userfaultfd, io_uring, keyrings, mount/namespace changes, modules, kexec,
+  clock, ...) fails with EPERM; calls from a foreign ABI (i386, x32) kill the process. x86-64 and
+  aarch64; elsewhere no filter is installed.
+
+Not covered: the filter is a deny-list, so the rest of the kernel's syscall surface is reachable
+(a kernel exploit through an allowed call would escape); no cgroup memory/CPU accounting (``RLIMIT_AS`` bounds each process's
 address space, so ``max_procs`` × ``memory_mb`` is the worst case); tmpfs pages count against host
 RAM up to the tmpfs cap; timing side channels and CPU identification (``cpuid``) are visible;
 no ``/dev/shm``, so ``multiprocessing`` locks and pools fail (plain ``os.fork`` and threads work). If the *host* process is SIGKILLed, a running sandbox lives on until its CPU limit (a
@@ -57,14 +62,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bonbench_sandbox.seccomp import filter_program
+
 #: Bumped whenever isolation, limits or classification change: it is part of every cache key.
-SANDBOX_VERSION = "2"
+SANDBOX_VERSION = "3"
 
 STATUSES = ("ok", "timeout", "memory", "runtime_error", "killed", "output_limit", "file_limit", "sandbox_error")
 
 # The launcher's docstring is left out of the command line (it would only lengthen `ps` output).
 _LAUNCHER = "# bonbench_sandbox launcher" + Path(__file__).with_name("launcher.py").read_text().split('"""', 2)[2]
 _NOBODY = 65534
+_SECCOMP = filter_program()  # None on machines without a syscall table (see seccomp.py)
 _SANDBOX_CWD = "/tmp"
 _LAUNCHER_FAILED = 125  # launcher.py exits with this when it cannot apply a limit
 _CHUNK = 1 << 16
@@ -237,7 +245,7 @@ def _launcher_argv(interp: Interpreter, lim: Limits) -> list[str]:
 
 
 def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tuple[int, str]],
-                info_fd: int) -> list[str]:
+                info_fd: int, seccomp_fd: int | None = None) -> list[str]:
     # --info-fd: bwrap writes the host pid of the namespace's PID 1 there; see _ProcessTree.
     argv = [bwrap, "--info-fd", str(info_fd), "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
             "--uid", str(_NOBODY), "--gid", str(_NOBODY),
@@ -271,6 +279,9 @@ def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tup
     argv += ["--remount-ro", "/", "--chdir", _SANDBOX_CWD, "--clearenv"]
     for k, v in _env(_SANDBOX_CWD).items():
         argv += ["--setenv", k, v]
+    if seccomp_fd is not None:
+        # bwrap installs it right before exec'ing the launcher: bwrap's own set-up is not filtered
+        argv += ["--seccomp", str(seccomp_fd)]
     return argv + ["--"] + _launcher_argv(interp, lim)
 
 
@@ -388,10 +399,15 @@ def _run(program: bytes, stdin: bytes | None, files: dict[str, str], lim: Limits
                 fd = _memfd(data, "file")
                 fds.append(fd)
                 file_fds.append((fd, rel))
+            seccomp_fd = None
+            if _SECCOMP is not None:
+                seccomp_fd = _memfd(_SECCOMP, "seccomp")
+                fds.append(seccomp_fd)
             info_r, info_w = os.pipe2(os.O_CLOEXEC)
             fds.append(info_r)  # info_w is closed by _supervise right after the start
-            argv, cwd, env = _bwrap_argv(bwrap, interp, lim, file_fds, info_w), None, None
-            pass_fds = tuple(fd for fd, _ in file_fds) + (info_w,)
+            argv, cwd, env = _bwrap_argv(bwrap, interp, lim, file_fds, info_w, seccomp_fd), None, None
+            # info_w must stay last: _supervise closes pass_fds[-1] once bwrap has started
+            pass_fds = tuple(fd for fd, _ in file_fds) + ((seccomp_fd,) if seccomp_fd is not None else ()) + (info_w,)
         else:
             workdir = _make_workdir(program, files)
             argv, cwd, env = _launcher_argv(interp, lim), workdir, _env(workdir)

@@ -32,11 +32,13 @@
   aarch64; elsewhere no filter is installed.
 
 Not covered: the filter is a deny-list, so the rest of the kernel's syscall surface is reachable
-(a kernel exploit through an allowed call would escape); no cgroup memory/CPU accounting (``RLIMIT_AS`` bounds each process's
-address space, so ``max_procs`` × ``memory_mb`` is the worst case); tmpfs pages count against host
-RAM up to the tmpfs cap; timing side channels and CPU identification (``cpuid``) are visible;
-no ``/dev/shm``, so ``multiprocessing`` locks and pools fail (plain ``os.fork`` and threads work). If the *host* process is SIGKILLed, a running sandbox lives on until its CPU limit (a
-sleeping one until it wakes); normal exits and exceptions do kill it.
+(a kernel exploit through an allowed call would escape); no cgroup memory/CPU accounting
+(``RLIMIT_AS`` bounds each process's address space, so ``max_procs`` × ``memory_mb`` is the worst
+case); tmpfs pages count against host RAM up to the tmpfs cap; timing side channels and CPU
+identification (``cpuid``) are visible; no ``/dev/shm``, so ``multiprocessing`` locks and pools
+fail (plain ``os.fork`` and threads work). If the *host* process is SIGKILLed, a running sandbox
+lives on until its CPU limit (a sleeping one until it wakes); normal exits and exceptions do kill
+it.
 
 ``unsafe=True`` drops the namespaces and keeps the rest: rlimits, uid 65534 when root, a private
 temporary working directory, a cleared environment and a process-group kill. It does not hide the

@@ -162,6 +162,12 @@ def grading_id(task: Task) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def grading(task: Task) -> dict[str, Any]:
+    """What metrics.json records under ``grading``: grader, its version, the settings and their id."""
+    return {"grader": task.grader.name, "grader_version": task.grader.version,
+            "grade_args": dict(task.grade_args), "grading_id": grading_id(task)}
+
+
 def grade(run: PreparedRun, samples: dict[tuple[str, int], Sample], progress: Progress = _noop) -> dict[tuple[str, int], Grade]:
     """Grade samples lacking a row of the current grader version and grading settings.
 
@@ -171,7 +177,7 @@ def grade(run: PreparedRun, samples: dict[tuple[str, int], Sample], progress: Pr
     grader = run.task.grader
     gid = grading_id(run.task)
     table = run.store.grades(grader.name)
-    grades = table.read(lambda g: g.grader_version == grader.version and g.grading_id == gid)
+    grades = table.read(lambda g: g.graded_under(grader.version, gid))
     todo = [s for k, s in sorted(samples.items()) if k not in grades]
     problems = {p.id: p for p in run.problems}
     for start in range(0, len(todo), GRADE_CHUNK):
@@ -241,8 +247,7 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[tuple[str,
         for name, m in extra.items():
             metrics[name] = _metric_json(m) if isinstance(m, MetricValue) else dict(m)
     problem_set = _problem_set_hash(run.problems)
-    grading = {"grader": run.task.grader.name, "grader_version": run.task.grader.version,
-               "grade_args": dict(run.task.grade_args), "grading_id": grading_id(run.task)}
+    current = grading(run.task)
     doc: dict[str, Any] = {"metrics": {}, "per_problem": {}}
     for name in metrics:
         if name.startswith("bon@"):
@@ -253,8 +258,8 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[tuple[str,
         # bon@k of another verifier is stale. Files written before "grading" existed count as
         # graded by the current version with no settings.
         old_grading = old.get("grading") or {}
-        same_grading = (old_grading.get("grading_id", "") == grading["grading_id"]
-                        and old_grading.get("grader_version", grading["grader_version"]) == grading["grader_version"])
+        same_grading = (old_grading.get("grading_id", "") == current["grading_id"]
+                        and old_grading.get("grader_version", current["grader_version"]) == current["grader_version"])
         if old.get("problem_set") == problem_set and old.get("n") == run.cfg.n and same_grading:
             doc = old
             for name in [m for m, v in doc["metrics"].items() if m.startswith("bon@") and v.get("verifier") != verifier]:
@@ -268,7 +273,7 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[tuple[str,
         "n": run.cfg.n,
         "verifier": verifier,
         "grader": run.task.grader.name,
-        "grading": grading,
+        "grading": current,
         "problem_set": problem_set,
         "n_problems": len(run.problems),
         "provenance": {

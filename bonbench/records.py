@@ -94,6 +94,10 @@ class Grade:
     def key(self) -> tuple[str, int]:
         return (self.problem_id, self.sample_idx)
 
+    def graded_under(self, grader_version: int, grading_id: str) -> bool:
+        """True if this verdict came from that grader version under those grading settings."""
+        return self.grader_version == grader_version and self.grading_id == grading_id
+
 
 @dataclass(frozen=True)
 class Score:

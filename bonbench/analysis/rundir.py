@@ -259,7 +259,7 @@ def correctness_table(run: RunData, grader: str | None = None) -> dict[str, np.n
     grading = run.meta.get("grading") or {}
     if grading.get("grader") == name:
         version, gid = grading.get("grader_version"), grading.get("grading_id", "")
-        rows = run.store().grades(name).read(lambda g: g.grader_version == version and g.grading_id == gid)
+        rows = run.store().grades(name).read(lambda g: g.graded_under(version, gid))
     else:
         rows = run.store().grades(name).read()
     by_problem: dict[str, dict[int, float]] = {}

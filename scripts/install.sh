@@ -57,10 +57,10 @@ pip=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 export PIP_PROGRESS_BAR=off
 if [ "$flavour" = cpu ]; then
   "${pip[@]}" "torch==2.13.0"
-  "${pip[@]}" -e ".[cpu,dev]"
+  "${pip[@]}" -e ".[cpu,dev,ray]"
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 else
-  "${pip[@]}" -e ".[gpu,dev]"
+  "${pip[@]}" -e ".[gpu,dev,ray]"
 fi
 .venv/bin/python -c "import bonbench, bonbench_tasks, bonbench_sandbox, vllm" \
   || { echo "error: the install did not import cleanly; see the messages above" >&2; exit 1; }

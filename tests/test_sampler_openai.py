@@ -218,6 +218,33 @@ def test_two_endpoints_share_the_work() -> None:
         assert len(a.generations()) + len(b.generations()) == 12
 
 
+def test_an_endpoint_dying_mid_call_hands_its_work_to_the_others(capfd: pytest.CaptureFixture[str]) -> None:
+    with FakeServer() as a, FakeServer() as b:
+        sampler = sampler_for(fast(a.url, b.url, concurrency=2, max_attempts=2))
+        reqs = [SampleRequest(Prompt(f"p{i}", text="Q"), tuple(range(5))) for i in range(4)]
+        gen = sampler.generate(reqs, PARAMS)
+        got = [s for _, g in zip(range(3), gen) for s in g]
+        a.faults.extend(["500"] * 1000)  # a goes down for good after the first samples
+        got += [s for g in gen for s in g]
+        keys = [s.key for s in got]
+        assert sorted(keys) == sorted((f"p{i}", j) for i in range(4) for j in range(5))  # each key exactly once
+        assert len(set(keys)) == len(keys)
+        # the requests a failed were redrawn on b with their own seeds
+        assert all(s.completion == f"ans{sample_seed(3, s.problem_id, s.sample_idx) % 9973} " for s in got)
+        assert sampler.endpoints_down == [a.url]
+        assert any(x["fault"] == "500" for x in a.generations())
+        assert f"warning: endpoint {a.url}: no answer after 2 attempts (HTTP 500)" in capfd.readouterr().err
+
+
+def test_every_endpoint_down_is_one_error() -> None:
+    with FakeServer() as a, FakeServer() as b:
+        sampler = sampler_for(fast(a.url, b.url, max_attempts=2))
+        a.faults.extend(["500"] * 100)
+        b.faults.extend(["500"] * 100)
+        with pytest.raises(BonbenchError, match=r"no answer after 2 attempts \(HTTP 500\).*; every endpoint is down"):
+            list(sampler.generate([SampleRequest(Prompt("p", text="Q"), (0, 1, 2))], PARAMS))
+
+
 def test_other_served_model_is_a_one_line_error() -> None:
     with FakeServer(model="other-model") as s:
         with pytest.raises(BonbenchError) as err:

@@ -13,7 +13,9 @@ problem's n samples is left to the server's prefix cache (on by default in vLLM)
 
 Work sharing: every ``--endpoint`` gets ``concurrency`` workers that pull from one queue, so a faster
 endpoint takes more work (least-loaded). Connection errors, timeouts, 429 and 5xx are retried with
-exponential backoff (``max_attempts`` tries in all); an endpoint that never answers is a one-line
+exponential backoff (``max_attempts`` tries in all). Failover: an endpoint that exhausts its tries is
+dropped for the rest of the call (a warning on stderr), its request goes back on the queue and the
+surviving endpoints finish the work; only when every endpoint is down is it a one-line
 ``BonbenchError`` naming the fix. Other HTTP errors (400: prompt too long, 404 ...) fail at once.
 Samples are yielded one by one as they arrive, so the run store keeps every finished one.
 
@@ -36,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator, Sequence, TypeVar
 
@@ -113,6 +116,10 @@ def _retryable(exc: BaseException) -> str | None:
     return None
 
 
+class EndpointDown(BonbenchError):
+    """An endpoint exhausted its tries on retryable failures (down, overloaded, timing out)."""
+
+
 async def _with_retries(endpoint: str, opts: OpenAIOptions, call: Callable[[], Awaitable[T]]) -> T:
     """``await call()``, retried on connection errors, timeouts, 429 and 5xx with exponential backoff."""
     import openai
@@ -130,8 +137,8 @@ async def _with_retries(endpoint: str, opts: OpenAIOptions, call: Callable[[], A
                 msg = str(getattr(exc, "message", exc)).splitlines()[0][:300]
                 raise BonbenchError(f"endpoint {endpoint}: request failed ({f'HTTP {status}: ' if status else ''}{msg})") from exc
             reason = why
-    raise BonbenchError(f"endpoint {endpoint}: no answer after {opts.max_attempts} attempts ({reason}); "
-                        "start the server or drop --endpoint")
+    raise EndpointDown(f"endpoint {endpoint}: no answer after {opts.max_attempts} attempts ({reason}); "
+                       "start the server or drop --endpoint")
 
 
 def _client(endpoint: str, opts: OpenAIOptions) -> Any:
@@ -198,6 +205,7 @@ class OpenAISampler:
         self.seed = seed
         self.options = options
         self.requests_per_endpoint: dict[str, int] = {ep: 0 for ep in options.endpoints}
+        self.endpoints_down: list[str] = []  # endpoints dropped by failover, in the order they went down
 
     def generate(self, requests: Sequence[SampleRequest], params: SamplingParams) -> Iterator[list[Sample]]:
         """Draw every requested sample (one HTTP request each) and yield each as it arrives.
@@ -219,14 +227,31 @@ class OpenAISampler:
         for job in jobs:
             queue.put_nowait(job)
 
+        down: set[str] = set()
+
         async def worker(ep: str) -> None:
-            while True:
-                try:
-                    job = queue.get_nowait()
-                except asyncio.QueueEmpty:
+            # Workers block on the queue rather than leaving when it is empty: a job can come back
+            # from an endpoint that went down, and a live endpoint must still be there to take it.
+            # The consumer cancels every worker once it has all the samples.
+            while ep not in down:
+                job = await queue.get()
+                if ep in down:  # went down while this worker waited: hand the job on
+                    queue.put_nowait(job)
                     return
                 try:
                     results.put_nowait(await self._draw(ep, clients[ep], job, params))
+                except EndpointDown as exc:
+                    queue.put_nowait(job)  # failover: a surviving endpoint draws it, same seed
+                    if ep not in down:
+                        down.add(ep)
+                        self.endpoints_down.append(ep)
+                        alive = [e for e in self.options.endpoints if e not in down]
+                        if not alive:
+                            results.put_nowait(BonbenchError(f"{exc}; every endpoint is down"
+                                                             if len(self.options.endpoints) > 1 else str(exc)))
+                        else:
+                            print(f"warning: {exc}; its requests move to {', '.join(alive)}", file=sys.stderr)
+                    return
                 except BaseException as exc:  # noqa: BLE001  (handed to the consumer, which raises it)
                     results.put_nowait(exc)
                     if isinstance(exc, asyncio.CancelledError):

@@ -28,7 +28,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit
 
-from bonbench.analysis.fits import FitError, PowerLawFit, _subsample, fit_power_law
+from bonbench.analysis.fits import FitError, _subsample, fit_power_law
 
 EXP_POWER, EXP_POWER_LINEAR, POWER_LINEAR = "exp_power", "exp_power_linear", "power_linear"
 FAMILIES = (EXP_POWER, EXP_POWER_LINEAR, POWER_LINEAR)
@@ -91,14 +91,12 @@ class TrendFit:
 
 
 def params_of(fit: ScalingFit) -> dict[str, float]:
-    """Parameters of any family's fit by name (``PowerLawFit`` predates ``params()``)."""
-    if isinstance(fit, PowerLawFit):
-        return {"a": fit.a, "b": fit.b}
+    """Parameters of any family's fit by name."""
     return fit.params()
 
 
 def family_of(fit: ScalingFit) -> str:
-    return EXP_POWER if isinstance(fit, PowerLawFit) else fit.family
+    return fit.family
 
 
 def describe(fit: ScalingFit) -> str:

@@ -15,7 +15,7 @@ temperature between the temperatures that were run, and the fitted ``T*(N)`` cur
   law plus a linear term" of Chow et al. in the parameterisation §2.7 suggests, fitted with
   curve_fit to the interior continuous optima (``TStarFit`` says how it is parameterised).
 * ``sweep_family``: which family all temperatures of a sweep share for the above (lowest total
-  held-out error).
+  held-out error); ``analyse_sweep`` runs all of it for one sweep's curves.
 
 Fitting each curve is ``laws``' job; this module only combines fits across temperatures.
 """
@@ -33,7 +33,7 @@ from scipy.optimize import OptimizeWarning, curve_fit, minimize_scalar
 
 from bonbench.analysis.fits import FitError
 from bonbench.analysis.laws import (EXP_POWER, EXP_POWER_LINEAR, LAWS, PARAMS, FamilySelection, ScalingFit,
-                                    family_of, params_of, pick_lowest)
+                                    family_of, params_of, pick_lowest, select_family)
 
 
 @dataclass(frozen=True)
@@ -266,3 +266,61 @@ def fits_of(selections: Mapping[float, FamilySelection | None], family: str) -> 
     """Each temperature's whole-curve fit of ``family`` (None where it did not fit)."""
     return {t: (None if s is None else s.fits.get(family)) for t, s in selections.items()}
 
+
+
+@dataclass(frozen=True)
+class SweepFit:
+    """Everything fitted across the temperatures of one sweep.
+
+    ``selections[T]`` is the per-curve family choice (None where no family fits); ``family`` the one
+    family the trends and T* use (``sweep_family``); ``trends[f]`` each family's parameter trends,
+    with ``trend_errors[f]`` saying why a family has none; ``optima`` the continuous T*(N) on the
+    budgets ``Ns``; ``t_star`` the fitted curve, or ``t_star_error`` saying why there is none.
+    """
+
+    selections: Mapping[float, FamilySelection | None]
+    selection_errors: Mapping[float, str]
+    family: str | None
+    trends: Mapping[str, Mapping[str, ParamTrend]]
+    trend_errors: Mapping[str, str]
+    optima: tuple[ContinuousOptimum, ...]
+    t_star: TStarFit | None
+    t_star_error: str
+
+
+def analyse_sweep(curves: Mapping[float, tuple[np.ndarray, np.ndarray]], Ns: Sequence[int], *,
+                  families: Sequence[str], holdout_fraction: float = 0.5, n_points: int | None = 40,
+                  degree: int | None = None, offset: bool = True) -> SweepFit:
+    """Choose a family per temperature, trend every family's parameters in T, and from the sweep
+    family's trends find the continuous T*(N) on ``Ns`` and fit ``T*(N)`` to its interior optima."""
+    selections: dict[float, FamilySelection | None] = {}
+    sel_errors: dict[float, str] = {}
+    for t in sorted(curves):
+        try:
+            selections[t] = select_family(*curves[t], families, holdout_fraction=holdout_fraction, n_points=n_points)
+        except FitError as exc:
+            selections[t], sel_errors[t] = None, str(exc)
+    trends: dict[str, Mapping[str, ParamTrend]] = {}
+    trend_errors: dict[str, str] = {}
+    for fam in families:
+        try:
+            trends[fam] = fit_parameter_trends(fits_of(selections, fam), fam, degree=degree)
+        except FitError as exc:
+            trend_errors[fam] = str(exc)
+    try:
+        family: str | None = sweep_family(selections, families)
+    except FitError as exc:
+        family, t_star_error = None, str(exc)
+    optima: tuple[ContinuousOptimum, ...] = ()
+    t_star: TStarFit | None = None
+    if family is not None and family not in trends:
+        t_star_error = f"no parameter trends for {family}: {trend_errors[family]}"
+    elif family is not None:
+        optima = tuple(continuous_optimal_temperature(trends[family], family, Ns))
+        inner = [o for o in optima if not o.at_boundary and math.isfinite(o.t_star)]
+        try:
+            t_star, t_star_error = fit_t_star([o.N for o in inner], [o.t_star for o in inner], offset=offset), ""
+        except FitError as exc:
+            t_star_error = str(exc)
+    return SweepFit(selections=selections, selection_errors=sel_errors, family=family, trends=trends,
+                    trend_errors=trend_errors, optima=optima, t_star=t_star, t_star_error=t_star_error)

@@ -32,8 +32,8 @@ def selection_rows(label: str, sel: FamilySelection | None, error: str = "") -> 
 def selection_table(rows: Sequence[tuple], first: str, holdout_fraction: float) -> str:
     note = (f"<p class=\"note\">Each family is fitted to the whole curve (fit, R²) and, separately, to k ≤ "
             f"{holdout_fraction:g}·k<sub>max</sub>; the held-out columns are |predicted − observed| on the larger k. "
-            "The family with the lower held-out mean error is chosen (ties within 1e-6 relative go to the family "
-            "listed first). Families: " + "; ".join(f"{k} = {v}" for k, v in FORMULAS.items()) + ".</p>")
+            "The family with the lower held-out mean error is chosen, but a family listed later (more parameters) must "
+            "beat an earlier one by more than 5%. Families: " + "; ".join(f"{k} = {v}" for k, v in FORMULAS.items()) + ".</p>")
     return note + table_html([first, "family", "fit", "R²", "held-out mean |err|", "held-out max |err|", "choice"], rows)
 
 

@@ -35,7 +35,10 @@ FAMILIES = (EXP_POWER, EXP_POWER_LINEAR, POWER_LINEAR)
 # The paper's pair: the coverage law and the same law with a linear trend. Order matters: on an
 # exact tie of held-out error the earlier (simpler) family is chosen.
 DEFAULT_FAMILIES = (EXP_POWER, EXP_POWER_LINEAR)
-TIE_RTOL = 1e-6
+# A family listed later (more parameters) must beat an earlier one's held-out error by more than this
+# fraction to be chosen: on a curve that follows the simpler law, noise alone decides which of two
+# near-equal errors is lower, and the extra parameter should not win on noise.
+SIMPLER_MARGIN = 0.05
 PARAMS = {EXP_POWER: ("a", "b"), EXP_POWER_LINEAR: ("a", "b", "g"), POWER_LINEAR: ("a", "b", "g", "d")}
 FORMULAS = {EXP_POWER: "exp(a·k^b)", EXP_POWER_LINEAR: "exp(a·k^b + g·k)", POWER_LINEAR: "a·k^b + g·k + d"}
 
@@ -279,14 +282,12 @@ class FamilySelection:
                 "families": fams}
 
 
-def pick_lowest(errors: Mapping[str, float]) -> str:
-    """The first key (in insertion order) whose error is the lowest up to a relative ``TIE_RTOL``.
-
-    The tolerance matters: a trend family whose ``g`` sits at its bound 0 is the pure law, and only
-    optimiser round-off separates their errors; that must count as a tie, won by the simpler family.
-    """
+def pick_lowest(errors: Mapping[str, float], margin: float = SIMPLER_MARGIN) -> str:
+    """The first key (in insertion order, simplest first) whose error is within a relative ``margin`` of
+    the lowest. With ``margin = 0`` it is the plain argmin, ties to the earlier key; a trend family
+    whose ``g`` sits at its bound 0 is the pure law, and then only round-off separates the errors."""
     low = min(errors.values())
-    return next(f for f, e in errors.items() if e <= low * (1 + TIE_RTOL) + 1e-12)
+    return next(f for f, e in errors.items() if e <= low * (1 + margin) + 1e-12)
 
 
 def select_family(k: Sequence[float] | np.ndarray, c: Sequence[float] | np.ndarray,
@@ -295,8 +296,9 @@ def select_family(k: Sequence[float] | np.ndarray, c: Sequence[float] | np.ndarr
     """Fit each of ``families`` to the whole curve and to its small-k part; choose by held-out error.
 
     The rule: among families whose whole-curve fit succeeded and whose held-out error is defined, the
-    lowest mean absolute held-out error wins. Errors within a relative ``TIE_RTOL`` are a tie, and a
-    tie goes to the earlier family in ``families`` (list simpler families first). When no family has
+    lowest mean absolute held-out error wins, except that the earliest family in ``families`` (list
+    simpler families first) whose error is within ``SIMPLER_MARGIN`` (5%) of the lowest is preferred
+    (``pick_lowest``). When no family has
     a held-out error (too few points below the cut), the first family that fits is chosen and
     ``reason`` says so. Raises ``FitError``
     when no family fits the whole curve.
@@ -321,7 +323,8 @@ def select_family(k: Sequence[float] | np.ndarray, c: Sequence[float] | np.ndarr
     judged = [f for f in fitted if math.isfinite(held[f].mean_abs_error)]
     if judged:
         chosen = pick_lowest({f: held[f].mean_abs_error for f in judged})
-        reason = "lowest held-out error" if len(judged) > 1 else "only family with a held-out error"
+        reason = "lowest held-out error (5% margin to simpler families)" if len(judged) > 1 else \
+            "only family with a held-out error"
     else:
         chosen, reason = fitted[0], "no held-out error (too few points below the cut): first family that fits"
     return FamilySelection(fits=fits, fit_errors=errors, held_out=held, chosen=chosen, reason=reason,

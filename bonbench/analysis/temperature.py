@@ -248,7 +248,7 @@ def fit_t_star(N: Sequence[float] | np.ndarray, t_star: Sequence[float] | np.nda
 
 def sweep_family(selections: Mapping[float, FamilySelection | None], families: Sequence[str]) -> str:
     """The family a sweep's trends use: among families that fitted at every temperature with a held-out
-    error, the lowest summed held-out error (``pick_lowest``: ties to the earlier family); otherwise the first family
+    error, the lowest summed held-out error (``pick_lowest``: 5% margin to earlier families); otherwise the first family
     that fitted at every temperature. Raises ``FitError`` when none did."""
     sels = [s for s in selections.values() if s is not None]
     if not sels:

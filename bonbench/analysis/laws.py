@@ -128,7 +128,7 @@ def _r2(c: np.ndarray, pred: np.ndarray) -> float:
     return 1.0 - float(np.sum((c - pred) ** 2)) / ss_tot if ss_tot > 0 else math.nan
 
 
-def _starts(family: str, k: np.ndarray, c: np.ndarray, scale: float) -> list[tuple[float, ...]]:
+def _starts(family: str, k: np.ndarray, c: np.ndarray) -> list[tuple[float, ...]]:
     """Start points (with the trend in units of the largest k, ``h = g·scale``): the pure power law's
     own fit with no trend, then a few trends of growing strength, so that a curve that turns down
     is reachable without a lucky start."""
@@ -166,7 +166,7 @@ def _fit_trend(family: str, k: np.ndarray, c: np.ndarray) -> TrendFit:
         return law(x, *q)
 
     best: tuple[float, np.ndarray] | None = None
-    for p0 in _starts(family, k, c, scale):
+    for p0 in _starts(family, k, c):
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore", OptimizeWarning)

@@ -1,12 +1,25 @@
-"""Test-only samplers for tests/test_ray.py, importable on the Ray workers that the test starts
-(their PYTHONPATH includes tests/), so a sampler spec can travel to an actor by reference."""
+"""A local Ray cluster and test-only samplers for tests/test_ray.py and benchmarks/bench_ray.py.
+
+``LocalCluster`` starts a head and a worker node on 127.0.0.1 (``ray start --block``, each in a
+session of its own, with its own temp dir and port) and kills only those sessions' processes.
+The samplers here are importable on its workers (their PYTHONPATH includes tests/), so a sampler
+spec can travel to an actor by reference."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from bonbench import ray_cluster
 from bonbench.records import Problem, Sample
 from bonbench.sampler.base import SampleRequest, SamplingParams
 from bonbench.sampler.ray_backend import SamplerSpec
@@ -47,3 +60,91 @@ class SlowSpec(SamplerSpec):
 
     def build(self) -> Any:
         return SlowScripted(dict(self.script or {}), self.delay, self.model.name)
+
+
+REPO = Path(__file__).resolve().parents[1]
+RAY_BIN = Path(sys.executable).with_name("ray")
+START_TIMEOUT_S = 180.0  # a bound on cluster start-up (2 shared cores), not a timing assertion
+
+
+def node_env() -> dict[str, str]:
+    env = dict(os.environ)
+    paths = [str(REPO), str(REPO / ".pp"), str(REPO / "tests")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _session_members(sid: int) -> list[int]:
+    """Pids of the processes in session ``sid`` (read from /proc; only ours: we started the session)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp session ...
+        if int(fields[3]) == sid and int(entry.name) != sid:
+            out.append(int(entry.name))
+    return out
+
+
+class LocalCluster:
+    """A head and worker nodes on 127.0.0.1, each `ray start --block` in its own process group."""
+
+    def __init__(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="bbray", dir="/tmp"))  # short: Ray's socket paths have a length limit
+        self.port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def _start(self, name: str, args: list[str]) -> None:
+        log = open(self.tmp / f"{name}.log", "wb")
+        self.procs[name] = subprocess.Popen([str(RAY_BIN), "start", "--block", "--disable-usage-stats", *args],
+                                            env=node_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start(self) -> None:
+        self._start("head", ["--head", f"--port={self.port}", "--node-ip-address=127.0.0.1", f"--temp-dir={self.tmp}",
+                             "--num-cpus=1", "--include-dashboard=false"])
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or self.procs["head"].poll() is not None:
+                    raise RuntimeError(f"the Ray head did not start: {(self.tmp / 'head.log').read_text()[-2000:]}")
+                time.sleep(0.5)
+        self._start("worker", [f"--address={self.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                               '--resources={"worker": 1}'])
+
+    def wait_nodes(self, ray: Any, n: int) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while len(ray_cluster.alive_nodes(ray)) < n:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {len(ray_cluster.alive_nodes(ray))} of {n} Ray nodes came up")
+            time.sleep(0.5)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL every process of node ``name``: its session (Ray's workers get process groups of
+        their own, so a group kill would leave the actors running until they notice the raylet is gone)."""
+        proc = self.procs[name]
+        for pid in [proc.pid] + _session_members(proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        for name in reversed(list(self.procs)):
+            self.kill(name)
+        shutil.rmtree(self.tmp, ignore_errors=True)

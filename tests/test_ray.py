@@ -9,14 +9,8 @@ that the run ends with the same keys, no duplicate rows and the same metrics as 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -35,93 +29,7 @@ from bonbench.sampler.scripted import ScriptedSampler
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 import ray_helpers  # noqa: E402  (also importable on the cluster's workers: their PYTHONPATH has tests/)
-
-RAY_BIN = Path(sys.executable).with_name("ray")
-START_TIMEOUT_S = 180.0  # a bound on cluster start-up (2 shared cores), not a timing assertion
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    paths = [str(REPO), str(REPO / ".pp"), str(REPO / "tests")] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
-    env["RAY_USAGE_STATS_ENABLED"] = "0"
-    return env
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _session_members(sid: int) -> list[int]:
-    """Pids of the processes in session ``sid`` (read from /proc; only ours: we started the session)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) ": state ppid pgrp session ...
-        if int(fields[3]) == sid and int(entry.name) != sid:
-            out.append(int(entry.name))
-    return out
-
-
-class LocalCluster:
-    """A head and worker nodes on 127.0.0.1, each `ray start --block` in its own process group."""
-
-    def __init__(self) -> None:
-        self.tmp = Path(tempfile.mkdtemp(prefix="bbray", dir="/tmp"))  # short: Ray's socket paths have a length limit
-        self.port = _free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-
-    def _start(self, name: str, args: list[str]) -> None:
-        log = open(self.tmp / f"{name}.log", "wb")
-        self.procs[name] = subprocess.Popen([str(RAY_BIN), "start", "--block", "--disable-usage-stats", *args],
-                                            env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def start(self) -> None:
-        self._start("head", ["--head", f"--port={self.port}", "--node-ip-address=127.0.0.1", f"--temp-dir={self.tmp}",
-                             "--num-cpus=1", "--include-dashboard=false"])
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or self.procs["head"].poll() is not None:
-                    raise RuntimeError(f"the Ray head did not start: {(self.tmp / 'head.log').read_text()[-2000:]}")
-                time.sleep(0.5)
-        self._start("worker", [f"--address={self.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
-                               '--resources={"worker": 1}'])
-
-    def wait_nodes(self, ray: Any, n: int) -> None:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while len(ray_cluster.alive_nodes(ray)) < n:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"only {len(ray_cluster.alive_nodes(ray))} of {n} Ray nodes came up")
-            time.sleep(0.5)
-
-    def kill(self, name: str) -> None:
-        """SIGKILL every process of node ``name``: its session (Ray's workers get process groups of
-        their own, so a group kill would leave the actors running until they notice the raylet is gone)."""
-        proc = self.procs[name]
-        for pid in [proc.pid] + _session_members(proc.pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        for name in reversed(list(self.procs)):
-            self.kill(name)
-        shutil.rmtree(self.tmp, ignore_errors=True)
-
+from ray_helpers import LocalCluster, free_port, node_env  # noqa: E402
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[LocalCluster, Any]]:
@@ -165,15 +73,39 @@ def test_ray_options_are_checked() -> None:
 
 
 def test_unreachable_address_is_one_line_error_and_writes_nothing(tmp_path: Path, data_dir: Path) -> None:
-    port = _free_port()  # nothing listens there once the probe socket is closed
+    port = free_port()  # nothing listens there once the probe socket is closed
     out = tmp_path / "results"
     cmd = [sys.executable, "-m", "bonbench.cli", "run", "--task", "math", "--limit", "1", "--backend", "hf",
            "--metric", "pass@1", "--ray", f"127.0.0.1:{port}", "--out", str(out), "--data-dir", str(data_dir)]
-    res = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    res = subprocess.run(cmd, env=node_env(), capture_output=True, text=True, timeout=300)
     assert res.returncode == 1, res.stderr
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert lines == [f"error: no Ray cluster answers at 127.0.0.1:{port}: start one with `ray start --head` or drop --ray"]
     assert not out.exists() or not any(out.rglob("*.json*"))
+
+
+@pytest.mark.slow  # ~35 s here: two CLI processes, one of which starts a local Ray
+def test_score_with_local_ray_equals_score_without(tmp_path: Path, data_dir: Path) -> None:
+    """`bonbench score --samples F --ray`: a local Ray (started by the command), code tests as its tasks."""
+    task = get_task("humaneval", data_dir=str(data_dir))
+    script = ray_helpers.humaneval_script(task.problems[:2])
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps({"task_id": pid, "completion": texts[i % 2]}) + "\n"  # right, wrong, right
+                            for pid, texts in script.items() for i in range(3)))
+    docs = []
+    for flags in ([], ["--ray"]):
+        out = tmp_path / ("ray" if flags else "pool")
+        cmd = [sys.executable, "-m", "bonbench.cli", "score", "--task", "humaneval", "--samples", str(path), "--metric",
+               "pass@1,2", "--n-boot", "100", "--out", str(out), "--data-dir", str(data_dir), *flags]
+        res = subprocess.run(cmd, env=node_env(), capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stderr[-3000:]
+        run_dir = Path(res.stdout.strip().splitlines()[-1])
+        docs.append((json.loads((run_dir / "metrics.json").read_text()), json.loads((run_dir / "config.json").read_text())))
+    (pool, pool_cfg), (on_ray, ray_cfg) = docs
+    assert {k: v["value"] for k, v in on_ray["metrics"].items()} == {k: v["value"] for k, v in pool["metrics"].items()}
+    assert on_ray["metrics"]["pass@1"]["value"] == pytest.approx(2 / 3)
+    assert ray_cfg["ray"] == {"address": "local", "workers": None} and "ray" not in pool_cfg
+    assert ray_cfg["hash"] == pool_cfg["hash"]  # where it ran is not part of the run id
 
 
 # ------------------------------------------------------------------------------- on the cluster

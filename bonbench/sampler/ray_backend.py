@@ -137,8 +137,9 @@ class RaySampler:
             return [dict(num_cpus=int(n["Resources"]["CPU"]), **common,
                          scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=n["NodeID"], soft=False))
                     for n in nodes]
+        # share the CPUs evenly, but never ask for more than one node has (the actor would never start)
         total = int(sum(n["Resources"]["CPU"] for n in nodes))
-        per = max(1, total // self.options.workers)
+        per = max(1, min(total // self.options.workers, int(max(n["Resources"]["CPU"] for n in nodes))))
         return [dict(num_cpus=per, scheduling_strategy="SPREAD", **common) for _ in range(self.options.workers)]
 
     def _start(self) -> Any:

@@ -8,6 +8,7 @@ spec can travel to an actor by reference."""
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -105,6 +106,11 @@ class LocalCluster:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        # Ray 2.59+ authenticates local clusters with a token, by default the one in ~/.ray/auth_token,
+        # which other clusters on this machine may rewrite; this cluster and its driver (this
+        # process) share a token of their own instead
+        os.environ["RAY_AUTH_MODE"] = "token"
+        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
     def _start(self, name: str, args: list[str]) -> None:
         log = open(self.tmp / f"{name}.log", "wb")

@@ -63,6 +63,13 @@ class SlowSpec(SamplerSpec):
         return SlowScripted(dict(self.script or {}), self.delay, self.model.name)
 
 
+# Ray 2.59+ authenticates local clusters with a token, by default the one in ~/.ray/auth_token, which
+# other clusters on this machine may rewrite. The clusters started here and their driver (this
+# process, and the commands it starts) share a token of their own. Set at import, before anything
+# imports ray: ray reads these variables once.
+os.environ["RAY_AUTH_MODE"] = "token"
+os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+
 REPO = Path(__file__).resolve().parents[1]
 RAY_BIN = Path(sys.executable).with_name("ray")
 START_TIMEOUT_S = 180.0  # a bound on cluster start-up (2 shared cores), not a timing assertion
@@ -106,11 +113,6 @@ class LocalCluster:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        # Ray 2.59+ authenticates local clusters with a token, by default the one in ~/.ray/auth_token,
-        # which other clusters on this machine may rewrite; this cluster and its driver (this
-        # process) share a token of their own instead
-        os.environ["RAY_AUTH_MODE"] = "token"
-        os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
     def _start(self, name: str, args: list[str]) -> None:
         log = open(self.tmp / f"{name}.log", "wb")

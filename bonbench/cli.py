@@ -59,6 +59,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for CIs")
     p.add_argument("--unsafe-no-sandbox", action="store_true",
                    help="code tasks: run model code without bubblewrap (rlimits, uid change and group kill still apply)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="sample on Ray actors and run code tests as Ray tasks: no value starts a local Ray, `auto` joins "
+                   "this machine's cluster, HOST:PORT a head's (docs/scale-out.md)")
+    p.add_argument("--ray-workers", type=int, help="with --ray: sampling actors (default: one per GPU, else one per node)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
@@ -161,7 +165,7 @@ def _execute(plan: Any) -> int:
     from bonbench.report import print_metrics
     from bonbench.runner import execute
 
-    if plan.backend == "vllm" and any(pipeline.missing_requests(r, r.cfg.prompt_style) for r in plan.runs):
+    if plan.backend == "vllm" and plan.ray is None and any(pipeline.missing_requests(r, r.cfg.prompt_style) for r in plan.runs):
         # an engine will load: restart once with tcmalloc preloaded (CPU only; docs/samplers.md). Done
         # here, not in the runner: re-executing the process is the command's business, not a library's.
         from bonbench.sampler.cpu_preload import maybe_reexec_with_preload
@@ -187,7 +191,8 @@ def _request(args: argparse.Namespace, **extra: Any) -> Any:
     return RunRequest(task=args.task, task_args=_task_args(args.task_args), metrics=tuple(args.metric or ()), n=args.n,
                       verifier=args.verifier, limit=args.limit, data_dir=args.data_dir, out=Path(args.out),
                       n_boot=args.n_boot, unsafe_no_sandbox=args.unsafe_no_sandbox, reward_model=args.reward_model,
-                      ref_model=args.ref_model, ref_run=Path(args.ref_run) if args.ref_run else None, **extra)
+                      ref_model=args.ref_model, ref_run=Path(args.ref_run) if args.ref_run else None, ray=args.ray,
+                      ray_workers=args.ray_workers, **extra)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -224,7 +229,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         p = reopen(Path(args.run_dir), metrics=tuple(args.metric or ()), n=args.n, verifier=args.verifier,
                    task_args=task_args, limit=args.limit, data_dir=args.data_dir, n_boot=args.n_boot,
                    unsafe_no_sandbox=args.unsafe_no_sandbox, ref_model=args.ref_model,
-                   ref_run=Path(args.ref_run) if args.ref_run else None)
+                   ref_run=Path(args.ref_run) if args.ref_run else None, ray=args.ray, ray_workers=args.ray_workers)
     else:
         if not args.samples:
             raise BonbenchError("bonbench score needs a run directory or --task T --samples FILE")

@@ -64,11 +64,14 @@ class GraderOptions:
 
     ``exec_cache``: the execution-cache folder of graders that run code (None keeps the grader's
     own); ``unsafe``: run model code without the bubblewrap sandbox (rlimits, uid change and group
-    kill still apply). Graders that have such settings implement ``with_options``; others ignore them.
+    kill still apply); ``executor``: where graders that run code run their test lists (None: the local
+    thread pool; ``bonbench.graders.ray_sandbox.RaySandbox``: Ray tasks, ``--ray``). Graders that have
+    such settings implement ``with_options``; others ignore them.
     """
 
     exec_cache: Path | None = None
     unsafe: bool = False
+    executor: Any = None
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from bonbench import compare, models, pipeline
+from bonbench import compare, models, pipeline, ray_cluster
 from bonbench.config import RunConfig, policy_name
 from bonbench.errors import BonbenchError
 from bonbench.estimators import MetricSpec, parse_metrics
@@ -76,6 +76,8 @@ class RunRequest:
     reward_model: str | None = None  # the grader of a reward-judged task (its -T reward_model)
     ref_model: str | None = None  # KL of every sample to this reference policy (metric ``kl``)
     ref_run: Path | None = None  # winrate against this run's samples (else the task's reference answers)
+    ray: str | None = None  # --ray: "local" (start one here), "auto" or HOST:PORT; None: no Ray
+    ray_workers: int | None = None  # --ray-workers: sampling actors (default: one per GPU, else per node)
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class Plan:
     ref_model: models.ResolvedModel | None = None  # KL to this reference policy, when asked for
     winrate_ks: tuple[int, ...] = ()  # win rates to compute (k = 1 is ``winrate``)
     ref_run: Path | None = None  # ... against this run's samples, else the task's references
+    ray: ray_cluster.RayOptions | None = None  # sample on Ray actors and run code tests as Ray tasks
 
     @property
     def is_sweep(self) -> bool:
@@ -114,8 +117,9 @@ class RunResult:
 
 
 def load_task(name: str | None, task_args: Mapping[str, str], *, data_dir: str | None, out: Path,
-              unsafe: bool = False) -> Task:
-    """Build task ``name`` and configure its grader (execution cache under ``out``, unsafe mode)."""
+              unsafe: bool = False, ray: ray_cluster.RayOptions | None = None) -> Task:
+    """Build task ``name`` and configure its grader (execution cache under ``out``, unsafe mode, and
+    with ``ray`` its sandbox executions as Ray tasks)."""
     from bonbench.data import resolve_data_dir
 
     if not name:
@@ -128,7 +132,12 @@ def load_task(name: str | None, task_args: Mapping[str, str], *, data_dir: str |
     # executions are cached beside the results they belong to, so re-scoring never re-executes;
     # an explicit -T exec_cache=... (or $BONBENCH_EXEC_CACHE) wins
     explicit = "exec_cache" in task_args or os.environ.get(ENV_EXEC_CACHE)
-    options = GraderOptions(exec_cache=None if explicit else Path(out) / "cache" / "exec", unsafe=unsafe)
+    executor = None
+    if ray is not None:
+        from bonbench.graders.ray_sandbox import RaySandbox  # connects (and imports ray) only when it runs
+
+        executor = RaySandbox(ray)
+    options = GraderOptions(exec_cache=None if explicit else Path(out) / "cache" / "exec", unsafe=unsafe, executor=executor)
     return task.with_grader_options(options)
 
 
@@ -253,14 +262,15 @@ def _check_verifier(name: str | None, data_dir: str | None) -> None:
 def plan(req: RunRequest) -> Plan:
     """Resolve ``req`` into runs without writing anything or loading a model."""
     req = _with_reward_model(req)
-    task = load_task(req.task, req.task_args, data_dir=req.data_dir, out=req.out, unsafe=req.unsafe_no_sandbox)
+    ray = ray_cluster.ray_options(req.ray, req.ray_workers)
+    task = load_task(req.task, req.task_args, data_dir=req.data_dir, out=req.out, unsafe=req.unsafe_no_sandbox, ray=ray)
     if req.samples is not None or req.backend == "scripted":
         if req.ref_model is not None or "kl" in split_special(req.metrics)[1]:
             raise BonbenchError("kl needs the policy that drew the samples; imported samples have none: "
                                 "score them with `bonbench score RUN_DIR --ref-model M` on a run bonbench sampled")
         if req.samples is None:
             raise BonbenchError("--backend scripted needs --samples FILE (a samples file to replay)")
-        return _plan_import(req, task)
+        return _plan_import(req, task, ray)
     if any(t < 0 for t in req.temperatures) or any(not 0 < p <= 1 for p in req.top_ps):
         raise BonbenchError("--temperature must be >= 0 and --top-p in (0, 1]")
     requested, special = split_special(req.metrics)
@@ -297,7 +307,7 @@ def plan(req: RunRequest) -> Plan:
             runs.append(pipeline.prepare(task, cfg, Path(req.out)))
     return Plan(runs=tuple(runs), specs=specs, verifier=verifier, backend=backend, n_boot=req.n_boot, out=Path(req.out),
                 model=resolved, options=options, data_dir=req.data_dir, ref_model=ref, winrate_ks=wks,
-                ref_run=req.ref_run)
+                ref_run=req.ref_run, ray=ray)
 
 
 def _read_import(task: Task, path: Path) -> ImportedSamples:
@@ -310,7 +320,7 @@ def _read_import(task: Task, path: Path) -> ImportedSamples:
     return read_samples(path, task.name, task.problems)
 
 
-def _plan_import(req: RunRequest, task: Task) -> Plan:
+def _plan_import(req: RunRequest, task: Task, ray: ray_cluster.RayOptions | None = None) -> Plan:
     path = Path(req.samples)  # type: ignore[arg-type]
     imported = _read_import(task, path)
     counts = imported.counts()
@@ -353,7 +363,7 @@ def _plan_import(req: RunRequest, task: Task) -> Plan:
     if req.model is None:
         _warn_same_name(run, path)
     return Plan(runs=(run,), specs=specs, verifier=verifier, backend="scripted", n_boot=req.n_boot, out=Path(req.out),
-                imported=imported, data_dir=req.data_dir, winrate_ks=wks, ref_run=req.ref_run)
+                imported=imported, data_dir=req.data_dir, winrate_ks=wks, ref_run=req.ref_run, ray=ray)
 
 
 def _warn_same_name(run: pipeline.PreparedRun, path: Path) -> None:
@@ -377,18 +387,20 @@ def _warn_same_name(run: pipeline.PreparedRun, path: Path) -> None:
 def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, verifier: str | None = None,
            task_args: Mapping[str, str] | None = None, limit: int | None = None, data_dir: str | None = None,
            n_boot: int = 1000, unsafe_no_sandbox: bool = False, ref_model: str | None = None,
-           ref_run: Path | None = None) -> Plan:
+           ref_run: Path | None = None, ray: str | None = None, ray_workers: int | None = None) -> Plan:
     """A plan for an existing run directory: re-grade and re-score its samples, never sample.
 
     ``task_args`` given now are merged over the saved ones (``timeout_s`` regrades the same
     samples); the directory must still match its config (same task version and settings).
+    ``ray`` runs code tests as Ray tasks (as ``RunRequest.ray``).
     """
     store = RunStore(Path(run_dir))
     saved = store.read_config()
     cfg_json = dict(saved["config"])
     merged = {**cfg_json.get("task_args", {}), **dict(task_args or {})}
     out = store.results_root
-    task = load_task(cfg_json["task"], merged, data_dir=data_dir, out=out, unsafe=unsafe_no_sandbox)
+    rays = ray_cluster.ray_options(ray, ray_workers)
+    task = load_task(cfg_json["task"], merged, data_dir=data_dir, out=out, unsafe=unsafe_no_sandbox, ray=rays)
     imported = saved.get("imported")
     if cfg_json.get("backend") == "scripted":
         # an imported run covers the problems its file had (recorded when it was imported)
@@ -427,7 +439,7 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
     if policy is not None and policy.fingerprint != cfg.model_fingerprint:
         raise BonbenchError(f"model {cfg.model!r} has changed since this run sampled (fingerprint); kl would score other weights")
     return Plan(runs=(run,), specs=specs, verifier=chosen, backend=cfg.backend, n_boot=n_boot, out=out, data_dir=data_dir,
-                model=policy, ref_model=ref, winrate_ks=wks, ref_run=ref_run)
+                model=policy, ref_model=ref, winrate_ks=wks, ref_run=ref_run, ray=rays)
 
 
 # -------------------------------------------------------------------------------------- execute
@@ -439,13 +451,21 @@ def _noop(stage: str, advance: int, total: int) -> None:
 
 def execute(p: Plan, progress: Progress = _noop, on_run: Callable[[pipeline.PreparedRun], None] | None = None) -> RunResult:
     """Write config.json, sample what is missing (one engine for the whole plan), then grade,
-    verify and score every run. ``on_run`` is called before each run's stages (progress labels)."""
+    verify and score every run. ``on_run`` is called before each run's stages (progress labels).
+
+    With ``p.ray`` the cluster is joined first, so an address that does not answer fails before
+    anything is written; config.json records the Ray settings (not hashed: they do not change results).
+    """
+    if p.ray is not None:
+        ray_cluster.connect(p.ray)
     for run in p.runs:
-        extra = None
+        extra: dict[str, Any] = {}
         if p.imported is not None:
-            extra = {"imported": {"path": str(p.imported.path.resolve()), "format": p.imported.format,
-                                  "fingerprint": p.imported.fingerprint, "counts": p.imported.counts()}}
-        pipeline.open_run(run, extra)
+            extra["imported"] = {"path": str(p.imported.path.resolve()), "format": p.imported.format,
+                                 "fingerprint": p.imported.fingerprint, "counts": p.imported.counts()}
+        if p.ray is not None:
+            extra["ray"] = p.ray.recorded()
+        pipeline.open_run(run, extra or None)
     if p.imported is not None:
         # an imported run holds exactly its file's samples: store those not stored yet
         for run in p.runs:
@@ -524,4 +544,9 @@ def _logprob_scorers(p: Plan, run: pipeline.PreparedRun) -> tuple[Verifier, Veri
 
 
 def _build_sampler(p: Plan) -> Any:
+    if p.ray is not None:
+        from bonbench.sampler.ray_backend import RaySampler, SamplerSpec
+
+        assert p.model is not None, "a sampled run has a resolved model"
+        return RaySampler(SamplerSpec(p.backend, p.model, seed=p.runs[0].cfg.seed, options=p.options), p.ray)
     return select.get_sampler(p.backend, p.model, seed=p.runs[0].cfg.seed, options=p.options)

@@ -13,9 +13,10 @@ from bonbench.trainer.objectives.base import NEEDS, Group
 
 CHOW = "Chow et al. 2024, arXiv 2412.15287"
 
-# baselines of the sample-based objectives: leave-one-out or none ("value" is added where the
-# objective can use the trainer's learned value head)
+# baselines of the sample-based objectives: leave-one-out or none
 BASELINES = ("loo", "none")
+# Chow et al.'s objectives also take the trainer's learned value head (math-reference §2.8)
+VALUE_BASELINES = ("loo", "none", "value")
 
 
 def require(group: Group, field: str, what: str) -> np.ndarray:
@@ -89,3 +90,13 @@ def binary_correct(r: np.ndarray, what: str) -> np.ndarray:
     if not np.all((r == 0.0) | (r == 1.0)):
         raise BonbenchError(f"{what} needs 0/1 rewards (a binary verifier such as a math grader); got values like {r[(r != 0) & (r != 1)][0]!r}")
     return r == 1.0
+
+
+def value_of(group: Group, what: str) -> float:
+    """The group's learned value estimate (``Group.value``), or a one-line error naming the flag."""
+    if group.value is None:
+        raise BonbenchError(f"{what} needs value: {NEEDS['value']}; this group has none")
+    v = float(group.value)
+    if not np.isfinite(v):
+        raise BonbenchError(f"{what}: the value estimate must be finite, got {v}")
+    return v

@@ -23,6 +23,7 @@ from bonbench.trainer.objectives.common import (
     policy_mask,
     rewards_of,
     scatter,
+    value_of,
 )
 
 
@@ -108,13 +109,32 @@ def failure_estimate(correct: np.ndarray, p_clip: float) -> float:
         return 0.0
     return min(float((~correct).mean()), float(p_clip))
 
+
+P_SOURCES = ("group", "value")
+
+
+def value_failure(group: Group, p_clip: float, what: str) -> float:
+    """p from the learned value head (which regresses on the group's failing fraction), clipped to
+    [0, p_clip] before the weights are computed, as Chow et al. clip theirs (§2.8)."""
+    return min(max(value_of(group, what), 0.0), float(p_clip))
+
+
+def failing_fraction(group: Group, what: str) -> float:
+    """The value head's regression target for p: the failing fraction of the policy rows (unbiased for p)."""
+    c = binary_correct(rewards_of(group, what)[policy_mask(group)], what)
+    return float((~c).mean()) if c.size else 0.0
+
+
 @objective("bon_rlb", paper=CHOW + " §4 Lemma 3 (BoN-RLB)",
            summary="BoN-RLB: binary-reward BoN gradient, (g+, g-) weights reweighted by Eq. 8, plug-in p_hat")
-def bon_rlb(N: int = 4, sign: str = "plus", p_clip: float = 0.95) -> Objective:
+def bon_rlb(N: int = 4, sign: str = "plus", p_clip: float = 0.95, p_source: str = "group") -> Objective:
     """BoN-RLB (Lemma 3, §2.6) for a 0/1 reward: weights ``rlb_sample_weights`` at p_hat.
 
-    p_hat = the fraction of the group's policy samples that fail, clipped to <= p_clip (the paper clips
-    its value-network estimate of p; its clip values were lost, 0.95 bounds 1/(1-p) by 20).
+    p_source='group' (default): p_hat = the fraction of the group's policy samples that fail, clipped to
+    <= p_clip. p_source='value' (the paper's choice): p = the learned value head's estimate, trained on
+    the groups' failing fractions and clipped to [0, p_clip] (the paper clips its value-network estimate
+    of p; its clip values were lost, 0.95 bounds 1/(1-p) by 20). With a value that is the true p the
+    weights are the closed forms and the estimator is exactly unbiased (sign='plus').
     sign='plus' (default) is the exactly unbiased form at the true p; 'minus' is the paper's reported
     "penalise the negatives" form, whose expectation is (1+p)/(1-p) grad J (tests settle this).
     With the plug-in p_hat the estimator is consistent (as G grows) but not unbiased: 1/(1-p) has no
@@ -122,15 +142,20 @@ def bon_rlb(N: int = 4, sign: str = "plus", p_clip: float = 0.95) -> Objective:
     """
     check_int("bon_rlb", "N", N, 1)
     check_choice("bon_rlb", "sign", sign, RLB_SIGNS)
+    check_choice("bon_rlb", "p_source", p_source, P_SOURCES)
     if not (isinstance(p_clip, (int, float)) and 0.0 <= p_clip < 1.0):
         raise BonbenchError(f"bon_rlb: p_clip must lie in [0, 1), got {p_clip!r}")
+    by_value = p_source == "value"
 
     def weights(group: Group) -> np.ndarray:
         mask = policy_mask(group)
         c = binary_correct(rewards_of(group, "bon_rlb")[mask], "bon_rlb")
-        return scatter(mask, rlb_sample_weights(c, failure_estimate(c, p_clip), N, sign))
+        p = value_failure(group, p_clip, "bon_rlb") if by_value else failure_estimate(c, p_clip)
+        return scatter(mask, rlb_sample_weights(c, p, N, sign))
 
-    return Objective("bon_rlb", weights, frozenset(), {"N": N, "sign": sign, "p_clip": p_clip}, 1)
+    return Objective("bon_rlb", weights, frozenset({"value"}) if by_value else frozenset(),
+                     {"N": N, "sign": sign, "p_clip": p_clip, "p_source": p_source}, 1,
+                     (lambda g: failing_fraction(g, "bon_rlb")) if by_value else None)
 
 
 P_ESTIMATES = ("unbiased", "plugin")
@@ -138,26 +163,34 @@ P_ESTIMATES = ("unbiased", "plugin")
 
 @objective("bon_rlb_p", paper=CHOW + " §4 Corollary 4 (BoN-RLB(P))",
            summary="BoN-RLB(P): positive-only binary-reward BoN gradient; exactly unbiased p^(N-1) by default")
-def bon_rlb_p(N: int = 4, p_estimate: str = "unbiased", p_clip: float = 0.95) -> Objective:
+def bon_rlb_p(N: int = 4, p_estimate: str = "unbiased", p_clip: float = 0.95, p_source: str = "group") -> Objective:
     """BoN-RLB(P) (Corollary 4): only correct samples, weight g_bar+ under pi_bon = N p^(N-1) under pi.
 
     p_estimate='unbiased' (default): p^(N-1) from the other G-1 samples by C(F_-i, N-1)/C(G-1, N-1);
     exactly unbiased for grad(1 - p^N), needs G >= N, no clip needed (``rlbp_unbiased_weights``).
     p_estimate='plugin': p_hat = failing fraction of the group clipped to <= p_clip, as in ``bon_rlb``;
     consistent, not unbiased.
+    p_source='value' (the paper's choice) replaces both by the learned value head's estimate of p,
+    clipped to [0, p_clip]; p_estimate then does not apply. Exactly unbiased when the value is the true p.
     """
     check_int("bon_rlb_p", "N", N, 1)
     check_choice("bon_rlb_p", "p_estimate", p_estimate, P_ESTIMATES)
+    check_choice("bon_rlb_p", "p_source", p_source, P_SOURCES)
     if not (isinstance(p_clip, (int, float)) and 0.0 <= p_clip <= 1.0):
         raise BonbenchError(f"bon_rlb_p: p_clip must lie in [0, 1], got {p_clip!r}")
-    min_group = N if p_estimate == "unbiased" else 1
+    by_value = p_source == "value"
+    min_group = N if p_estimate == "unbiased" and not by_value else 1
 
     def weights(group: Group) -> np.ndarray:
         mask = policy_mask(group)
         c = binary_correct(rewards_of(group, "bon_rlb_p")[mask], "bon_rlb_p")
+        if by_value:
+            return scatter(mask, rlb_sample_weights(c, value_failure(group, p_clip, "bon_rlb_p"), N, positive_only=True))
         if p_estimate == "unbiased":
             return scatter(mask, rlbp_unbiased_weights(c, N))
         return scatter(mask, rlb_sample_weights(c, failure_estimate(c, p_clip), N, positive_only=True))
 
-    return Objective("bon_rlb_p", weights, frozenset(), {"N": N, "p_estimate": p_estimate, "p_clip": p_clip}, min_group)
+    return Objective("bon_rlb_p", weights, frozenset({"value"}) if by_value else frozenset(),
+                     {"N": N, "p_estimate": p_estimate, "p_clip": p_clip, "p_source": p_source}, min_group,
+                     (lambda g: failing_fraction(g, "bon_rlb_p")) if by_value else None)
 

@@ -19,7 +19,6 @@ from bonbench.trainer.objectives.common import (
     require,
     rewards_of,
     row_values,
-    scatter,
 )
 
 
@@ -207,24 +206,24 @@ STAR_NORMALISE = ("group", "correct")
 @objective("star", paper="STaR, Zelikman et al. 2022, arXiv 2203.14465 (Chow et al.'s baseline)",
            summary="STaR: SFT on the policy's own correct samples; w = 1[R >= threshold] / G")
 def star(threshold: float = 1.0, normalise: str = "group") -> Objective:
-    """STaR (without rationalisation): fine-tune on the policy's own samples that are correct.
+    """STaR: fine-tune on the policy's own samples that are correct (and on its rationalisations).
 
     normalise='group' (default): w_i = 1[R_i >= threshold] / G. Then E[sum_i w_i grad log pi(y_i)] =
     grad Pr_pi[R >= threshold] exactly: STaR's filtered SFT is REINFORCE on the 0/1 success without a
     baseline (Zelikman et al. §3.3 note the same). normalise='correct': w_i = 1[...] / #correct, the
     mean over the kept samples as in STaR's dataset; not the gradient of a fixed objective.
-    Rationalisation (expert hints for failed problems) is not implemented.
+    Expert rows are STaR's rationalisations (the trainer's ``--rationalize``: samples drawn with the gold
+    answer as a hint for prompts the policy failed on, trained on without the hint); those that reach
+    the threshold are kept like correct samples (weight 1/G, G the number of policy samples, or
+    1/#kept). They are not samples of pi, so with them the step is no longer grad Pr_pi[R >= threshold].
     """
     check_choice("star", "normalise", normalise, STAR_NORMALISE)
 
     def weights(group: Group) -> np.ndarray:
-        mask = policy_mask(group)
-        ok = rewards_of(group, "star")[mask] >= threshold
-        if normalise == "group":
-            w = ok / max(mask.sum(), 1)
-        else:
-            w = ok / max(ok.sum(), 1)
-        return scatter(mask, w.astype(np.float64))
+        ok = rewards_of(group, "star") >= threshold  # policy samples and rationalisations alike
+        n_policy = int(policy_mask(group).sum())
+        w = ok / max(n_policy, 1) if normalise == "group" else ok / max(int(ok.sum()), 1)
+        return w.astype(np.float64)
 
     return Objective("star", weights, frozenset(), {"threshold": threshold, "normalise": normalise}, 1)
 

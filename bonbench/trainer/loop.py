@@ -117,6 +117,12 @@ def prepare(cfg: TrainConfig) -> Prepared:
         if cfg.objective != "star":
             raise BonbenchError("--rationalize is STaR's rationalisation step: use it with --objective star")
         check_gold_answers(task)
+    if cfg.rollout_backend == "vllm":
+        from bonbench.sampler.vllm import import_vllm
+        from bonbench.trainer.vllm_rollout import vllm_max_lora_rank
+
+        import_vllm()  # a broken or missing install is one line naming the fix, before the model loads
+        vllm_max_lora_rank(cfg.lora_rank)
     if cfg.verifier:
         get_verifier(cfg.verifier, **({"data_dir": cfg.data_dir} if cfg.verifier.startswith("rm:") else {}))
     model = resolve_model(cfg.model)
@@ -165,6 +171,7 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
         self.ref_rewards: dict[str, list[float]] = {}
         # the learned value head, when the objective reads Group.value (baseline / p from the value)
+        self.rollouts: Any = None  # the vLLM rollout engine (--rollout-backend vllm), started on first use
         self.value = ValueHead(self.policy.hidden_size, self.cfg.value_lr, self.policy.device) \
             if "value" in self.objective.needs else None
 
@@ -192,15 +199,20 @@ class Trainer:
         last: Mapping[str, Any] = {}
         if self.on_step is not None:
             self.on_step(start, cfg.steps, last)
-        for step in range(start, cfg.steps):
-            last = self.step(step)
-            ck.append_rows(ck.log_path, [last])
-            done = step + 1
-            if done % cfg.save_every == 0 or done == cfg.steps:
-                ck.save_state(done, self.policy.trainable_state(), self.optimizer, self.scheduler, self.policy.ema,
-                              self.value.state_dict() if self.value is not None else None)
-            if self.on_step is not None:
-                self.on_step(done, cfg.steps, last)
+        try:
+            for step in range(start, cfg.steps):
+                last = self.step(step)
+                ck.append_rows(ck.log_path, [last])
+                done = step + 1
+                if done % cfg.save_every == 0 or done == cfg.steps:
+                    ck.save_state(done, self.policy.trainable_state(), self.optimizer, self.scheduler, self.policy.ema,
+                                  self.value.state_dict() if self.value is not None else None)
+                if self.on_step is not None:
+                    self.on_step(done, cfg.steps, last)
+        finally:
+            if self.rollouts is not None:
+                self.rollouts.close()
+                self.rollouts = None
         if start < cfg.steps or not ck.manifest_path.exists():
             self.export()
         return ck.root
@@ -236,7 +248,15 @@ class Trainer:
         requests = [SampleRequest(self.task.render(p, self.style), tuple(counts[p.id])) for p in problems if counts[p.id]]
         if not requests:
             return []
-        sampler = self.policy.sampler(seed, batch_size=max(1, sum(len(r.sample_indices) for r in requests)), reference=reference)
+        if self.cfg.rollout_backend == "vllm":
+            if self.rollouts is None:
+                from bonbench.trainer.vllm_rollout import VLLMRollouts
+
+                self.rollouts = VLLMRollouts(self.policy, self.cfg, self.p.ckpt.root)
+            sampler: Any = self.rollouts.sampler(reference=reference)
+        else:
+            sampler = self.policy.sampler(seed, batch_size=max(1, sum(len(r.sample_indices) for r in requests)),
+                                          reference=reference)
         params = SamplingParams(temperature=self.cfg.temperature, top_p=1.0, max_tokens=self.max_tokens, seed=seed)
         try:
             return [s for chunk in sampler.generate(requests, params) for s in chunk]

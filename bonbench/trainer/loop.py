@@ -170,8 +170,8 @@ class Trainer:
         warm = self.cfg.warmup
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
         self.ref_rewards: dict[str, list[float]] = {}
-        # the learned value head, when the objective reads Group.value (baseline / p from the value)
         self.rollouts: Any = None  # the vLLM rollout engine (--rollout-backend vllm), started on first use
+        # the learned value head, when the objective reads Group.value (baseline / p from the value)
         self.value = ValueHead(self.policy.hidden_size, self.cfg.value_lr, self.policy.device) \
             if "value" in self.objective.needs else None
 

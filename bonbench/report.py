@@ -32,7 +32,8 @@ def metrics_table(doc: Mapping[str, Any], title: str | None = None) -> Table:
         m = doc["metrics"][name]
         lo, hi = m.get("ci95") or [float("nan"), float("nan")]
         # escape: per-group names like pass@1[variant=static] would otherwise be read as rich markup
-        table.add_row(escape(name), _fmt(m["value"]), escape(f"[{_fmt(lo)}, {_fmt(hi)}]"), str(m.get("n_problems", "")))
+        ci = "" if lo is None and hi is None else escape(f"[{_fmt(lo)}, {_fmt(hi)}]")  # withheld: no interval either
+        table.add_row(escape(name), _fmt(m["value"]), ci, str(m.get("n_problems", "")))
     return table
 
 

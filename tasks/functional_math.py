@@ -12,7 +12,8 @@ snapshot with id ``<snapshot>/<unique_id>`` (e.g. ``Oct-2023/test/algebra/6.json
 filters as a static problem (5,000 without filters): the authors' reasoning gap needs the static
 outcome of the problems that have no functional version too. ``-T static=functionalized`` keeps
 only the 1,745 functionalized ids (6,980 problems instead of 10,235). Problems are ordered by
-``unique_id`` and then variant (static first), so ``--limit`` keeps whole groups. ``meta`` carries
+``unique_id`` and then variant (static first); ``--limit`` takes a prefix of that order, so only
+the last group can be cut (its id then counts as untested / incomplete). ``meta`` carries
 ``variant`` ("static" or the snapshot), ``snapshot`` (None for static), ``unique_id``,
 ``functionalized`` (whether the id has snapshots), ``level`` and ``subject``.
 

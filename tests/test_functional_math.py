@@ -563,3 +563,28 @@ def test_pipeline_end_to_end_with_scripted_completions(data_dir: Path, tmp_path:
     on_disk = json.loads(run.store.metrics_path.read_text())["metrics"]
     assert on_disk["pass@2[variant=Oct-2023]"] == m["pass@2[variant=Oct-2023]"]
     assert on_disk["reasoning_gap"] == m["reasoning_gap"]
+
+
+def test_a_withheld_gap_reads_as_nan_and_prints_as_withheld(tmp_path: Path) -> None:
+    """metrics.json holds a withheld gap as null; the table says "withheld", the analysis readers
+    (leaderboard, plots: ``rundir.load_run``) read NaN, the annotations stay as notes."""
+    import json
+
+    from rich.console import Console
+
+    from bonbench.analysis.rundir import load_run
+    from bonbench.report import print_metrics
+
+    m = fm.functional_metrics(_table({_uid("A"): _all_solved(True), _uid("E"): {"static": [True]}}), SNAPS,
+                              n_boot=50, seed=0)
+    assert m["reasoning_gap"]["value"] is None  # coverage 1/2
+    doc = {"task": "functional_math", "model": "m", "n": 1, "metrics": m, "per_problem": {}}
+    (tmp_path / "config.json").write_text(json.dumps({"config": {"task": "functional_math", "model": "m"}}))
+    (tmp_path / "metrics.json").write_text(json.dumps(doc))
+    run = load_run(tmp_path)
+    gap = run.metrics["reasoning_gap"]
+    assert gap.value != gap.value and gap.notes["raw_value"] == 0.0 and "70% or less" in gap.notes["withheld"]
+    console = Console(width=160, record=True)
+    print_metrics(doc, console)
+    row = next(line for line in console.export_text().splitlines() if "reasoning_gap " in line)
+    assert "withheld" in row and "nan" not in row

@@ -15,7 +15,10 @@ from rich.table import Table
 from bonbench.estimators import metric_sort_key
 
 
-def _fmt(x: float) -> str:
+def _fmt(x: float | None) -> str:
+    # None: a value the task withholds (functional_math's reasoning_gap below its coverage rule)
+    if x is None:
+        return "withheld"
     return "nan" if x != x else f"{x:.4f}"
 
 
@@ -27,9 +30,10 @@ def metrics_table(doc: Mapping[str, Any], title: str | None = None) -> Table:
     table.add_column("problems", justify="right")
     for name in sorted(doc["metrics"], key=metric_sort_key):
         m = doc["metrics"][name]
-        lo, hi = m.get("ci95", [float("nan"), float("nan")])
+        lo, hi = m.get("ci95") or [float("nan"), float("nan")]
         # escape: per-group names like pass@1[variant=static] would otherwise be read as rich markup
-        table.add_row(escape(name), _fmt(m["value"]), escape(f"[{_fmt(lo)}, {_fmt(hi)}]"), str(m.get("n_problems", "")))
+        ci = "" if lo is None and hi is None else escape(f"[{_fmt(lo)}, {_fmt(hi)}]")  # withheld: no interval either
+        table.add_row(escape(name), _fmt(m["value"]), ci, str(m.get("n_problems", "")))
     return table
 
 

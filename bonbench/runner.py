@@ -5,6 +5,12 @@ directory, then sample, grade, verify and score it.
     result = execute(plan(RunRequest(task="math", metrics=("bon@16",), limit=10)))
     result.docs[0]["metrics"]["bon@16"]["value"]
 
+Greedy decoding (``--temperature 0``) draws one sample per problem: every backend decodes the argmax
+token (hf: no sampling; vllm and openai: ``temperature=0``), so further samples would repeat it and
+pass@k / maj@k / bon@k for k > 1 would equal k = 1. ``plan`` therefore sets n = 1, keeps only the
+k = 1 metrics of the task's defaults, and refuses ``--n`` > 1 and requested metrics with k > 1 (the
+same in a sweep that includes T = 0, whose runs share n and metrics) with a one-line error.
+
 ``plan`` and ``reopen`` load the task and resolve every setting but write nothing and load no model,
 so a dry run is ``plan`` alone. ``execute`` writes config.json, samples what is missing with one
 engine for the whole sweep, then grades, verifies and scores each run. Samples produced elsewhere
@@ -231,6 +237,34 @@ def resolve_n(specs: Sequence[MetricSpec], n: int | None) -> int:
     return n
 
 
+def is_greedy(temperature: float) -> bool:
+    """Temperature 0 (or below): every backend decodes the most likely token."""
+    return float(temperature) <= 0.0
+
+
+def greedy_defaults(default: Sequence[str], judged_by: str = "correctness") -> tuple[str, ...]:
+    """The task's default metrics that mean something with one sample per problem (k = 1, mean)."""
+    kept = tuple(s.name for s in parse_metrics(list(default)) if s.k is None or s.k == 1) if default else ()
+    return kept or (("mean",) if judged_by == "reward" else ("pass@1",))
+
+
+def check_greedy(specs: Sequence[MetricSpec], n: int | None, special: set[str], sweep: bool = False) -> None:
+    """Greedy decoding gives one sample per problem: refuse what needs more (k > 1, --n > 1) or a
+    sampling density (kl), naming the fix. Lm-eval users know temperature 0 as "one answer per
+    question", so more samples are an error rather than n identical copies."""
+    where = " (a sweep's runs share n: run --temperature 0 on its own)" if sweep else ""
+    too_big = [s.name for s in specs if s.k is not None and s.k > 1] + [f"winrate@{k}" for k in winrate_ks(special) if k > 1]
+    if too_big:
+        raise BonbenchError(f"--temperature 0 is greedy decoding, one sample per problem, so {', '.join(too_big)} would equal "
+                            f"k=1; ask for k=1 metrics (pass@1) or sample with --temperature > 0{where}")
+    if n is not None and n > 1:
+        raise BonbenchError(f"--temperature 0 is greedy decoding: every sample would repeat the first; drop --n {n} "
+                            f"(n is 1) or sample with --temperature > 0{where}")
+    if "kl" in special:
+        raise BonbenchError("kl needs a sampling temperature > 0 (greedy decoding has no density to compare); "
+                            "drop --metric kl or sample with --temperature > 0")
+
+
 def default_verifier(specs: Sequence[MetricSpec], requested: str | None) -> str | None:
     """The verifier bon@k uses: the requested one, else ``logprob`` when some bon@k needs scores."""
     if requested:
@@ -273,11 +307,17 @@ def plan(req: RunRequest) -> Plan:
         return _plan_import(req, task, ray)
     if any(t < 0 for t in req.temperatures) or any(not 0 < p <= 1 for p in req.top_ps):
         raise BonbenchError("--temperature must be >= 0 and --top-p in (0, 1]")
+    # 0 and -0.0 are one setting: one run id, recorded as 0.0
+    temperatures = tuple(dict.fromkeys(0.0 if t == 0 else float(t) for t in req.temperatures))
+    greedy = any(is_greedy(t) for t in temperatures)
     requested, special = split_special(req.metrics)
+    if greedy:
+        check_greedy(parse_metrics(list(requested)) if requested else (), req.n, special, sweep=len(temperatures) > 1)
     ref = _ref_model(req.ref_model, special, req.top_ps)
-    specs = metric_specs(requested, task.default_metrics, task.judged_by)
+    specs = metric_specs(requested, greedy_defaults(task.default_metrics, task.judged_by) if greedy else task.default_metrics,
+                         task.judged_by)
     wks = _check_winrate(task, special, req.ref_run)
-    n = resolve_n(specs, req.n)
+    n = 1 if greedy else resolve_n(specs, req.n)
     if wks and max(wks) > n:
         raise BonbenchError(f"winrate@{max(wks)} needs k <= n, but n is {n}; raise --n or lower k")
     verifier = default_verifier(specs, req.verifier)
@@ -297,7 +337,7 @@ def plan(req: RunRequest) -> Plan:
     style = req.prompt_style if req.prompt_style != "auto" else ("chat" if resolved.is_chat else "base")
     stop = task.render(task.problems[0], style).stop if task.problems else ()  # type: ignore[arg-type]
     runs = []
-    for temperature in req.temperatures:
+    for temperature in temperatures:
         for top_p in req.top_ps:
             cfg = RunConfig(task=task.name, model=resolved.name, backend=backend, n=n, temperature=temperature, top_p=top_p,
                             max_tokens=req.max_tokens or task.max_tokens, seed=req.seed, stop=tuple(stop),
@@ -426,6 +466,10 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
         if too_big:
             raise BonbenchError(f"{', '.join(too_big)} need(s) k <= {fewest}, the fewest samples a problem of this "
                                 "imported run has; drop those metrics")
+    elif is_greedy(float(cfg_json.get("temperature", 1.0))):
+        # a greedy run has one sample per problem and never more
+        check_greedy(specs, n, special)
+        n_run = 1
     else:
         n_run = resolve_n(specs, n or cfg_json["n"])
     chosen = default_verifier(specs, verifier or cfg_json.get("verifier"))

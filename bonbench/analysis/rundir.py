@@ -165,7 +165,9 @@ def load_run(path: Path | str) -> RunData:
         ci = m.get("ci95") or [math.nan, math.nan]
         lo, hi = (math.nan if x is None else float(x) for x in ci)
         notes = {key: v for key, v in m.items() if key not in ("value", "ci95", "n_problems")}
-        metrics[name] = Metric(float(m["value"]), (lo, hi), int(m.get("n_problems", 0)), notes)
+        # a null value is one the task withholds (it says why under "withheld"): NaN, like an undefined one
+        value = math.nan if m.get("value") is None else float(m["value"])
+        metrics[name] = Metric(value, (lo, hi), int(m.get("n_problems", 0)), notes)
     per_problem = {name: {str(pid): float(v) for pid, v in vals.items() if v is not None}
                    for name, vals in met_file.get("per_problem", {}).items()}
     curves_path = path / "curves.json"

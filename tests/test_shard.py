@@ -91,6 +91,43 @@ def assert_same_run(merged: Path, reference: Path) -> None:
         assert rows(merged / name) == rows(reference / name), name
 
 
+@pytest.fixture
+def toy_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(models, "resolve_model", lambda name: models.ResolvedModel(
+        name="toy-model", path="toy-model", is_chat=False, fingerprint="toy", revision=None))
+    monkeypatch.setattr(select, "get_sampler", lambda *a, **k: toy_plugin.SlowScripted(0.0))
+
+
+def _request(out: Path, spec: shard.ShardSpec | None = None, *metrics: str) -> runner.RunRequest:
+    """The request ``RUN`` makes (plus ``metrics``), as a library call."""
+    return runner.RunRequest(task="toy", metrics=("pass@1,4", "maj@4", "bon@4", *metrics), backend="hf", limit=11,
+                             out=out, shard=spec)
+
+
+def shards_in_process(out: Path, count: int, *metrics: str, only: tuple[int, ...] | None = None) -> Path:
+    """Shards ``only`` (default all) of ``count`` through the library, one after the other; their run directory."""
+    dirs = {runner.execute(runner.plan(_request(out, shard.ShardSpec(i, count), *metrics))).runs[0].store.run_root
+            for i in (only or range(1, count + 1))}
+    assert len(dirs) == 1
+    return dirs.pop()
+
+
+def cli_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    """``bonbench ARGS`` in this process: exit 1 with one ``error:`` line, which is returned."""
+    capsys.readouterr()
+    assert main(list(args)) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def cli_ok(capsys: pytest.CaptureFixture[str], *args: str) -> Path:
+    """``bonbench ARGS`` in this process: exit 0; the last line printed (the run directory)."""
+    capsys.readouterr()
+    assert main(list(args)) == 0
+    return Path(capsys.readouterr().out.strip().splitlines()[-1])
+
+
 # ------------------------------------------------------------------------------------ the slices
 
 
@@ -116,9 +153,9 @@ def test_slices_partition_every_selection_evenly_and_stay_put_as_the_limit_grows
     ("3/0", "n must be at least 1"),
     ("2/12", "only 11 problems are selected; use at most 11 shards"),
 ])
-def test_bad_shard_values_are_one_line_errors(tmp_path: Path, value: str, message: str) -> None:
-    proc = run_cli(*RUN, "--shard", value, "--out", str(tmp_path))
-    assert message in one_line_error(proc)
+def test_bad_shard_values_are_one_line_errors(tmp_path: Path, toy_engine: None, value: str, message: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    assert message in cli_error(capsys, *RUN, "--shard", value, "--out", str(tmp_path))
     assert not any(tmp_path.iterdir())  # nothing written
 
 
@@ -154,20 +191,21 @@ def test_sharded_and_merged_equals_one_unsharded_run(tmp_path: Path, count: int)
     assert_same_run(run_dir, reference)
 
 
-def test_growing_n_and_adding_metrics_after_a_merge(tmp_path: Path) -> None:
-    run_dir = run_shards(tmp_path / "sharded", 2)
-    last_line(run_cli("merge", str(run_dir)))
+def test_growing_n_and_adding_metrics_after_a_merge(tmp_path: Path, toy_engine: None,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = shards_in_process(tmp_path / "sharded", 2)
+    cli_ok(capsys, "merge", str(run_dir))
     # a metric added to the merged run, as to any run
-    last_line(run_cli("score", str(run_dir), "--metric", "maj@2"))
+    cli_ok(capsys, "score", str(run_dir), "--metric", "maj@2")
     assert "maj@2" in metrics(run_dir)["metrics"]
     # grow n: rerun the shards with n = 8; they sample only indices 4..7 (0..3 are merged)
-    run_shards(tmp_path / "sharded", 2, "--metric", "pass@8")
+    shards_in_process(tmp_path / "sharded", 2, "pass@8")
     grown = rows(run_dir / "shards" / "1-of-2" / "samples.jsonl")
     assert sum(1 for _, idx in grown if idx >= 4) == 6 * 4
     # the run's metrics wait for the merge
-    assert "holds samples not merged" in one_line_error(run_cli("score", str(run_dir)))
-    last_line(run_cli("merge", str(run_dir)))
-    reference = last_line(run_cli(*RUN, "--metric", "pass@8", "--out", str(tmp_path / "ref")))
+    assert "holds samples not merged" in cli_error(capsys, "score", str(run_dir))
+    cli_ok(capsys, "merge", str(run_dir))
+    reference = runner.execute(runner.plan(_request(tmp_path / "ref", None, "pass@8"))).runs[0].store.root
     assert metrics(run_dir)["n"] == 8
     assert_same_run(run_dir, reference)
 
@@ -193,56 +231,46 @@ def test_a_killed_shard_resumes_with_every_key_once(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------- what is refused
 
 
-def test_a_missing_shard_is_an_error_until_it_runs_or_partial_is_asked(tmp_path: Path) -> None:
-    reference = last_line(run_cli(*RUN, "--out", str(tmp_path / "ref")))
-    run_dir = run_shards(tmp_path / "sharded", 3, only=(1, 3))
+def test_a_missing_shard_is_an_error_until_it_runs_or_partial_is_asked(tmp_path: Path, toy_engine: None,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    reference = runner.execute(runner.plan(_request(tmp_path / "ref"))).runs[0].store.root
+    run_dir = shards_in_process(tmp_path / "sharded", 3, only=(1, 3))
     before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
-    err = one_line_error(run_cli("merge", str(run_dir)))
+    err = cli_error(capsys, "merge", str(run_dir))
     assert "shard 2/3 has 0 of 4 problems sampled: run `bonbench run --task toy" in err
     assert "--limit 11" in err and err.endswith("--shard 2/3` (or pass --partial to score the finished problems)")
     assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before  # the failed merge wrote nothing
-    assert "has not been merged yet: run `bonbench merge" in one_line_error(run_cli("score", str(run_dir)))
-    assert "not merged yet: run `bonbench merge" in one_line_error(run_cli(*RUN, "--out", str(tmp_path / "sharded")))
+    assert "has not been merged yet: run `bonbench merge" in cli_error(capsys, "score", str(run_dir))
+    assert "not merged yet: run `bonbench merge" in cli_error(capsys, *RUN, "--out", str(tmp_path / "sharded"))
     # --partial scores the finished problems and says so
-    last_line(run_cli("merge", str(run_dir), "--partial"))
+    cli_ok(capsys, "merge", str(run_dir), "--partial")
     doc = metrics(run_dir)
     assert doc["shards"]["partial"] is True and doc["shards"]["missing"] == ["2/3"] and doc["n_problems"] == 7
     done = {f"toy/{i}" for i in range(11) if i % 3 != 1}
     assert doc["per_problem"]["pass@4"] == {p: v for p, v in metrics(reference)["per_problem"]["pass@4"].items() if p in done}
-    # the missing shard runs (the command the error named), and the merge is whole
-    cmd = err.split("`")[1].split()[2:]
-    run_shards(tmp_path / "sharded", 3, only=(2,))
-    assert cmd[cmd.index("--shard") + 1] == "2/3"
-    last_line(run_cli("merge", str(run_dir)))
+    # the command the error names runs the missing shard, and the merge is whole
+    command = err.split("`")[1].split()
+    assert command[:2] == ["bonbench", "run"]
+    assert cli_ok(capsys, *command[1:]) == run_dir
+    cli_ok(capsys, "merge", str(run_dir))
     assert_same_run(run_dir, reference)
     assert metrics(run_dir)["shards"]["partial"] is False
 
 
-def test_shards_of_two_splits_or_two_configs_are_refused(tmp_path: Path) -> None:
-    mixed = run_shards(tmp_path / "mixed", 2, only=(1,))
-    run_shards(tmp_path / "mixed", 3, only=(2,))
-    assert "holds shards of 2 splits (*-of-2, *-of-3)" in one_line_error(run_cli("merge", str(mixed)))
-    other = run_shards(tmp_path / "other", 2, only=(1,))
-    run_shards(tmp_path / "other", 2, "--metric", "pass@8", only=(2,))
-    err = one_line_error(run_cli("merge", str(other)))
+def test_shards_of_two_splits_or_two_configs_are_refused(tmp_path: Path, toy_engine: None,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    mixed = shards_in_process(tmp_path / "mixed", 2, only=(1,))
+    shards_in_process(tmp_path / "mixed", 3, only=(2,))
+    assert "holds shards of 2 splits (*-of-2, *-of-3)" in cli_error(capsys, "merge", str(mixed))
+    other = shards_in_process(tmp_path / "other", 2, only=(1,))
+    shards_in_process(tmp_path / "other", 2, "pass@8", only=(2,))
+    err = cli_error(capsys, "merge", str(other))
     assert "shards 1/2 and 2/2 were run with different --n (4 vs 8); rerun the older shards" in err
-    assert "run the shards without them" in one_line_error(run_cli(*RUN, "--metric", "kl", "--ref-model", "toy-model",
-                                                                "--shard", "1/2", "--out", str(tmp_path / "kl")))
+    assert "run the shards without them" in cli_error(capsys, *RUN, "--metric", "kl", "--ref-model", "toy-model",
+                                                       "--shard", "1/2", "--out", str(tmp_path / "kl"))
 
 
 # ------------------------------------------------------------------------ in-process: disk full, crash
-
-
-@pytest.fixture
-def toy_engine(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(models, "resolve_model", lambda name: models.ResolvedModel(
-        name="toy-model", path="toy-model", is_chat=False, fingerprint="toy", revision=None))
-    monkeypatch.setattr(select, "get_sampler", lambda *a, **k: toy_plugin.SlowScripted(0.0))
-
-
-def _request(out: Path, spec: shard.ShardSpec | None = None) -> runner.RunRequest:
-    return runner.RunRequest(task="toy", metrics=("pass@1,4", "maj@4", "bon@4"), backend="hf", limit=11, out=out,
-                             shard=spec)
 
 
 class _FullAfter:

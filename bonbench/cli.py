@@ -215,7 +215,7 @@ def _request(args: argparse.Namespace, **extra: Any) -> Any:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from bonbench.runner import plan
-    from bonbench.shard import parse_shard
+    from bonbench.shard import ShardStore, parse_shard
 
     engine_args = {k: v for k, v in {"max_model_len": args.max_model_len, "tensor_parallel_size": args.tensor_parallel_size,
                                      "gpu_memory_utilization": args.gpu_memory_utilization, "batch_size": args.batch_size,
@@ -231,10 +231,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         import json
 
         for run in p.runs:
-            shard = {"shard": run.store.spec.label} if req.shard is not None else {}
+            sharded = isinstance(run.store, ShardStore)
+            shard = {"shard": run.store.spec.label} if sharded else {}
             print(json.dumps({"hash": run.run_hash, "hashed": run.cfg.hashed(), "config": run.cfg.to_json(),
                               "problems": len(run.problems), **shard, "exists": run.store.exists()}, indent=2, default=str))
-            print(run.store.root)
+            print(run.store.run_root if sharded else run.store.root)  # the run directory `bonbench merge` takes
         return 0
     return _execute(p)
 

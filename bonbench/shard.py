@@ -25,13 +25,14 @@ This module does not score runs or parse flags: ``runner.merge`` checks coverage
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from bonbench.errors import BonbenchError
 from bonbench.pipeline import problem_set_id
-from bonbench.records import Grade, Problem, Sample, Score
+from bonbench.records import Grade, Problem, Sample, Score, from_row
 from bonbench.store import JsonlTable, R, RunStore, atomic_write_json, read_json
 
 SHARDS_DIR = "shards"
@@ -231,16 +232,19 @@ class Coverage:
 
 
 def coverage(run_root: Path, selection: Sequence[Problem], count: int, n: int) -> list[Coverage]:
-    """For each shard 1..count, which problems of its slice have every sample index 0..n-1."""
+    """For each shard 1..count, which problems of its slice have every sample index 0..n-1, in the
+    shard's files or the run's (read once, not once per shard)."""
+    def wanted(s: Sample) -> bool:
+        return s.sample_idx < n
+
+    merged = set(RunStore(Path(run_root)).samples.read(wanted))
+    counts = Counter(pid for pid, _ in merged)
     out = []
     for index in range(1, count + 1):
         store = ShardStore(run_root, ShardSpec(index, count))
         problems = store.spec.select(selection)
-        pids = {p.id for p in problems}
-        have: dict[str, int] = {}
-        for pid, idx in store.samples.read(lambda s: s.problem_id in pids and s.sample_idx < n):
-            have[pid] = have.get(pid, 0) + 1
-        out.append(Coverage(store.spec, problems, tuple(p for p in problems if have.get(p.id, 0) == n)))
+        own = Counter(pid for pid, idx in RunStore(store.root).samples.read(wanted) if (pid, idx) not in merged)
+        out.append(Coverage(store.spec, problems, tuple(p for p in problems if counts[p.id] + own[p.id] == n)))
     return out
 
 
@@ -254,22 +258,23 @@ def _identity(row: Sample | Grade | Score) -> tuple[Any, ...]:
     return (row.key,)
 
 
-def _merge_table(own: JsonlTable, into: JsonlTable) -> int:
-    """Append ``own``'s rows that ``into`` lacks (by ``_identity``); returns how many."""
+def _merge_tables(tables: Sequence[JsonlTable], into: JsonlTable) -> int:
+    """Append the rows of ``tables`` that ``into`` lacks (by ``_identity``), shard by shard; returns how many."""
     seen = {_identity(r) for r in _all_rows(into)}
-    new = []
-    for rec in _all_rows(own):
-        ident = _identity(rec)
-        if ident not in seen:
-            seen.add(ident)
-            new.append(rec)
-    return into.append(new) if new else 0
+    count = 0
+    for table in tables:
+        new = []
+        for rec in _all_rows(table):
+            ident = _identity(rec)
+            if ident not in seen:
+                seen.add(ident)
+                new.append(rec)
+        count += into.append(new) if new else 0
+    return count
 
 
 def _all_rows(table: JsonlTable) -> list[Any]:
     """Every row of ``table`` (not only the first per key: grades of two versions are both kept)."""
-    from bonbench.records import from_row
-
     return [from_row(table.cls, row) for row in table.rows()]
 
 
@@ -282,16 +287,18 @@ def merge_rows(run_root: Path, records: Sequence[ShardRecord]) -> dict[str, int]
     their grades and scores are there too (``unmerged`` looks at samples only).
     """
     run = RunStore(Path(run_root))
+    shards = [RunStore(r.root) for r in records]  # each shard's own files, without the run's (no UnionTable)
+    names = sorted({p.relative_to(s.root).as_posix() for s in shards for folder in ("scores", "grades")
+                    for p in (s.root / folder).glob("*.jsonl")}, key=lambda n: (not n.startswith("scores/"), n))
     added: dict[str, int] = {}
-    for record in records:
-        own = RunStore(record.root)  # the shard's own files, without the run's (no UnionTable here)
-        for folder, table_of in (("scores", run.scores), ("grades", run.grades)):
-            for path in sorted((record.root / folder).glob("*.jsonl")):
-                name = path.name[: -len(".jsonl")]
-                mine = own.scores(name) if folder == "scores" else own.grades(name)
-                added[f"{folder}/{path.name}"] = added.get(f"{folder}/{path.name}", 0) + _merge_table(mine, table_of(name))
-    for record in records:
-        added["samples.jsonl"] = added.get("samples.jsonl", 0) + _merge_table(RunStore(record.root).samples, run.samples)
+    for name in [*names, "samples.jsonl"]:
+        if name == "samples.jsonl":
+            into, mine = run.samples, [s.samples for s in shards]
+        else:
+            folder, stem = name.split("/")[0], name.split("/")[1][: -len(".jsonl")]
+            into = run.scores(stem) if folder == "scores" else run.grades(stem)
+            mine = [s.scores(stem) if folder == "scores" else s.grades(stem) for s in shards]
+        added[name] = _merge_tables(mine, into)
     return added
 
 

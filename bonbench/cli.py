@@ -1,6 +1,6 @@
 """The ``bonbench`` command: parse flags into a ``RunConfig`` and call the pipeline; no logic of its own.
 
-Subcommands: run, score, report, list, sandbox, leaderboard, gate, plot. Progress goes to stderr, the
+Subcommands: run, score, merge, report, list, sandbox, leaderboard, gate, plot. Progress goes to stderr, the
 final metrics table to stdout, and the run directory is the last line printed. Exit codes: 0
 success, 1 a user error (one line naming the fix; ``--debug`` shows the traceback), 2 bad usage.
 Defaults can come from ``BONBENCH_*`` environment variables (``BONBENCH_DATA_DIR``, ``BONBENCH_OUT``,
@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=int, help="openai backend: requests in flight per endpoint (default 8)")
     run.add_argument("--api-key", default=None, help="openai backend: API key (default: $OPENAI_API_KEY, else EMPTY)")
     run.add_argument("--dry-run", action="store_true", help="print the resolved config, hash and run dir, then stop (writes nothing)")
+    run.add_argument("--shard", help="i/n: run only shard i of n (1-based; a Slurm array task each) into the run's shards/ "
+                     "folder; `bonbench merge RUN_DIR` combines them (docs/scale-out.md)")
 
     score = sub.add_parser("score", help="grade and score existing samples (a run dir, or --samples FILE with --task)")
     score.add_argument("run_dir", nargs="?", help="run directory to re-score")
@@ -99,6 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "or lm-evaluation-harness files (see docs/imported-samples.md)")
     score.add_argument("--model", help="the name these samples are recorded and ranked under (default: the file's name)")
     _add_common(score)
+
+    merge = sub.add_parser("merge", help="combine the shards of a run (--shard i/n) and score it as one run")
+    merge.add_argument("run_dir", help="the run directory the shards printed")
+    merge.add_argument("--partial", action="store_true", help="score the problems the shards have finished instead of "
+                       "refusing while a shard is missing (metrics.json says shards.partial)")
+    merge.add_argument("--data-dir", default=None, help="local dataset mirror (default: $BONBENCH_DATA_DIR, else the hub)")
+    merge.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for CIs (as `run`'s)")
+    merge.add_argument("--unsafe-no-sandbox", action="store_true", help="code tasks: grade without bubblewrap (as `run`'s)")
+    merge.add_argument("--debug", action="store_true", help="show tracebacks")
 
     report = sub.add_parser("report", help="print the metrics tables of run directories")
     report.add_argument("path", nargs="?", default=os.environ.get("BONBENCH_OUT", DEFAULT_OUT))
@@ -162,7 +173,6 @@ class _Progress:
 def _execute(plan: Any) -> int:
     """Run a plan with progress bars, print every table, then the run directories (last line)."""
     from bonbench import pipeline
-    from bonbench.report import print_metrics
     from bonbench.runner import execute
 
     if plan.backend == "vllm" and plan.ray is None and any(pipeline.missing_requests(r, r.cfg.prompt_style) for r in plan.runs):
@@ -176,13 +186,26 @@ def _execute(plan: Any) -> int:
             progress.prefix = f"T={run.cfg.temperature:g}" if plan.is_sweep else ""
 
         result = execute(plan, progress, on_run=label)
+    _print_result(result)
+    return 0
+
+
+def _print_result(result: Any) -> None:
+    """Every metrics table, then the run directories (a shard prints the run directory it belongs to)."""
+    from bonbench.report import print_metrics
+    from bonbench.shard import ShardStore
+
     for doc in result.docs:
         print_metrics(doc)
     for run in result.runs:
-        print(run.store.root)
+        if isinstance(run.store, ShardStore):
+            print(f"shard {run.store.spec.label} done; once every shard is, run `bonbench merge {run.store.run_root}`",
+                  file=sys.stderr)
+            print(run.store.run_root)
+        else:
+            print(run.store.root)
     if result.sweep_path is not None:
         print(result.sweep_path)
-    return 0
 
 
 def _request(args: argparse.Namespace, **extra: Any) -> Any:
@@ -197,6 +220,7 @@ def _request(args: argparse.Namespace, **extra: Any) -> Any:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from bonbench.runner import plan
+    from bonbench.shard import ShardStore, parse_shard
 
     engine_args = {k: v for k, v in {"max_model_len": args.max_model_len, "tensor_parallel_size": args.tensor_parallel_size,
                                      "gpu_memory_utilization": args.gpu_memory_utilization, "batch_size": args.batch_size,
@@ -206,15 +230,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     req = _request(args, model=args.model, backend=args.backend, samples=Path(args.samples) if args.samples else None,
                    temperatures=tuple(_floats(args.temperature, "--temperature")), top_ps=tuple(_floats(args.top_p, "--top-p")),
                    max_tokens=args.max_tokens, seed=args.seed, prompt_style=args.prompt_style, dtype=args.dtype,
-                   engine_args=engine_args)
+                   engine_args=engine_args, shard=parse_shard(args.shard) if args.shard is not None else None)
     p = plan(req)
     if args.dry_run:
         import json
 
         for run in p.runs:
+            sharded = isinstance(run.store, ShardStore)
+            shard = {"shard": run.store.spec.label} if sharded else {}
             print(json.dumps({"hash": run.run_hash, "hashed": run.cfg.hashed(), "config": run.cfg.to_json(),
-                              "problems": len(run.problems), "exists": run.store.exists()}, indent=2, default=str))
-            print(run.store.root)
+                              "problems": len(run.problems), **shard, "exists": run.store.exists()}, indent=2, default=str))
+            print(run.store.run_root if sharded else run.store.root)  # the run directory `bonbench merge` takes
         return 0
     return _execute(p)
 
@@ -235,6 +261,20 @@ def cmd_score(args: argparse.Namespace) -> int:
             raise BonbenchError("bonbench score needs a run directory or --task T --samples FILE")
         p = plan(_request(args, model=args.model, samples=Path(args.samples)))
     return _execute(p)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from bonbench.runner import merge
+
+    with _Progress() as progress:
+        merged = merge(Path(args.run_dir), partial=args.partial, data_dir=args.data_dir, n_boot=args.n_boot,
+                       unsafe_no_sandbox=args.unsafe_no_sandbox, progress=progress)
+    for c in merged.coverage:
+        print(f"shard {c.spec.label}: {len(c.complete)} of {len(c.problems)} problems", file=sys.stderr)
+    added = ", ".join(f"{n} {name}" for name, n in sorted(merged.added.items()) if n) or "nothing new"
+    print(f"merged rows: {added}", file=sys.stderr)
+    _print_result(merged.result)
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -295,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"run": cmd_run, "score": cmd_score, "report": cmd_report, "list": cmd_list}
+    handlers = {"run": cmd_run, "score": cmd_score, "merge": cmd_merge, "report": cmd_report, "list": cmd_list}
     try:
         if args.command == "sandbox":
             from bonbench_sandbox import cli as sandbox_cli

@@ -42,4 +42,8 @@ def print_metrics(doc: Mapping[str, Any], console: Console | None = None) -> Non
     console = console or Console(soft_wrap=True)
     verifier = doc.get("verifier")
     title = f"{doc.get('task')} · {doc.get('model')} · n={doc.get('n')}" + (f" · verifier={verifier}" if verifier else "")
+    if doc.get("shard"):  # one shard's metrics (shard-metrics.json), not the run's
+        title += f" · shard {doc['shard'].get('label')} only"
+    if (doc.get("shards") or {}).get("partial"):
+        title += f" · partial: shards {', '.join(doc['shards'].get('missing', []))} missing"
     console.print(metrics_table(doc, title=title))

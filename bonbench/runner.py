@@ -20,7 +20,8 @@ the file's name).
 
 The CLI (cli.py) parses flags into a ``RunRequest`` and prints what ``execute`` returns; the trainer
 and the distributed drivers call these functions directly. This module does not parse flags or
-print tables.
+print tables. ``RunRequest.shard`` makes each run one shard of itself (``bonbench.shard``), and
+``merge`` combines the shards of a run directory and scores it as an unsharded run.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from bonbench import compare, models, pipeline, ray_cluster
+from bonbench import compare, models, pipeline, ray_cluster, shard
 from bonbench.config import RunConfig, policy_name
 from bonbench.errors import BonbenchError
 from bonbench.estimators import MetricSpec, parse_metrics
@@ -40,7 +41,8 @@ from bonbench.readers import ImportedSamples, read_samples
 from bonbench.records import MetricsPatch
 from bonbench.registry import GraderOptions, Task, Verifier, get_task, get_verifier
 from bonbench.sampler import select
-from bonbench.store import RunStore, read_json
+from bonbench.shard import ShardSpec, ShardStore
+from bonbench.store import RunStore, atomic_write_json, read_json
 
 Progress = Callable[[str, int, int], None]
 ENV_EXEC_CACHE = "BONBENCH_EXEC_CACHE"  # (bonbench.graders.code reads it; not imported here: code tasks are optional)
@@ -84,6 +86,7 @@ class RunRequest:
     ref_run: Path | None = None  # winrate against this run's samples (else the task's reference answers)
     ray: str | None = None  # --ray: "local" (start one here), "auto" or HOST:PORT; None: no Ray
     ray_workers: int | None = None  # --ray-workers: sampling actors (default: one per GPU, else per node)
+    shard: ShardSpec | None = None  # run only this slice of the problems, into the run's shards/ folder
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ class Plan:
     winrate_ks: tuple[int, ...] = ()  # win rates to compute (k = 1 is ``winrate``)
     ref_run: Path | None = None  # ... against this run's samples, else the task's references
     ray: ray_cluster.RayOptions | None = None  # sample on Ray actors and run code tests as Ray tasks
+    facts: Mapping[str, Any] | None = None  # top-level facts for each run's metrics.json (a merge's shards)
 
     @property
     def is_sweep(self) -> bool:
@@ -304,6 +308,8 @@ def plan(req: RunRequest) -> Plan:
                                 "score them with `bonbench score RUN_DIR --ref-model M` on a run bonbench sampled")
         if req.samples is None:
             raise BonbenchError("--backend scripted needs --samples FILE (a samples file to replay)")
+        if req.shard is not None:
+            raise BonbenchError("--shard splits sampling; a samples file is scored in one go: drop --shard")
         return _plan_import(req, task, ray)
     if any(t < 0 for t in req.temperatures) or any(not 0 < p <= 1 for p in req.top_ps):
         raise BonbenchError("--temperature must be >= 0 and --top-p in (0, 1]")
@@ -345,9 +351,23 @@ def plan(req: RunRequest) -> Plan:
                             model_fingerprint=resolved.fingerprint, metrics=tuple(s.name for s in specs),
                             verifier=verifier, limit=req.limit, engine_args=select.recorded_options(options))
             runs.append(pipeline.prepare(task, cfg, Path(req.out)))
+    if req.shard is not None:
+        runs = _shard_runs(runs, req.shard, kl=ref is not None, winrate=bool(wks))
     return Plan(runs=tuple(runs), specs=specs, verifier=verifier, backend=backend, n_boot=req.n_boot, out=Path(req.out),
                 model=resolved, options=options, data_dir=req.data_dir, ref_model=ref, winrate_ks=wks,
                 ref_run=req.ref_run, ray=ray)
+
+
+def _shard_runs(runs: list[pipeline.PreparedRun], spec: ShardSpec, *, kl: bool, winrate: bool) -> list[pipeline.PreparedRun]:
+    """Each run as shard ``spec`` of itself: its slice of the problems, its files under ``shards/``."""
+    if kl or winrate:
+        raise BonbenchError("kl and winrate are computed on the whole run: run the shards without them, then "
+                            "`bonbench merge RUN_DIR` and `bonbench score RUN_DIR --metric kl --ref-model M` (or winrate)")
+    out = []
+    for run in runs:
+        shard.check_fits(spec, run.problems)
+        out.append(dataclasses.replace(run, problems=spec.select(run.problems), store=ShardStore(run.store.root, spec)))
+    return out
 
 
 def _read_import(task: Task, path: Path) -> ImportedSamples:
@@ -433,8 +453,10 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
     ``task_args`` given now are merged over the saved ones (``timeout_s`` regrades the same
     samples); the directory must still match its config (same task version and settings).
     ``ray`` runs code tests as Ray tasks (as ``RunRequest.ray``).
+    A sharded run must be merged first (``merge``): its shards' samples are not the run's yet.
     """
     store = RunStore(Path(run_dir))
+    shard.check_merged(store.root)
     saved = store.read_config()
     cfg_json = dict(saved["config"])
     merged = {**cfg_json.get("task_args", {}), **dict(task_args or {})}
@@ -499,11 +521,18 @@ def execute(p: Plan, progress: Progress = _noop, on_run: Callable[[pipeline.Prep
 
     With ``p.ray`` the cluster is joined first, so an address that does not answer fails before
     anything is written; config.json records the Ray settings (not hashed: they do not change results).
-    """
+    A shard (``RunRequest.shard``) writes shard.json instead of config.json and its partial metrics
+    to shard-metrics.json. An unsharded run refuses a directory whose shards are not merged yet,
+    rather than sampling again what the shards hold."""
     if p.ray is not None:
         ray_cluster.connect(p.ray)
     for run in p.runs:
         extra: dict[str, Any] = {}
+        if isinstance(run.store, ShardStore):
+            extra["shard"] = shard.record_facts(run.store.spec, pipeline.select_problems(run.task, run.cfg.limit))
+        elif shard.has_shards(run.store.root) and shard.unmerged(run.store.root):
+            raise BonbenchError(f"{run.store.root} has shards whose samples are not merged yet: run `bonbench merge "
+                                f"{run.store.root}` first, or give this command the same --shard i/n split")
         if p.imported is not None:
             extra["imported"] = {"path": str(p.imported.path.resolve()), "format": p.imported.format,
                                  "fingerprint": p.imported.fingerprint, "counts": p.imported.counts()}
@@ -532,7 +561,8 @@ def execute(p: Plan, progress: Progress = _noop, on_run: Callable[[pipeline.Prep
     for run in p.runs:
         if on_run is not None:
             on_run(run)
-        docs.append(pipeline.evaluate(run, p.specs, verifier, progress, n_boot=p.n_boot, extras=_comparisons(p, run, progress)))
+        docs.append(pipeline.evaluate(run, p.specs, verifier, progress, n_boot=p.n_boot, extras=_comparisons(p, run, progress),
+                                      facts=p.facts))
     sweep = pipeline.write_sweep(p.runs, p.out) if p.is_sweep else None
     return RunResult(runs=p.runs, docs=tuple(docs), sweep_path=sweep)
 
@@ -594,3 +624,74 @@ def _build_sampler(p: Plan) -> Any:
         assert p.model is not None, "a sampled run has a resolved model"
         return RaySampler(SamplerSpec(p.backend, p.model, seed=p.runs[0].cfg.seed, options=p.options), p.ray)
     return select.get_sampler(p.backend, p.model, seed=p.runs[0].cfg.seed, options=p.options)
+
+
+# ---------------------------------------------------------------------------------------- merge
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What ``merge`` did: each shard's coverage, the rows it appended per file, and the scored run."""
+
+    coverage: tuple[shard.Coverage, ...]
+    added: Mapping[str, int]
+    result: RunResult
+
+
+def merge(run_dir: Path, *, partial: bool = False, data_dir: str | None = None, n_boot: int = 1000,
+          unsafe_no_sandbox: bool = False, progress: Progress = _noop) -> MergeResult:
+    """Combine the shards of ``run_dir`` and score it exactly as an unsharded run of the same config.
+
+    Checks first, writing nothing: the shards are of one split and one config (``shard.read_records``)
+    and every shard 1..n has all n samples of its slice. Then writes config.json, appends each
+    shard's rows the run's files lack (``shard.merge_rows``) and grades / verifies / scores the run
+    (rows the shards graded and scored are reused). ``partial`` scores the problems that are
+    complete instead of refusing, and says so in metrics.json (``shards.partial``). Running it
+    again appends nothing and rewrites the same metrics; a merge killed midway finishes on rerun.
+    """
+    root = Path(run_dir)
+    records = shard.read_records(root)
+    first = records[0]
+    cfg, count = first.doc["config"], first.spec.count
+    store = RunStore(root)
+    task = load_task(cfg["task"], cfg.get("task_args") or {}, data_dir=data_dir, out=store.results_root,
+                     unsafe=unsafe_no_sandbox)
+    selection = pipeline.select_problems(task, cfg.get("limit"))
+    if pipeline.problem_set_id(selection) != first.doc.get("shard", {}).get("selection"):
+        raise BonbenchError(f"task {task.name!r} now selects other problems than its shards did (its data changed); "
+                            "rerun every shard, then merge")
+    covered = tuple(shard.coverage(root, selection, count, int(cfg["n"])))
+    missing = [c for c in covered if not c.done]
+    if missing and not partial:
+        c = missing[0]
+        more = f" (and {len(missing) - 1} more shards: {', '.join(m.spec.label for m in missing[1:])})" if len(missing) > 1 else ""
+        raise BonbenchError(f"shard {c.spec.label} has {len(c.complete)} of {len(c.problems)} problems sampled{more}: run "
+                            f"`{shard.rerun_command(cfg, c.spec, store.results_root, task.max_tokens)}` "
+                            "(or pass --partial to score the finished problems)")
+    if all(not c.complete for c in covered):
+        raise BonbenchError(f"no shard of {root} has finished a problem yet; wait for the shards (or rerun them), then merge")
+    _write_merged_config(store, records)
+    added = shard.merge_rows(root, records)
+    p = reopen(root, data_dir=data_dir, n_boot=n_boot, unsafe_no_sandbox=unsafe_no_sandbox)
+    done = {pr.id for c in covered for pr in c.complete}
+    run = p.runs[0]
+    if missing:
+        run = dataclasses.replace(run, problems=tuple(pr for pr in run.problems if pr.id in done))
+    facts = {"shards": {"count": count, "merged": [c.spec.label for c in covered if c.done],
+                        "missing": [c.spec.label for c in missing], "partial": bool(missing),
+                        "n_problems_selected": len(selection)}}
+    result = execute(dataclasses.replace(p, runs=(run,), facts=facts), progress)
+    return MergeResult(coverage=covered, added=added, result=result)
+
+
+def _write_merged_config(store: RunStore, records: Sequence[shard.ShardRecord]) -> None:
+    """The run's config.json from its shards' record (the same config), keeping what the run had:
+    its ``created`` time and every verifier it (or any shard) was scored with."""
+    doc = {k: v for k, v in records[0].doc.items() if k != "shard"}
+    old = store.read_config() if store.exists() else {}
+    verifiers = list(old.get("verifiers", []))
+    for r in records:
+        verifiers += [v for v in r.doc.get("verifiers", []) if v not in verifiers]
+    doc["verifiers"] = verifiers
+    doc["created"] = old.get("created", doc.get("created"))
+    atomic_write_json(store.config_path, doc)

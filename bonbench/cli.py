@@ -346,6 +346,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     elif args.what == "verifiers":
         for name in registry.verifier_names():
             print(name)
+        print("rm:<spec>       a reward model (bonbench list reward-models)")
+        print("learned:PATH    a verifier folder from `bonbench train-verifier` (docs/verifiers.md)")
     elif args.what == "reward-models":
         from bonbench.rewards.registry import describe_reward_models
 

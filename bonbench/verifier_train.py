@@ -354,7 +354,7 @@ def _train_lora(model: vm.VerifierModel, rows: Sequence[LabelledSample], req: Tr
         opt.zero_grad()
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         step += 1
         progress("lora", 1, total)
         if step % req.save_every == 0 or step == total:

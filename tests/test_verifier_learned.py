@@ -280,3 +280,61 @@ def test_auroc_matches_brute_force_pair_count() -> None:
     brute = ((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()) / (pos.size * neg.size)
     assert auroc(y.tolist(), s.tolist()) == pytest.approx(brute, abs=1e-12)
     assert auroc([1, 1], [0.1, 0.2]) is None
+
+
+def test_lora_method_trains_saves_and_resumes(tiny: Path, train_run: Path, data_dir: Path, tmp_path: Path) -> None:
+    from bonbench.verifier_model import load_verifier_model, verifier_text
+
+    req = TrainVerifierRequest(run_dirs=(train_run,), model=str(tiny), out=tmp_path, data_dir=str(data_dir), name="lv",
+                               method="lora", batch_size=8, folds=3, dtype="float32", max_length=128, micro_batch=16,
+                               save_every=2, lr=1e-3)
+    folder = train_verifier(req)
+    doc = vf.read_verifier_manifest(folder)
+    assert doc["method"] == "lora" and (folder / "adapter" / "adapter_config.json").is_file()
+    assert doc["training"]["lora"]["steps"] == 6  # 96 samples / 16
+    state = torch.load(folder / "training_state" / "state.pt", weights_only=False)
+    assert state["step"] == 6 and len(state["losses"]) == 6
+    # a rerun with the same settings resumes at the saved step: no step is redone, the weights are the same
+    again = train_verifier(req)
+    assert vf.read_verifier_manifest(again)["weights_sha256"] == doc["weights_sha256"]
+    # the adapters are part of the weights hash and of the loaded model
+    text = [verifier_text(train_run_problem(data_dir), "So the answer is $\\boxed{1}$.")]
+    loaded = load_verifier_model(folder).score_texts(text)
+    assert 0.0 < loaded[0] < 1.0
+    # other settings under the same name: refused, naming the fix
+    with pytest.raises(BonbenchError, match="trained with other settings or data \\(lr\\)"):
+        train_verifier(TrainVerifierRequest(**{**req.__dict__, "lr": 1e-2}))
+
+
+def train_run_problem(data_dir: Path) -> Problem:
+    from bonbench.runner import load_task
+
+    return load_task("math", {"split": "train", "level": "1"}, data_dir=str(data_dir), out=Path("results")).problems[0]
+
+
+def test_killed_feature_extraction_resumes(tiny: Path, train_run: Path, data_dir: Path, tmp_path: Path) -> None:
+    from bonbench.verifier_train import FeatureCache
+
+    req = TrainVerifierRequest(run_dirs=(train_run,), model=str(tiny), out=tmp_path, data_dir=str(data_dir), name="r",
+                               batch_size=8, folds=3, dtype="float32", max_length=256)
+    from safetensors.torch import load_file
+
+    full = train_verifier(req)
+    before = load_file(str(full / vf.HEAD_FILE))
+    # as if killed after 40 rows' features were saved: no manifest, a partial feature cache
+    (full / vf.MANIFEST).unlink()
+    with pytest.raises(BonbenchError, match="training has not finished; rerun the same"):
+        vf.read_verifier_manifest(full)
+    cache = FeatureCache(full / "features")
+    have = cache.load()
+    keys = sorted(have)[:40]
+    shutil.rmtree(full / "features")
+    cache.append(keys, torch.stack([have[k] for k in keys]))
+    seen: list[int] = []
+    again = train_verifier(req, progress=lambda stage, advance, total: seen.append(total) if stage == "features" else None)
+    assert set(seen) == {96 - 40}  # only the missing rows were computed
+    after = load_file(str(again / vf.HEAD_FILE))
+    # the same head up to float noise (the resumed rows were batched with other rows, so padded differently)
+    for name, value in before.items():
+        assert torch.allclose(value, after[name], rtol=1e-3, atol=1e-4), name
+    assert vf.read_verifier_manifest(again)["weights_sha256"] == vf.weights_sha256(again)

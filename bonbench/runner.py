@@ -228,6 +228,9 @@ def default_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task
     verifier of the task's family trained on this model's samples when ``<out>/verifiers`` holds one
     (``verifier_folder.find_verifier``: the newest), else ``logprob``."""
     if requested:
+        if requested.startswith("learned:") and len(requested) > len("learned:"):
+            # recorded in config.json: absolute, so that a later `bonbench score` from elsewhere finds it
+            return "learned:" + str(Path(requested[len("learned:"):]).expanduser().resolve())
         return requested
     if not pipeline.needs_scores(specs):
         return None

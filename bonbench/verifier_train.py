@@ -31,6 +31,7 @@ import json
 import re
 import shutil
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -301,13 +302,19 @@ def fit_head(head: vm.ScalarHead, feats: torch.Tensor, labels: np.ndarray, group
     cv = list(GroupKFold(n_splits=k).split(x, labels, groups))
     clf = LogisticRegressionCV(Cs=np.logspace(-4, 1, 11).tolist(), l1_ratios=(0.0,), cv=cv, scoring="roc_auc",
                                max_iter=2000, random_state=seed, use_legacy_attributes=False)
-    clf.fit(x, labels)
+    with warnings.catch_warnings():  # folds without a positive: reported once, as cv_folds_with_both_classes
+        warnings.filterwarnings("ignore", message="Only one class is present")
+        clf.fit(x, labels)
     with torch.no_grad():
         head.linear.weight.copy_(torch.as_tensor(clf.coef_, dtype=torch.float32))
         head.linear.bias.copy_(torch.as_tensor(clf.intercept_, dtype=torch.float32))
     grid = clf.scores_ if not isinstance(clf.scores_, dict) else next(iter(clf.scores_.values()))
-    per_c = np.asarray(grid, dtype=np.float64).reshape(k, -1).mean(0)  # [Cs]: fold-mean AUROC of each C
-    return {"C": float(np.ravel(clf.C_)[0]), "cv_auroc": float(per_c.max()), "cv_folds": k}
+    folds_by_c = np.asarray(grid, dtype=np.float64).reshape(k, -1)  # [folds, Cs]; NaN where a fold has one class
+    per_c = np.nanmean(folds_by_c, axis=0) if np.isfinite(folds_by_c).any() else None
+    # with very few correct samples (the 270M model at T = 1: ~2% of MATH level 1) most folds have no
+    # positive, the CV AUROC is undefined and the choice of C means little: recorded as None, not NaN
+    return {"C": float(np.ravel(clf.C_)[0]), "cv_auroc": None if per_c is None else float(np.nanmax(per_c)),
+            "cv_folds": k, "cv_folds_with_both_classes": int(np.isfinite(folds_by_c[:, 0]).sum())}
 
 
 def auroc(labels: Sequence[int], scores: Sequence[float]) -> float | None:

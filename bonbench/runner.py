@@ -269,11 +269,25 @@ def check_greedy(specs: Sequence[MetricSpec], n: int | None, special: set[str], 
                             "drop --metric kl or sample with --temperature > 0")
 
 
-def default_verifier(specs: Sequence[MetricSpec], requested: str | None) -> str | None:
-    """The verifier bon@k uses: the requested one, else ``logprob`` when some bon@k needs scores."""
+def default_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task: str | None = None,
+                     model_fingerprint: str | None = None, out: Path | None = None) -> str | None:
+    """The verifier bon@k uses: the requested one; else, when some bon@k needs scores, a learned
+    verifier of the task's family trained on this model's samples when ``<out>/verifiers`` holds one
+    (``verifier_folder.find_verifier``: the newest), else ``logprob``."""
     if requested:
+        if requested.startswith("learned:") and len(requested) > len("learned:"):
+            # recorded in config.json: absolute, so that a later `bonbench score` from elsewhere finds it
+            return "learned:" + str(Path(requested[len("learned:"):]).expanduser().resolve())
         return requested
-    return "logprob" if pipeline.needs_scores(specs) else None
+    if not pipeline.needs_scores(specs):
+        return None
+    if task and model_fingerprint and out is not None:
+        from bonbench.verifier_folder import PREFIX, find_verifier
+
+        found = find_verifier(out, task, model_fingerprint)
+        if found is not None:
+            return PREFIX + str(found.resolve())
+    return "logprob"
 
 
 # ----------------------------------------------------------------------------------------- plan
@@ -291,10 +305,18 @@ def _with_reward_model(req: RunRequest) -> RunRequest:
     return dataclasses.replace(req, task_args={**req.task_args, "reward_model": req.reward_model})
 
 
-def _check_verifier(name: str | None, data_dir: str | None) -> None:
-    """An unknown verifier fails now, before any sampling (a reward model is resolved, not loaded)."""
-    if name is not None:
-        get_verifier(name, **({"data_dir": data_dir} if name.startswith("rm:") else {}))
+def _check_verifier(name: str | None, data_dir: str | None, *, task: str | None = None,
+                    model_path: str | None = None) -> None:
+    """An unknown verifier fails now, before any sampling (a reward model is resolved, not loaded); a
+    learned verifier must have learned from the family of the run's model (``model_path``: its folder)
+    and of its task."""
+    if name is None:
+        return
+    verifier = get_verifier(name, **({"data_dir": data_dir} if name.startswith("rm:") else {}))
+    if name.startswith("learned:"):
+        from bonbench.verifier_folder import model_type
+
+        verifier.check_policy(model_type(model_path) if model_path else None, task)  # type: ignore[attr-defined]
 
 
 def plan(req: RunRequest) -> Plan:
@@ -326,8 +348,6 @@ def plan(req: RunRequest) -> Plan:
     n = 1 if greedy else resolve_n(specs, req.n)
     if wks and max(wks) > n:
         raise BonbenchError(f"winrate@{max(wks)} needs k <= n, but n is {n}; raise --n or lower k")
-    verifier = default_verifier(specs, req.verifier)
-    _check_verifier(verifier, req.data_dir)
     backend = req.backend or select.default_backend()
     if backend not in select.BACKENDS:
         raise BonbenchError(f"unknown backend '{backend}': choose one of {', '.join(select.BACKENDS)}")
@@ -340,6 +360,8 @@ def plan(req: RunRequest) -> Plan:
         resolved = served_model(req.model, options)
     else:
         resolved = models.resolve_model(req.model)
+    verifier = default_verifier(specs, req.verifier, task=task.name, model_fingerprint=resolved.fingerprint, out=Path(req.out))
+    _check_verifier(verifier, req.data_dir, task=task.name, model_path=None if served else resolved.path)
     style = req.prompt_style if req.prompt_style != "auto" else ("chat" if resolved.is_chat else "base")
     stop = task.render(task.problems[0], style).stop if task.problems else ()  # type: ignore[arg-type]
     runs = []
@@ -414,7 +436,7 @@ def _plan_import(req: RunRequest, task: Task, ray: ray_cluster.RayOptions | None
         raise BonbenchError(f"{', '.join(too_big)} need(s) k <= {fewest}: {path.name} has {fewest} sample(s) for {fewest_pid!r}; "
                             "drop those metrics or add samples to the file")
     verifier = default_verifier(specs, req.verifier)
-    _check_verifier(verifier, req.data_dir)
+    _check_verifier(verifier, req.data_dir, task=task.name)
     model = req.model or path.name
     cfg = RunConfig(task=task.name, model=model, backend="scripted", n=n, model_fingerprint=imported.fingerprint,
                     metrics=tuple(s.name for s in specs), verifier=verifier, limit=req.limit,
@@ -494,8 +516,10 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
         n_run = 1
     else:
         n_run = resolve_n(specs, n or cfg_json["n"])
-    chosen = default_verifier(specs, verifier or cfg_json.get("verifier"))
-    _check_verifier(chosen, data_dir)
+    chosen = default_verifier(specs, verifier or cfg_json.get("verifier"), task=task.name,
+                              model_fingerprint=cfg_json.get("model_fingerprint"), out=out)
+    _check_verifier(chosen, data_dir, task=task.name,
+                    model_path=_model_path(cfg_json) if chosen and chosen.startswith("learned:") else None)
     cfg = RunConfig(**{**cfg_json, "n": n_run, "limit": limit or cfg_json.get("limit"), "task_args": merged,
                        "metrics": tuple(s.name for s in specs), "verifier": chosen})
     run = pipeline.prepare(task, cfg, out)
@@ -506,6 +530,17 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
         raise BonbenchError(f"model {cfg.model!r} has changed since this run sampled (fingerprint); kl would score other weights")
     return Plan(runs=(run,), specs=specs, verifier=chosen, backend=cfg.backend, n_boot=n_boot, out=out, data_dir=data_dir,
                 model=policy, ref_model=ref, winrate_ks=wks, ref_run=ref_run, ray=rays)
+
+
+def _model_path(cfg_json: Mapping[str, Any]) -> str | None:
+    """The local folder of a run's model, when it still resolves to the weights that sampled it."""
+    if cfg_json.get("backend") in ("scripted", "openai"):
+        return None
+    try:
+        resolved = models.resolve_model(cfg_json["model"])
+    except BonbenchError:
+        return None
+    return resolved.path if resolved.fingerprint == cfg_json.get("model_fingerprint") else None
 
 
 # -------------------------------------------------------------------------------------- execute

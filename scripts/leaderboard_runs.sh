@@ -12,6 +12,7 @@
 #   CODE  the bonbench checkout to run (default: this one); the real runs used a frozen copy
 #   PY    the Python that has bonbench's dependencies (default: .venv/bin/python of CODE, else python3)
 #   BONBENCH_DATA_DIR  the offline data mirror (the real runs: /work/shared/data)
+#   DRY_RUN=1  print the bonbench commands instead of running them
 #
 # Budget (this machine: 2 cores shared with ~7 other engineers, load average 10-22 while these ran,
 # no GPU): each IMDB run is 10 steps of 4 prompts x G = 8 samples x 24 new tokens (320 rollouts),
@@ -30,7 +31,12 @@ fi
 # bonbench from CODE (the task and sandbox packages come from CODE/.pp when it has one)
 export PYTHONPATH="$CODE${PYTHONPATH:+:$PYTHONPATH}"
 [ -d "$CODE/.pp" ] && export PYTHONPATH="$PYTHONPATH:$CODE/.pp"
-bb() { (set -x; nice -n "${NICE:-15}" "$PY" -m bonbench.cli "$@"); }
+# DRY_RUN=1 prints each bonbench command (one line, shell-quoted) instead of running it
+# (tests/test_leaderboard_runs.py checks every printed command against bonbench's own parsers)
+bb() {
+  if [ -n "${DRY_RUN:-}" ]; then printf 'bonbench'; printf ' %q' "$@"; printf '\n'; return; fi
+  (set -x; nice -n "${NICE:-15}" "$PY" -m bonbench.cli "$@")
+}
 
 CK="$OUT/checkpoints"
 # shared training settings (IMDB)
@@ -65,7 +71,8 @@ train_bonsft8() {
 eval_base() {
   # the base at T = 1: its own reference (KL 0); every checkpoint's win rate is against its samples
   bb run "${IMDB_EVAL[@]}" --seed 0 --metric mean,max@4 | tee "$OUT/base_run.log"
-  tail -n 1 "$OUT/base_run.log" > "$BASE_RUN_FILE"
+  tail -n 1 "$OUT/base_run.log" > "$BASE_RUN_FILE"   # `bonbench run` prints its run directory last
+  [ -z "${DRY_RUN:-}" ] || echo "$OUT/runs/imdb/gemma-3-270m/BASE_RUN" > "$BASE_RUN_FILE"
 }
 base_seed1() {
   # an independent base run (seed 1) against the first: win rate 1/2 and k/(k+1) by construction

@@ -18,7 +18,8 @@
 # no GPU): each IMDB run is 10 steps of 4 prompts x G = 8 samples x 24 new tokens (320 rollouts),
 # LoRA rank 16 on all linear layers, lr 5e-4 with 3 warm-up steps, bf16 autocast, seed 1.
 # Evaluation: 64 IMDB test prompts x 4 samples x 24 tokens at T = 1 (the training temperature) with
-# vLLM; KL to the base teacher-forced with transformers; win rates against every sample of the
+# the hf backend (vLLM's engine start alone took 7 min at this load); KL to the base teacher-forced
+# with transformers; win rates against every sample of the
 # base's run (paired by prompt).
 set -euo pipefail
 
@@ -43,7 +44,7 @@ CK="$OUT/checkpoints"
 IMDB_TRAIN=(--task imdb --seed 1 --steps ${IMDB_STEPS:-10} --prompts-per-step 4 --group 8 --max-new-tokens 24
             --lr 5e-4 --warmup 3 --lora-rank 16 --lora-targets all-linear --out "$OUT")
 # shared evaluation settings (IMDB): 64 test prompts x 8 samples, the training length and temperature
-IMDB_EVAL=(--task imdb --limit 64 --n 4 --max-tokens 24 --temperature 1.0 --out "$OUT")
+IMDB_EVAL=(--task imdb --backend hf --limit 64 --n 4 --max-tokens 24 --temperature 1.0 --out "$OUT")
 BASE_RUN_FILE="$OUT/base_run.txt"   # the base run's directory (the win rates' comparison)
 
 # one function per checkpoint: train, then evaluate against the base

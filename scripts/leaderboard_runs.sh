@@ -113,7 +113,7 @@ math_runs() {
   bb leaderboard "$OUT" --base gemma-3-270m --task math500 --out "$OUT/report"
 }
 
-IMDB_RUNS=(vbon8 klrl bonsft8 vbonl8)
+IMDB_RUNS=(klrl vbon8 bonsft8 vbonl8)   # cheapest complete checkpoint first (no reference samples)
 declare -A CKPT=([vbon8]=imdb-vbon8 [klrl]=imdb-klrl-b0.1 [vbonl8]=imdb-vbonl8 [bonsft8]=imdb-bonsft8)
 
 case_stage() {
@@ -122,7 +122,7 @@ case_stage() {
     vbon8|klrl|vbonl8|bonsft8) "train_$1"; eval_ckpt "${CKPT[$1]}" ;;
     base-seed1) base_seed1 ;;
     report-imdb) report_imdb ;;
-    imdb) eval_base; for r in "${IMDB_RUNS[@]}"; do case_stage "$r"; done; base_seed1; report_imdb ;;
+    imdb) eval_base; for r in "${IMDB_RUNS[@]}"; do case_stage "$r"; report_imdb; done; base_seed1; report_imdb ;;
     math) math_runs ;;
     *) echo "error: unknown stage $1 (eval-base ${IMDB_RUNS[*]} base-seed1 report-imdb imdb math)" >&2; exit 1 ;;
   esac

@@ -2,6 +2,8 @@
 
 Heavy imports (torch, transformers, peft) happen inside the handler, so ``bonbench --help`` stays
 fast. Objective options come from ``--k`` / ``--N`` (the papers' names) and ``-O KEY=VALUE``.
+Under torchrun / accelerate launch every rank runs the handler; rank 0 alone shows progress, prints
+the checkpoint folder and reports bad input found before the job starts (every rank finds the same).
 """
 
 from __future__ import annotations
@@ -107,6 +109,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         ref_samples=args.ref_samples, micro_batch=args.micro_batch, dtype=args.dtype, log_kl=args.log_kl,
         log_grad_var=args.log_grad_var, seed=args.seed, save_every=args.save_every, data_dir=args.data_dir,
         out=args.out)
+    from bonbench.trainer.distributed import RankError, env_world
+
+    if env_world()[0] != 0:  # one progress bar, one printed folder, one error line per job: rank 0's
+        try:
+            train(cfg)
+        except RankError:
+            raise  # found by this rank while the job ran: only it can report it
+        except BonbenchError:
+            return 1  # found before the job started, by every rank alike: rank 0 prints it
+        return 0
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     with Progress(TextColumn("training {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -52,6 +52,11 @@ def register(subparsers: Any) -> None:
     t.add_argument("--dtype", default="bfloat16", help="autocast dtype (float32 turns autocast off)")
     t.add_argument("--no-log-kl", dest="log_kl", action="store_false", help="skip the per-step KL to the base model")
     t.add_argument("--log-grad-var", action="store_true", help="log the variance of per-prompt gradients")
+    t.add_argument("--rollout-backend", choices=["hf", "openai"], default="hf",
+                   help="hf: sample in-process from the live weights; openai: from servers the LoRA adapter is synced to")
+    t.add_argument("--endpoint", action="append", default=[], metavar="URL",
+                   help="rollout server (repeatable): VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve BASE --enable-lora")
+    t.add_argument("--sync-every", type=int, default=1, help="optimiser steps between adapter syncs to the servers")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--save-every", type=int, default=50)
     t.add_argument("--data-dir", default=None)
@@ -107,7 +112,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         kl_coef=args.kl_coef, kl_anchor=args.kl_anchor, ema_rate=args.ema_rate, ppo_epochs=args.ppo_epochs,
         clip_eps=args.clip_eps, entropy_coef=args.entropy_coef, length_norm=args.length_norm, verifier=args.verifier,
         ref_samples=args.ref_samples, micro_batch=args.micro_batch, dtype=args.dtype, log_kl=args.log_kl,
-        log_grad_var=args.log_grad_var, seed=args.seed, save_every=args.save_every, data_dir=args.data_dir,
+        log_grad_var=args.log_grad_var, rollout_backend=args.rollout_backend, endpoints=tuple(args.endpoint),
+        sync_every=args.sync_every, seed=args.seed, save_every=args.save_every, data_dir=args.data_dir,
         out=args.out)
     from bonbench.trainer.distributed import RankError, env_world
 

@@ -16,8 +16,9 @@ from bonbench.errors import BonbenchError
 
 KL_ANCHORS = ("ref", "ema")
 LENGTH_NORMS = ("sum", "mean")
+ROLLOUT_BACKENDS = ("hf", "openai")
 # settings that may change between a run and its resumption without changing what is trained
-RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress")
+RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress", "endpoints")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,9 @@ class TrainConfig:
     dtype: str = "bfloat16"  # autocast dtype on CPU and GPU ("float32" turns it off)
     log_kl: bool = True  # log KL(pi || base) per step (one more forward pass without gradient)
     log_grad_var: bool = False  # per-step variance of per-prompt gradients (one backward per prompt)
+    rollout_backend: str = "hf"  # "hf": the live weights in-process; "openai": servers with the synced LoRA adapter
+    endpoints: tuple[str, ...] = ()  # rollout servers (--rollout-backend openai)
+    sync_every: int = 1  # optimiser steps between adapter syncs to the rollout servers
     seed: int = 0
     save_every: int = 50
     log_every: int = 1
@@ -83,6 +87,12 @@ class TrainConfig:
             (self.micro_batch >= 1, "--micro-batch must be >= 1"),
             (self.dtype in ("bfloat16", "float16", "float32"), "--dtype must be bfloat16, float16 or float32"),
             (self.save_every >= 1, "--save-every must be >= 1"),
+            (self.rollout_backend in ROLLOUT_BACKENDS, f"--rollout-backend must be one of {', '.join(ROLLOUT_BACKENDS)}"),
+            (self.rollout_backend != "openai" or bool(self.endpoints),
+             "--rollout-backend openai needs a server: --endpoint URL (repeatable) of `vllm serve BASE --enable-lora`"),
+            (self.rollout_backend != "openai" or not self.full_finetune,
+             "--rollout-backend openai syncs LoRA adapters to the server; drop --full-finetune or use --rollout-backend hf"),
+            (self.sync_every >= 1, "--sync-every must be >= 1"),
             (self.max_new_tokens is None or self.max_new_tokens >= 1, "--max-new-tokens must be >= 1"),
             (bool(self.name) and "/" not in self.name and not self.name.startswith("."),
              "--name must be a plain folder name (it becomes results/checkpoints/NAME)"),
@@ -95,11 +105,19 @@ class TrainConfig:
         return json.loads(json.dumps(asdict(self), default=str))
 
     def training_hash(self) -> str:
-        """Hash of what is trained: every field but ``RESUMABLE`` ones."""
-        doc = {k: v for k, v in self.to_json().items() if k not in RESUMABLE}
+        """Hash of what is trained: every field but ``RESUMABLE`` ones, and fields added later
+        (``LATER``) only when they differ from their default, so older runs keep their hash."""
+        doc = {k: v for k, v in self.to_json().items()
+               if k not in RESUMABLE and not (k in LATER and v == LATER[k])}
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
 
     def differences(self, other: Mapping[str, Any]) -> list[str]:
-        """Fields (outside ``RESUMABLE``) whose value differs from a recorded config."""
+        """Fields (outside ``RESUMABLE``) whose value differs from a recorded config (one recorded
+        before a ``LATER`` field existed had that field's default)."""
         mine = self.to_json()
-        return [f.name for f in fields(self) if f.name not in RESUMABLE and mine.get(f.name) != other.get(f.name)]
+        return [f.name for f in fields(self)
+                if f.name not in RESUMABLE and mine.get(f.name) != other.get(f.name, LATER.get(f.name))]
+
+
+# fields added after checkpoints were first written, with the value older checkpoints implied
+LATER: dict[str, Any] = {"rollout_backend": "hf", "sync_every": 1}

@@ -159,6 +159,11 @@ class Trainer:
         warm = self.cfg.warmup
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
         self.ref_rewards: dict[str, list[float]] = {}
+        self.publisher = None
+        if self.cfg.rollout_backend == "openai":
+            from bonbench.trainer.rollout_server import AdapterPublisher
+
+            self.publisher = AdapterPublisher(self.cfg.name, prep.ckpt.root, self.cfg.endpoints, prep.model.is_chat)
 
     # ---------------------------------------------------------------- the run
 
@@ -192,6 +197,8 @@ class Trainer:
         last: Mapping[str, Any] = {}
         if self.on_step is not None:
             self.on_step(start, cfg.steps, last)
+        if start < cfg.steps:
+            self._sync_rollout_servers(start)
         for step in range(start, cfg.steps):
             last = self.step(step)
             done = step + 1
@@ -199,12 +206,25 @@ class Trainer:
                 ck.append_rows(ck.log_path, [last])
                 if done % cfg.save_every == 0 or done == cfg.steps:
                     ck.save_state(done, self.policy.trainable_state(), self.optimizer, self.scheduler, self.policy.ema)
+            if done < cfg.steps and done % cfg.sync_every == 0:
+                self._sync_rollout_servers(done)
             if self.on_step is not None:
                 self.on_step(done, cfg.steps, last)
         if comm.is_main and (start < cfg.steps or not ck.manifest_path.exists()):
             self.export()
         comm.barrier()  # the job ends when the export is complete
         return ck.root
+
+    def _sync_rollout_servers(self, step: int) -> None:
+        """``--rollout-backend openai``: rank 0 loads the adapters as of ``step`` into the servers; no
+        rank samples before they are there."""
+        if self.publisher is None:
+            return
+        if self.comm.is_main:
+            self.publisher.publish(self.policy.lm, step)
+        else:
+            self.publisher.use(step)
+        self.comm.barrier()
 
     def export(self) -> None:
         ck, cfg, m = self.p.ckpt, self.cfg, self.p.model
@@ -237,7 +257,11 @@ class Trainer:
         requests = [SampleRequest(self.task.render(p, self.style), tuple(counts[p.id])) for p in problems if counts[p.id]]
         if not requests:
             return []
-        sampler = self.policy.sampler(seed, batch_size=max(1, sum(len(r.sample_indices) for r in requests)), reference=reference)
+        if self.publisher is not None and not reference:
+            sampler: Any = self.publisher.sampler(seed)  # the servers, with the adapter synced last
+        else:
+            sampler = self.policy.sampler(seed, batch_size=max(1, sum(len(r.sample_indices) for r in requests)),
+                                          reference=reference)
         params = SamplingParams(temperature=self.cfg.temperature, top_p=1.0, max_tokens=self.max_tokens, seed=seed)
         try:
             return [s for chunk in sampler.generate(requests, params) for s in chunk]

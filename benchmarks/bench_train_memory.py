@@ -39,7 +39,7 @@ def _one(group: int, tokens: int, micro_batch: int, kl: float, data_dir: str | N
     pairs = [(prompt, torch.randint(10, vocab - 10, (tokens,), generator=g).tolist()) for _ in range(group)]
     weights = np.linspace(-1, 1, group)
     t0 = time.perf_counter()
-    trainer._optimise(pairs, weights, [list(range(group))])
+    trainer._optimise(pairs, weights, [list(range(group))], cfg.kl_at(0))
     return {"group": group, "tokens": tokens, "micro_batch": micro_batch, "kl_coef": kl,
             "step_s": round(time.perf_counter() - t0, 2),
             "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3)}

@@ -1,6 +1,6 @@
 """The ``bonbench`` command: parse flags into a ``RunConfig`` and call the pipeline; no logic of its own.
 
-Subcommands: run, score, report, list, sandbox, leaderboard, gate, plot. Progress goes to stderr, the
+Subcommands: run, score, merge, report, list, sandbox, leaderboard, gate, plot, train, train-verifier, eval-verifier. Progress goes to stderr, the
 final metrics table to stdout, and the run directory is the last line printed. Exit codes: 0
 success, 1 a user error (one line naming the fix; ``--debug`` shows the traceback), 2 bad usage.
 Defaults can come from ``BONBENCH_*`` environment variables (``BONBENCH_DATA_DIR``, ``BONBENCH_OUT``,
@@ -46,7 +46,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("-T", dest="task_args", action="append", metavar="KEY=VALUE", help="task argument, repeatable")
     p.add_argument("--metric", action="append", help="pass@k, bon@k, maj@k, mean; repeatable; list form pass@1,4,16")
     p.add_argument("--n", type=int, help="samples per problem (default: the largest k requested)")
-    p.add_argument("--verifier", help="verifier for bon@k: logprob (default), oracle, or rm:<reward model spec> (bonbench list reward-models)")
+    p.add_argument("--verifier", help="verifier for bon@k: logprob, oracle, rm:<reward model spec> (bonbench list reward-models) "
+                   "or learned:PATH (bonbench train-verifier); default: the newest learned verifier under <out>/verifiers "
+                   "for this task family and model, else logprob")
     p.add_argument("--limit", type=int, help="evaluate only the first N problems")
     p.add_argument("--ref-model", help="reference policy (hub id, folder, gemma-3-270m): adds metric kl, the mean of "
                    "log pi(y|x) - log pi_ref(y|x) over samples (teacher-forced, transformers)")
@@ -59,6 +61,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for CIs")
     p.add_argument("--unsafe-no-sandbox", action="store_true",
                    help="code tasks: run model code without bubblewrap (rlimits, uid change and group kill still apply)")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="sample on Ray actors and run code tests as Ray tasks: no value starts a local Ray, `auto` joins "
+                   "this machine's cluster, HOST:PORT a head's (docs/scale-out.md)")
+    p.add_argument("--ray-workers", type=int, help="with --ray: sampling actors (default: one per GPU, else one per node)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
@@ -88,6 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=int, help="openai backend: requests in flight per endpoint (default 8)")
     run.add_argument("--api-key", default=None, help="openai backend: API key (default: $OPENAI_API_KEY, else EMPTY)")
     run.add_argument("--dry-run", action="store_true", help="print the resolved config, hash and run dir, then stop (writes nothing)")
+    run.add_argument("--shard", help="i/n: run only shard i of n (1-based; a Slurm array task each) into the run's shards/ "
+                     "folder; `bonbench merge RUN_DIR` combines them (docs/scale-out.md)")
 
     score = sub.add_parser("score", help="grade and score existing samples (a run dir, or --samples FILE with --task)")
     score.add_argument("run_dir", nargs="?", help="run directory to re-score")
@@ -95,6 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
                        "or lm-evaluation-harness files (see docs/imported-samples.md)")
     score.add_argument("--model", help="the name these samples are recorded and ranked under (default: the file's name)")
     _add_common(score)
+
+    merge = sub.add_parser("merge", help="combine the shards of a run (--shard i/n) and score it as one run")
+    merge.add_argument("run_dir", help="the run directory the shards printed")
+    merge.add_argument("--partial", action="store_true", help="score the problems the shards have finished instead of "
+                       "refusing while a shard is missing (metrics.json says shards.partial)")
+    merge.add_argument("--data-dir", default=None, help="local dataset mirror (default: $BONBENCH_DATA_DIR, else the hub)")
+    merge.add_argument("--n-boot", type=int, default=1000, help="bootstrap resamples for CIs (as `run`'s)")
+    merge.add_argument("--unsafe-no-sandbox", action="store_true", help="code tasks: grade without bubblewrap (as `run`'s)")
+    merge.add_argument("--debug", action="store_true", help="show tracebacks")
 
     report = sub.add_parser("report", help="print the metrics tables of run directories")
     report.add_argument("path", nargs="?", default=os.environ.get("BONBENCH_OUT", DEFAULT_OUT))
@@ -116,10 +133,99 @@ def build_parser() -> argparse.ArgumentParser:
     from bonbench.analysis import cli as analysis_cli
 
     analysis_cli.register(sub)
+    _add_verifier_commands(sub)
     from bonbench.trainer import cli as trainer_cli  # the CLI fronts the trainer; the pipeline never imports it
 
     trainer_cli.register(sub)
     return parser
+
+
+def _add_verifier_commands(sub: Any) -> None:
+    tv = sub.add_parser("train-verifier", help="train a learned verifier (P(correct)) on graded samples of a task's train split")
+    tv.add_argument("--task", help="the task family the runs must belong to (math, mbpp, ...; checked); default: the runs'")
+    tv.add_argument("--samples-from", dest="samples_from", action="append", required=True, metavar="RUN_DIR",
+                    help="a graded run directory of the train split (`bonbench run -T split=train ...`); repeatable")
+    tv.add_argument("--name", help="folder name: <out>/verifiers/NAME (default: <family>-<model>-<method>); the same name resumes")
+    tv.add_argument("--model", default=os.environ.get("BONBENCH_MODEL"),
+                    help="the verifier's backbone: a causal LM folder, hub id or gemma-3-270m (default)")
+    tv.add_argument("--method", choices=["head", "lora"], default="head",
+                    help="head: frozen backbone + logistic head (default); lora: then LoRA adapters and head fine-tuned")
+    tv.add_argument("--max-length", type=int, default=512, help="tokens of problem + completion read (the end is kept)")
+    tv.add_argument("--batch-size", type=int, default=16, help="texts per forward")
+    tv.add_argument("--dtype", default="bfloat16", help="backbone dtype")
+    tv.add_argument("--folds", type=int, default=5, help="cross-validation folds (grouped by problem) choosing the L2 strength")
+    tv.add_argument("--val-fraction", type=float, default=0.2, help="share of problems held out for the reported AUROC")
+    tv.add_argument("--drop-eval-overlap", action="store_true",
+                    help="leave out training problems that are evaluation problems (same id or text) instead of refusing")
+    tv.add_argument("--epochs", type=int, default=1, help="lora: passes over the samples")
+    tv.add_argument("--lr", type=float, default=1e-4, help="lora: AdamW learning rate")
+    tv.add_argument("--lora-rank", type=int, default=8)
+    tv.add_argument("--lora-alpha", type=int, default=16)
+    tv.add_argument("--micro-batch", type=int, default=8, help="lora: samples per optimiser step")
+    tv.add_argument("--save-every", type=int, default=50, help="lora: steps between saved training states")
+    tv.add_argument("--seed", type=int, default=0)
+    tv.add_argument("--data-dir", default=None, help="local dataset mirror (default: $BONBENCH_DATA_DIR, else the hub)")
+    tv.add_argument("--out", default=os.environ.get("BONBENCH_OUT", DEFAULT_OUT), help="results root (default: results/)")
+    tv.add_argument("--debug", action="store_true")
+    tv.set_defaults(handler=cmd_train_verifier)
+
+    ev = sub.add_parser("eval-verifier", help="AUROC, bon@k curves and paired bon@k differences of verifiers on held-out runs")
+    ev.add_argument("run_dirs", nargs="+", help="scored run directories (disjoint problems; their samples are pooled)")
+    ev.add_argument("--verifier", action="append", required=True,
+                    help="a verifier to evaluate (learned:PATH, logprob, oracle, rm:...); repeatable; the first is "
+                         "compared with each other one")
+    ev.add_argument("--k", type=int, help="k of the summary lines (default: n)")
+    ev.add_argument("--json", dest="json_out", help="write the full result (curves, AUROC, paired differences) here")
+    ev.add_argument("--plot", help="write the bon@k / pass@k / maj@k figure here (PNG)")
+    ev.add_argument("--title", default="", help="figure title")
+    ev.add_argument("--n-boot", type=int, default=1000)
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--data-dir", default=None)
+    ev.add_argument("--debug", action="store_true")
+    ev.set_defaults(handler=cmd_eval_verifier)
+
+
+def cmd_train_verifier(args: argparse.Namespace) -> int:
+    from bonbench.verifier_train import TrainVerifierRequest, train_verifier
+
+    req = TrainVerifierRequest(run_dirs=tuple(Path(d) for d in args.samples_from), task=args.task, name=args.name,
+                               model=args.model, method=args.method, out=Path(args.out), data_dir=args.data_dir,
+                               max_length=args.max_length, batch_size=args.batch_size, dtype=args.dtype, folds=args.folds,
+                               seed=args.seed, val_fraction=args.val_fraction, drop_eval_overlap=args.drop_eval_overlap, epochs=args.epochs, lr=args.lr,
+                               lora_rank=args.lora_rank, lora_alpha=args.lora_alpha, micro_batch=args.micro_batch,
+                               save_every=args.save_every)
+    with _Progress() as progress:
+        folder = train_verifier(req, progress)
+    from bonbench.verifier_folder import read_verifier_manifest
+
+    doc = read_verifier_manifest(folder)
+    held = doc["metrics"]["heldout"]
+    auroc = held.get("auroc")
+    print(f"{doc['data']['n_samples']} samples ({doc['data']['n_correct']} correct) of {doc['data']['n_problems']} problems; "
+          f"held-out AUROC {'n/a' if auroc is None else f'{auroc:.4f}'} on {held['n_problems']} problems")
+    print(folder)
+    return 0
+
+
+def cmd_eval_verifier(args: argparse.Namespace) -> int:
+    import json
+
+    from bonbench.analysis import verifiers as ev
+
+    with _Progress() as progress:
+        result = ev.evaluate([Path(d) for d in args.run_dirs], args.verifier, data_dir=args.data_dir, n_boot=args.n_boot,
+                             seed=args.seed, progress=progress)
+    if args.k is not None and not 1 <= args.k <= result.n:
+        raise BonbenchError(f"--k must be between 1 and n={result.n}")
+    for line in ev.summary_lines(result, args.k):
+        print(line)
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps(result.to_json(), indent=1))
+        print(args.json_out)
+    if args.plot:
+        print(ev.plot(result, Path(args.plot), title=args.title))
+    return 0
 
 
 def _version() -> str:
@@ -158,10 +264,9 @@ class _Progress:
 def _execute(plan: Any) -> int:
     """Run a plan with progress bars, print every table, then the run directories (last line)."""
     from bonbench import pipeline
-    from bonbench.report import print_metrics
     from bonbench.runner import execute
 
-    if plan.backend == "vllm" and any(pipeline.missing_requests(r, r.cfg.prompt_style) for r in plan.runs):
+    if plan.backend == "vllm" and plan.ray is None and any(pipeline.missing_requests(r, r.cfg.prompt_style) for r in plan.runs):
         # an engine will load: restart once with tcmalloc preloaded (CPU only; docs/samplers.md). Done
         # here, not in the runner: re-executing the process is the command's business, not a library's.
         from bonbench.sampler.cpu_preload import maybe_reexec_with_preload
@@ -172,13 +277,26 @@ def _execute(plan: Any) -> int:
             progress.prefix = f"T={run.cfg.temperature:g}" if plan.is_sweep else ""
 
         result = execute(plan, progress, on_run=label)
+    _print_result(result)
+    return 0
+
+
+def _print_result(result: Any) -> None:
+    """Every metrics table, then the run directories (a shard prints the run directory it belongs to)."""
+    from bonbench.report import print_metrics
+    from bonbench.shard import ShardStore
+
     for doc in result.docs:
         print_metrics(doc)
     for run in result.runs:
-        print(run.store.root)
+        if isinstance(run.store, ShardStore):
+            print(f"shard {run.store.spec.label} done; once every shard is, run `bonbench merge {run.store.run_root}`",
+                  file=sys.stderr)
+            print(run.store.run_root)
+        else:
+            print(run.store.root)
     if result.sweep_path is not None:
         print(result.sweep_path)
-    return 0
 
 
 def _request(args: argparse.Namespace, **extra: Any) -> Any:
@@ -187,11 +305,13 @@ def _request(args: argparse.Namespace, **extra: Any) -> Any:
     return RunRequest(task=args.task, task_args=_task_args(args.task_args), metrics=tuple(args.metric or ()), n=args.n,
                       verifier=args.verifier, limit=args.limit, data_dir=args.data_dir, out=Path(args.out),
                       n_boot=args.n_boot, unsafe_no_sandbox=args.unsafe_no_sandbox, reward_model=args.reward_model,
-                      ref_model=args.ref_model, ref_run=Path(args.ref_run) if args.ref_run else None, **extra)
+                      ref_model=args.ref_model, ref_run=Path(args.ref_run) if args.ref_run else None, ray=args.ray,
+                      ray_workers=args.ray_workers, **extra)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from bonbench.runner import plan
+    from bonbench.shard import ShardStore, parse_shard
 
     engine_args = {k: v for k, v in {"max_model_len": args.max_model_len, "tensor_parallel_size": args.tensor_parallel_size,
                                      "gpu_memory_utilization": args.gpu_memory_utilization, "batch_size": args.batch_size,
@@ -201,15 +321,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     req = _request(args, model=args.model, backend=args.backend, samples=Path(args.samples) if args.samples else None,
                    temperatures=tuple(_floats(args.temperature, "--temperature")), top_ps=tuple(_floats(args.top_p, "--top-p")),
                    max_tokens=args.max_tokens, seed=args.seed, prompt_style=args.prompt_style, dtype=args.dtype,
-                   engine_args=engine_args)
+                   engine_args=engine_args, shard=parse_shard(args.shard) if args.shard is not None else None)
     p = plan(req)
     if args.dry_run:
         import json
 
         for run in p.runs:
+            sharded = isinstance(run.store, ShardStore)
+            shard = {"shard": run.store.spec.label} if sharded else {}
             print(json.dumps({"hash": run.run_hash, "hashed": run.cfg.hashed(), "config": run.cfg.to_json(),
-                              "problems": len(run.problems), "exists": run.store.exists()}, indent=2, default=str))
-            print(run.store.root)
+                              "problems": len(run.problems), **shard, "exists": run.store.exists()}, indent=2, default=str))
+            print(run.store.run_root if sharded else run.store.root)  # the run directory `bonbench merge` takes
         return 0
     return _execute(p)
 
@@ -224,12 +346,26 @@ def cmd_score(args: argparse.Namespace) -> int:
         p = reopen(Path(args.run_dir), metrics=tuple(args.metric or ()), n=args.n, verifier=args.verifier,
                    task_args=task_args, limit=args.limit, data_dir=args.data_dir, n_boot=args.n_boot,
                    unsafe_no_sandbox=args.unsafe_no_sandbox, ref_model=args.ref_model,
-                   ref_run=Path(args.ref_run) if args.ref_run else None)
+                   ref_run=Path(args.ref_run) if args.ref_run else None, ray=args.ray, ray_workers=args.ray_workers)
     else:
         if not args.samples:
             raise BonbenchError("bonbench score needs a run directory or --task T --samples FILE")
         p = plan(_request(args, model=args.model, samples=Path(args.samples)))
     return _execute(p)
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from bonbench.runner import merge
+
+    with _Progress() as progress:
+        merged = merge(Path(args.run_dir), partial=args.partial, data_dir=args.data_dir, n_boot=args.n_boot,
+                       unsafe_no_sandbox=args.unsafe_no_sandbox, progress=progress)
+    for c in merged.coverage:
+        print(f"shard {c.spec.label}: {len(c.complete)} of {len(c.problems)} problems", file=sys.stderr)
+    added = ", ".join(f"{n} {name}" for name, n in sorted(merged.added.items()) if n) or "nothing new"
+    print(f"merged rows: {added}", file=sys.stderr)
+    _print_result(merged.result)
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -255,6 +391,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     elif args.what == "verifiers":
         for name in registry.verifier_names():
             print(name)
+        print("rm:<spec>       a reward model (bonbench list reward-models)")
+        print("learned:PATH    a verifier folder from `bonbench train-verifier` (docs/verifiers.md)")
     elif args.what == "reward-models":
         from bonbench.rewards.registry import describe_reward_models
 
@@ -290,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
     parser = build_parser()
     args = parser.parse_args(argv)
-    handlers = {"run": cmd_run, "score": cmd_score, "report": cmd_report, "list": cmd_list}
+    handlers = {"run": cmd_run, "score": cmd_score, "merge": cmd_merge, "report": cmd_report, "list": cmd_list}
     try:
         if args.command == "sandbox":
             from bonbench_sandbox import cli as sandbox_cli

@@ -310,7 +310,8 @@ def outcomes(run: PreparedRun, grades: dict[tuple[str, int], Grade],
     return out
 
 
-def _problem_set_hash(problems: Iterable[Problem]) -> str:
+def problem_set_id(problems: Iterable[Problem]) -> str:
+    """The id of a problem selection (metrics.json's ``problem_set``; a shard's ``selection``)."""
     return hashlib.sha256("\n".join(p.id for p in problems).encode()).hexdigest()[:12]
 
 
@@ -346,9 +347,11 @@ def group_metrics(task: Task, problems: Sequence[Problem], outs: Sequence[Proble
 
 def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[tuple[str, int], Grade],
           scores: dict[tuple[str, int], Score] | None, verifier: str | None, n_boot: int = 1000,
-          scorer: tuple[int, str] = (1, ""), extra: MetricsPatch | None = None) -> dict[str, Any]:
+          scorer: tuple[int, str] = (1, ""), extra: MetricsPatch | None = None,
+          facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Compute metrics (dataset-wide, per task-defined group, task extras) and curves, merge them
     and ``extra`` (``bonbench.compare``'s metrics) into metrics.json (same problem set), write curves.json.
+    ``facts`` are top-level entries written with them (``runner.merge``'s ``shards``).
 
     ``scorer`` is the verifier's (version, fingerprint) (``scorer_id``): bon@k values stored under
     another verifier, version or fingerprint are dropped rather than merged.
@@ -376,7 +379,7 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[tuple[str,
     if extra is not None:
         metrics.update({name: dict(m) for name, m in extra.metrics.items()})
         per_problem.update({name: dict(v) for name, v in extra.per_problem.items()})
-    problem_set = _problem_set_hash(run.problems)
+    problem_set = problem_set_id(run.problems)
     current = grading(run.task)
     doc: dict[str, Any] = {"metrics": {}, "per_problem": {}}
     for name in metrics:
@@ -417,6 +420,7 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[tuple[str,
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         },
     })
+    doc.update(facts or {})
     run.store.write_metrics(doc)
     # reward-judged tasks: the expected-max curve (max@k) instead of pass/maj, which do not apply
     kinds = (("max",) if run.task.judged_by == "reward" else ("pass", "maj")) + (("bon",) if scores is not None else ())
@@ -432,17 +436,19 @@ Extras = Callable[[dict[tuple[str, int], Sample], dict[tuple[str, int], Grade]],
 
 
 def evaluate(run: PreparedRun, specs: Sequence[MetricSpec], verifier: Verifier | None, progress: Progress = _noop,
-             n_boot: int = 1000, extras: Extras | None = None) -> dict[str, Any]:
+             n_boot: int = 1000, extras: Extras | None = None, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """grade -> verify -> score for a run whose samples exist. ``extras(samples, grades)`` computes
-    metrics beside the run's own (``bonbench.compare``), merged into the same metrics.json write."""
+    metrics beside the run's own (``bonbench.compare``), merged into the same metrics.json write,
+    as are ``facts`` (top-level entries, see ``score``)."""
     samples = load_samples(run)
     grades = grade(run, samples, progress)
     scores = verify(run, verifier, samples, grades, progress) if verifier is not None else None
     extra = extras(samples, grades) if extras is not None else None
     if verifier is not None:
         record_verifier(run, verifier.name)
-        return score(run, specs, grades, scores, verifier.name, n_boot=n_boot, scorer=scorer_id(run, verifier), extra=extra)
-    return score(run, specs, grades, None, None, n_boot=n_boot, extra=extra)
+        return score(run, specs, grades, scores, verifier.name, n_boot=n_boot, scorer=scorer_id(run, verifier), extra=extra,
+                     facts=facts)
+    return score(run, specs, grades, None, None, n_boot=n_boot, extra=extra, facts=facts)
 
 
 def write_sweep(runs: Sequence[PreparedRun], out: Path) -> Path:

@@ -64,11 +64,14 @@ class GraderOptions:
 
     ``exec_cache``: the execution-cache folder of graders that run code (None keeps the grader's
     own); ``unsafe``: run model code without the bubblewrap sandbox (rlimits, uid change and group
-    kill still apply). Graders that have such settings implement ``with_options``; others ignore them.
+    kill still apply); ``executor``: where graders that run code run their test lists (None: the local
+    thread pool; ``bonbench.graders.ray_sandbox.RaySandbox``: Ray tasks, ``--ray``). Graders that have
+    such settings implement ``with_options``; others ignore them.
     """
 
     exec_cache: Path | None = None
     unsafe: bool = False
+    executor: Any = None
 
 
 @dataclass(frozen=True)
@@ -228,16 +231,20 @@ def task_parameters(name: str) -> set[str]:
 
 
 def get_verifier(name: str, **kwargs: Any) -> Verifier:
-    """Verifier ``name``; ``rm:<spec>`` is any reward model (``bonbench.rewards.registry``), loaded
-    when it first scores."""
+    """Verifier ``name``; ``rm:<spec>`` is any reward model (``bonbench.rewards.registry``) and
+    ``learned:PATH`` a verifier folder (``bonbench.verifier_folder``), each loaded when it first scores."""
     if name.startswith("rm:"):
         from bonbench.rewards.registry import reward_verifier
 
         return reward_verifier(name[3:], **kwargs)
+    if name.startswith("learned:"):
+        from bonbench.verifier_folder import learned_verifier
+
+        return learned_verifier(name)
     load_plugins()
     if name not in _VERIFIERS:
         raise BonbenchError(f"unknown verifier {name!r}; choose one of: {', '.join(sorted(_VERIFIERS))}, "
-                            "or rm:<reward model> (see `bonbench list reward-models`)")
+                            "rm:<reward model> (see `bonbench list reward-models`) or learned:PATH (`bonbench train-verifier`)")
     entry = _VERIFIERS[name]
     if isinstance(entry, (str, EntryPoint)):
         try:

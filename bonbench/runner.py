@@ -5,6 +5,12 @@ directory, then sample, grade, verify and score it.
     result = execute(plan(RunRequest(task="math", metrics=("bon@16",), limit=10)))
     result.docs[0]["metrics"]["bon@16"]["value"]
 
+Greedy decoding (``--temperature 0``) draws one sample per problem: every backend decodes the argmax
+token (hf: no sampling; vllm and openai: ``temperature=0``), so further samples would repeat it and
+pass@k / maj@k / bon@k for k > 1 would equal k = 1. ``plan`` therefore sets n = 1, keeps only the
+k = 1 metrics of the task's defaults, and refuses ``--n`` > 1 and requested metrics with k > 1 (the
+same in a sweep that includes T = 0, whose runs share n and metrics) with a one-line error.
+
 ``plan`` and ``reopen`` load the task and resolve every setting but write nothing and load no model,
 so a dry run is ``plan`` alone. ``execute`` writes config.json, samples what is missing with one
 engine for the whole sweep, then grades, verifies and scores each run. Samples produced elsewhere
@@ -14,7 +20,8 @@ the file's name).
 
 The CLI (cli.py) parses flags into a ``RunRequest`` and prints what ``execute`` returns; the trainer
 and the distributed drivers call these functions directly. This module does not parse flags or
-print tables.
+print tables. ``RunRequest.shard`` makes each run one shard of itself (``bonbench.shard``), and
+``merge`` combines the shards of a run directory and scores it as an unsharded run.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from bonbench import compare, models, pipeline
+from bonbench import compare, models, pipeline, ray_cluster, shard
 from bonbench.config import RunConfig, policy_name
 from bonbench.errors import BonbenchError
 from bonbench.estimators import MetricSpec, parse_metrics
@@ -34,7 +41,8 @@ from bonbench.readers import ImportedSamples, read_samples
 from bonbench.records import MetricsPatch
 from bonbench.registry import GraderOptions, Task, Verifier, get_task, get_verifier
 from bonbench.sampler import select
-from bonbench.store import RunStore, read_json
+from bonbench.shard import ShardSpec, ShardStore
+from bonbench.store import RunStore, atomic_write_json, read_json
 
 Progress = Callable[[str, int, int], None]
 ENV_EXEC_CACHE = "BONBENCH_EXEC_CACHE"  # (bonbench.graders.code reads it; not imported here: code tasks are optional)
@@ -76,6 +84,9 @@ class RunRequest:
     reward_model: str | None = None  # the grader of a reward-judged task (its -T reward_model)
     ref_model: str | None = None  # KL of every sample to this reference policy (metric ``kl``)
     ref_run: Path | None = None  # winrate against this run's samples (else the task's reference answers)
+    ray: str | None = None  # --ray: "local" (start one here), "auto" or HOST:PORT; None: no Ray
+    ray_workers: int | None = None  # --ray-workers: sampling actors (default: one per GPU, else per node)
+    shard: ShardSpec | None = None  # run only this slice of the problems, into the run's shards/ folder
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,8 @@ class Plan:
     ref_model: models.ResolvedModel | None = None  # KL to this reference policy, when asked for
     winrate_ks: tuple[int, ...] = ()  # win rates to compute (k = 1 is ``winrate``)
     ref_run: Path | None = None  # ... against this run's samples, else the task's references
+    ray: ray_cluster.RayOptions | None = None  # sample on Ray actors and run code tests as Ray tasks
+    facts: Mapping[str, Any] | None = None  # top-level facts for each run's metrics.json (a merge's shards)
 
     @property
     def is_sweep(self) -> bool:
@@ -114,8 +127,9 @@ class RunResult:
 
 
 def load_task(name: str | None, task_args: Mapping[str, str], *, data_dir: str | None, out: Path,
-              unsafe: bool = False) -> Task:
-    """Build task ``name`` and configure its grader (execution cache under ``out``, unsafe mode)."""
+              unsafe: bool = False, ray: ray_cluster.RayOptions | None = None) -> Task:
+    """Build task ``name`` and configure its grader (execution cache under ``out``, unsafe mode, and
+    with ``ray`` its sandbox executions as Ray tasks)."""
     from bonbench.data import resolve_data_dir
 
     if not name:
@@ -128,7 +142,12 @@ def load_task(name: str | None, task_args: Mapping[str, str], *, data_dir: str |
     # executions are cached beside the results they belong to, so re-scoring never re-executes;
     # an explicit -T exec_cache=... (or $BONBENCH_EXEC_CACHE) wins
     explicit = "exec_cache" in task_args or os.environ.get(ENV_EXEC_CACHE)
-    options = GraderOptions(exec_cache=None if explicit else Path(out) / "cache" / "exec", unsafe=unsafe)
+    executor = None
+    if ray is not None:
+        from bonbench.graders.ray_sandbox import RaySandbox  # connects (and imports ray) only when it runs
+
+        executor = RaySandbox(ray)
+    options = GraderOptions(exec_cache=None if explicit else Path(out) / "cache" / "exec", unsafe=unsafe, executor=executor)
     return task.with_grader_options(options)
 
 
@@ -222,11 +241,53 @@ def resolve_n(specs: Sequence[MetricSpec], n: int | None) -> int:
     return n
 
 
-def default_verifier(specs: Sequence[MetricSpec], requested: str | None) -> str | None:
-    """The verifier bon@k uses: the requested one, else ``logprob`` when some bon@k needs scores."""
+def is_greedy(temperature: float) -> bool:
+    """Temperature 0 (or below): every backend decodes the most likely token."""
+    return float(temperature) <= 0.0
+
+
+def greedy_defaults(default: Sequence[str], judged_by: str = "correctness") -> tuple[str, ...]:
+    """The task's default metrics that mean something with one sample per problem (k = 1, mean)."""
+    kept = tuple(s.name for s in parse_metrics(list(default)) if s.k is None or s.k == 1) if default else ()
+    return kept or (("mean",) if judged_by == "reward" else ("pass@1",))
+
+
+def check_greedy(specs: Sequence[MetricSpec], n: int | None, special: set[str], sweep: bool = False) -> None:
+    """Greedy decoding gives one sample per problem: refuse what needs more (k > 1, --n > 1) or a
+    sampling density (kl), naming the fix. Lm-eval users know temperature 0 as "one answer per
+    question", so more samples are an error rather than n identical copies."""
+    where = " (a sweep's runs share n: run --temperature 0 on its own)" if sweep else ""
+    too_big = [s.name for s in specs if s.k is not None and s.k > 1] + [f"winrate@{k}" for k in winrate_ks(special) if k > 1]
+    if too_big:
+        raise BonbenchError(f"--temperature 0 is greedy decoding, one sample per problem, so {', '.join(too_big)} would equal "
+                            f"k=1; ask for k=1 metrics (pass@1) or sample with --temperature > 0{where}")
+    if n is not None and n > 1:
+        raise BonbenchError(f"--temperature 0 is greedy decoding: every sample would repeat the first; drop --n {n} "
+                            f"(n is 1) or sample with --temperature > 0{where}")
+    if "kl" in special:
+        raise BonbenchError("kl needs a sampling temperature > 0 (greedy decoding has no density to compare); "
+                            "drop --metric kl or sample with --temperature > 0")
+
+
+def default_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task: str | None = None,
+                     model_fingerprint: str | None = None, out: Path | None = None) -> str | None:
+    """The verifier bon@k uses: the requested one; else, when some bon@k needs scores, a learned
+    verifier of the task's family trained on this model's samples when ``<out>/verifiers`` holds one
+    (``verifier_folder.find_verifier``: the newest), else ``logprob``."""
     if requested:
+        if requested.startswith("learned:") and len(requested) > len("learned:"):
+            # recorded in config.json: absolute, so that a later `bonbench score` from elsewhere finds it
+            return "learned:" + str(Path(requested[len("learned:"):]).expanduser().resolve())
         return requested
-    return "logprob" if pipeline.needs_scores(specs) else None
+    if not pipeline.needs_scores(specs):
+        return None
+    if task and model_fingerprint and out is not None:
+        from bonbench.verifier_folder import PREFIX, find_verifier
+
+        found = find_verifier(out, task, model_fingerprint)
+        if found is not None:
+            return PREFIX + str(found.resolve())
+    return "logprob"
 
 
 # ----------------------------------------------------------------------------------------- plan
@@ -244,34 +305,49 @@ def _with_reward_model(req: RunRequest) -> RunRequest:
     return dataclasses.replace(req, task_args={**req.task_args, "reward_model": req.reward_model})
 
 
-def _check_verifier(name: str | None, data_dir: str | None) -> None:
-    """An unknown verifier fails now, before any sampling (a reward model is resolved, not loaded)."""
-    if name is not None:
-        get_verifier(name, **({"data_dir": data_dir} if name.startswith("rm:") else {}))
+def _check_verifier(name: str | None, data_dir: str | None, *, task: str | None = None,
+                    model_path: str | None = None) -> None:
+    """An unknown verifier fails now, before any sampling (a reward model is resolved, not loaded); a
+    learned verifier must have learned from the family of the run's model (``model_path``: its folder)
+    and of its task."""
+    if name is None:
+        return
+    verifier = get_verifier(name, **({"data_dir": data_dir} if name.startswith("rm:") else {}))
+    if name.startswith("learned:"):
+        from bonbench.verifier_folder import model_type
+
+        verifier.check_policy(model_type(model_path) if model_path else None, task)  # type: ignore[attr-defined]
 
 
 def plan(req: RunRequest) -> Plan:
     """Resolve ``req`` into runs without writing anything or loading a model."""
     req = _with_reward_model(req)
-    task = load_task(req.task, req.task_args, data_dir=req.data_dir, out=req.out, unsafe=req.unsafe_no_sandbox)
+    ray = ray_cluster.ray_options(req.ray, req.ray_workers)
+    task = load_task(req.task, req.task_args, data_dir=req.data_dir, out=req.out, unsafe=req.unsafe_no_sandbox, ray=ray)
     if req.samples is not None or req.backend == "scripted":
         if req.ref_model is not None or "kl" in split_special(req.metrics)[1]:
             raise BonbenchError("kl needs the policy that drew the samples; imported samples have none: "
                                 "score them with `bonbench score RUN_DIR --ref-model M` on a run bonbench sampled")
         if req.samples is None:
             raise BonbenchError("--backend scripted needs --samples FILE (a samples file to replay)")
-        return _plan_import(req, task)
+        if req.shard is not None:
+            raise BonbenchError("--shard splits sampling; a samples file is scored in one go: drop --shard")
+        return _plan_import(req, task, ray)
     if any(t < 0 for t in req.temperatures) or any(not 0 < p <= 1 for p in req.top_ps):
         raise BonbenchError("--temperature must be >= 0 and --top-p in (0, 1]")
+    # 0 and -0.0 are one setting: one run id, recorded as 0.0
+    temperatures = tuple(dict.fromkeys(0.0 if t == 0 else float(t) for t in req.temperatures))
+    greedy = any(is_greedy(t) for t in temperatures)
     requested, special = split_special(req.metrics)
+    if greedy:
+        check_greedy(parse_metrics(list(requested)) if requested else (), req.n, special, sweep=len(temperatures) > 1)
     ref = _ref_model(req.ref_model, special, req.top_ps)
-    specs = metric_specs(requested, task.default_metrics, task.judged_by)
+    specs = metric_specs(requested, greedy_defaults(task.default_metrics, task.judged_by) if greedy else task.default_metrics,
+                         task.judged_by)
     wks = _check_winrate(task, special, req.ref_run)
-    n = resolve_n(specs, req.n)
+    n = 1 if greedy else resolve_n(specs, req.n)
     if wks and max(wks) > n:
         raise BonbenchError(f"winrate@{max(wks)} needs k <= n, but n is {n}; raise --n or lower k")
-    verifier = default_verifier(specs, req.verifier)
-    _check_verifier(verifier, req.data_dir)
     backend = req.backend or select.default_backend()
     if backend not in select.BACKENDS:
         raise BonbenchError(f"unknown backend '{backend}': choose one of {', '.join(select.BACKENDS)}")
@@ -284,10 +360,12 @@ def plan(req: RunRequest) -> Plan:
         resolved = served_model(req.model, options)
     else:
         resolved = models.resolve_model(req.model)
+    verifier = default_verifier(specs, req.verifier, task=task.name, model_fingerprint=resolved.fingerprint, out=Path(req.out))
+    _check_verifier(verifier, req.data_dir, task=task.name, model_path=None if served else resolved.path)
     style = req.prompt_style if req.prompt_style != "auto" else ("chat" if resolved.is_chat else "base")
     stop = task.render(task.problems[0], style).stop if task.problems else ()  # type: ignore[arg-type]
     runs = []
-    for temperature in req.temperatures:
+    for temperature in temperatures:
         for top_p in req.top_ps:
             cfg = RunConfig(task=task.name, model=resolved.name, backend=backend, n=n, temperature=temperature, top_p=top_p,
                             max_tokens=req.max_tokens or task.max_tokens, seed=req.seed, stop=tuple(stop),
@@ -295,9 +373,23 @@ def plan(req: RunRequest) -> Plan:
                             model_fingerprint=resolved.fingerprint, metrics=tuple(s.name for s in specs),
                             verifier=verifier, limit=req.limit, engine_args=select.recorded_options(options))
             runs.append(pipeline.prepare(task, cfg, Path(req.out)))
+    if req.shard is not None:
+        runs = _shard_runs(runs, req.shard, kl=ref is not None, winrate=bool(wks))
     return Plan(runs=tuple(runs), specs=specs, verifier=verifier, backend=backend, n_boot=req.n_boot, out=Path(req.out),
                 model=resolved, options=options, data_dir=req.data_dir, ref_model=ref, winrate_ks=wks,
-                ref_run=req.ref_run)
+                ref_run=req.ref_run, ray=ray)
+
+
+def _shard_runs(runs: list[pipeline.PreparedRun], spec: ShardSpec, *, kl: bool, winrate: bool) -> list[pipeline.PreparedRun]:
+    """Each run as shard ``spec`` of itself: its slice of the problems, its files under ``shards/``."""
+    if kl or winrate:
+        raise BonbenchError("kl and winrate are computed on the whole run: run the shards without them, then "
+                            "`bonbench merge RUN_DIR` and `bonbench score RUN_DIR --metric kl --ref-model M` (or winrate)")
+    out = []
+    for run in runs:
+        shard.check_fits(spec, run.problems)
+        out.append(dataclasses.replace(run, problems=spec.select(run.problems), store=ShardStore(run.store.root, spec)))
+    return out
 
 
 def _read_import(task: Task, path: Path) -> ImportedSamples:
@@ -310,7 +402,7 @@ def _read_import(task: Task, path: Path) -> ImportedSamples:
     return read_samples(path, task.name, task.problems)
 
 
-def _plan_import(req: RunRequest, task: Task) -> Plan:
+def _plan_import(req: RunRequest, task: Task, ray: ray_cluster.RayOptions | None = None) -> Plan:
     path = Path(req.samples)  # type: ignore[arg-type]
     imported = _read_import(task, path)
     counts = imported.counts()
@@ -344,7 +436,7 @@ def _plan_import(req: RunRequest, task: Task) -> Plan:
         raise BonbenchError(f"{', '.join(too_big)} need(s) k <= {fewest}: {path.name} has {fewest} sample(s) for {fewest_pid!r}; "
                             "drop those metrics or add samples to the file")
     verifier = default_verifier(specs, req.verifier)
-    _check_verifier(verifier, req.data_dir)
+    _check_verifier(verifier, req.data_dir, task=task.name)
     model = req.model or path.name
     cfg = RunConfig(task=task.name, model=model, backend="scripted", n=n, model_fingerprint=imported.fingerprint,
                     metrics=tuple(s.name for s in specs), verifier=verifier, limit=req.limit,
@@ -353,7 +445,7 @@ def _plan_import(req: RunRequest, task: Task) -> Plan:
     if req.model is None:
         _warn_same_name(run, path)
     return Plan(runs=(run,), specs=specs, verifier=verifier, backend="scripted", n_boot=req.n_boot, out=Path(req.out),
-                imported=imported, data_dir=req.data_dir, winrate_ks=wks, ref_run=req.ref_run)
+                imported=imported, data_dir=req.data_dir, winrate_ks=wks, ref_run=req.ref_run, ray=ray)
 
 
 def _warn_same_name(run: pipeline.PreparedRun, path: Path) -> None:
@@ -377,18 +469,22 @@ def _warn_same_name(run: pipeline.PreparedRun, path: Path) -> None:
 def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, verifier: str | None = None,
            task_args: Mapping[str, str] | None = None, limit: int | None = None, data_dir: str | None = None,
            n_boot: int = 1000, unsafe_no_sandbox: bool = False, ref_model: str | None = None,
-           ref_run: Path | None = None) -> Plan:
+           ref_run: Path | None = None, ray: str | None = None, ray_workers: int | None = None) -> Plan:
     """A plan for an existing run directory: re-grade and re-score its samples, never sample.
 
     ``task_args`` given now are merged over the saved ones (``timeout_s`` regrades the same
     samples); the directory must still match its config (same task version and settings).
+    ``ray`` runs code tests as Ray tasks (as ``RunRequest.ray``).
+    A sharded run must be merged first (``merge``): its shards' samples are not the run's yet.
     """
     store = RunStore(Path(run_dir))
+    shard.check_merged(store.root)
     saved = store.read_config()
     cfg_json = dict(saved["config"])
     merged = {**cfg_json.get("task_args", {}), **dict(task_args or {})}
     out = store.results_root
-    task = load_task(cfg_json["task"], merged, data_dir=data_dir, out=out, unsafe=unsafe_no_sandbox)
+    rays = ray_cluster.ray_options(ray, ray_workers)
+    task = load_task(cfg_json["task"], merged, data_dir=data_dir, out=out, unsafe=unsafe_no_sandbox, ray=rays)
     imported = saved.get("imported")
     if cfg_json.get("backend") == "scripted":
         # an imported run covers the problems its file had (recorded when it was imported)
@@ -414,10 +510,16 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
         if too_big:
             raise BonbenchError(f"{', '.join(too_big)} need(s) k <= {fewest}, the fewest samples a problem of this "
                                 "imported run has; drop those metrics")
+    elif is_greedy(float(cfg_json.get("temperature", 1.0))):
+        # a greedy run has one sample per problem and never more
+        check_greedy(specs, n, special)
+        n_run = 1
     else:
         n_run = resolve_n(specs, n or cfg_json["n"])
-    chosen = default_verifier(specs, verifier or cfg_json.get("verifier"))
-    _check_verifier(chosen, data_dir)
+    chosen = default_verifier(specs, verifier or cfg_json.get("verifier"), task=task.name,
+                              model_fingerprint=cfg_json.get("model_fingerprint"), out=out)
+    _check_verifier(chosen, data_dir, task=task.name,
+                    model_path=_model_path(cfg_json) if chosen and chosen.startswith("learned:") else None)
     cfg = RunConfig(**{**cfg_json, "n": n_run, "limit": limit or cfg_json.get("limit"), "task_args": merged,
                        "metrics": tuple(s.name for s in specs), "verifier": chosen})
     run = pipeline.prepare(task, cfg, out)
@@ -427,7 +529,18 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
     if policy is not None and policy.fingerprint != cfg.model_fingerprint:
         raise BonbenchError(f"model {cfg.model!r} has changed since this run sampled (fingerprint); kl would score other weights")
     return Plan(runs=(run,), specs=specs, verifier=chosen, backend=cfg.backend, n_boot=n_boot, out=out, data_dir=data_dir,
-                model=policy, ref_model=ref, winrate_ks=wks, ref_run=ref_run)
+                model=policy, ref_model=ref, winrate_ks=wks, ref_run=ref_run, ray=rays)
+
+
+def _model_path(cfg_json: Mapping[str, Any]) -> str | None:
+    """The local folder of a run's model, when it still resolves to the weights that sampled it."""
+    if cfg_json.get("backend") in ("scripted", "openai"):
+        return None
+    try:
+        resolved = models.resolve_model(cfg_json["model"])
+    except BonbenchError:
+        return None
+    return resolved.path if resolved.fingerprint == cfg_json.get("model_fingerprint") else None
 
 
 # -------------------------------------------------------------------------------------- execute
@@ -439,13 +552,28 @@ def _noop(stage: str, advance: int, total: int) -> None:
 
 def execute(p: Plan, progress: Progress = _noop, on_run: Callable[[pipeline.PreparedRun], None] | None = None) -> RunResult:
     """Write config.json, sample what is missing (one engine for the whole plan), then grade,
-    verify and score every run. ``on_run`` is called before each run's stages (progress labels)."""
+    verify and score every run. ``on_run`` is called before each run's stages (progress labels).
+
+    With ``p.ray`` the cluster is joined first, so an address that does not answer fails before
+    anything is written; config.json records the Ray settings (not hashed: they do not change results).
+    A shard (``RunRequest.shard``) writes shard.json instead of config.json and its partial metrics
+    to shard-metrics.json. An unsharded run refuses a directory whose shards are not merged yet,
+    rather than sampling again what the shards hold."""
+    if p.ray is not None:
+        ray_cluster.connect(p.ray)
     for run in p.runs:
-        extra = None
+        extra: dict[str, Any] = {}
+        if isinstance(run.store, ShardStore):
+            extra["shard"] = shard.record_facts(run.store.spec, pipeline.select_problems(run.task, run.cfg.limit))
+        elif shard.has_shards(run.store.root) and shard.unmerged(run.store.root):
+            raise BonbenchError(f"{run.store.root} has shards whose samples are not merged yet: run `bonbench merge "
+                                f"{run.store.root}` first, or give this command the same --shard i/n split")
         if p.imported is not None:
-            extra = {"imported": {"path": str(p.imported.path.resolve()), "format": p.imported.format,
-                                  "fingerprint": p.imported.fingerprint, "counts": p.imported.counts()}}
-        pipeline.open_run(run, extra)
+            extra["imported"] = {"path": str(p.imported.path.resolve()), "format": p.imported.format,
+                                 "fingerprint": p.imported.fingerprint, "counts": p.imported.counts()}
+        if p.ray is not None:
+            extra["ray"] = p.ray.recorded()
+        pipeline.open_run(run, extra or None)
     if p.imported is not None:
         # an imported run holds exactly its file's samples: store those not stored yet
         for run in p.runs:
@@ -468,7 +596,8 @@ def execute(p: Plan, progress: Progress = _noop, on_run: Callable[[pipeline.Prep
     for run in p.runs:
         if on_run is not None:
             on_run(run)
-        docs.append(pipeline.evaluate(run, p.specs, verifier, progress, n_boot=p.n_boot, extras=_comparisons(p, run, progress)))
+        docs.append(pipeline.evaluate(run, p.specs, verifier, progress, n_boot=p.n_boot, extras=_comparisons(p, run, progress),
+                                      facts=p.facts))
     sweep = pipeline.write_sweep(p.runs, p.out) if p.is_sweep else None
     return RunResult(runs=p.runs, docs=tuple(docs), sweep_path=sweep)
 
@@ -524,4 +653,80 @@ def _logprob_scorers(p: Plan, run: pipeline.PreparedRun) -> tuple[Verifier, Veri
 
 
 def _build_sampler(p: Plan) -> Any:
+    if p.ray is not None:
+        from bonbench.sampler.ray_backend import RaySampler, SamplerSpec
+
+        assert p.model is not None, "a sampled run has a resolved model"
+        return RaySampler(SamplerSpec(p.backend, p.model, seed=p.runs[0].cfg.seed, options=p.options), p.ray)
     return select.get_sampler(p.backend, p.model, seed=p.runs[0].cfg.seed, options=p.options)
+
+
+# ---------------------------------------------------------------------------------------- merge
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What ``merge`` did: each shard's coverage, the rows it appended per file, and the scored run."""
+
+    coverage: tuple[shard.Coverage, ...]
+    added: Mapping[str, int]
+    result: RunResult
+
+
+def merge(run_dir: Path, *, partial: bool = False, data_dir: str | None = None, n_boot: int = 1000,
+          unsafe_no_sandbox: bool = False, progress: Progress = _noop) -> MergeResult:
+    """Combine the shards of ``run_dir`` and score it exactly as an unsharded run of the same config.
+
+    Checks first, writing nothing: the shards are of one split and one config (``shard.read_records``)
+    and every shard 1..n has all n samples of its slice. Then writes config.json, appends each
+    shard's rows the run's files lack (``shard.merge_rows``) and grades / verifies / scores the run
+    (rows the shards graded and scored are reused). ``partial`` scores the problems that are
+    complete instead of refusing, and says so in metrics.json (``shards.partial``). Running it
+    again appends nothing and rewrites the same metrics; a merge killed midway finishes on rerun.
+    """
+    root = Path(run_dir)
+    records = shard.read_records(root)
+    first = records[0]
+    cfg, count = first.doc["config"], first.spec.count
+    store = RunStore(root)
+    task = load_task(cfg["task"], cfg.get("task_args") or {}, data_dir=data_dir, out=store.results_root,
+                     unsafe=unsafe_no_sandbox)
+    selection = pipeline.select_problems(task, cfg.get("limit"))
+    if pipeline.problem_set_id(selection) != first.doc.get("shard", {}).get("selection"):
+        raise BonbenchError(f"task {task.name!r} now selects other problems than its shards did (its data changed); "
+                            "rerun every shard, then merge")
+    covered = tuple(shard.coverage(root, selection, count, int(cfg["n"])))
+    missing = [c for c in covered if not c.done]
+    if missing and not partial:
+        c = missing[0]
+        more = f" (and {len(missing) - 1} more shards: {', '.join(m.spec.label for m in missing[1:])})" if len(missing) > 1 else ""
+        raise BonbenchError(f"shard {c.spec.label} has {len(c.complete)} of {len(c.problems)} problems sampled{more}: run "
+                            f"`{shard.rerun_command(cfg, c.spec, store.results_root, task.max_tokens)}` "
+                            "(or pass --partial to score the finished problems)")
+    if all(not c.complete for c in covered):
+        raise BonbenchError(f"no shard of {root} has finished a problem yet; wait for the shards (or rerun them), then merge")
+    _write_merged_config(store, records)
+    added = shard.merge_rows(root, records)
+    p = reopen(root, data_dir=data_dir, n_boot=n_boot, unsafe_no_sandbox=unsafe_no_sandbox)
+    done = {pr.id for c in covered for pr in c.complete}
+    run = p.runs[0]
+    if missing:
+        run = dataclasses.replace(run, problems=tuple(pr for pr in run.problems if pr.id in done))
+    facts = {"shards": {"count": count, "merged": [c.spec.label for c in covered if c.done],
+                        "missing": [c.spec.label for c in missing], "partial": bool(missing),
+                        "n_problems_selected": len(selection)}}
+    result = execute(dataclasses.replace(p, runs=(run,), facts=facts), progress)
+    return MergeResult(coverage=covered, added=added, result=result)
+
+
+def _write_merged_config(store: RunStore, records: Sequence[shard.ShardRecord]) -> None:
+    """The run's config.json from its shards' record (the same config), keeping what the run had:
+    its ``created`` time and every verifier it (or any shard) was scored with."""
+    doc = {k: v for k, v in records[0].doc.items() if k != "shard"}
+    old = store.read_config() if store.exists() else {}
+    verifiers = list(old.get("verifiers", []))
+    for r in records:
+        verifiers += [v for v in r.doc.get("verifiers", []) if v not in verifiers]
+    doc["verifiers"] = verifiers
+    doc["created"] = old.get("created", doc.get("created"))
+    atomic_write_json(store.config_path, doc)

@@ -14,12 +14,15 @@ at most one torn final line, which readers drop (and ``repair`` truncates before
 so a run killed with SIGKILL at any moment and started again ends with every key exactly once.
 Rows are de-duplicated by key on read (first row wins), so even a duplicate written by two
 concurrent writers cannot be double-counted. JSON files are written to a temp file and renamed.
+A full disk (or quota) while writing is a BonbenchError naming the file and the fix; what was
+written before stays, and the rerun resumes from it.
 
 This module knows nothing about models, tasks or metrics.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -30,12 +33,24 @@ from bonbench.errors import BonbenchError
 from bonbench.records import Grade, Sample, Score, from_row, to_row
 
 R = TypeVar("R", Sample, Grade, Score)
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _full_disk(path: Path, exc: OSError) -> BonbenchError:
+    return BonbenchError(f"no space left writing {path} ({os.strerror(exc.errno or errno.ENOSPC)}): free space on that "
+                         "filesystem and rerun the same command; everything written before is kept and the rerun "
+                         "resumes from it")
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
     """Write JSON to ``path`` atomically (temp file in the same folder, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        if exc.errno in _FULL:
+            raise _full_disk(path, exc) from None
+        raise
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(obj, fh, indent=2, sort_keys=False, default=str)
@@ -43,8 +58,10 @@ def atomic_write_json(path: Path, obj: Any) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as exc:
+        Path(tmp).unlink(missing_ok=True)  # the old file is untouched: the rename never happened
+        if isinstance(exc, OSError) and exc.errno in _FULL:
+            raise _full_disk(path, exc) from None
         raise
 
 
@@ -108,16 +125,24 @@ class JsonlTable:
         return out
 
     def append(self, records: Iterable[R]) -> int:
-        """Append records, one write+flush per line; returns how many were written."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        _repair_tail(self.path)
+        """Append records, one write+flush per line; returns how many were written.
+
+        A full disk midway raises BonbenchError; the rows before it stay, and a torn last line is
+        dropped by readers and truncated by the next append."""
         count = 0
-        with open(self.path, "a", encoding="utf-8") as fh:
-            for rec in records:
-                fh.write(json.dumps(to_row(rec), ensure_ascii=False) + "\n")
-                fh.flush()
-                count += 1
-            os.fsync(fh.fileno())
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _repair_tail(self.path)
+            with open(self.path, "a", encoding="utf-8") as fh:
+                for rec in records:
+                    fh.write(json.dumps(to_row(rec), ensure_ascii=False) + "\n")
+                    fh.flush()
+                    count += 1
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            if exc.errno in _FULL:
+                raise _full_disk(self.path, exc) from None
+            raise
         return count
 
 

@@ -341,6 +341,88 @@ def test_sft_star_rl_exact():
 
 
 # ------------------------------------------------------------------------------------------------
+# the learned value (Chow et al. §2.8): baseline value, p from the value
+
+
+@pytest.mark.parametrize("V", [0.0, 0.37, 2.0])
+@pytest.mark.parametrize("N,G", [(1, 1), (2, 2), (2, 3), (3, 4)])
+def test_bon_rl_value_baseline_is_exact_for_any_value(V, N, G):
+    """baseline='value': any V(x) (a function of x alone) keeps the BoN-RL estimator exactly unbiased."""
+    obj = chow.bon_rl_s(N=N, baseline="value")
+    assert "value" in obj.needs and obj.min_group == N
+    got = expected_estimate(THETA4, G, lambda t: obj.weights(Group(rewards=R_S[list(t)], value=V)))
+    close(got, k_sample_gradient(THETA4, N, bon_f(R_S, R_S)))
+    # the regression target is U_N of the group: its expectation is J_N exactly
+    J = sum(np.prod(softmax(THETA4)[list(t)]) * bon_f(R_S, R_S)(t) for t in itertools.product(range(4), repeat=N))
+    EU = sum(np.prod(softmax(THETA4)[list(t)]) * obj.value_target(Group(rewards=R_S[list(t)]))
+             for t in itertools.product(range(4), repeat=G))
+    close(EU, J)
+    # any constant baseline is unbiased, so the scale is checked directly: each sample lies in N/G of the
+    # N-subsets, each of which subtracts V once
+    g = Group(rewards=R_S[[1, 0, 3, 2][:G]], value=V)
+    close(obj.weights(g), chow.bon_rl_s(N=N, baseline="none").weights(g) - N / G * V, 1e-14)
+
+
+@pytest.mark.parametrize("V", [0.0, 0.6])
+def test_rl_value_baseline_is_exact(V):
+    R = np.array([1.0, 0.0, 1.0, 0.0])
+    S = np.array([0.2, 0.9, 0.4, 0.1])
+    rs, rv = chow.rl_s(baseline="value"), chow.rl_v(baseline="value")
+    got = expected_estimate(THETA4, 3, lambda t: rs.weights(Group(rewards=R_S[list(t)], value=V)))
+    close(got, autograd(lambda t: torch.softmax(t, 0) @ torch.as_tensor(R_S), THETA4))
+    got = expected_estimate(THETA4, 2, lambda t: rv.weights(Group(rewards=R[list(t)], scores=S[list(t)], value=V)))
+    close(got, autograd(lambda t: torch.softmax(t, 0) @ torch.as_tensor(S), THETA4))
+    g = Group(rewards=np.array([1.0, 0.0, 0.5]), scores=np.array([0.3, 0.2, 0.9]), value=V)
+    close(rs.weights(g), (np.array([1.0, 0.0, 0.5]) - V) / 3, 1e-15)
+    assert rs.value_target(g) == 0.5 and rv.value_target(g) == pytest.approx(1.4 / 3)
+
+
+@pytest.mark.parametrize("N", [2, 4])
+@pytest.mark.parametrize("G", [1, 3])
+def test_perfect_value_gives_the_closed_form_rlb_weights(N, G):
+    """p_source='value' with the true p: the weights are the closed forms at p, and both estimators are
+    exactly grad(1 - p^N) (BoN-RLB with sign plus, BoN-RLB(P))."""
+    p = p_fail(THETA5)
+    gJ = grad_J(THETA5, N)
+    rlb, rlbp = chow.bon_rlb(N=N, p_source="value"), chow.bon_rlb_p(N=N, p_source="value")
+    assert rlb.needs == rlbp.needs == frozenset({"value"}) and rlbp.min_group == 1
+    r = np.array([1.0, 0.0, 0.0])
+    g = Group(rewards=r, value=p)
+    close(rlb.weights(g), np.where(r == 1, N * p ** (N - 1) / (1 - p), N * p**N / (1 - p)) / 3, 1e-14)
+    close(rlbp.weights(g), np.where(r == 1, N * p ** (N - 1), 0.0) / 3, 1e-14)
+    for obj in (rlb, rlbp):
+        close(expected_estimate(THETA5, G, lambda t: obj.weights(Group(rewards=R_BIN[list(t)], value=p))), gJ)
+        # the head regresses on the failing fraction, whose expectation is p
+        Ef = sum(np.prod(softmax(THETA5)[list(t)]) * obj.value_target(Group(rewards=R_BIN[list(t)]))
+                 for t in itertools.product(range(5), repeat=G))
+        close(Ef, p)
+
+
+def test_value_p_is_clipped_before_the_weights():
+    r = np.array([1.0, 0.0])
+    for raw, p in [(1.7, 0.8), (-0.3, 0.0), (0.5, 0.5)]:
+        got = chow.bon_rlb(N=2, p_clip=0.8, p_source="value").weights(Group(rewards=r, value=raw))
+        close(got, chow.rlb_sample_weights(r == 1, p, 2), 0.0)
+
+
+def test_missing_value_names_the_flag():
+    for obj in (chow.bon_rl_s(N=2, baseline="value"), chow.rl_s(baseline="value"), chow.bon_rlb(p_source="value")):
+        with pytest.raises(BonbenchError) as e:
+            obj.weights(Group(rewards=np.array([1.0, 0.0, 1.0])))
+        msg = str(e.value)
+        assert NEEDS["value"] in msg and "--baseline value" in msg and "\n" not in msg
+    with pytest.raises(BonbenchError, match="p_source"):
+        chow.bon_rlb(p_source="network")
+
+
+def test_star_keeps_correct_rationalisations():
+    """Expert rows of a STaR group are its rationalisations: kept like correct samples (1/G, G policy rows)."""
+    g = Group(rewards=np.array([0.0, 0.0, 0.0, 0.0, 1.0, 1.0]), expert=np.array([False] * 4 + [True] * 2))
+    close(chow.star().weights(g), [0, 0, 0, 0, 0.25, 0.25], 0.0)
+    close(chow.star(normalise="correct").weights(g), [0, 0, 0, 0, 0.5, 0.5], 0.0)
+
+
+# ------------------------------------------------------------------------------------------------
 # Amini et al.: exact BoN distribution, vBoN, vBoN-L, kl_rl, PPO form
 
 PI_REF5 = np.array([0.15, 0.3, 0.1, 0.25, 0.2])
@@ -566,7 +648,7 @@ def test_registry_and_options():
     assert names <= set(REGISTRY)
     assert REGISTRY["bon_rl_v"].needs == frozenset({"scores"})
     assert REGISTRY["vbon"].needs == frozenset({"logprobs", "ref_logprobs", "ref_rewards"})
-    assert REGISTRY["bon_rlb"].options == {"N": 4, "sign": "plus", "p_clip": 0.95}
+    assert REGISTRY["bon_rlb"].options == {"N": 4, "sign": "plus", "p_clip": 0.95, "p_source": "group"}
     assert REGISTRY["vbon"].options["N"] == 8 and REGISTRY["kl_rl"].options["beta"] == 0.05
     assert make_objective("bon_rl_s", N=3).min_group == 3
     with pytest.raises(BonbenchError, match="sign"):

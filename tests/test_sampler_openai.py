@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -307,62 +306,18 @@ def test_cli_kill_and_resume_each_key_once(tmp_path: Path, data_dir: Path) -> No
 # ----------------------------------------------------------------------------- a real vllm serve
 
 
-def _vllm_serve_env() -> dict[str, str]:
-    """The CPU fixes the in-process vllm backend applies (platform-notes): all CPUs bound, none
-    reserved, tcmalloc preloaded; a small KV cache."""
-    from bonbench.sampler.cpu_preload import cuda_in_use, preload_plan
-    from bonbench.sampler.vllm import _cpu_ranges
-
-    env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
-    if not cuda_in_use():
-        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_ranges(sorted(os.sched_getaffinity(0))))
-        env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-        plan = preload_plan(env)
-        if plan.libs:
-            env["LD_PRELOAD"] = plan.ld_preload
-    return env
-
-
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("vllm")
     from bonbench.models import resolve_model
+    from bonbench.sampler.local_server import vllm_serve
 
-    path = resolve_model(None).path
-    port = free_port()
     log = tmp_path_factory.mktemp("vllm") / "serve.log"
-    # `python -m vllm.entrypoints.openai.api_server` = `vllm serve` (the `vllm` script asks for the
-    # distribution "vllm", which vllm-cpu is not called). max-num-batched-tokens: no chunked prefill
-    # split, which crashes per-request seeds on vllm-cpu (platform-notes).
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", path, "--served-model-name",
-           "gemma-3-270m", "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "2048",
-           "--max-num-batched-tokens", "8192", "--enforce-eager", "--logprobs-mode", "processed_logprobs"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=_vllm_serve_env())
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"vllm serve exited ({proc.returncode}):\n{log.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(url + "/v1/models", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vllm serve did not answer within 300 s:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        with vllm_serve(resolve_model(None).path, served_name="gemma-3-270m", log=log) as url:
+            yield url
+    except BonbenchError as exc:
+        pytest.fail(f"{exc}\n{log.read_text()[-3000:] if log.exists() else ''}")
 
 
 @pytest.mark.slow

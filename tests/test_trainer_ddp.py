@@ -83,11 +83,11 @@ def _state(pid: int) -> str:
         return "zombie"
 
 
-def _torchrun(model: str, out: Path) -> subprocess.Popen[bytes]:
+def _torchrun(model: str, out: Path, flags: list[str] = FLAGS) -> subprocess.Popen[bytes]:
     """Two CPU ranks on 127.0.0.1 (the tiny plugin is registered by the runner script, so the script
     stands in for `-m bonbench`)."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
-           "--master-port", str(_free_port()), str(HERE / "run_train_cli.py"), *FLAGS, "--model", model, "--out", str(out)]
+           "--master-port", str(_free_port()), str(HERE / "run_train_cli.py"), *flags, "--model", model, "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE.parent), *sys.path])}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
@@ -165,6 +165,39 @@ def test_sigkill_of_the_job_then_resume_equals_the_uninterrupted_job(runs: dict[
     assert [r["step"] for r in _rows(folder / "log.jsonl")] == list(range(STEPS))
     keys = [(r["step"], r["problem_id"], r["sample_idx"]) for r in _rows(folder / "rollouts.jsonl")]
     assert len(keys) == len(set(keys)) == STEPS * 4 * 4
+
+
+# Chow et al.'s machinery under two ranks: the learned value head (its gradient summed over ranks),
+# advantages whitened over the global batch, an annealed KL coefficient
+CHOW: dict[str, Any] = dict(task="tiny_train", objective="rl_s", objective_options={"baseline": "value"}, name="chow",
+                            steps=3, prompts_per_step=4, group=4, save_every=1, dtype="float32", lr=5e-2, warmup=0,
+                            value_lr=0.1, adv_norm="batch", kl_coef=0.05, kl_schedule="linear", kl_coef_end=0.0,
+                            kl_anneal_steps=2, kl_anneal_delay=0)
+CHOW_FLAGS = ["train", "--task", "tiny_train", "--objective", "rl_s", "--baseline", "value", "--name", "chow", "--steps", "3",
+              "--prompts-per-step", "4", "--group", "4", "--save-every", "1", "--dtype", "float32", "--lr", "0.05",
+              "--warmup", "0", "--value-lr", "0.1", "--adv-norm", "batch", "--kl-coef", "0.05", "--kl-schedule", "linear",
+              "--kl-coef-end", "0.0", "--kl-anneal-steps", "2", "--kl-anneal-delay", "0"]
+
+
+def test_value_head_adv_norm_and_kl_schedule_under_two_processes(runs: dict[str, Any]) -> None:
+    model, root = runs["model"], runs["root"]
+    job = _torchrun(model, root / "chow2", CHOW_FLAGS)
+    one = train(TrainConfig(**CHOW, model=model, out=str(root / "chow1"), progress=False))  # type: ignore[arg-type]
+    _finish(job)
+    two = root / "chow2" / "checkpoints" / "chow"
+    log1, log2 = _rows(one / "log.jsonl"), _rows(two / "log.jsonl")
+    assert [r["kl_coef"] for r in log2] == pytest.approx([0.05, 0.025, 0.0]) and {r["world_size"] for r in log2} == {2}
+    for a, b in zip(log1, log2):
+        for key in ("loss", "reward", "weight_abs_mean", "kl_coef", "value", "value_target", "value_loss", "grad_norm"):
+            assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-6), (a["step"], key)
+    assert log2[1]["value"] != 0.0  # the head learnt from step 0, the same on both ranks
+    r1 = {(r["step"], r["problem_id"], r["sample_idx"]): r["weight"] for r in _rows(one / "rollouts.jsonl")}
+    r2 = {(r["step"], r["problem_id"], r["sample_idx"]): r["weight"] for r in _rows(two / "rollouts.jsonl")}
+    assert r1.keys() == r2.keys() and all(r2[k] == pytest.approx(r1[k], abs=1e-6) for k in r1)  # global whitening
+    w1, w2 = _weights(one), _weights(two)
+    assert all(torch.allclose(w1[k], w2[k], rtol=1e-4, atol=1e-5) for k in w1)
+    v1, v2 = (torch.load(f / "training_state" / "optimizer.pt", weights_only=False)["value"]["head"] for f in (one, two))
+    assert all(torch.allclose(v1[k], v2[k], rtol=1e-4, atol=1e-6) for k in v1)
 
 
 @pytest.mark.parametrize("rank", ["0", "1"])

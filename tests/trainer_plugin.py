@@ -3,6 +3,7 @@ sample is right when it starts with "a". Imported by tests and by run_train_cli.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -54,3 +55,37 @@ def _test_rloo() -> Objective:
 @objective("test_needs_k", paper="test only", needs=("scores",), summary="needs a verifier and k samples")
 def _test_needs_k(k: int = 6) -> Objective:
     return Objective("test_needs_k", lambda g: np.zeros(len(g.rewards)), frozenset({"scores"}), {"k": k}, min_group=k)
+
+
+# per-prompt success rates that do not depend on the policy: the value head's regression has a known answer
+RATES = [0.1, 0.9, 0.5, 0.3, 0.7, 0.2, 0.8, 0.6]
+
+
+class KnownRates:
+    """Correct with probability RATES[prompt], as a uniform hash of the sample's key and text (the
+    text changes with every step's sampling seed, so the outcomes are fresh draws each step)."""
+
+    name = "known_rates"
+    version = 1
+
+    def grade(self, problems, samples):  # type: ignore[no-untyped-def]
+        out = []
+        for s in samples:
+            u = int.from_bytes(hashlib.sha256(f"{s.problem_id}|{s.sample_idx}|{s.completion}".encode()).digest()[:8], "little") / 2**64
+            rate = RATES[int(s.problem_id.split("/")[1])]
+            out.append(Grade(s.problem_id, s.sample_idx, self.name, 1, correct=u < rate, answer=s.completion[:1] or None))
+        return out
+
+
+@register_task("tiny_rates")
+def tiny_rates_task(data_dir: str | None = None, split: str = "test") -> Task:
+    problems = tuple(Problem(id=f"{split}/{i}", input=w, target="a", meta={"solution": "a"}) for i, w in enumerate(WORDS))
+    return Task(name="tiny_rates", version=1, problems=problems, render=_render, grader=KnownRates(), prompt_id="tiny-train-v1",
+                max_tokens=4)
+
+
+@register_task("tiny_nogold")
+def tiny_nogold_task(data_dir: str | None = None, split: str = "test") -> Task:
+    problems = tuple(Problem(id=f"{split}/{i}", input=w, target="a") for i, w in enumerate(WORDS))  # no solutions
+    return Task(name="tiny_nogold", version=1, problems=problems, render=_render, grader=StartsWithA(), prompt_id="tiny-train-v1",
+                max_tokens=4)

@@ -61,6 +61,14 @@ def register(subparsers: Any) -> None:
                       help="curve used for the temperature analysis and co-scaling (default pass)")
     plot.add_argument("--coscaling-tol", type=float, default=0.01,
                       help="absolute tolerance defining N* in the co-scaling figure (docs/scaling.md)")
+    plot.add_argument("--verifier", metavar="VNAME",
+                      help="with --kind bon: the verifier whose bon@N curves to use (a scores/VNAME.jsonl of every run; "
+                      "default: the one each run's metrics were computed with)")
+    plot.add_argument("--fit-families", default="exp_power,exp_power_linear",
+                      help="comma-separated scaling-law families fitted to every curve, simplest first; the one with "
+                      "the lower held-out error is chosen (exp_power, exp_power_linear, power_linear; docs/scaling.md)")
+    plot.add_argument("--holdout-fraction", type=float, default=0.5,
+                      help="families are fitted on k <= FRACTION * k_max and judged on the larger k (default 0.5)")
     plot.add_argument("--debug", action="store_true", help="show tracebacks")
     plot.set_defaults(handler=_cmd_plot)
 
@@ -138,7 +146,9 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     runs = [Path(p) for p in args.paths]  # run dirs, sweeps, results trees and checkpoint folders
     first = Path(args.paths[0])
     out = Path(args.out) if args.out else (first if first.is_dir() else first.parent) / "report"
-    path = write_report(runs, out, kind=args.kind, coscaling_tol=args.coscaling_tol)
+    families = [f.strip() for f in args.fit_families.split(",") if f.strip()]
+    path = write_report(runs, out, kind=args.kind, coscaling_tol=args.coscaling_tol, verifier=args.verifier,
+                        families=families, holdout_fraction=args.holdout_fraction)
     print(path)
     return 0
 

@@ -10,7 +10,8 @@
   definition is in docs/scaling.md and on the function.
 
 Everything here works on plain arrays (k, value); reading run directories is ``rundir``'s job and
-drawing is ``plots``'. The ``T*(N)`` closed form of §2.7 is [OPEN] in the reference and not fitted.
+drawing is ``plots``'. The law with a linear trend and the choice between families are in ``laws``;
+parameter trends in temperature and the fitted ``T*(N)`` in ``temperature``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import ClassVar, Mapping, Sequence
 
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit
@@ -48,9 +49,13 @@ class PowerLawFit:
     a_ols: float
     b_ols: float
     refined: bool
+    family: ClassVar[str] = "exp_power"  # its name among the families of ``laws``
 
     def predict(self, k: np.ndarray | Sequence[float] | float) -> np.ndarray:
         return _law(np.asarray(k, dtype=float), self.a, self.b)
+
+    def params(self) -> dict[str, float]:
+        return {"a": self.a, "b": self.b}
 
 
 @dataclass(frozen=True)

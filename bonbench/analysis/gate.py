@@ -240,7 +240,8 @@ def load_baseline(path: Path) -> Baseline:
     metrics = {}
     for name, m in doc["metrics"].items():
         lo, hi = (math.nan if x is None else float(x) for x in (m.get("ci95") or [None, None]))
-        metrics[name] = Metric(float(m["value"]), (lo, hi), int(m.get("n_problems", 0)))
+        value = math.nan if m.get("value") is None else float(m["value"])  # null: withheld by the task
+        metrics[name] = Metric(value, (lo, hi), int(m.get("n_problems", 0)))
     per_problem = {name: {str(k): float(v) for k, v in vals.items() if v is not None}
                    for name, vals in doc.get("per_problem", {}).items()}
     return Baseline(path=path, task=str(doc.get("task", "")), model=str(doc.get("model", "")), metrics=metrics,

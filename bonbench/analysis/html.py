@@ -3,10 +3,12 @@
 ``write_report(run_dirs, out_dir)`` writes into ``out_dir``:
 
 * ``report.html`` — self-contained (PNGs embedded as base64): per run its settings, metrics with
-  95% CIs, coverage-law fits of each k-curve with an extrapolation check, and the k-curve figure;
-  per sweep (runs of one task and model at two or more temperatures) the per-temperature fits
-  ``pass@N(T) = exp(a(T) N^b(T))``, the optimal temperature per N (measured and fitted), and the
-  co-scaling heat map of per-problem (T*, N*) (docs/scaling.md);
+  95% CIs, coverage-law fits of each k-curve with an extrapolation check, the choice between the
+  pure law and the law with a linear trend (``laws``), and the k-curve figure; per sweep (runs of
+  one task and model at two or more temperatures) the per-temperature fits and family choice, the
+  law's parameters as functions of T, the optimal temperature per N (measured, fitted, continuous)
+  with the fitted T*(N) curve (``temperature``), and the co-scaling heat map of per-problem
+  (T*, N*) (docs/scaling.md);
 * per reward-judged task and KL reference, the reward-vs-KL plane (policies and their best-of-k
   selections, with the Pareto front), and per reward-judged run its measured winrate@k and
   kl_bon@k beside N/(N+1) and log N - (N-1)/N (``frontier``);
@@ -97,8 +99,11 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_points: int) -> tuple[str, dict]:
+def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_points: int, families: Sequence[str],
+                 holdout_fraction: float) -> tuple[str, dict]:
+    from bonbench.analysis.fitreport import selection_rows, selection_table
     from bonbench.analysis.fits import FitError, extrapolation_check, fit_power_law
+    from bonbench.analysis.laws import select_family
     from bonbench.analysis.plots import plot_k_curves
 
     cfg = run.config
@@ -111,16 +116,25 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
     parts.append(table_html(["metric", "value", "95% CI", "problems"],
                             [(name, _f(m.value), f"[{_f(m.ci95[0])}, {_f(m.ci95[1])}]", m.n_problems)
                              for name, m in sorted(run.metrics.items(), key=lambda kv: metric_sort_key(kv[0]))]))
-    fits, fit_rows, info = {}, [], {"run_dir": str(run.path), "hash": run.hash, "fits": {}}
+    fits, fit_rows, sel_rows, info = {}, [], [], {"run_dir": str(run.path), "hash": run.hash, "fits": {}}
     for kind, c in run.curves.items():
+        try:
+            sel = select_family(c.k, c.value, families, holdout_fraction=holdout_fraction, n_points=n_points)
+            sel_rows += selection_rows(kind, sel)
+            fits[kind] = sel.best  # the figure draws the chosen family
+        except FitError as exc:
+            sel, fits[kind] = None, None
+            sel_rows += selection_rows(kind, None, str(exc))
         try:
             fit = fit_power_law(c.k, c.value, n_points=n_points)
         except FitError as exc:
-            fits[kind] = None
             fit_rows.append((kind, "—", "—", "—", "—", "—", str(exc)[:60], "", ""))
+            if sel is not None:
+                info["fits"][kind] = {"selection": sel.to_json()}
             continue
-        fits[kind] = fit
         entry: dict[str, Any] = {"fit": asdict(fit)}
+        if sel is not None:
+            entry["selection"] = sel.to_json()
         try:
             ex = extrapolation_check(c.k, c.value, fit_fraction=fit_fraction, n_points=n_points)
             ex_cells = (f"k ≤ {ex.k_cut:g}: a={ex.fit.a:.3f}, b={ex.fit.b:.3f}", _f(ex.mean_abs_error), _f(ex.max_abs_error),
@@ -136,6 +150,8 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
         parts.append("<h3>Scaling fits: log c(k) = a·k<sup>b</sup></h3>")
         parts.append(table_html(["curve", "a", "b", "R²", "points", "k range", f"fit on small k (≤ {fit_fraction:g}·n)",
                                  "mean |err| held-out", "max |err| held-out", "err at k=n"], fit_rows))
+        parts.append("<h3>Family per curve: power law vs power law plus linear trend</h3>")
+        parts.append(selection_table(sel_rows, "curve", holdout_fraction))
         png = plot_k_curves(run.curves, out_dir / f"run{idx:02d}_{run.hash}_curves.png", title=run.label(), fits=fits)
         parts.append(_img(png, f"k-curves of {run.label()}"))
     else:
@@ -204,52 +220,87 @@ def _plane_section(key: tuple[str, str], points: list[Any], idx: int, out_dir: P
 
 
 def _sweep_section(key: tuple[str, str], runs: list[Any], idx: int, out_dir: Path, kind: str, tol: float,
-                   n_points: int) -> tuple[str, dict]:
-    from bonbench.analysis.fits import coscaling, fit_temperatures, optimal_temperature
+                   n_points: int, families: Sequence[str], holdout_fraction: float,
+                   verifier: str | None) -> tuple[str, dict]:
+    from bonbench.analysis.fitreport import sweep_fit_html, sweep_fit_json
+    from bonbench.analysis.fits import coscaling, fit_temperatures, log_spaced_ks, optimal_temperature
     from bonbench.analysis.plots import plot_coscaling, plot_optimal_temperature, plot_temperature_curves
-    from bonbench.analysis.rundir import per_problem_curves
+    from bonbench.analysis.rundir import kind_curve, per_problem_curves
+    from bonbench.analysis.temperature import analyse_sweep
 
     task, model = key
     notes: list[str] = []
     by_t: dict[float, Any] = {}
+    curves: dict[float, Any] = {}
+    verifiers: dict[float, str] = {}
     for r in sorted(runs, key=lambda r: r.created):
-        if kind not in r.curves:
+        try:
+            curve, vname = kind_curve(r, kind, verifier)
+        except BonbenchError as exc:
+            if verifier is not None:
+                raise  # the user named a verifier: a run without it is an error, not a footnote
+            notes.append(f"run {r.hash} (T={r.temperature:g}) left out: {exc}")
+            continue
+        if curve is None:
             notes.append(f"run {r.hash} (T={r.temperature:g}) has no {kind} curve; left out")
             continue
         if r.temperature in by_t:
             notes.append(f"T={r.temperature:g}: several runs; using the latest ({r.hash}), not {by_t[r.temperature].hash}")
-        by_t[r.temperature] = r
+        by_t[r.temperature], curves[r.temperature] = r, curve
+        if vname is not None:
+            verifiers[r.temperature] = vname
     title = f"{task} / {model}"
-    parts = [f"<section><h2>Temperature sweep: {html_lib.escape(title)} ({kind}@N)</h2>"]
-    info: dict[str, Any] = {"task": task, "model": model, "kind": kind, "runs": {str(t): str(r.path) for t, r in by_t.items()}}
+    used = sorted(set(verifiers.values()))
+    label = f"{kind}@N, verifier {', '.join(used)}" if used else f"{kind}@N"
+    parts = [f"<section><h2>Temperature sweep: {html_lib.escape(title)} ({html_lib.escape(label)})</h2>"]
+    info: dict[str, Any] = {"task": task, "model": model, "kind": kind, "runs": {str(t): str(r.path) for t, r in by_t.items()},
+                            "verifier": {str(t): v for t, v in verifiers.items()} or None}
+    if len(used) > 1:
+        notes.append(f"the runs' bon@N curves use different verifiers ({', '.join(used)}); pass --verifier to compare "
+                     "like with like")
     if len(by_t) < 2:
         parts.append("<p class=\"note\">Fewer than two temperatures with curves; no sweep analysis.</p></section>")
+        parts += [f"<p class=\"note\">{html_lib.escape(n)}</p>" for n in notes]
+        info["notes"] = notes
         return "\n".join(parts), info
-    curves = {t: r.curves[kind] for t, r in by_t.items()}
     fits = fit_temperatures({t: (c.k, c.value) for t, c in curves.items()}, n_points=n_points)
     n_max = max(r.n for r in by_t.values()) or int(max(c.k.max() for c in curves.values()))
-    parts.append("<h3>Per-temperature fits: pass@N(T) ≈ exp(a(T)·N<sup>b(T)</sup>)</h3>")
+    parts.append(f"<h3>Per-temperature fits: {kind}@N(T) ≈ exp(a(T)·N<sup>b(T)</sup>)</h3>")
     parts.append(table_html(["T", "a(T)", "b(T)", "R²", "points", "run"],
                             [(f"{t:g}", _f(f.a) if f else "—", _f(f.b) if f else "—", _f(f.r2) if f else "no fit",
                               f.n_points if f else 0, by_t[t].hash) for t, f in fits.items()]))
-    png = plot_temperature_curves(curves, fits, out_dir / f"sweep{idx:02d}_curves.png", kind=kind, title=title,
-                                  extrapolate_to=4 * n_max)
-    parts.append(_img(png, f"{kind}@N by temperature"))
     Ns = _powers_of_two(4 * n_max)
-    opt = optimal_temperature({t: (c.k, c.value) for t, c in curves.items()}, Ns, fits)
-    parts.append(f"<h3>Optimal temperature per budget N</h3><p class=\"note\">Measured: argmax over T of {kind}@N "
-                 f"(only N ≤ n); fitted: argmax over T of exp(a(T)·N<sup>b(T)</sup>), extrapolated past n = {n_max}. "
-                 "Ties go to the lower T.</p>")
-    parts.append(table_html(["N", "T* measured", f"{kind}@N at T*", "T* fitted", "fitted value"],
-                            [(o.N, _f(o.t_measured, 2), _f(o.value_measured), _f(o.t_fitted, 2), _f(o.value_fitted))
+    # the continuous T* is found on a log-spaced grid (what T*(N) is fitted to) plus the table's powers of two
+    Ns_fit = sorted(set(int(n) for n in log_spaced_ks(4 * n_max, 40)) | set(Ns))
+    sf = analyse_sweep({t: (c.k, c.value) for t, c in curves.items()}, Ns_fit, families=families,
+                       holdout_fraction=holdout_fraction, n_points=n_points)
+    parts.append(sweep_fit_html(sf, holdout_fraction))
+    chosen = {t: s for t, s in sf.selections.items() if s is not None}
+    png = plot_temperature_curves(curves, {t: s.best for t, s in chosen.items()}, out_dir / f"sweep{idx:02d}_curves.png",
+                                  kind=kind, title=title, extrapolate_to=4 * n_max)
+    parts.append(_img(png, f"{kind}@N by temperature"))
+    opt = optimal_temperature({t: (c.k, c.value) for t, c in curves.items()}, Ns, chosen)
+    cont = {o.N: o for o in sf.optima}
+    parts.append(f"<h3>Optimal temperature per budget N</h3><p class=\"note\">Measured: argmax over the temperatures "
+                 f"run of {kind}@N (only N ≤ n); fitted: the same argmax of each temperature's chosen law, extrapolated "
+                 f"past n = {n_max}; continuous: argmax over T in [{min(curves):g}, {max(curves):g}] of the "
+                 f"{sf.family or '—'} law with its parameters trended in T (an optimum at an end of that range is "
+                 "marked and left out of the T*(N) fit); T*(N) curve: the fit above. Ties go to the lower T.</p>")
+    parts.append(table_html(["N", "T* measured", f"{kind}@N at T*", "T* fitted", "fitted value", "T* continuous",
+                             "T*(N) curve"],
+                            [(o.N, _f(o.t_measured, 2), _f(o.value_measured), _f(o.t_fitted, 2), _f(o.value_fitted),
+                              (_f(cont[o.N].t_star, 3) + (" (edge)" if cont[o.N].at_boundary else "")) if o.N in cont else "—",
+                              _f(float(sf.t_star.predict(o.N)), 3) if sf.t_star is not None else "—")
                              for o in opt]))
-    parts.append(_img(plot_optimal_temperature(opt, out_dir / f"sweep{idx:02d}_tstar.png", title=title), "T*(N)"))
+    parts.append(_img(plot_optimal_temperature(opt, out_dir / f"sweep{idx:02d}_tstar.png", title=title,
+                                               continuous=sf.optima, t_star_fit=sf.t_star), "T*(N)"))
     info["fits"] = {str(t): (asdict(f) if f else None) for t, f in fits.items()}
     info["optimal_temperature"] = [asdict(o) for o in opt]
+    info.update(sweep_fit_json(sf))
     n_min = min(r.n for r in by_t.values())
     Ns_cs = _powers_of_two(n_min) + ([n_min] if n_min not in _powers_of_two(n_min) else [])
     try:
-        values = {t: per_problem_curves(r, kind, Ns_cs) for t, r in by_t.items()}
+        values = {t: per_problem_curves(r, kind, Ns_cs, verifier=verifiers.get(t)) for t, r in by_t.items()}
         cs = coscaling(values, Ns_cs, tol=tol)
     except BonbenchError as exc:
         parts.append(f"<p class=\"note\">Co-scaling map skipped: {html_lib.escape(str(exc))}</p>")
@@ -303,16 +354,29 @@ def _training_section(folders: Sequence[Path], out_dir: Path) -> tuple[str, dict
 
 
 def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass", coscaling_tol: float = 0.01,
-                 fit_fraction: float = 0.25, n_points: int = 40) -> Path:
+                 fit_fraction: float = 0.25, n_points: int = 40, families: Sequence[str] | None = None,
+                 holdout_fraction: float = 0.5, verifier: str | None = None) -> Path:
     """Write report.html (+ PNGs, report.json) for ``run_dirs`` (run dirs, sweep dirs or results trees).
 
     Runs of one (task, model) at two or more temperatures also get a sweep section built from their
-    ``kind`` curves (``"pass"`` or ``"bon"``). Returns the path of report.html.
+    ``kind`` curves (``"pass"`` or ``"bon"``; for bon, the bon@k of ``verifier``, by default the one
+    each run's metrics were computed with). Every curve is fitted with each of ``families``
+    (default ``laws.DEFAULT_FAMILIES``) and the family is chosen by the held-out error beyond
+    ``holdout_fraction``·k_max. Returns the path of report.html.
     """
+    from bonbench.analysis.laws import DEFAULT_FAMILIES, FAMILIES
     from bonbench.analysis.rundir import expand_run_dirs, load_run
 
     if kind not in ("pass", "bon"):
         raise BonbenchError(f"--kind must be pass or bon, not {kind!r}")
+    if verifier is not None and kind != "bon":
+        raise BonbenchError("--verifier chooses the bon@N curve; add --kind bon")
+    families = tuple(families or DEFAULT_FAMILIES)
+    unknown = [f for f in families if f not in FAMILIES]
+    if unknown or len(set(families)) != len(families):
+        raise BonbenchError(f"--fit-families takes distinct names from {', '.join(FAMILIES)} (got {', '.join(families)})")
+    if not 0 < holdout_fraction < 1:
+        raise BonbenchError(f"--holdout-fraction must be in (0, 1) (got {holdout_fraction})")
     checkpoints = [Path(d) for d in run_dirs if is_checkpoint_dir(Path(d))]
     others = [d for d in run_dirs if not is_checkpoint_dir(Path(d))]
     runs = [load_run(d) for d in expand_run_dirs(others)] if others else []
@@ -329,7 +393,8 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
         groups.setdefault((r.task, r.model_slug), []).append(r)
     sweep_keys = [k for k, rs in groups.items() if len({r.temperature for r in rs}) >= 2]
     for i, key in enumerate(sweep_keys):
-        html_part, info = _sweep_section(key, groups[key], i, out_dir, kind, coscaling_tol, n_points)
+        html_part, info = _sweep_section(key, groups[key], i, out_dir, kind, coscaling_tol, n_points, families,
+                                         holdout_fraction, verifier)
         body.append(html_part)
         doc["sweeps"].append(info)
     from bonbench.analysis.frontier import plane_points
@@ -340,7 +405,7 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
         body.append(html_part)
         doc["planes"].append(info)
     for i, run in enumerate(runs):
-        html_part, info = _run_section(run, i, out_dir, fit_fraction, n_points)
+        html_part, info = _run_section(run, i, out_dir, fit_fraction, n_points, families, holdout_fraction)
         body.append(html_part)
         doc["runs"].append(info)
     path = out_dir / "report.html"

@@ -19,9 +19,11 @@ import numpy as np  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from bonbench.analysis.fits import CoScaling, OptimalTemperature, PowerLawFit  # noqa: E402
+from bonbench.analysis.fits import CoScaling, OptimalTemperature  # noqa: E402
 from bonbench.analysis.frontier import BonReferenceRow, PlanePoint  # noqa: E402
+from bonbench.analysis.laws import ScalingFit, describe  # noqa: E402
 from bonbench.analysis.rundir import Curve  # noqa: E402
+from bonbench.analysis.temperature import ContinuousOptimum, TStarFit  # noqa: E402
 
 COLORS = {"pass": "#1f77b4", "bon": "#d62728", "maj": "#2ca02c", "max": "#9467bd"}
 DPI = 110
@@ -40,8 +42,8 @@ def _fit_k(k_max: float) -> np.ndarray:
 
 
 def plot_k_curves(curves: Mapping[str, Curve], out: Path, *, title: str = "",
-                  fits: Mapping[str, PowerLawFit | None] | None = None) -> Path:
-    """pass@k / bon@k / maj@k against k (log x) with their 95% bands; fitted ``exp(a k^b)`` dashed."""
+                  fits: Mapping[str, ScalingFit | None] | None = None) -> Path:
+    """pass@k / bon@k / maj@k against k (log x) with their 95% bands; each curve's fitted law dashed."""
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.add_subplot()
     for kind, c in curves.items():
@@ -55,7 +57,7 @@ def plot_k_curves(curves: Mapping[str, Curve], out: Path, *, title: str = "",
         if fit is not None:
             kk = _fit_k(float(c.k.max()))
             ax.plot(kk, fit.predict(kk), color=color, ls="--", lw=1,
-                    label=f"fit exp({fit.a:.2f}·k^{fit.b:.2f}), R²={fit.r2:.3f}")
+                    label=f"fit {describe(fit)}, R²={fit.r2:.3f}")
     ax.set_xscale("log")
     ax.set_xlabel("k (samples)")
     ax.set_ylabel("value")
@@ -66,7 +68,7 @@ def plot_k_curves(curves: Mapping[str, Curve], out: Path, *, title: str = "",
     return _save(fig, out)
 
 
-def plot_temperature_curves(curves: Mapping[float, Curve], fits: Mapping[float, PowerLawFit | None], out: Path, *,
+def plot_temperature_curves(curves: Mapping[float, Curve], fits: Mapping[float, ScalingFit | None], out: Path, *,
                             kind: str = "pass", title: str = "", extrapolate_to: float | None = None) -> Path:
     """One curve per temperature (log x) with its fitted law, extended to ``extrapolate_to``."""
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
@@ -90,13 +92,15 @@ def plot_temperature_curves(curves: Mapping[float, Curve], fits: Mapping[float, 
     ax.set_ylabel(f"{kind}@N")
     ax.set_ylim(0, 1.02)
     ax.grid(True, alpha=0.3)
-    ax.set_title(title + " (dashed: exp(a(T)·N^b(T)))", fontsize=9)
+    ax.set_title(title + " (dashed: each temperature's fitted law)", fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
     return _save(fig, out)
 
 
-def plot_optimal_temperature(rows: Sequence[OptimalTemperature], out: Path, *, title: str = "") -> Path:
-    """T*(N): measured argmax and fitted-law argmax against N (log x)."""
+def plot_optimal_temperature(rows: Sequence[OptimalTemperature], out: Path, *, title: str = "",
+                             continuous: Sequence[ContinuousOptimum] = (), t_star_fit: TStarFit | None = None) -> Path:
+    """T*(N) against N (log x): measured argmax, fitted-law argmax, the continuous optimum of the
+    trended law (hollow where it sits at an end of the temperature range) and the fitted T*(N)."""
     fig = Figure(figsize=(5.6, 3.6), layout="constrained")
     ax = fig.add_subplot()
     N = np.array([r.N for r in rows], dtype=float)
@@ -106,6 +110,16 @@ def plot_optimal_temperature(rows: Sequence[OptimalTemperature], out: Path, *, t
         ax.plot(N[np.isfinite(tm)], tm[np.isfinite(tm)], "o-", label="measured")
     if np.isfinite(tf).any():
         ax.plot(N[np.isfinite(tf)], tf[np.isfinite(tf)], "s--", label="fitted law")
+    inner = [o for o in continuous if np.isfinite(o.t_star) and not o.at_boundary]
+    edge = [o for o in continuous if np.isfinite(o.t_star) and o.at_boundary]
+    if inner:
+        ax.plot([o.N for o in inner], [o.t_star for o in inner], ".", color="#d62728", label="continuous (trended law)")
+    if edge:
+        ax.plot([o.N for o in edge], [o.t_star for o in edge], "o", mfc="none", color="#d62728", ms=4,
+                label="continuous, at range end")
+    if t_star_fit is not None:
+        nn = np.geomspace(max(t_star_fit.N_min, 1.0), max(t_star_fit.N_max, 2.0), 200)
+        ax.plot(nn, t_star_fit.predict(nn), color="black", lw=1, label=f"T*(N) fit, R²={t_star_fit.r2:.3f}")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("N (samples)")
     ax.set_ylabel("optimal temperature T*")

@@ -7,10 +7,11 @@ reads the JSON files into a ``RunData``; only ``config.json`` and ``metrics.json
 command-line paths (run dirs, sweep dirs, results trees) into run dirs; it finds the scored runs of
 a tree with ``bonbench.store.find_run_dirs``, the rule the CLI uses too. ``per_problem_curves``
 rebuilds per-problem pass@k / bon@k from grades and scores, which the co-scaling analysis needs and
-``metrics.json`` does not keep.
+``metrics.json`` does not keep; ``kind_curve`` rebuilds a bon@k curve for a verifier other than the
+one curves.json was computed with (``bonbench plot --verifier``).
 
-This module never writes anything and never recomputes dataset-level metrics; ``metrics.json`` and
-``curves.json`` are taken as the pipeline wrote them.
+This module never writes anything and never recomputes what ``metrics.json`` and ``curves.json``
+hold: they are taken as the pipeline wrote them, and only a curve they lack is rebuilt from the rows.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy as np
 
 from bonbench.config import model_slug
 from bonbench.errors import BonbenchError
-from bonbench.estimators import bon_curve, pass_curve
+from bonbench.estimators import bon_curve, bootstrap_ci, pass_curve
 from bonbench.store import RunStore, find_run_dirs, is_run_dir, read_json
 
 SWEEP_FILE = "sweep.json"
@@ -73,6 +74,8 @@ class RunData:
     dataset_fingerprint: str = ""
     # metrics.json top-level facts besides metrics/per_problem (grader, verifier, n, problem_set ...)
     meta: Mapping[str, Any] = field(default_factory=dict)
+    # config.json's ``verifiers``: every verifier the run was scored with (pipeline.record_verifier)
+    scored_with: tuple[str, ...] = ()
 
     @property
     def task(self) -> str:
@@ -162,7 +165,9 @@ def load_run(path: Path | str) -> RunData:
         ci = m.get("ci95") or [math.nan, math.nan]
         lo, hi = (math.nan if x is None else float(x) for x in ci)
         notes = {key: v for key, v in m.items() if key not in ("value", "ci95", "n_problems")}
-        metrics[name] = Metric(float(m["value"]), (lo, hi), int(m.get("n_problems", 0)), notes)
+        # a null value is one the task withholds (it says why under "withheld"): NaN, like an undefined one
+        value = math.nan if m.get("value") is None else float(m["value"])
+        metrics[name] = Metric(value, (lo, hi), int(m.get("n_problems", 0)), notes)
     per_problem = {name: {str(pid): float(v) for pid, v in vals.items() if v is not None}
                    for name, vals in met_file.get("per_problem", {}).items()}
     curves_path = path / "curves.json"
@@ -178,6 +183,7 @@ def load_run(path: Path | str) -> RunData:
         bonbench_version=str(cfg_file.get("bonbench_version", "")),
         dataset_fingerprint=str(cfg_file.get("dataset_fingerprint", "")),
         meta={k: v for k, v in met_file.items() if k not in ("metrics", "per_problem", "provenance")},
+        scored_with=tuple(str(v) for v in cfg_file.get("verifiers", []) or []),
     )
 
 
@@ -281,3 +287,52 @@ def per_problem_curves(run: RunData, kind: str, ks: Sequence[int], grader: str |
                    for i in range(len(correct[pid]))] for pid in ids]
         mat = bon_curve(scores, [correct[pid] for pid in ids], ks_list)
     return {pid: mat[i] for i, pid in enumerate(ids)}
+
+
+def bon_verifier(run: RunData, wanted: str | None = None) -> str:
+    """The verifier whose scores a bon@k analysis of ``run`` uses.
+
+    ``wanted`` (``bonbench plot --verifier``) must have a ``scores/`` file. Otherwise: the verifier
+    metrics.json was computed with, if its scores are there; else the only verifier the run was scored
+    with (config.json's ``verifiers``, or every scores file for runs that predate that list). Score
+    files that are not verifiers (the ``lp-*`` log-probabilities of KL metrics) are not in that list,
+    which is why it is preferred. Raises ``BonbenchError`` when none or several remain.
+    """
+    files = run.verifiers()
+    if wanted is not None:
+        if wanted not in files:
+            raise BonbenchError(f"{run.path}: no scores of verifier {wanted!r} (have: {', '.join(files) or 'none'}); "
+                                "pick one with --verifier")
+        return wanted
+    used = run.meta.get("verifier")
+    if used in files:
+        return str(used)
+    candidates = [v for v in run.scored_with if v in files] if run.scored_with else files
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise BonbenchError(f"{run.path}: no verifier scores; score the run with `bonbench run --verifier NAME` first")
+    raise BonbenchError(f"{run.path}: scored with several verifiers ({', '.join(candidates)}); choose one with --verifier")
+
+
+def kind_curve(run: RunData, kind: str, verifier: str | None = None, *, n_boot: int = 1000,
+               seed: int = 0) -> tuple[Curve | None, str | None]:
+    """The dataset-level ``kind``@k curve of ``run`` and, for bon, the verifier it was computed with.
+
+    pass: curves.json's. bon: curves.json's when it was computed with the chosen verifier
+    (``bon_verifier``), else rebuilt from the rows for every k up to the smallest per-problem n, with
+    the same bootstrap bands as the pipeline (``bonbench.estimators.bootstrap_ci``). None when the
+    run has no such curve.
+    """
+    if kind != "bon":
+        return run.curves.get(kind), None
+    name = bon_verifier(run, verifier)
+    if name == run.meta.get("verifier") and "bon" in run.curves:
+        return run.curves["bon"], name
+    n_min = min((len(v) for v in correctness_table(run).values()), default=0)
+    if n_min == 0:
+        return None, name
+    ks = list(range(1, n_min + 1))
+    mat = np.array(list(per_problem_curves(run, "bon", ks, verifier=name).values()))
+    lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
+    return Curve(k=np.array(ks, dtype=float), value=mat.mean(axis=0), lo=np.asarray(lo), hi=np.asarray(hi)), name

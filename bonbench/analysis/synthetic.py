@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -51,13 +51,15 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
                         model: str = "synthetic/model", temperature: float = 1.0, top_p: float = 1.0, seed: int = 0,
                         metrics: Sequence[str] = ("pass@1",), problem_ids: Sequence[str] | None = None,
                         verifier_noise: float = 1.0, n_boot: int = 200, timestamp: str | None = None,
-                        correct: np.ndarray | None = None) -> Path:
+                        correct: np.ndarray | None = None, extra_scores: Mapping[str, np.ndarray] | None = None) -> Path:
     """Write ``results_root/runs/<task>/<model-slug>/<hash>/`` for problems with success rates ``p``.
 
     ``metrics`` are metric specs (``pass@k``, ``bon@k``, ``maj@k``, ``mean``) computed with
     ``bonbench.estimators`` exactly as the pipeline does. The verifier score is ``correct + N(0,
     verifier_noise^2)``, so bon@k lies between pass@1 and pass@k. ``correct`` ([P, n] of 0/1) replaces
-    the random draw when a test needs exact control. Returns the run directory.
+    the random draw when a test needs exact control. ``extra_scores`` maps further verifier names to
+    [P, n] score arrays, written as ``scores/<name>.jsonl`` beside the default verifier's (metrics
+    and curves.json stay computed with the default one). Returns the run directory.
     """
     p = np.asarray(p, dtype=float)
     P = len(p)
@@ -69,8 +71,12 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
                     metrics=tuple(metrics), verifier=VERIFIER)
     h = config_hash(cfg)
     store = RunStore(RunStore.path_for(results_root, task, model_slug(model), h))
+    extra = {name: np.asarray(v, dtype=float) for name, v in (extra_scores or {}).items()}
+    for name, v in extra.items():
+        if v.shape != (P, n):
+            raise ValueError(f"extra_scores[{name!r}] has shape {v.shape}, expected {(P, n)}")
     store.write_config({"config": cfg.to_json(), "hash": h, "bonbench_version": "synthetic",
-                        "dataset_fingerprint": f"synthetic-{P}"})
+                        "dataset_fingerprint": f"synthetic-{P}", "verifiers": [VERIFIER, *extra]})
     # Rows in the store's JSONL format (records.to_row), written in one go: going through
     # JsonlTable.append (asdict + flush per row) costs seconds per run, too slow for test fixtures.
     _write_rows(store.samples.path, ({"problem_id": pid, "sample_idx": j, "completion": "", "n_tokens": 1,
@@ -80,6 +86,9 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
                                              "detail": None} for i, pid in enumerate(ids) for j in range(n)))
     _write_rows(store.scores(VERIFIER).path, ({"problem_id": pid, "sample_idx": j, "verifier": VERIFIER,
                                                "score": float(scores[i, j])} for i, pid in enumerate(ids) for j in range(n)))
+    for name, v in extra.items():
+        _write_rows(store.scores(name).path, ({"problem_id": pid, "sample_idx": j, "verifier": name, "score": float(v[i, j])}
+                                              for i, pid in enumerate(ids) for j in range(n)))
     # A correct sample answers "A"; a wrong one one of three wrong answers, so maj@k is defined too.
     wrong = rng.integers(0, 3, size=(P, n))
     outcomes = [ProblemOutcome(pid, tuple(corr[i]), tuple("A" if corr[i, j] else "BCD"[wrong[i, j]] for j in range(n)),

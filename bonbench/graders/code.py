@@ -34,8 +34,9 @@ import secrets
 import threading
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from bonbench.errors import BonbenchError
 from bonbench.records import Grade, Problem, Sample
@@ -299,6 +300,21 @@ def judge(case: ExecCase, secret: str, result: Any) -> CaseVerdict:
     return CaseVerdict(False, "wrong_answer", "output differs from the expected output", cached)
 
 
+def case_judge(cases: Sequence[ExecCase], secrets_: Sequence[str], test_idx: int, result: Any) -> bool:
+    """Whether test ``test_idx`` of one program passed; module-level, so that ``partial(case_judge,
+    cases, secrets)`` can travel to another process (a Ray task) and stop early there."""
+    return judge(cases[test_idx], secrets_[test_idx], result).passed
+
+
+class GroupExecutor(Protocol):
+    """Runs test lists somewhere else than the local thread pool (``bonbench.graders.ray_sandbox``):
+    each list in order, stopping at its first failing test when asked; results per list, in order."""
+
+    def run_many_tests(self, groups: Sequence[Sequence[Any]], judges: Sequence[Callable[[int, Any], bool]], *,
+                       stop_on_first_failure: bool = True, cache: Any = None,
+                       progress: Callable[[int], None] | None = None) -> list[list[Any]]: ...
+
+
 # --------------------------------------------------------------------------- grader
 
 
@@ -335,6 +351,9 @@ class CodeGrader:
     programs is not observable without running them on shared inputs); ``Grade.detail`` =
     ``{"status", "passed", "total"}`` with the first failing status ("ok" when all passed) and the
     number of cases passed before it; ``Grade.error`` = a short reason for the failure.
+
+    ``executor`` (a ``GroupExecutor``, e.g. Ray tasks for ``--ray``) runs the test lists instead of
+    the local pool; the verdicts are the same, only where the sandboxes run changes.
     """
 
     name = "code"
@@ -352,6 +371,7 @@ class CodeGrader:
         max_output_bytes: int = 1 << 22,
         progress: bool | ProgressCallback | None = None,
         unsafe: bool = False,
+        executor: GroupExecutor | None = None,
     ) -> None:
         self.build_jobs = build_jobs
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
@@ -362,16 +382,19 @@ class CodeGrader:
         self.max_output_bytes = max_output_bytes
         self.progress = progress
         self.unsafe = unsafe
+        self.executor = executor
         self._key: bytes | None = None
         self._cache: Any = None
         self._lock = threading.Lock()
 
     def with_options(self, options: Any) -> "CodeGrader":
-        """A copy using ``options.exec_cache`` (when given) and ``options.unsafe`` (``GraderOptions``)."""
+        """A copy using ``options.exec_cache`` (when given), ``options.unsafe`` and ``options.executor``
+        (when given) (``GraderOptions``)."""
         cache_dir = options.exec_cache if options.exec_cache is not None else self.cache_dir
+        executor = getattr(options, "executor", None) or self.executor
         return CodeGrader(self.build_jobs, cache_dir=cache_dir, workers=self.workers, early_stop=self.early_stop,
                           timeout_s=self.timeout_s, memory_mb=self.memory_mb, max_output_bytes=self.max_output_bytes,
-                          progress=self.progress, unsafe=bool(options.unsafe or self.unsafe))
+                          progress=self.progress, unsafe=bool(options.unsafe or self.unsafe), executor=executor)
 
     def _setup(self) -> Any:
         sandbox = _sandbox()
@@ -412,9 +435,15 @@ class CodeGrader:
             return judge(groups[gi][ti], jobs[gi][ti][1], result).passed
 
         try:
-            results = sandbox.run_many_tests([[j for j, _ in g] for g in jobs], workers=self.workers,
-                                             stop_on_first_failure=self.early_stop, progress=report,
-                                             cache=self._cache, judge=passes)
+            if self.executor is not None:
+                judges = [partial(case_judge, tuple(cases), tuple(s for _, s in g)) for cases, g in zip(groups, jobs)]
+                results = self.executor.run_many_tests([[j for j, _ in g] for g in jobs], judges,
+                                                       stop_on_first_failure=self.early_stop, cache=self._cache,
+                                                       progress=report)
+            else:
+                results = sandbox.run_many_tests([[j for j, _ in g] for g in jobs], workers=self.workers,
+                                                 stop_on_first_failure=self.early_stop, progress=report,
+                                                 cache=self._cache, judge=passes)
         except sandbox.SandboxUnavailable as exc:
             raise BonbenchError(f"code execution needs the sandbox: {exc}") from None
         return [[judge(groups[gi][ti], jobs[gi][ti][1], r) for ti, r in enumerate(rs)] for gi, rs in enumerate(results)]

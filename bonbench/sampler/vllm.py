@@ -36,6 +36,10 @@ level. vLLM may still spawn worker processes, so scripts using this backend need
 vLLM's CPU backend also wants tcmalloc preloaded; a preload only works from process start, so that
 is ``cpu_preload.py``'s job (the CLI re-executes itself), not this module's.
 
+LoRA: an engine built with ``enable_lora=True`` (engine args) serves adapters per request; set
+``lora_request`` (a ``vllm.lora.request.LoRARequest``) and every request of later ``generate`` calls
+uses that adapter (``None``: the base model). The trainer's vLLM rollouts use this.
+
 This module does not render prompts, retry failed requests or pick the backend (``select.py`` does).
 """
 
@@ -161,6 +165,7 @@ class VLLMSampler:
             kwargs["enforce_eager"] = enforce_eager
         kwargs.update(engine_args)
         self._vllm = vllm
+        self.lora_request: Any = None  # a vllm LoRARequest applied to every request (engine built with enable_lora)
         self.llm = vllm.LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
 
@@ -192,7 +197,8 @@ class VLLMSampler:
                         batch.append(pending.popleft())
                         queued += len(batch[-1].sample_indices)
                     ids = self.llm.enqueue([self.vllm_prompt(r.prompt) for r in batch],
-                                           [self.vllm_params(r, params) for r in batch], use_tqdm=False)
+                                           [self.vllm_params(r, params) for r in batch],
+                                           lora_request=self.lora_request, use_tqdm=False)
                     inflight.update(zip(map(_external_id, ids), batch, strict=True))
                 if not engine.has_unfinished_requests():
                     raise BonbenchError(f"vLLM finished without returning {len(inflight)} requests "

@@ -3,7 +3,8 @@
 Layout::
 
     train_config.json      the TrainConfig it was trained with (resume checks it)
-    training_state/        trainable weights, AdamW and scheduler state, EMA, RNG, step (atomic)
+    training_state/        trainable weights, AdamW and scheduler state, EMA, value head and its AdamW, RNG,
+                           step (atomic)
     log.jsonl              one row per optimiser step (reward, KL, entropy, grad norm/variance, speed)
     rollouts.jsonl         every rollout sample, keyed (step, problem_id, sample_idx), with reward and weight
     ref_samples.jsonl      M reference samples per prompt with rewards (vBoN), keyed (problem_id, sample_idx)
@@ -72,14 +73,15 @@ class CheckpointDir:
         return int(read_json(meta)["step"]) if meta.exists() else 0
 
     def save_state(self, step: int, weights: Mapping[str, torch.Tensor], optimizer: Any, scheduler: Any,
-                   ema: Mapping[str, torch.Tensor] | None) -> None:
+                   ema: Mapping[str, torch.Tensor] | None, value: Mapping[str, Any] | None = None) -> None:
         tmp = self.root / (TRAINING_STATE + ".tmp")
         if tmp.exists():
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
         torch.save(dict(weights), tmp / "weights.pt")
         torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "ema": dict(ema) if ema is not None else None}, tmp / "optimizer.pt")
+                    "ema": dict(ema) if ema is not None else None,
+                    "value": dict(value) if value is not None else None}, tmp / "optimizer.pt")
         torch.save({"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
                     "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}, tmp / "rng.pt")
         atomic_write_json(tmp / "state.json", {"step": step})
@@ -93,7 +95,7 @@ class CheckpointDir:
             shutil.rmtree(old)
 
     def load_state(self) -> dict[str, Any]:
-        """Weights, optimizer/scheduler/EMA state and the step; RNG states are restored here."""
+        """Weights, optimizer/scheduler/EMA/value-head state and the step; RNG states are restored here."""
         if not (self.state_dir / "state.json").exists():
             old = self.root / (TRAINING_STATE + ".old")
             if old.exists():  # killed between the two renames: the previous state is complete

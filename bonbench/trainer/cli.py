@@ -26,6 +26,11 @@ def register(subparsers: Any) -> None:
     t.add_argument("-O", dest="objective_args", action="append", metavar="KEY=VALUE", help="objective option, repeatable")
     t.add_argument("--k", type=int, help="k of k-sample objectives (passk, majk, ...)")
     t.add_argument("--N", dest="N", type=int, help="N of best-of-N objectives (bon_*, vbon, ...)")
+    t.add_argument("--baseline", help="baseline of the RL objectives: loo, none, or value (the learned value head; "
+                                      "Chow et al.'s choice for bon_rl_s, bon_rl_v, rl_s, rl_v)")
+    t.add_argument("--p-source", dest="p_source", choices=["group", "value"],
+                   help="bon_rlb / bon_rlb_p: p from the group's failing fraction (default) or the value head (the paper's)")
+    t.add_argument("--p-clip", dest="p_clip", type=float, help="bon_rlb / bon_rlb_p: clip p to [0, P] (default 0.95)")
     t.add_argument("--steps", type=int, default=200)
     t.add_argument("--prompts-per-step", type=int, default=4)
     t.add_argument("--group", type=int, default=8, help="samples per prompt (G)")
@@ -42,6 +47,16 @@ def register(subparsers: Any) -> None:
     t.add_argument("--kl-coef", type=float, default=0.0, help="beta of the per-token KL to the anchor")
     t.add_argument("--kl-anchor", choices=["ref", "ema"], default="ref", help="the base model, or an EMA of the policy")
     t.add_argument("--ema-rate", type=float, default=0.01)
+    t.add_argument("--kl-schedule", choices=["constant", "linear"], default="constant",
+                   help="linear: --kl-coef for --kl-anneal-delay steps, then linear to --kl-coef-end (Chow et al.)")
+    t.add_argument("--kl-coef-end", type=float, help="the KL coefficient after annealing (needed with --kl-schedule linear)")
+    t.add_argument("--kl-anneal-steps", type=int, default=2500, help="annealing length in steps (paper: 2500)")
+    t.add_argument("--kl-anneal-delay", type=int, default=10, help="steps at --kl-coef before annealing (paper: 10)")
+    t.add_argument("--value-lr", type=float, default=1e-3, help="AdamW rate of the learned value head (paper's network: 1e-5)")
+    t.add_argument("--adv-norm", choices=["none", "batch", "std"], default="none",
+                   help="normalise the step's advantages: batch whitens them (Chow et al.), std only rescales")
+    t.add_argument("--rationalize", action="store_true",
+                   help="STaR: re-sample failed prompts with the gold answer as a hint, train on the correct ones")
     t.add_argument("--ppo-epochs", type=int, default=1, help="> 1: PPO clipped surrogate over each rollout batch")
     t.add_argument("--clip-eps", type=float, default=0.2)
     t.add_argument("--entropy-coef", type=float, default=0.0)
@@ -52,8 +67,9 @@ def register(subparsers: Any) -> None:
     t.add_argument("--dtype", default="bfloat16", help="autocast dtype (float32 turns autocast off)")
     t.add_argument("--no-log-kl", dest="log_kl", action="store_false", help="skip the per-step KL to the base model")
     t.add_argument("--log-grad-var", action="store_true", help="log the variance of per-prompt gradients")
-    t.add_argument("--rollout-backend", choices=["hf", "openai"], default="hf",
-                   help="hf: sample in-process from the live weights; openai: from servers the LoRA adapter is synced to")
+    t.add_argument("--rollout-backend", choices=["hf", "vllm", "openai"], default="hf",
+                   help="hf: sample in-process from the live weights; vllm: in-process vLLM with the live LoRA adapter "
+                        "(GPU); openai: from servers the LoRA adapter is synced to")
     t.add_argument("--endpoint", action="append", default=[], metavar="URL",
                    help="rollout server (repeatable): VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve BASE --enable-lora")
     t.add_argument("--sync-every", type=int, default=1, help="optimiser steps between adapter syncs to the servers")
@@ -83,13 +99,15 @@ def _option_value(text: str) -> Any:
 
 
 def objective_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``-O`` pairs (JSON values where they parse) plus ``--k`` / ``--N``, checked against the objective."""
+    """``-O`` pairs (JSON values where they parse) plus ``--k`` / ``--N`` / ``--baseline`` / ``--p-source`` /
+    ``--p-clip``, checked against the objective."""
     from bonbench.trainer.objectives.base import REGISTRY, make_objective
 
     opts = {k: _option_value(v) for k, v in _pairs(args.objective_args, "-O").items()}
     make_objective(args.objective)  # unknown objective: one line, before looking at its options
     known = REGISTRY[args.objective].options
-    for flag, key in (("--k", "k"), ("--N", "N")):
+    for flag, key in (("--k", "k"), ("--N", "N"), ("--baseline", "baseline"), ("--p-source", "p_source"),
+                      ("--p-clip", "p_clip")):
         value = getattr(args, key)
         if value is None:
             continue
@@ -109,7 +127,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         group=args.group, max_new_tokens=args.max_new_tokens, temperature=args.temperature, lr=args.lr,
         warmup=args.warmup, weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm, lora_rank=args.lora_rank,
         lora_alpha=args.lora_alpha, lora_targets=args.lora_targets, full_finetune=args.full_finetune,
-        kl_coef=args.kl_coef, kl_anchor=args.kl_anchor, ema_rate=args.ema_rate, ppo_epochs=args.ppo_epochs,
+        kl_coef=args.kl_coef, kl_anchor=args.kl_anchor, kl_schedule=args.kl_schedule, kl_coef_end=args.kl_coef_end,
+        kl_anneal_steps=args.kl_anneal_steps, kl_anneal_delay=args.kl_anneal_delay, ema_rate=args.ema_rate,
+        value_lr=args.value_lr, adv_norm=args.adv_norm, rationalize=args.rationalize,
+        ppo_epochs=args.ppo_epochs,
         clip_eps=args.clip_eps, entropy_coef=args.entropy_coef, length_norm=args.length_norm, verifier=args.verifier,
         ref_samples=args.ref_samples, micro_batch=args.micro_batch, dtype=args.dtype, log_kl=args.log_kl,
         log_grad_var=args.log_grad_var, rollout_backend=args.rollout_backend, endpoints=tuple(args.endpoint),

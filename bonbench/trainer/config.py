@@ -2,7 +2,11 @@
 
 A checkpoint folder records the config it was trained with; resuming (the same ``--name``) requires
 the same settings except ``steps`` (which may grow) and the bookkeeping fields in ``RESUMABLE``.
-This module does no I/O: it validates and hashes.
+What is compared and hashed is ``training_doc``: settings that cannot change what is trained are
+left out of it, namely settings added after the first release while they hold their default (the
+behaviour before they existed, so older checkpoints keep their hash and still resume) and settings
+that only matter when another one switches them on (the KL annealing steps under a constant KL).
+This module does no I/O: it validates, schedules the KL coefficient and hashes.
 """
 
 from __future__ import annotations
@@ -15,10 +19,19 @@ from typing import Any, Mapping
 from bonbench.errors import BonbenchError
 
 KL_ANCHORS = ("ref", "ema")
+KL_SCHEDULES = ("constant", "linear")
 LENGTH_NORMS = ("sum", "mean")
-ROLLOUT_BACKENDS = ("hf", "openai")
+ADV_NORMS = ("none", "batch", "std")
+ROLLOUT_BACKENDS = ("hf", "vllm", "openai")
 # settings that may change between a run and its resumption without changing what is trained
 RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress", "endpoints")
+# settings added after the first release; their default reproduces the behaviour before them, and at
+# that default they stay out of the training hash, so checkpoints written before them still resume
+LATER = ("kl_schedule", "kl_coef_end", "kl_anneal_steps", "kl_anneal_delay", "value_lr", "adv_norm", "rationalize",
+         "rollout_backend", "sync_every")
+# settings that change nothing unless another setting switches them on
+ONLY_WITH = {"kl_coef_end": ("kl_schedule", "linear"), "kl_anneal_steps": ("kl_schedule", "linear"),
+             "kl_anneal_delay": ("kl_schedule", "linear")}
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,12 @@ class TrainConfig:
     full_finetune: bool = False
     kl_coef: float = 0.0  # beta of the per-token KL to the anchor (0: no KL term)
     kl_anchor: str = "ref"  # "ref": the base model; "ema": an EMA of the policy (Chow et al.)
+    # "linear": kl_coef for kl_anneal_delay steps, then linear to kl_coef_end over kl_anneal_steps steps
+    # (Chow et al. anneal over 2,500 steps after a delay of 10; their start and end values were lost)
+    kl_schedule: str = "constant"
+    kl_coef_end: float | None = None
+    kl_anneal_steps: int = 2500
+    kl_anneal_delay: int = 10
     ema_rate: float = 0.01
     ppo_epochs: int = 1  # optimiser passes over one rollout batch (> 1: the PPO clipped surrogate matters)
     clip_eps: float = 0.2
@@ -55,9 +74,16 @@ class TrainConfig:
     ref_samples: int = 0  # M reference samples per prompt (vBoN's log F-hat)
     micro_batch: int = 2  # sequences per forward/backward (memory: logits are [micro_batch, tokens, vocab])
     dtype: str = "bfloat16"  # autocast dtype on CPU and GPU ("float32" turns it off)
+    # the learned value head (objectives with baseline="value" or p_source="value"): its AdamW rate.
+    # Chow et al. use 1e-5 for a value *network*; a linear head on frozen features needs more (docs/trainer.md)
+    value_lr: float = 1e-3
+    adv_norm: str = "none"  # "batch": whiten the step's advantages (Chow et al.); "std": divide by their std only
+    rationalize: bool = False  # STaR's rationalisation: hinted re-samples for prompts the policy fails on
     log_kl: bool = True  # log KL(pi || base) per step (one more forward pass without gradient)
     log_grad_var: bool = False  # per-step variance of per-prompt gradients (one backward per prompt)
-    rollout_backend: str = "hf"  # "hf": the live weights in-process; "openai": servers with the synced LoRA adapter
+    # "hf": the live weights in-process; "vllm": in-process vLLM with the live LoRA adapter (GPU);
+    # "openai": rollout servers (--endpoint) with the synced LoRA adapter
+    rollout_backend: str = "hf"
     endpoints: tuple[str, ...] = ()  # rollout servers (--rollout-backend openai)
     sync_every: int = 1  # optimiser steps between adapter syncs to the rollout servers
     seed: int = 0
@@ -79,6 +105,17 @@ class TrainConfig:
             (self.lora_rank >= 1 or self.full_finetune, "--lora-rank must be >= 1 (or use --full-finetune)"),
             (self.kl_coef >= 0, "--kl-coef must be >= 0"),
             (self.kl_anchor in KL_ANCHORS, f"--kl-anchor must be one of {', '.join(KL_ANCHORS)}"),
+            (self.kl_schedule in KL_SCHEDULES, f"--kl-schedule must be one of {', '.join(KL_SCHEDULES)}"),
+            (self.kl_schedule == "constant" or self.kl_coef_end is not None,
+             "--kl-schedule linear needs --kl-coef-end (the coefficient after annealing; --kl-coef is the start)"),
+            (self.kl_coef_end is None or self.kl_coef_end >= 0, "--kl-coef-end must be >= 0"),
+            (self.kl_anneal_steps >= 1, "--kl-anneal-steps must be >= 1"),
+            (self.kl_anneal_delay >= 0, "--kl-anneal-delay must be >= 0"),
+            (self.value_lr > 0, "--value-lr must be > 0"),
+            (self.adv_norm in ADV_NORMS, f"--adv-norm must be one of {', '.join(ADV_NORMS)}"),
+            (self.rollout_backend in ROLLOUT_BACKENDS, f"--rollout-backend must be one of {', '.join(ROLLOUT_BACKENDS)}"),
+            (self.rollout_backend != "vllm" or not self.full_finetune,
+             "--rollout-backend vllm serves the LoRA adapter; drop --full-finetune or use --rollout-backend hf"),
             (0 < self.ema_rate <= 1, "--ema-rate must be in (0, 1]"),
             (self.ppo_epochs >= 1, "--ppo-epochs must be >= 1"),
             (0 < self.clip_eps < 1, "--clip-eps must be in (0, 1)"),
@@ -87,7 +124,6 @@ class TrainConfig:
             (self.micro_batch >= 1, "--micro-batch must be >= 1"),
             (self.dtype in ("bfloat16", "float16", "float32"), "--dtype must be bfloat16, float16 or float32"),
             (self.save_every >= 1, "--save-every must be >= 1"),
-            (self.rollout_backend in ROLLOUT_BACKENDS, f"--rollout-backend must be one of {', '.join(ROLLOUT_BACKENDS)}"),
             (self.rollout_backend != "openai" or bool(self.endpoints),
              "--rollout-backend openai needs a server: --endpoint URL (repeatable) of `vllm serve BASE --enable-lora`"),
             (self.rollout_backend != "openai" or not self.full_finetune,
@@ -101,23 +137,50 @@ class TrainConfig:
             if not ok:
                 raise BonbenchError(message)
 
+    # ---------------------------------------------------------------- the KL schedule
+
+    def kl_at(self, step: int) -> float:
+        """The KL coefficient of optimiser step ``step`` (0-based): a function of the step alone, so a
+        resumed run uses the coefficients an uninterrupted one would."""
+        if self.kl_schedule == "constant" or self.kl_coef_end is None:
+            return self.kl_coef
+        done = min(max(step - self.kl_anneal_delay, 0), self.kl_anneal_steps) / self.kl_anneal_steps
+        return self.kl_coef + (self.kl_coef_end - self.kl_coef) * done
+
+    @property
+    def kl_active(self) -> bool:
+        """Whether any step has a KL term (the anchor, EMA included, is kept only then)."""
+        return self.kl_coef > 0 or (self.kl_schedule != "constant" and (self.kl_coef_end or 0.0) > 0)
+
+    # ---------------------------------------------------------------- hashing
+
     def to_json(self) -> dict[str, Any]:
         return json.loads(json.dumps(asdict(self), default=str))
 
     def training_hash(self) -> str:
-        """Hash of what is trained: every field but ``RESUMABLE`` ones, and fields added later
-        (``LATER``) only when they differ from their default, so older runs keep their hash."""
-        doc = {k: v for k, v in self.to_json().items()
-               if k not in RESUMABLE and not (k in LATER and v == LATER[k])}
-        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
+        """Hash of what is trained: ``training_doc`` (every setting that can change the outputs)."""
+        return hashlib.sha256(json.dumps(training_doc(self.to_json()), sort_keys=True).encode()).hexdigest()[:12]
 
     def differences(self, other: Mapping[str, Any]) -> list[str]:
-        """Fields (outside ``RESUMABLE``) whose value differs from a recorded config (one recorded
-        before a ``LATER`` field existed had that field's default)."""
-        mine = self.to_json()
-        return [f.name for f in fields(self)
-                if f.name not in RESUMABLE and mine.get(f.name) != other.get(f.name, LATER.get(f.name))]
+        """Settings of ``training_doc`` whose value differs from a recorded config."""
+        mine, theirs = training_doc(self.to_json()), training_doc(other)
+        return [f.name for f in fields(self) if mine.get(f.name) != theirs.get(f.name)]
 
 
-# fields added after checkpoints were first written, with the value older checkpoints implied
-LATER: dict[str, Any] = {"rollout_backend": "hf", "sync_every": 1}
+def training_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings of a recorded config (``TrainConfig.to_json``, possibly written before some
+    fields existed) that can change what is trained: no ``RESUMABLE`` field, no ``LATER`` field at
+    its default (a missing one counts as its default), no ``ONLY_WITH`` field whose switch is off."""
+    later = {f.name: f.default for f in fields(TrainConfig) if f.name in LATER}
+    full = {**later, **doc}
+    out = {}
+    for key, value in full.items():
+        if key in RESUMABLE:
+            continue
+        if key in later and value == later[key]:
+            continue
+        switch = ONLY_WITH.get(key)
+        if switch is not None and full.get(switch[0]) != switch[1]:
+            continue
+        out[key] = value
+    return out

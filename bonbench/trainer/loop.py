@@ -43,8 +43,17 @@ from bonbench.sampler.base import SampleRequest, SamplingParams
 from bonbench.trainer.checkpoint import CheckpointDir
 from bonbench.trainer.config import TrainConfig
 from bonbench.trainer.distributed import Comm, RankError, check_batch, env_world, shard, start, stop
-from bonbench.trainer.objectives.base import NEEDS, Group, Objective, make_objective
+from bonbench.trainer.objectives.base import NEEDS, Objective, make_objective
 from bonbench.trainer.policy import Policy
+from bonbench.trainer.rollout import (
+    build_groups,
+    check_gold_answers,
+    failed_prompts,
+    hinted,
+    normalise_advantages,
+    objective_weights,
+)
+from bonbench.trainer.value import ValueHead
 
 StepCallback = Callable[[int, int, Mapping[str, Any]], None]  # (steps done, total, last log row)
 
@@ -110,6 +119,16 @@ def prepare(cfg: TrainConfig) -> Prepared:
                             "a reward model (free text); use passk (max@k) or mean instead")
     if "expert" in needs:
         expert_completion(task, task.problems[0])
+    if cfg.rationalize:
+        if cfg.objective != "star":
+            raise BonbenchError("--rationalize is STaR's rationalisation step: use it with --objective star")
+        check_gold_answers(task)
+    if cfg.rollout_backend == "vllm":
+        from bonbench.sampler.vllm import import_vllm
+        from bonbench.trainer.vllm_rollout import vllm_max_lora_rank
+
+        import_vllm()  # a broken or missing install is one line naming the fix, before the model loads
+        vllm_max_lora_rank(cfg.lora_rank)
     if cfg.verifier:
         get_verifier(cfg.verifier, **({"data_dir": cfg.data_dir} if cfg.verifier.startswith("rm:") else {}))
     check_batch(cfg.prompts_per_step, env_world()[1])
@@ -159,11 +178,15 @@ class Trainer:
         warm = self.cfg.warmup
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
         self.ref_rewards: dict[str, list[float]] = {}
-        self.publisher = None
+        self.publisher = None  # the rollout servers (--rollout-backend openai)
         if self.cfg.rollout_backend == "openai":
             from bonbench.trainer.rollout_server import AdapterPublisher
 
             self.publisher = AdapterPublisher(self.cfg.name, prep.ckpt.root, self.cfg.endpoints, prep.model.is_chat)
+        self.rollouts: Any = None  # the vLLM rollout engine (--rollout-backend vllm), started on first use
+        # the learned value head, when the objective reads Group.value (baseline / p from the value)
+        self.value = ValueHead(self.policy.hidden_size, self.cfg.value_lr, self.policy.device) \
+            if "value" in self.objective.needs else None
 
     # ---------------------------------------------------------------- the run
 
@@ -178,6 +201,10 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         if self.policy.ema is not None and state.get("ema") is not None:
             self.policy.ema = {k: v.to(self.policy.device) for k, v in state["ema"].items()}
+        if self.value is not None:
+            if state.get("value") is None:
+                raise BonbenchError(f"checkpoint {self.cfg.name!r} has no value head state; use another --name")
+            self.value.load_state_dict(state["value"])
         return int(state["step"])
 
     def train(self) -> Path:
@@ -189,7 +216,8 @@ class Trainer:
         comm.barrier()
         if not comm.is_main:
             start = self._restore()
-        comm.broadcast([p for p in self.policy.trainable()] + list((self.policy.ema or {}).values()))
+        comm.broadcast([p for p in self.policy.trainable()] + list((self.policy.ema or {}).values())
+                       + (list(self.value.head.parameters()) if self.value is not None else []))
         if comm.is_main:
             ck.truncate_after(start)
         for row in ck.read_rows(ck.ref_samples_path):
@@ -197,19 +225,25 @@ class Trainer:
         last: Mapping[str, Any] = {}
         if self.on_step is not None:
             self.on_step(start, cfg.steps, last)
-        if start < cfg.steps:
-            self._sync_rollout_servers(start)
-        for step in range(start, cfg.steps):
-            last = self.step(step)
-            done = step + 1
-            if comm.is_main:
-                ck.append_rows(ck.log_path, [last])
-                if done % cfg.save_every == 0 or done == cfg.steps:
-                    ck.save_state(done, self.policy.trainable_state(), self.optimizer, self.scheduler, self.policy.ema)
-            if done < cfg.steps and done % cfg.sync_every == 0:
-                self._sync_rollout_servers(done)
-            if self.on_step is not None:
-                self.on_step(done, cfg.steps, last)
+        try:
+            if start < cfg.steps:
+                self._sync_rollout_servers(start)
+            for step in range(start, cfg.steps):
+                last = self.step(step)
+                done = step + 1
+                if comm.is_main:
+                    ck.append_rows(ck.log_path, [last])
+                    if done % cfg.save_every == 0 or done == cfg.steps:
+                        ck.save_state(done, self.policy.trainable_state(), self.optimizer, self.scheduler, self.policy.ema,
+                                      self.value.state_dict() if self.value is not None else None)
+                if done < cfg.steps and done % cfg.sync_every == 0:
+                    self._sync_rollout_servers(done)
+                if self.on_step is not None:
+                    self.on_step(done, cfg.steps, last)
+        finally:
+            if self.rollouts is not None:
+                self.rollouts.close()
+                self.rollouts = None
         if comm.is_main and (start < cfg.steps or not ck.manifest_path.exists()):
             self.export()
         comm.barrier()  # the job ends when the export is complete
@@ -259,6 +293,12 @@ class Trainer:
             return []
         if self.publisher is not None and not reference:
             sampler: Any = self.publisher.sampler(seed)  # the servers, with the adapter synced last
+        elif self.cfg.rollout_backend == "vllm":
+            if self.rollouts is None:
+                from bonbench.trainer.vllm_rollout import VLLMRollouts
+
+                self.rollouts = VLLMRollouts(self.policy, self.cfg, self.p.ckpt.root)
+            sampler = self.rollouts.sampler(reference=reference)
         else:
             sampler = self.policy.sampler(seed, batch_size=max(1, sum(len(r.sample_indices) for r in requests)),
                                           reference=reference)
@@ -313,42 +353,57 @@ class Trainer:
         if "expert" in needs:
             samples += [Sample(p.id, per[p.id], expert_completion(self.task, p), 0, "stop") for p in uniq]
         grades = self._grade(uniq, samples) if samples else {}
+        rationales: list[Sample] = []
+        failed: list[Problem] = []
+        if cfg.rationalize:  # each rank re-samples the failed prompts of its own groups
+            failed = failed_prompts(uniq, samples, per, grades)
+            rationales = self._rationalize(failed, per, grades, step)
+            samples += rationales
         scores = None
         if self.verifier is not None:
             scores = ({sc.key: sc.score for sc in self.verifier.score({p.id: p for p in uniq}, samples, grades)}
                       if samples else {})
         if "ref_rewards" in needs:
             self._reference_rewards(uniq)
-        prompts = {p.id: self.task.render(p, self.style) for p in uniq}
+        prompts = {p.id: self.task.render(p, self.style) for p in uniq}  # rationalisations train without the hint
         pairs = [pol.encode(prompts[s.problem_id], s.completion) for s in samples]
         logp = pol.sequence_logprobs(pairs) if "logprobs" in needs else None
         ref_lp = pol.sequence_logprobs(pairs, "reference") if "ref_logprobs" in needs or cfg.log_kl else None
+        features = values = None
+        if self.value is not None:  # read before any update: V(x) does not depend on this step's samples
+            features = (pol.prompt_features([pol.encode(prompts[p.id], "")[0] for p in uniq]) if uniq
+                        else torch.zeros(0, pol.hidden_size, device=pol.device))  # a rank without groups
+            values = dict(zip([p.id for p in uniq], self.value.predict(features).tolist()))
 
-        weights = np.zeros(len(samples))
-        rows_of: dict[str, list[int]] = {}
-        for i, s in enumerate(samples):
-            rows_of.setdefault(s.problem_id, []).append(i)
-        for pid, idx in rows_of.items():
-            group = Group(
-                rewards=np.array([grades[samples[i].key].value() for i in idx]),
-                answers=tuple(grades[samples[i].key].answer for i in idx),
-                scores=None if scores is None else np.array([scores[samples[i].key] for i in idx]),
-                logprobs=None if logp is None else np.array([logp[i] for i in idx]),
-                ref_logprobs=None if ref_lp is None else np.array([ref_lp[i] for i in idx]),
-                ref_rewards=np.array(self.ref_rewards[pid]) if pid in self.ref_rewards else None,
-                expert=np.array([samples[i].sample_idx >= per[pid] for i in idx]),
-            )
-            w = np.asarray(self.objective.weights(group), dtype=np.float64)
-            if w.shape != (len(idx),) or not np.all(np.isfinite(w)):
-                raise BonbenchError(f"objective {cfg.objective!r} returned bad weights for {pid!r}: {w!r}")
-            weights[idx] = w
+        groups = build_groups(samples, per, grades, scores=scores, logprobs=logp, ref_logprobs=ref_lp,
+                              ref_rewards=self.ref_rewards, values=values)
+        weights = objective_weights(self.objective, groups, len(samples))
+        is_policy = np.array([s.sample_idx < per[s.problem_id] for s in samples], dtype=bool)
+        group_size = np.array([per[s.problem_id] for s in samples], dtype=np.float64)
+        # "batch" / "std" normalise over the global batch: the moments are summed over ranks
+        weights = normalise_advantages(weights, is_policy, group_size, cfg.adv_norm,
+                                       reduce=comm.sum if comm.active else None)
+        rows_of = {pid: idx for pid, (idx, _) in groups.items()}
+        value_stats: dict[str, Any] = {}
+        if self.value is not None and features is not None and values is not None:
+            target_fn = self.objective.value_target
+            assert target_fn is not None, "objectives that need the value say what it regresses on"
+            targets = [target_fn(groups[p.id][1]) for p in uniq]
+            # the mean squared error over the step's groups on all ranks, its gradient summed over ranks:
+            # every rank takes the same step, so the heads stay identical (as the policy's weights do)
+            loss = self.value.update(features, targets, total=len(everyone) if comm.active else None,
+                                     sum_grads=comm.sum_grads if comm.active else None)
+            v_loss, v_sum, t_sum = comm.sum([loss, sum(values.values()), sum(targets)])
+            value_stats = {"value_loss": v_loss, "value": v_sum / len(everyone), "value_target": t_sum / len(everyone)}
 
         lr = float(self.scheduler.get_last_lr()[0])  # the rate this step's update uses
+        kl_coef = cfg.kl_at(step)
         # the loss divides by the step's groups and rows over all ranks (1/P, 1/R of the module docstring)
         n_rows = int(comm.sum([len(pairs)])[0])
-        stats = self._optimise(pairs, weights, [rows_of[p.id] for p in uniq], (len(everyone), n_rows))
+        stats = self._optimise(pairs, weights, [rows_of[p.id] for p in uniq], kl_coef, (len(everyone), n_rows))
         pol.update_ema()
         policy_rows = [i for i, s in enumerate(samples) if s.sample_idx < per[s.problem_id]]
+        rationale_keys = {s.key for s in rationales}
         rewards = np.array([grades[samples[i].key].value() for i in policy_rows])
         seq_lp = stats.pop("_seq_logprobs")
         kl_part = sum(seq_lp[i] - ref_lp[i] for i in policy_rows) if ref_lp is not None else 0.0
@@ -362,38 +417,59 @@ class Trainer:
         rollouts = comm.gather_rows([
             {"step": step, "problem_id": s.problem_id, "sample_idx": s.sample_idx, "completion": s.completion,
              "reward": grades[s.key].value(), "answer": grades[s.key].answer, "weight": float(weights[i]),
-             "expert": s.sample_idx >= per[s.problem_id], "n_tokens": len(pairs[i][1])}
+             "expert": s.sample_idx >= per[s.problem_id], "n_tokens": len(pairs[i][1]),
+             **({"rationale": True} if s.key in rationale_keys else {})}
             for i, s in enumerate(samples)])
         if comm.is_main:
             self.p.ckpt.append_rows(self.p.ckpt.rollouts_path, rollouts)
         mean = r_sum / r_n
         row: dict[str, Any] = {
             "step": step, "reward": mean, "reward_std": float(np.sqrt(max(r_sq / r_n - mean ** 2, 0.0))),
-            "solved_groups": n_solved / len(everyone), "weight_abs_mean": w_abs / n_rows, "lr": lr,
+            "solved_groups": n_solved / len(everyone), "weight_abs_mean": w_abs / n_rows, "lr": lr, "kl_coef": kl_coef,
             "tokens": int(tokens), "tokens_per_s": tokens / max(elapsed, 1e-9), "sample_s": t_sample, "seconds": elapsed,
             "world_size": comm.world,
         }
         if ref_lp is not None:
             # KL(pi || pi_ref) estimated on this step's samples: mean over them of log pi - log pi_ref
             row["kl_ref"] = kl_sum / r_n
+        if cfg.rationalize:
+            n_failed, n_rationales = comm.sum([len(failed), len(rationales)])
+            row["rationalized"] = int(n_failed)  # prompts with no correct sample, re-sampled with the hint
+            row["rationales"] = int(n_rationales)  # hinted samples that reached the answer (trained on)
+        row.update(value_stats)
         row.update(stats)
         return row
 
+    def _rationalize(self, failed: Sequence[Problem], per: Mapping[str, int], grades: dict[tuple[str, int], Grade],
+                     step: int) -> list[Sample]:
+        """STaR's rationalisation: ``group`` samples per failed prompt with the gold answer as a hint,
+        indices after the policy's (keys stay unique), graded against the unhinted problem; the
+        correct ones come back (their grades added to ``grades``)."""
+        if not failed:
+            return []
+        counts = {p.id: range(per[p.id], 2 * per[p.id]) for p in failed}
+        drawn = self._sample([hinted(p) for p in failed], counts, _seed(self.cfg.seed, "rationale", step))
+        got = self._grade(failed, drawn)
+        kept = [s for s in drawn if got[s.key].value() > 0]
+        grades.update({s.key: got[s.key] for s in kept})
+        return kept
+
     def _optimise(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
-                  groups: Sequence[Sequence[int]], totals: tuple[int, int] | None = None) -> dict[str, Any]:
-        """``ppo_epochs`` optimiser steps on one rollout batch; returns the logged statistics.
-        ``totals``: (prompt groups, rows) of the global batch (default: these, one process)."""
+                  groups: Sequence[Sequence[int]], kl_coef: float, totals: tuple[int, int] | None = None) -> dict[str, Any]:
+        """``ppo_epochs`` optimiser steps on one rollout batch; returns the logged statistics. ``kl_coef``:
+        the step's scheduled KL coefficient; ``totals``: (prompt groups, rows) of the global batch
+        (default: these, one process)."""
         totals = totals or (len(groups), len(pairs))
         old: dict[int, torch.Tensor] = {}
         stats: dict[str, Any] = {}
         comm_s = 0.0
         for epoch in range(self.cfg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
-            got = self._backward(pairs, weights, groups, old, epoch, totals)
+            got = self._backward(pairs, weights, groups, old, epoch, kl_coef, totals)
             t = time.perf_counter()
             self.comm.sum_grads(self.policy.trainable())
             comm_s += time.perf_counter() - t
-            got = self._reduce_stats(got, totals)
+            got = self._reduce_stats(got, totals, kl_coef)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.policy.trainable(), self.cfg.max_grad_norm))
             self.optimizer.step()
             self.scheduler.step()
@@ -406,26 +482,28 @@ class Trainer:
         return stats
 
     def _optimise_grads(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
-                        groups: Sequence[Sequence[int]], totals: tuple[int, int] | None = None) -> dict[str, Any]:
-        """The first pass's gradients, summed over ranks and left in ``.grad`` without a step (for
-        tests and diagnostics)."""
+                        groups: Sequence[Sequence[int]], step: int = 0,
+                        totals: tuple[int, int] | None = None) -> dict[str, Any]:
+        """The first pass's gradients of step ``step``, summed over ranks and left in ``.grad`` without
+        a step (tests, diagnostics)."""
         totals = totals or (len(groups), len(pairs))
+        kl_coef = self.cfg.kl_at(step)
         self.optimizer.zero_grad(set_to_none=True)
-        stats = self._backward(pairs, weights, groups, {}, 0, totals)
+        stats = self._backward(pairs, weights, groups, {}, 0, kl_coef, totals)
         self.comm.sum_grads(self.policy.trainable())
-        stats = self._reduce_stats(stats, totals)
+        stats = self._reduce_stats(stats, totals, kl_coef)
         grads = [p.grad for p in self.policy.trainable() if p.grad is not None]
         stats["grad_norm"] = float(torch.norm(torch.stack([g.norm() for g in grads]))) if grads else 0.0
         return stats
 
-    def _reduce_stats(self, local: dict[str, Any], totals: tuple[int, int]) -> dict[str, Any]:
+    def _reduce_stats(self, local: dict[str, Any], totals: tuple[int, int], kl_coef: float) -> dict[str, Any]:
         """Per-pass statistics of the global batch from each rank's sums (``_backward``), after the
         gradients were summed over ranks (the variance needs the total gradient)."""
         n_prompts, n_rows = totals
         loss, ent, clipped, tok, kl, g_sq = self.comm.sum([local.pop(k) for k in
                                                            ("_loss", "_ent", "_clipped", "_tok", "_kl", "_g_sq")])
         stats: dict[str, Any] = {**local, "loss": loss, "entropy": ent / max(tok, 1.0), "clip_frac": clipped / max(tok, 1.0)}
-        if self.cfg.kl_coef > 0:
+        if kl_coef > 0:
             stats["kl_anchor"] = kl / n_rows  # per sequence, summed over its tokens
         if self.cfg.log_grad_var and n_prompts > 1 and local.get("_grad_var_pass"):
             # trace of the covariance of per-prompt gradients (each scaled back by P), unbiased; the
@@ -436,10 +514,11 @@ class Trainer:
         return stats
 
     def _backward(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray, groups: Sequence[Sequence[int]],
-                  old: dict[int, torch.Tensor], epoch: int, totals: tuple[int, int]) -> dict[str, Any]:
+                  old: dict[int, torch.Tensor], epoch: int, kl_coef: float, totals: tuple[int, int]) -> dict[str, Any]:
         """Accumulate this rank's share of the loss's gradient over micro-batches (the module
-        docstring has the loss; ``totals`` are its P and R over all ranks). ``old`` holds the first
-        pass's token log-probabilities (filled when ``epoch`` is 0). Returns sums for ``_reduce_stats``."""
+        docstring has the loss; beta is ``kl_coef``, the step's scheduled value; ``totals`` are its P
+        and R over all ranks). ``old`` holds the first pass's token log-probabilities (filled when
+        ``epoch`` is 0). Returns sums for ``_reduce_stats``."""
         cfg, pol = self.cfg, self.policy
         n_prompts, n_rows = totals
         params = pol.trainable()
@@ -453,7 +532,7 @@ class Trainer:
         for c, rows in enumerate(chunks):
             b = pol.batch([pairs[i] for i in rows])
             anchor_lp = None
-            if cfg.kl_coef > 0:  # before the policy's forward: an EMA anchor swaps the trainable weights
+            if kl_coef > 0:  # before the policy's forward: an EMA anchor swaps the trainable weights
                 with torch.no_grad(), pol.anchor() as module:
                     anchor_lp = pol.log_softmax(module, b)
             logp = pol.log_softmax(pol.lm, b)
@@ -481,7 +560,7 @@ class Trainer:
             if anchor_lp is not None:
                 kl = (probs * (logp - anchor_lp)).sum(-1)
                 kl_sum += float((kl.detach() * b.tmask).sum())
-                loss = loss + cfg.kl_coef * (kl * b.tmask).sum() / n_rows
+                loss = loss + kl_coef * (kl * b.tmask).sum() / n_rows
             clipped += float((((ratio.detach() - 1).abs() > cfg.clip_eps).float() * b.tmask).sum())
             tok_count += float(b.tmask.sum())
             loss_sum += float(loss.detach())

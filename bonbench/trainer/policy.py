@@ -79,7 +79,7 @@ class Policy:
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (self.tokenizer.eos_token_id or 0)
         self.ema: dict[str, torch.Tensor] | None = None
-        if cfg.kl_anchor == "ema" and cfg.kl_coef > 0:
+        if cfg.kl_anchor == "ema" and cfg.kl_active:
             self.ema = {n: p.detach().clone() for n, p in self.named_trainable()}
 
     # ---------------------------------------------------------------- parameters
@@ -180,6 +180,26 @@ class Policy:
             out = module(input_ids=b.ids, attention_mask=b.mask, position_ids=b.pos, logits_to_keep=b.width + 1)
         logits = out.logits[:, :-1].float() / self.cfg.temperature
         return torch.log_softmax(logits, dim=-1)
+
+    @torch.no_grad()
+    def prompt_features(self, prompts: Sequence[list[int]]) -> torch.Tensor:
+        """The live policy's last-layer hidden state at each prompt's last token: [P, H] float32, no
+        gradient (the value head's input; ``value.py``)."""
+        out: list[torch.Tensor] = []
+        dtype = getattr(torch, self.cfg.dtype)
+        for start in range(0, len(prompts), self.cfg.micro_batch):
+            b = self.batch([(p, []) for p in prompts[start:start + self.cfg.micro_batch]])
+            lp = b.ids.shape[1] - b.width  # prompts are left-padded: column lp - 1 is every prompt's last token
+            with torch.autocast(device_type=self.device.type, dtype=dtype, enabled=dtype != torch.float32):
+                res = self.lm(input_ids=b.ids[:, :lp], attention_mask=b.mask[:, :lp], position_ids=b.pos[:, :lp],
+                              output_hidden_states=True, logits_to_keep=1)
+            out.append(res.hidden_states[-1][:, -1].float())
+        return torch.cat(out)
+
+    @property
+    def hidden_size(self) -> int:
+        config = self.lm.config
+        return int(getattr(config, "hidden_size", None) or config.get_text_config().hidden_size)
 
     @torch.no_grad()
     def sequence_logprobs(self, pairs: Sequence[tuple[list[int], list[int]]], which: str = "policy") -> list[float]:

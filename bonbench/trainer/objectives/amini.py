@@ -26,16 +26,16 @@ weight 0. Every weight carries the group's 1/G. Exactness: tests/test_objectives
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from bonbench.errors import BonbenchError
 from bonbench.trainer.objectives.base import Group, Objective, objective
-from bonbench.trainer.objectives.chow import (
+from bonbench.trainer.objectives.common import (
     BASELINES,
-    _check_choice,
-    _check_int,
+    check_choice,
+    check_int,
     centred,
     policy_mask,
     require,
@@ -161,8 +161,8 @@ def log_f_hat(query: np.ndarray, ref_rewards: np.ndarray, cdf: str = "add_one", 
       'strict'.
     Ref [0.1, 0.5, 0.5, 0.9], r = 0.5: count 1, F_hat = 0.4 (add_one), log = -0.916290731874155.
     """
-    _check_choice("log_f_hat", "cdf", cdf, CDFS)
-    _check_choice("log_f_hat", "ties", ties, TIES)
+    check_choice("log_f_hat", "cdf", cdf, CDFS)
+    check_choice("log_f_hat", "ties", ties, TIES)
     q = np.asarray(query, dtype=np.float64).reshape(-1)
     ref = np.asarray(ref_rewards, dtype=np.float64).reshape(-1)
     M = ref.size
@@ -217,20 +217,30 @@ def vbon_l_terms(log_F: np.ndarray, logprobs: np.ndarray, ref_logprobs: np.ndarr
     raise BonbenchError(f"vbon_l: unknown bound {bound!r}; choose from L, L1")
 
 
-def _vbon_inputs(group: Group, what: str, cdf: str, ties: str, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    mask = policy_mask(group)
-    r = rewards_of(group, what)[mask]
-    lp = row_values(group, "logprobs", what)[mask]
-    lr = row_values(group, "ref_logprobs", what)[mask]
-    ref = require(group, "ref_rewards", what)
-    return mask, lp, lr, log_f_hat(r, ref, cdf, ties, seed)
+VBON_NEEDS = frozenset({"logprobs", "ref_logprobs", "ref_rewards"})
 
 
-def _check_vbon_options(what: str, N: int, baseline: str, cdf: str, ties: str) -> None:
-    _check_int(what, "N", N, 1)
-    _check_choice(what, "baseline", baseline, BASELINES)
-    _check_choice(what, "cdf", cdf, CDFS)
-    _check_choice(what, "ties", ties, TIES)
+def _vbon_objective(name: str, N: int, baseline: str, cdf: str, ties: str, seed: int,
+                    terms: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+                    options: Mapping[str, Any]) -> Objective:
+    """What ``vbon`` and ``vbon_l`` share: per policy row t_i = terms(log F_hat(r_i), log pi_theta(y_i),
+    log pi_ref(y_i)), then w_i = (t_i - b_i) / G (``centred``), expert rows 0."""
+    check_int(name, "N", N, 1)
+    check_choice(name, "baseline", baseline, BASELINES)
+    check_choice(name, "cdf", cdf, CDFS)
+    check_choice(name, "ties", ties, TIES)
+
+    def weights(group: Group) -> np.ndarray:
+        mask = policy_mask(group)
+        r = rewards_of(group, name)[mask]
+        lp = row_values(group, "logprobs", name)[mask]
+        lr = row_values(group, "ref_logprobs", name)[mask]
+        lf = log_f_hat(r, require(group, "ref_rewards", name), cdf, ties, seed)
+        t = terms(lf, lp, lr)
+        return scatter(mask, centred(t, baseline, name) / t.size)
+
+    return Objective(name, weights, VBON_NEEDS, {"N": N, **options, "baseline": baseline, "cdf": cdf, "ties": ties,
+                                                 "seed": seed}, 2 if baseline == "loo" else 1)
 
 
 @objective("vbon", paper=AMINI + " §3 (vBoN)", needs=("logprobs", "ref_logprobs", "ref_rewards"),
@@ -245,18 +255,12 @@ def vbon(N: int = 8, baseline: str = "loo", cdf: str = "add_one", ties: str = "s
     (the augmented objective, which by the data-processing inequality is a lower bound on the plain one).
     N = 8 by default (the paper sweeps N; its README ties N to the KL coefficient by N = 1/beta + 1).
     """
-    _check_vbon_options("vbon", N, baseline, cdf, ties)
 
-    def weights(group: Group) -> np.ndarray:
-        mask, lp, lr, lf = _vbon_inputs(group, "vbon", cdf, ties, seed)
-        if ties == "random_order":
-            log_bon = math.log(N) + (N - 1) * lf + lr
-        else:
-            log_bon = log_bon_prob(lf, lr, N)
-        return scatter(mask, vbon_weights(log_bon, lp, baseline))
+    def terms(lf: np.ndarray, lp: np.ndarray, lr: np.ndarray) -> np.ndarray:
+        log_bon = math.log(N) + (N - 1) * lf + lr if ties == "random_order" else log_bon_prob(lf, lr, N)
+        return log_bon - lp  # vbon_weights' t
 
-    return Objective("vbon", weights, frozenset({"logprobs", "ref_logprobs", "ref_rewards"}),
-                     {"N": N, "baseline": baseline, "cdf": cdf, "ties": ties, "seed": seed}, 2 if baseline == "loo" else 1)
+    return _vbon_objective("vbon", N, baseline, cdf, ties, seed, terms, {})
 
 
 BOUNDS = ("L", "L1")
@@ -272,17 +276,9 @@ def vbon_l(N: int = 8, bound: str = "L", baseline: str = "loo", cdf: str = "add_
     bound='L' (default, the tighter; = KL-regularised RL with reward log F and beta = 1/(N-1));
     bound='L1' the looser L_1 of Theorem 3. Exactly unbiased for the chosen bound with F_hat fixed.
     """
-    _check_vbon_options("vbon_l", N, baseline, cdf, ties)
-    _check_choice("vbon_l", "bound", bound, BOUNDS)
-
-    def weights(group: Group) -> np.ndarray:
-        mask, lp, lr, lf = _vbon_inputs(group, "vbon_l", cdf, ties, seed)
-        t = vbon_l_terms(lf, lp, lr, N, bound)
-        return scatter(mask, centred(t, baseline, "vbon_l") / t.size)
-
-    return Objective("vbon_l", weights, frozenset({"logprobs", "ref_logprobs", "ref_rewards"}),
-                     {"N": N, "bound": bound, "baseline": baseline, "cdf": cdf, "ties": ties, "seed": seed},
-                     2 if baseline == "loo" else 1)
+    check_choice("vbon_l", "bound", bound, BOUNDS)
+    return _vbon_objective("vbon_l", N, baseline, cdf, ties, seed,
+                           lambda lf, lp, lr: vbon_l_terms(lf, lp, lr, N, bound), {"bound": bound})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -313,7 +309,7 @@ def kl_rl(beta: float = 0.05, baseline: str = "loo") -> Objective:
     """Maximise E[r] - beta KL(pi_theta || pi_ref): ``kl_rl_weights`` (beta = 0.05 by default)."""
     if not (isinstance(beta, (int, float)) and beta >= 0):
         raise BonbenchError(f"kl_rl: beta must be a number >= 0, got {beta!r}")
-    _check_choice("kl_rl", "baseline", baseline, BASELINES)
+    check_choice("kl_rl", "baseline", baseline, BASELINES)
 
     def weights(group: Group) -> np.ndarray:
         mask = policy_mask(group)
@@ -424,7 +420,7 @@ def bonbon(N: int = 8, alpha: float = 0.5) -> Objective:
     sampling distribution is not differentiated). G > N averages over all N-subsets. alpha: the paper
     tunes it (value not recovered here); 0.5 is a neutral default. alpha = 1 is SFT on the best of N.
     """
-    _check_int("bonbon", "N", N, 2)
+    check_int("bonbon", "N", N, 2)
     if not (isinstance(alpha, (int, float)) and 0.0 <= alpha <= 1.0):
         raise BonbenchError(f"bonbon: alpha must lie in [0, 1], got {alpha!r}")
 

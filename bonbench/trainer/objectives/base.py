@@ -12,7 +12,9 @@ log-probabilities as plain floats), never from tensors, so they carry no gradien
 objective is tested exactly on a tabular softmax policy (tests/objective_harness.py).
 
 An objective declares what it ``needs`` beyond rewards; the trainer checks that before the first
-step and says which flag provides it. Objectives register themselves with ``@objective(...)``;
+step and says which flag provides it. An objective that reads the learned value (``needs`` has
+"value") also says what the value head regresses on (``value_target``: one number per group, an
+unbiased estimate of what ``Group.value`` stands for); the trainer trains the head on it. Objectives register themselves with ``@objective(...)``;
 ``make_objective(name, **options)`` builds one with its options checked.
 """
 
@@ -34,6 +36,7 @@ NEEDS = {
     "ref_logprobs": "--ref-model (or the base model, the default reference)",
     "ref_rewards": "--ref-samples M (rewards of M reference-policy samples per prompt)",
     "expert": "a task with reference solutions (expert demonstrations)",
+    "value": "the trainer's learned value head (--baseline value / --p-source value)",
 }
 
 
@@ -53,6 +56,9 @@ class Group:
     ref_logprobs: np.ndarray | None = None  # log pi_ref(y_i | x), summed over tokens
     ref_rewards: np.ndarray | None = None  # rewards of M reference samples of this prompt (length M, not G)
     expert: np.ndarray | None = None  # bool per row: a demonstration rather than a policy sample
+    # the value head's estimate for this prompt (of the objective's ``value_target``), computed before
+    # this step's samples are seen, so it is a function of x alone and a baseline built on it adds no bias
+    value: float | None = None
 
     @property
     def size(self) -> int:
@@ -80,6 +86,8 @@ class Objective:
     needs: frozenset[str]
     options: Mapping[str, Any]
     min_group: int = 1  # the smallest G it is defined for (k-sample objectives: k)
+    # with "value" in needs: the per-group number the value head regresses on (its estimate is Group.value)
+    value_target: Callable[[Group], float] | None = None
 
 
 REGISTRY: dict[str, ObjectiveInfo] = {}

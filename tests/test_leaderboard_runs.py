@@ -1,0 +1,76 @@
+"""scripts/leaderboard_runs.sh: every command it would run is one bonbench accepts.
+
+A real run of the script takes hours; a wrong flag or objective option found after the first
+checkpoint costs one. Here the script runs with ``DRY_RUN=1`` (it prints each bonbench command), and
+each ``train`` command goes through the real CLI down to ``loop.prepare`` (objective, its options
+and needs, the task's train split on the real data, the base model resolved; nothing loaded or
+trained), each other command through bonbench's own argument parser.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bonbench import cli
+from bonbench.trainer import loop
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "leaderboard_runs.sh"
+
+
+def _commands(tmp_path: Path, data_dir: Path, *stages: str) -> list[list[str]]:
+    env = {**os.environ, "DRY_RUN": "1", "OUT": str(tmp_path / "out"), "BONBENCH_DATA_DIR": str(data_dir)}
+    out = subprocess.run(["bash", str(SCRIPT), *stages], capture_output=True, text=True, env=env, check=True)
+    lines = [shlex.split(line) for line in out.stdout.splitlines() if line.startswith("bonbench ")]
+    assert lines, out.stdout + out.stderr
+    return [line[1:] for line in lines]
+
+
+def test_every_train_command_reaches_prepare(tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+
+    def fake_train(cfg: Any, on_step: Any = None) -> Path:
+        seen.append(loop.prepare(cfg))  # raises BonbenchError on anything the real run would refuse
+        return tmp_path
+
+    monkeypatch.setattr(loop, "train", fake_train)
+    commands = _commands(tmp_path, data_dir, "imdb", "math")
+    trains = [c for c in commands if c[0] == "train"]
+    for argv in trains:
+        assert cli.main(argv) == 0, argv
+    assert len(seen) == len(trains) == 9
+    by_name = {p.cfg.name: p.cfg for p in seen}
+    imdb = [c for c in by_name.values() if c.task == "imdb"]
+    assert {c.objective for c in imdb} == {"vbon", "vbon_l", "kl_rl", "bonbon"}
+    # the IMDB runs differ only in their objective (and its options / reference samples)
+    shared = {(c.seed, c.steps, c.prompts_per_step, c.group, c.max_new_tokens, c.lr, c.lora_rank, c.temperature) for c in imdb}
+    assert len(shared) == 1 and next(iter(shared))[0] == 1
+    assert by_name["imdb-bonsft8"].objective_options == {"N": 8, "alpha": 1}
+    math = [c for c in by_name.values() if c.task == "math"]
+    assert {(c.objective, c.seed) for c in math} == {("passk", 0), ("mean", 0), ("passk", 3), ("mean", 3), ("bon_rlb", 0)}
+    assert all(c.objective_options.get("k", 4) == 4 for c in math)
+
+
+def test_every_other_command_parses(tmp_path: Path, data_dir: Path) -> None:
+    commands = [c for c in _commands(tmp_path, data_dir, "imdb", "math") if c[0] != "train"]
+    parser = cli.build_parser()
+    for argv in commands:
+        parser.parse_args(argv)  # SystemExit on an unknown flag
+    evals = [c for c in commands if c[0] == "run" and "--model" in c and "imdb" in c]
+    assert len(evals) == 4
+    for argv in evals:  # checkpoints are compared with the base's own run, on the base's KL plane
+        assert argv[argv.index("--ref-model") + 1] == "gemma-3-270m"
+        assert argv[argv.index("--ref-run") + 1].endswith("BASE_RUN")
+        assert "kl" in argv[argv.index("--metric") + 1].split(",")
+
+
+def test_an_unknown_stage_is_a_one_line_error(tmp_path: Path) -> None:
+    out = subprocess.run(["bash", str(SCRIPT), "nope"], capture_output=True, text=True,
+                         env={**os.environ, "DRY_RUN": "1", "OUT": str(tmp_path)})
+    assert out.returncode == 1
+    assert out.stderr.startswith("error: unknown stage nope")

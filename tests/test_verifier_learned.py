@@ -1,0 +1,340 @@
+"""Learned verifiers (``bonbench train-verifier``, ``--verifier learned:PATH``, ``bonbench eval-verifier``) on a
+tiny random Gemma 3 with a character tokenizer (built here) and scripted runs of the real MATH train split,
+graded by the real math grader; the eval-id exclusion on the real MATH / MATH-500 / MBPP / HumanEval ids."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bonbench import verifier_folder as vf
+from bonbench.cli import main
+from bonbench.errors import BonbenchError
+from bonbench.records import Problem, Sample
+from bonbench.runner import RunRequest, execute, plan
+from bonbench.verifier_train import (LabelledSample, TrainingData, TrainVerifierRequest, auroc, check_no_eval_problems,
+                                     train_verifier)
+
+CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
+SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
+
+
+def _tokenizer():
+    from tokenizers import Tokenizer, decoders, models, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {t: i for i, t in enumerate(SPECIALS + CHARS)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>"))  # no merges: one char per token
+    tok.decoder = decoders.Fuse()
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
+                                   unk_token="<unk>")
+
+
+def build_tiny_gemma(folder: Path, seed: int = 0) -> Path:
+    """A 2-layer Gemma 3 over printable ASCII characters (random weights)."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    torch.manual_seed(seed)
+    cfg = Gemma3TextConfig(vocab_size=len(SPECIALS) + len(CHARS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, num_key_value_heads=1, head_dim=16, sliding_window=16,
+                           layer_types=["sliding_attention", "full_attention"], max_position_embeddings=4096,
+                           initializer_range=0.2, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    Gemma3ForCausalLM(cfg).save_pretrained(folder)
+    _tokenizer().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_gemma(tmp_path_factory.mktemp("tiny") / "tiny-gemma")
+
+
+def _completions(problem: Problem, n: int) -> list[str]:
+    """Half right (the gold answer boxed, a short sentence), half wrong (a long wrong derivation), so
+    that even random features tell them apart on the training problems."""
+    out = []
+    for i in range(n):
+        if i % 2 == 0:
+            out.append(f"So the answer is $\\boxed{{{problem.target}}}$.")
+        else:
+            out.append(f"We compute step by step, {'and then ' * (3 + i)} we get $\\boxed{{{problem.target}9}}$ maybe.")
+    return out
+
+
+def _scripted_run(out: Path, data_dir: Path, task_args: dict[str, str], name: str, limit: int, n: int = 4,
+                  task: str = "math") -> Path:
+    from bonbench.runner import load_task
+
+    t = load_task(task, task_args, data_dir=str(data_dir), out=out)
+    rows = []
+    for p in t.problems[:limit]:
+        for i, c in enumerate(_completions(p, n)):
+            rows.append({"problem_id": p.id, "sample_idx": i, "completion": c})
+    path = out.parent / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    res = execute(plan(RunRequest(task=task, task_args=task_args, samples=path, model=name, metrics=("pass@1",),
+                                  data_dir=str(data_dir), out=out, n_boot=50)))
+    return res.runs[0].store.root
+
+
+@pytest.fixture(scope="module")
+def train_run(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
+    out = tmp_path_factory.mktemp("runs") / "results"
+    return _scripted_run(out, data_dir, {"split": "train", "level": "1"}, "policy", limit=24)
+
+
+@pytest.fixture(scope="module")
+def verifier(tmp_path_factory: pytest.TempPathFactory, tiny: Path, train_run: Path, data_dir: Path) -> Path:
+    out = tmp_path_factory.mktemp("vout")
+    return train_verifier(TrainVerifierRequest(run_dirs=(train_run,), model=str(tiny), out=out, data_dir=str(data_dir),
+                                               name="v", batch_size=8, folds=3, dtype="float32", max_length=256))
+
+
+def test_train_verifier_end_to_end(verifier: Path, train_run: Path) -> None:
+    doc = vf.read_verifier_manifest(verifier)
+    assert doc["task_family"] == "math" and doc["method"] == "head"
+    assert doc["data"]["n_samples"] == 24 * 4 and doc["data"]["n_correct"] == 24 * 2  # the real grader's labels
+    assert doc["data"]["runs"][0]["run_dir"] == str(train_run.resolve())
+    assert {s["task"] for s in doc["eval_excluded"]["sets"]} == {"math", "math500"}
+    assert doc["weights_sha256"] == vf.weights_sha256(verifier)
+    assert doc["base"]["model_type"] == "gemma3_text"
+    # the two kinds of completion differ in length and words: the head separates them on its training data
+    assert doc["metrics"]["train_auroc"] > 0.9
+    assert doc["metrics"]["heldout"]["n_problems"] > 0
+
+
+def test_save_load_round_trip_identical_scores(verifier: Path, train_run: Path, data_dir: Path) -> None:
+    from bonbench.verifier_model import load_verifier_model, verifier_text
+    from bonbench.runner import load_task
+
+    task = load_task("math", {"split": "train", "level": "1"}, data_dir=str(data_dir), out=verifier.parent)
+    texts = [verifier_text(p, c) for p in task.problems[:5] for c in _completions(p, 2)]
+    a = load_verifier_model(verifier).score_texts(texts, batch_size=3)
+    copy = verifier.parent / "copy"
+    shutil.copytree(verifier, copy)
+    b = load_verifier_model(copy).score_texts(texts, batch_size=7)  # another batching: same scores
+    assert np.allclose(a, b, atol=1e-5)
+    assert len(set(np.round(a, 6))) > 1
+
+
+def test_learned_verifier_in_a_run(verifier: Path, data_dir: Path, tmp_path: Path) -> None:
+    # a held-out run (MATH-500 problems) scored with --verifier learned:PATH through the CLI
+    out = tmp_path / "results"
+    run = _scripted_run(out, data_dir, {}, "policy", limit=6, task="math500")
+    spec = f"learned:{verifier}"
+    assert main(["score", str(run), "--metric", "bon@4", "--verifier", spec, "--n-boot", "50"]) == 0
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["metrics"]["bon@4"]["verifier"] == "learned:v"
+    assert metrics["metrics"]["bon@4"]["verifier_fingerprint"].startswith("w:" + vf.read_verifier_manifest(verifier)["weights_sha256"][:16])
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["config"]["verifier"] == spec and "learned:v" in cfg["verifiers"]
+    rows = [json.loads(line) for line in (run / "scores" / "learned:v.jsonl").read_text().splitlines()]
+    assert len(rows) == 6 * 4 and all(0.0 < r["score"] < 1.0 for r in rows)
+
+
+def test_config_records_the_verifier_used(data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    run = _scripted_run(out, data_dir, {}, "policy", limit=2, task="math500")
+    assert main(["score", str(run), "--metric", "bon@2", "--verifier", "oracle", "--n-boot", "20"]) == 0
+    cfg = json.loads((run / "config.json").read_text())
+    assert cfg["config"]["verifier"] == "oracle" and cfg["verifiers"] == ["oracle"]
+
+
+def test_default_verifier_is_learned_when_one_exists_for_task_and_model(verifier: Path, train_run: Path) -> None:
+    from bonbench.estimators import parse_metrics
+    from bonbench.runner import default_verifier
+
+    specs = parse_metrics(["bon@4"])
+    fp = json.loads((train_run / "config.json").read_text())["config"]["model_fingerprint"]
+    out = verifier.parent.parent
+    assert default_verifier(specs, None, task="math500", model_fingerprint=fp, out=out) == f"learned:{verifier.resolve()}"
+    assert default_verifier(specs, None, task="math", model_fingerprint="sha256:other", out=out) == "logprob"
+    assert default_verifier(specs, None, task="mbpp", model_fingerprint=fp, out=out) == "logprob"
+    assert default_verifier(specs, "oracle", task="math", model_fingerprint=fp, out=out) == "oracle"
+    assert default_verifier(parse_metrics(["pass@4"]), None, task="math", model_fingerprint=fp, out=out) is None
+
+
+def test_eval_verifier_reports_curves_auroc_and_paired_diff(verifier: Path, data_dir: Path, tmp_path: Path) -> None:
+    from bonbench.analysis.verifiers import evaluate
+
+    out = tmp_path / "results"
+    run = _scripted_run(out, data_dir, {}, "policy", limit=8, task="math500")
+    res = evaluate([run], [f"learned:{verifier}", "oracle"], data_dir=str(data_dir), n_boot=50)
+    assert res.n == 4 and res.n_problems == 8
+    assert res.auroc["oracle"] == 1.0
+    # oracle bon@k is pass@k exactly
+    assert np.allclose(res.curves["bon:oracle"]["value"], res.curves["pass"]["value"])
+    diff = res.paired[f"learned:{verifier} - oracle"]
+    assert np.allclose(diff["diff"], np.array(res.curves[f"bon:learned:{verifier}"]["value"]) - res.curves["pass"]["value"])
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+
+def test_samples_without_grades_refused(train_run: Path, tiny: Path, data_dir: Path, tmp_path: Path) -> None:
+    run = tmp_path / "results" / train_run.relative_to(train_run.parents[3])  # <out>/runs/<task>/<model>/<hash>
+    shutil.copytree(train_run, run)
+    shutil.rmtree(run / "grades")
+    with pytest.raises(BonbenchError, match="without grades.*bonbench score"):
+        train_verifier(TrainVerifierRequest(run_dirs=(run,), model=str(tiny), out=tmp_path, data_dir=str(data_dir)))
+
+
+def test_eval_ids_in_training_samples_refused_by_cli(data_dir: Path, tmp_path: Path, tiny: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "results"
+    test_run = _scripted_run(out, data_dir, {}, "policy", limit=3)  # MATH *test* problems
+    code = main(["train-verifier", "--samples-from", str(test_run), "--model", str(tiny), "--out", str(tmp_path),
+                 "--data-dir", str(data_dir)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1
+    assert err[0].startswith("error: 3 training problems are evaluation problems of math split=test (same id")
+    assert "-T split=train" in err[0] and "--drop-eval-overlap" in err[0]
+
+
+def _rows(problems: list[Problem]) -> tuple[LabelledSample, ...]:
+    return tuple(LabelledSample("r", p, Sample(p.id, 0, "x", 1, "stop"), 0) for p in problems)
+
+
+def test_eval_exclusion_by_text_on_real_ids(data_dir: Path) -> None:
+    from bonbench.runner import load_task
+
+    train = load_task("math", {"split": "train", "level": "1"}, data_dir=str(data_dir), out=Path("results")).problems
+    ok = TrainingData(rows=_rows(list(train)), family="math", tasks=("math",), policy={})
+    _, checked = check_no_eval_problems(ok, data_dir=str(data_dir))  # the real level-1 train split is clean
+    assert checked["n_train_problems"] == len(train) == 564 and checked["dropped"] == []
+    # the one MATH train problem whose text is a MATH test problem's (under another id) is caught by its text
+    full = load_task("math", {"split": "train"}, data_dir=str(data_dir), out=Path("results")).problems
+    dup = [p for p in full if p.id == "train/geometry/6032.json"]
+    with pytest.raises(BonbenchError, match=r"evaluation problems of math split=test \(same problem text, e.g. 'train/geometry/6032.json'"):
+        check_no_eval_problems(TrainingData(rows=_rows(list(train[:3]) + dup), family="math", tasks=("math",), policy={}),
+                               data_dir=str(data_dir))
+    # a MATH-500 problem renamed: still caught by text
+    m500 = load_task("math500", {}, data_dir=str(data_dir), out=Path("results")).problems[0]
+    renamed = Problem(id="train/renamed/1.json", input="  " + m500.input.upper() + "\n", target=m500.target)
+    with pytest.raises(BonbenchError, match="same problem text"):
+        check_no_eval_problems(TrainingData(rows=_rows([renamed]), family="math", tasks=("math",), policy={}),
+                               data_dir=str(data_dir))
+
+
+def test_eval_exclusion_code_family_on_real_ids(data_dir: Path) -> None:
+    from bonbench.runner import load_task
+
+    train = load_task("mbpp", {"split": "train"}, data_dir=str(data_dir), out=Path("results")).problems
+    data = TrainingData(rows=_rows(list(train)), family="code", tasks=("mbpp",), policy={})
+    # MBPP's train split repeats four test-split task texts under other ids (602 = 217, 704 = 248, 872 = 216,
+    # and 928 = 427 of the sanitized variant): refused, or left out on request
+    with pytest.raises(BonbenchError, match=r"3 training problems are evaluation problems of mbpp split=test \(same problem "
+                                            r"text, e.g. 'mbpp/602'\).*--drop-eval-overlap"):
+        check_no_eval_problems(data, data_dir=str(data_dir))
+    kept, checked = check_no_eval_problems(data, data_dir=str(data_dir), drop=True)
+    assert checked["dropped"] == ["mbpp/602", "mbpp/704", "mbpp/872", "mbpp/928"]
+    assert len(kept.rows) == len(train) - 4 and {s["task"] for s in checked["sets"]} == {"mbpp", "humaneval"}
+    humaneval = load_task("humaneval", {}, data_dir=str(data_dir), out=Path("results")).problems
+    with pytest.raises(BonbenchError, match="evaluation problems of humaneval \\(same id, e.g. 'HumanEval/0'"):
+        check_no_eval_problems(TrainingData(rows=_rows(list(humaneval[:1])), family="code", tasks=("humaneval",), policy={}),
+                               data_dir=str(data_dir))
+
+
+def test_verifier_for_another_model_family_refused(verifier: Path, tiny: Path, data_dir: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other"
+    shutil.copytree(verifier, other)
+    doc = json.loads((other / vf.MANIFEST).read_text())
+    doc["policy"]["model_type"] = "qwen2"  # learned from a Qwen policy's samples
+    (other / vf.MANIFEST).write_text(json.dumps(doc))
+    code = main(["run", "--task", "math500", "--model", str(tiny), "--backend", "hf", "--metric", "bon@2", "--limit", "1",
+                 "--verifier", f"learned:{other}", "--out", str(tmp_path / "r"), "--data-dir", str(data_dir), "--dry-run"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1
+    assert err[0].startswith("error: verifier 'other' learned from samples of a qwen2 model, not gemma3_text; train one")
+
+
+def test_verifier_whose_base_model_changed_refused(verifier: Path, tiny: Path, tmp_path: Path) -> None:
+    from bonbench.verifier_model import load_verifier_model
+
+    other = tmp_path / "moved"
+    shutil.copytree(verifier, other)
+    doc = json.loads((other / vf.MANIFEST).read_text())
+    doc["base"]["fingerprint"] = "sha256:0000000000000000"
+    (other / vf.MANIFEST).write_text(json.dumps(doc))
+    with pytest.raises(BonbenchError, match="retrain it with `bonbench train-verifier`"):
+        load_verifier_model(other)
+
+
+def test_not_a_verifier_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["score", str(tmp_path), "--verifier", f"learned:{tmp_path}"])
+    assert code == 1
+
+
+def test_auroc_matches_brute_force_pair_count() -> None:
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, 200)
+    s = np.round(rng.normal(size=200) + y, 1)  # rounded: ties count 1/2
+    pos, neg = s[y == 1], s[y == 0]
+    brute = ((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()) / (pos.size * neg.size)
+    assert auroc(y.tolist(), s.tolist()) == pytest.approx(brute, abs=1e-12)
+    assert auroc([1, 1], [0.1, 0.2]) is None
+
+
+def test_lora_method_trains_saves_and_resumes(tiny: Path, train_run: Path, data_dir: Path, tmp_path: Path) -> None:
+    from bonbench.verifier_model import load_verifier_model, verifier_text
+
+    req = TrainVerifierRequest(run_dirs=(train_run,), model=str(tiny), out=tmp_path, data_dir=str(data_dir), name="lv",
+                               method="lora", batch_size=8, folds=3, dtype="float32", max_length=128, micro_batch=16,
+                               save_every=2, lr=1e-3)
+    folder = train_verifier(req)
+    doc = vf.read_verifier_manifest(folder)
+    assert doc["method"] == "lora" and (folder / "adapter" / "adapter_config.json").is_file()
+    assert doc["training"]["lora"]["steps"] == 6  # 96 samples / 16
+    state = torch.load(folder / "training_state" / "state.pt", weights_only=False)
+    assert state["step"] == 6 and len(state["losses"]) == 6
+    # a rerun with the same settings resumes at the saved step: no step is redone, the weights are the same
+    again = train_verifier(req)
+    assert vf.read_verifier_manifest(again)["weights_sha256"] == doc["weights_sha256"]
+    # the adapters are part of the weights hash and of the loaded model
+    text = [verifier_text(train_run_problem(data_dir), "So the answer is $\\boxed{1}$.")]
+    loaded = load_verifier_model(folder).score_texts(text)
+    assert 0.0 < loaded[0] < 1.0
+    # other settings under the same name: refused, naming the fix
+    with pytest.raises(BonbenchError, match="trained with other settings or data \\(lr\\)"):
+        train_verifier(TrainVerifierRequest(**{**req.__dict__, "lr": 1e-2}))
+
+
+def train_run_problem(data_dir: Path) -> Problem:
+    from bonbench.runner import load_task
+
+    return load_task("math", {"split": "train", "level": "1"}, data_dir=str(data_dir), out=Path("results")).problems[0]
+
+
+def test_killed_feature_extraction_resumes(tiny: Path, train_run: Path, data_dir: Path, tmp_path: Path) -> None:
+    from bonbench.verifier_train import FeatureCache
+
+    req = TrainVerifierRequest(run_dirs=(train_run,), model=str(tiny), out=tmp_path, data_dir=str(data_dir), name="r",
+                               batch_size=8, folds=3, dtype="float32", max_length=256)
+    from safetensors.torch import load_file
+
+    full = train_verifier(req)
+    before = load_file(str(full / vf.HEAD_FILE))
+    # as if killed after 40 rows' features were saved: no manifest, a partial feature cache
+    (full / vf.MANIFEST).unlink()
+    with pytest.raises(BonbenchError, match="training has not finished; rerun the same"):
+        vf.read_verifier_manifest(full)
+    cache = FeatureCache(full / "features")
+    have = cache.load()
+    keys = sorted(have)[:40]
+    shutil.rmtree(full / "features")
+    cache.append(keys, torch.stack([have[k] for k in keys]))
+    seen: list[int] = []
+    again = train_verifier(req, progress=lambda stage, advance, total: seen.append(total) if stage == "features" else None)
+    assert set(seen) == {96 - 40}  # only the missing rows were computed
+    after = load_file(str(again / vf.HEAD_FILE))
+    # the same head up to float noise (the resumed rows were batched with other rows, so padded differently)
+    for name, value in before.items():
+        assert torch.allclose(value, after[name], rtol=1e-3, atol=1e-4), name
+    assert vf.read_verifier_manifest(again)["weights_sha256"] == vf.weights_sha256(again)

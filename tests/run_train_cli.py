@@ -1,6 +1,7 @@
 """Run ``bonbench train`` with the tiny trainer plugin registered (used by the SIGKILL resume test).
 
 Usage: python tests/run_train_cli.py -- <bonbench train args>
+       torchrun --nproc-per-node 2 tests/run_train_cli.py train ...   (torchrun drops the "--")
 """
 
 from __future__ import annotations
@@ -15,4 +16,5 @@ import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
 from bonbench import cli  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(cli.main(sys.argv[sys.argv.index("--") + 1:]))
+    args = sys.argv[1:]
+    sys.exit(cli.main(args[args.index("--") + 1:] if "--" in args else args))

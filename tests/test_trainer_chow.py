@@ -196,9 +196,9 @@ def test_rationalisation_trains_on_hinted_successes_without_the_hint(tiny: str, 
     captured: dict[str, Any] = {}
     optimise = trainer._optimise
 
-    def spy(pairs, weights, groups, kl_coef):  # type: ignore[no-untyped-def]
+    def spy(pairs, weights, groups, kl_coef, totals=None):  # type: ignore[no-untyped-def]
         captured.update(pairs=pairs, weights=weights)
-        return optimise(pairs, weights, groups, kl_coef)
+        return optimise(pairs, weights, groups, kl_coef, totals)
 
     monkeypatch.setattr(trainer, "_optimise", spy)
     trainer.train()

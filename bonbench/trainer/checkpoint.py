@@ -14,7 +14,8 @@ The training state is written to a temporary folder and renamed into place, so a
 either the previous state or the new one. Rows of ``log.jsonl`` / ``rollouts.jsonl`` past the saved
 step are dropped on resume (they are redone identically: sampling seeds derive from the step).
 The manifest is written last: a folder with a manifest is a finished, loadable checkpoint
-(``bonbench.models`` refuses a folder with training state and no manifest).
+(``bonbench.models`` refuses a folder with training state and no manifest). In a data-parallel job
+only rank 0 writes here; every rank reads the same saved state on resume.
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ class CheckpointDir:
 
     # ---------------------------------------------------------------- config
 
-    def check_or_write_config(self, cfg: TrainConfig) -> None:
-        """First run: record the config. Later runs: the same settings (steps may grow) or an error."""
+    def check_or_write_config(self, cfg: TrainConfig, write: bool = True) -> None:
+        """First run: record the config. Later runs: the same settings (steps may grow) or an error.
+        ``write=False`` checks only (the ranks of a data-parallel job other than rank 0)."""
         path = self.root / TRAIN_CONFIG
         if path.exists():
             old = read_json(path)
@@ -59,8 +61,9 @@ class CheckpointDir:
             if diff:
                 raise BonbenchError(f"checkpoint {self.root.name!r} was trained with other settings ({', '.join(diff)}); "
                                     "use another --name, or the settings in its train_config.json to resume")
-        self.root.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, cfg.to_json())
+        if write:
+            self.root.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(path, cfg.to_json())
 
     # ---------------------------------------------------------------- state
 

@@ -2,6 +2,8 @@
 
 Heavy imports (torch, transformers, peft) happen inside the handler, so ``bonbench --help`` stays
 fast. Objective options come from ``--k`` / ``--N`` (the papers' names) and ``-O KEY=VALUE``.
+Under torchrun / accelerate launch every rank runs the handler; rank 0 alone shows progress, prints
+the checkpoint folder and reports bad input found before the job starts (every rank finds the same).
 """
 
 from __future__ import annotations
@@ -55,8 +57,6 @@ def register(subparsers: Any) -> None:
                    help="normalise the step's advantages: batch whitens them (Chow et al.), std only rescales")
     t.add_argument("--rationalize", action="store_true",
                    help="STaR: re-sample failed prompts with the gold answer as a hint, train on the correct ones")
-    t.add_argument("--rollout-backend", choices=["hf", "vllm"], default="hf",
-                   help="vllm: rollouts through vLLM with the live LoRA adapter (GPU)")
     t.add_argument("--ppo-epochs", type=int, default=1, help="> 1: PPO clipped surrogate over each rollout batch")
     t.add_argument("--clip-eps", type=float, default=0.2)
     t.add_argument("--entropy-coef", type=float, default=0.0)
@@ -67,6 +67,12 @@ def register(subparsers: Any) -> None:
     t.add_argument("--dtype", default="bfloat16", help="autocast dtype (float32 turns autocast off)")
     t.add_argument("--no-log-kl", dest="log_kl", action="store_false", help="skip the per-step KL to the base model")
     t.add_argument("--log-grad-var", action="store_true", help="log the variance of per-prompt gradients")
+    t.add_argument("--rollout-backend", choices=["hf", "vllm", "openai"], default="hf",
+                   help="hf: sample in-process from the live weights; vllm: in-process vLLM with the live LoRA adapter "
+                        "(GPU); openai: from servers the LoRA adapter is synced to")
+    t.add_argument("--endpoint", action="append", default=[], metavar="URL",
+                   help="rollout server (repeatable): VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve BASE --enable-lora")
+    t.add_argument("--sync-every", type=int, default=1, help="optimiser steps between adapter syncs to the servers")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--save-every", type=int, default=50)
     t.add_argument("--data-dir", default=None)
@@ -124,11 +130,22 @@ def cmd_train(args: argparse.Namespace) -> int:
         kl_coef=args.kl_coef, kl_anchor=args.kl_anchor, kl_schedule=args.kl_schedule, kl_coef_end=args.kl_coef_end,
         kl_anneal_steps=args.kl_anneal_steps, kl_anneal_delay=args.kl_anneal_delay, ema_rate=args.ema_rate,
         value_lr=args.value_lr, adv_norm=args.adv_norm, rationalize=args.rationalize,
-        rollout_backend=args.rollout_backend, ppo_epochs=args.ppo_epochs,
+        ppo_epochs=args.ppo_epochs,
         clip_eps=args.clip_eps, entropy_coef=args.entropy_coef, length_norm=args.length_norm, verifier=args.verifier,
         ref_samples=args.ref_samples, micro_batch=args.micro_batch, dtype=args.dtype, log_kl=args.log_kl,
-        log_grad_var=args.log_grad_var, seed=args.seed, save_every=args.save_every, data_dir=args.data_dir,
+        log_grad_var=args.log_grad_var, rollout_backend=args.rollout_backend, endpoints=tuple(args.endpoint),
+        sync_every=args.sync_every, seed=args.seed, save_every=args.save_every, data_dir=args.data_dir,
         out=args.out)
+    from bonbench.trainer.distributed import RankError, env_world
+
+    if env_world()[0] != 0:  # one progress bar, one printed folder, one error line per job: rank 0's
+        try:
+            train(cfg)
+        except RankError:
+            raise  # found by this rank while the job ran: only it can report it
+        except BonbenchError:
+            return 1  # found before the job started, by every rank alike: rank 0 prints it
+        return 0
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     with Progress(TextColumn("training {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -22,13 +22,13 @@ KL_ANCHORS = ("ref", "ema")
 KL_SCHEDULES = ("constant", "linear")
 LENGTH_NORMS = ("sum", "mean")
 ADV_NORMS = ("none", "batch", "std")
-ROLLOUT_BACKENDS = ("hf", "vllm")
+ROLLOUT_BACKENDS = ("hf", "vllm", "openai")
 # settings that may change between a run and its resumption without changing what is trained
-RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress")
+RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress", "endpoints")
 # settings added after the first release; their default reproduces the behaviour before them, and at
 # that default they stay out of the training hash, so checkpoints written before them still resume
 LATER = ("kl_schedule", "kl_coef_end", "kl_anneal_steps", "kl_anneal_delay", "value_lr", "adv_norm", "rationalize",
-         "rollout_backend")
+         "rollout_backend", "sync_every")
 # settings that change nothing unless another setting switches them on
 ONLY_WITH = {"kl_coef_end": ("kl_schedule", "linear"), "kl_anneal_steps": ("kl_schedule", "linear"),
              "kl_anneal_delay": ("kl_schedule", "linear")}
@@ -79,9 +79,13 @@ class TrainConfig:
     value_lr: float = 1e-3
     adv_norm: str = "none"  # "batch": whiten the step's advantages (Chow et al.); "std": divide by their std only
     rationalize: bool = False  # STaR's rationalisation: hinted re-samples for prompts the policy fails on
-    rollout_backend: str = "hf"  # "vllm": rollouts through vLLM with the live LoRA adapter (GPU)
     log_kl: bool = True  # log KL(pi || base) per step (one more forward pass without gradient)
     log_grad_var: bool = False  # per-step variance of per-prompt gradients (one backward per prompt)
+    # "hf": the live weights in-process; "vllm": in-process vLLM with the live LoRA adapter (GPU);
+    # "openai": rollout servers (--endpoint) with the synced LoRA adapter
+    rollout_backend: str = "hf"
+    endpoints: tuple[str, ...] = ()  # rollout servers (--rollout-backend openai)
+    sync_every: int = 1  # optimiser steps between adapter syncs to the rollout servers
     seed: int = 0
     save_every: int = 50
     log_every: int = 1
@@ -110,7 +114,7 @@ class TrainConfig:
             (self.value_lr > 0, "--value-lr must be > 0"),
             (self.adv_norm in ADV_NORMS, f"--adv-norm must be one of {', '.join(ADV_NORMS)}"),
             (self.rollout_backend in ROLLOUT_BACKENDS, f"--rollout-backend must be one of {', '.join(ROLLOUT_BACKENDS)}"),
-            (self.rollout_backend == "hf" or not self.full_finetune,
+            (self.rollout_backend != "vllm" or not self.full_finetune,
              "--rollout-backend vllm serves the LoRA adapter; drop --full-finetune or use --rollout-backend hf"),
             (0 < self.ema_rate <= 1, "--ema-rate must be in (0, 1]"),
             (self.ppo_epochs >= 1, "--ppo-epochs must be >= 1"),
@@ -120,6 +124,11 @@ class TrainConfig:
             (self.micro_batch >= 1, "--micro-batch must be >= 1"),
             (self.dtype in ("bfloat16", "float16", "float32"), "--dtype must be bfloat16, float16 or float32"),
             (self.save_every >= 1, "--save-every must be >= 1"),
+            (self.rollout_backend != "openai" or bool(self.endpoints),
+             "--rollout-backend openai needs a server: --endpoint URL (repeatable) of `vllm serve BASE --enable-lora`"),
+            (self.rollout_backend != "openai" or not self.full_finetune,
+             "--rollout-backend openai syncs LoRA adapters to the server; drop --full-finetune or use --rollout-backend hf"),
+            (self.sync_every >= 1, "--sync-every must be >= 1"),
             (self.max_new_tokens is None or self.max_new_tokens >= 1, "--max-new-tokens must be >= 1"),
             (bool(self.name) and "/" not in self.name and not self.name.startswith("."),
              "--name must be a plain folder name (it becomes results/checkpoints/NAME)"),

@@ -15,6 +15,11 @@ surrogate. KL_t is the exact KL between the next-token distributions of the poli
 
 Sampling seeds derive from (seed, step, problem, sample index) and prompt order from (seed, epoch),
 so a resumed run redoes a step exactly as the killed one would have.
+
+Under a launcher (torchrun, accelerate launch) the step's prompt groups are split over the ranks
+(``distributed``): each rank samples, grades and backpropagates its own groups, P and R above stay
+the global counts, the gradients are summed over ranks, so the update is the one-process update of
+the same global batch; logged metrics are reduced over ranks and only rank 0 writes files.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from bonbench.registry import Task, get_task, get_verifier
 from bonbench.sampler.base import SampleRequest, SamplingParams
 from bonbench.trainer.checkpoint import CheckpointDir
 from bonbench.trainer.config import TrainConfig
+from bonbench.trainer.distributed import Comm, RankError, check_batch, env_world, shard, start, stop
 from bonbench.trainer.objectives.base import NEEDS, Objective, make_objective
 from bonbench.trainer.policy import Policy
 from bonbench.trainer.rollout import (
@@ -125,6 +131,7 @@ def prepare(cfg: TrainConfig) -> Prepared:
         vllm_max_lora_rank(cfg.lora_rank)
     if cfg.verifier:
         get_verifier(cfg.verifier, **({"data_dir": cfg.data_dir} if cfg.verifier.startswith("rm:") else {}))
+    check_batch(cfg.prompts_per_step, env_world()[1])
     model = resolve_model(cfg.model)
     ckpt = CheckpointDir(Path(cfg.out) / "checkpoints" / cfg.name)
     return Prepared(cfg, task, objective, model, ckpt)
@@ -156,20 +163,26 @@ def _git_sha() -> str | None:
 class Trainer:
     """One training run (``train`` is the whole of it)."""
 
-    def __init__(self, prep: Prepared, on_step: StepCallback | None = None) -> None:
+    def __init__(self, prep: Prepared, on_step: StepCallback | None = None, comm: Comm | None = None) -> None:
         self.p, self.cfg, self.task, self.objective = prep, prep.cfg, prep.task, prep.objective
-        self.on_step = on_step
+        self.comm = comm or Comm()
+        self.on_step = on_step if self.comm.is_main else None
         self.style = "chat" if prep.model.is_chat else "base"
         self.max_tokens = self.cfg.max_new_tokens or self.task.max_tokens
         self.verifier = None
         if self.cfg.verifier:
             self.verifier = get_verifier(self.cfg.verifier, **({"data_dir": self.cfg.data_dir}
                                                                if self.cfg.verifier.startswith("rm:") else {}))
-        self.policy = Policy(prep.model, self.cfg)
+        self.policy = Policy(prep.model, self.cfg, device=self.comm.device)
         self.optimizer = torch.optim.AdamW(self.policy.trainable(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         warm = self.cfg.warmup
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
         self.ref_rewards: dict[str, list[float]] = {}
+        self.publisher = None  # the rollout servers (--rollout-backend openai)
+        if self.cfg.rollout_backend == "openai":
+            from bonbench.trainer.rollout_server import AdapterPublisher
+
+            self.publisher = AdapterPublisher(self.cfg.name, prep.ckpt.root, self.cfg.endpoints, prep.model.is_chat)
         self.rollouts: Any = None  # the vLLM rollout engine (--rollout-backend vllm), started on first use
         # the learned value head, when the objective reads Group.value (baseline / p from the value)
         self.value = ValueHead(self.policy.hidden_size, self.cfg.value_lr, self.policy.device) \
@@ -177,45 +190,75 @@ class Trainer:
 
     # ---------------------------------------------------------------- the run
 
+    def _restore(self) -> int:
+        """Load the saved state, if any; returns the steps it covers."""
+        ck = self.p.ckpt
+        if ck.saved_step() == 0:
+            return 0
+        state = ck.load_state()
+        self.policy.load_trainable_state(state["weights"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.policy.ema is not None and state.get("ema") is not None:
+            self.policy.ema = {k: v.to(self.policy.device) for k, v in state["ema"].items()}
+        if self.value is not None:
+            if state.get("value") is None:
+                raise BonbenchError(f"checkpoint {self.cfg.name!r} has no value head state; use another --name")
+            self.value.load_state_dict(state["value"])
+        return int(state["step"])
+
     def train(self) -> Path:
-        ck, cfg = self.p.ckpt, self.cfg
-        ck.check_or_write_config(cfg)
-        start = 0
-        if ck.saved_step() > 0:
-            state = ck.load_state()
-            self.policy.load_trainable_state(state["weights"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scheduler.load_state_dict(state["scheduler"])
-            if self.policy.ema is not None and state.get("ema") is not None:
-                self.policy.ema = {k: v.to(self.policy.device) for k, v in state["ema"].items()}
-            if self.value is not None:
-                if state.get("value") is None:
-                    raise BonbenchError(f"checkpoint {cfg.name!r} has no value head state; use another --name")
-                self.value.load_state_dict(state["value"])
-            start = state["step"]
-        ck.truncate_after(start)
+        ck, cfg, comm = self.p.ckpt, self.cfg, self.comm
+        # every rank checks (the same error everywhere, no rank left waiting); rank 0 alone writes
+        ck.check_or_write_config(cfg, write=comm.is_main)
+        # rank 0 first: loading repairs a state folder a kill left half-renamed
+        start = self._restore() if comm.is_main else 0
+        comm.barrier()
+        if not comm.is_main:
+            start = self._restore()
+        comm.broadcast([p for p in self.policy.trainable()] + list((self.policy.ema or {}).values())
+                       + (list(self.value.head.parameters()) if self.value is not None else []))
+        if comm.is_main:
+            ck.truncate_after(start)
         for row in ck.read_rows(ck.ref_samples_path):
             self.ref_rewards.setdefault(row["problem_id"], []).append(float(row["reward"]))
         last: Mapping[str, Any] = {}
         if self.on_step is not None:
             self.on_step(start, cfg.steps, last)
         try:
+            if start < cfg.steps:
+                self._sync_rollout_servers(start)
             for step in range(start, cfg.steps):
                 last = self.step(step)
-                ck.append_rows(ck.log_path, [last])
                 done = step + 1
-                if done % cfg.save_every == 0 or done == cfg.steps:
-                    ck.save_state(done, self.policy.trainable_state(), self.optimizer, self.scheduler, self.policy.ema,
-                                  self.value.state_dict() if self.value is not None else None)
+                if comm.is_main:
+                    ck.append_rows(ck.log_path, [last])
+                    if done % cfg.save_every == 0 or done == cfg.steps:
+                        ck.save_state(done, self.policy.trainable_state(), self.optimizer, self.scheduler, self.policy.ema,
+                                      self.value.state_dict() if self.value is not None else None)
+                if done < cfg.steps and done % cfg.sync_every == 0:
+                    self._sync_rollout_servers(done)
                 if self.on_step is not None:
                     self.on_step(done, cfg.steps, last)
         finally:
             if self.rollouts is not None:
                 self.rollouts.close()
                 self.rollouts = None
-        if start < cfg.steps or not ck.manifest_path.exists():
+        if comm.is_main and (start < cfg.steps or not ck.manifest_path.exists()):
             self.export()
+        comm.barrier()  # the job ends when the export is complete
         return ck.root
+
+    def _sync_rollout_servers(self, step: int) -> None:
+        """``--rollout-backend openai``: rank 0 loads the adapters as of ``step`` into the servers; no
+        rank samples before they are there."""
+        if self.publisher is None:
+            return
+        if self.comm.is_main:
+            self.publisher.publish(self.policy.lm, step)
+        else:
+            self.publisher.use(step)
+        self.comm.barrier()
 
     def export(self) -> None:
         ck, cfg, m = self.p.ckpt, self.cfg, self.p.model
@@ -248,12 +291,14 @@ class Trainer:
         requests = [SampleRequest(self.task.render(p, self.style), tuple(counts[p.id])) for p in problems if counts[p.id]]
         if not requests:
             return []
-        if self.cfg.rollout_backend == "vllm":
+        if self.publisher is not None and not reference:
+            sampler: Any = self.publisher.sampler(seed)  # the servers, with the adapter synced last
+        elif self.cfg.rollout_backend == "vllm":
             if self.rollouts is None:
                 from bonbench.trainer.vllm_rollout import VLLMRollouts
 
                 self.rollouts = VLLMRollouts(self.policy, self.cfg, self.p.ckpt.root)
-            sampler: Any = self.rollouts.sampler(reference=reference)
+            sampler = self.rollouts.sampler(reference=reference)
         else:
             sampler = self.policy.sampler(seed, batch_size=max(1, sum(len(r.sample_indices) for r in requests)),
                                           reference=reference)
@@ -271,44 +316,53 @@ class Trainer:
         return grades
 
     def _reference_rewards(self, problems: Sequence[Problem]) -> None:
-        """Sample and grade M reference samples for prompts that have none yet (stored, keyed)."""
-        todo = [p for p in problems if p.id not in self.ref_rewards]
-        if not todo or self.cfg.ref_samples < 1:
+        """Sample and grade M reference samples for prompts that have none yet (stored, keyed).
+        Every rank calls it every step (the rows are shared with all ranks: a collective)."""
+        if self.cfg.ref_samples < 1:
             return
-        with self.policy.reference():
-            samples = self._sample(todo, {p.id: range(self.cfg.ref_samples) for p in todo}, _seed(self.cfg.seed, "ref"),
-                                   reference=True)
-        grades = self._grade(todo, samples)
-        rows = [{"problem_id": s.problem_id, "sample_idx": s.sample_idx, "completion": s.completion,
-                 "reward": grades[s.key].value()} for s in samples]
-        self.p.ckpt.append_rows(self.p.ckpt.ref_samples_path, rows)
+        todo = [p for p in problems if p.id not in self.ref_rewards]
+        rows: list[dict[str, Any]] = []
+        if todo:
+            with self.policy.reference():
+                samples = self._sample(todo, {p.id: range(self.cfg.ref_samples) for p in todo},
+                                       _seed(self.cfg.seed, "ref"), reference=True)
+            grades = self._grade(todo, samples)
+            rows = [{"problem_id": s.problem_id, "sample_idx": s.sample_idx, "completion": s.completion,
+                     "reward": grades[s.key].value()} for s in samples]
+        # every rank learns every prompt's rewards, so a prompt that moves to another rank later is not redrawn
+        rows = self.comm.all_gather_rows(rows)
+        if rows and self.comm.is_main:
+            self.p.ckpt.append_rows(self.p.ckpt.ref_samples_path, rows)
         for row in rows:
             self.ref_rewards.setdefault(row["problem_id"], []).append(float(row["reward"]))
 
     def step(self, step: int) -> dict[str, Any]:
-        cfg, pol = self.cfg, self.policy
+        cfg, pol, comm = self.cfg, self.policy, self.comm
         t0 = time.perf_counter()
         problems = prompt_batch(self.task.problems, step, cfg.prompts_per_step, cfg.seed)
         # the same prompt twice in a step (tiny train sets) is one group of twice the size: keys stay unique
-        uniq = list({p.id: p for p in problems}.values())
-        per = {p.id: 0 for p in uniq}
+        everyone = list({p.id: p for p in problems}.values())
+        per = {p.id: 0 for p in everyone}
         for p in problems:
             per[p.id] += cfg.group
+        # this rank's groups: whole groups, so objectives (one group in, weights out) need no collective
+        uniq = shard(everyone, comm.rank, comm.world)
         samples = self._sample(uniq, {pid: range(n) for pid, n in per.items()}, _seed(cfg.seed, "step", step))
         t_sample = time.perf_counter() - t0
         needs = self.objective.needs
         if "expert" in needs:
             samples += [Sample(p.id, per[p.id], expert_completion(self.task, p), 0, "stop") for p in uniq]
-        grades = self._grade(uniq, samples)
+        grades = self._grade(uniq, samples) if samples else {}
         rationales: list[Sample] = []
         failed: list[Problem] = []
-        if cfg.rationalize:
+        if cfg.rationalize:  # each rank re-samples the failed prompts of its own groups
             failed = failed_prompts(uniq, samples, per, grades)
             rationales = self._rationalize(failed, per, grades, step)
             samples += rationales
         scores = None
         if self.verifier is not None:
-            scores = {sc.key: sc.score for sc in self.verifier.score({p.id: p for p in uniq}, samples, grades)}
+            scores = ({sc.key: sc.score for sc in self.verifier.score({p.id: p for p in uniq}, samples, grades)}
+                      if samples else {})
         if "ref_rewards" in needs:
             self._reference_rewards(uniq)
         prompts = {p.id: self.task.render(p, self.style) for p in uniq}  # rationalisations train without the hint
@@ -317,52 +371,71 @@ class Trainer:
         ref_lp = pol.sequence_logprobs(pairs, "reference") if "ref_logprobs" in needs or cfg.log_kl else None
         features = values = None
         if self.value is not None:  # read before any update: V(x) does not depend on this step's samples
-            features = pol.prompt_features([pol.encode(prompts[p.id], "")[0] for p in uniq])
+            features = (pol.prompt_features([pol.encode(prompts[p.id], "")[0] for p in uniq]) if uniq
+                        else torch.zeros(0, pol.hidden_size, device=pol.device))  # a rank without groups
             values = dict(zip([p.id for p in uniq], self.value.predict(features).tolist()))
 
         groups = build_groups(samples, per, grades, scores=scores, logprobs=logp, ref_logprobs=ref_lp,
                               ref_rewards=self.ref_rewards, values=values)
         weights = objective_weights(self.objective, groups, len(samples))
-        is_policy = np.array([s.sample_idx < per[s.problem_id] for s in samples])
+        is_policy = np.array([s.sample_idx < per[s.problem_id] for s in samples], dtype=bool)
         group_size = np.array([per[s.problem_id] for s in samples], dtype=np.float64)
-        weights = normalise_advantages(weights, is_policy, group_size, cfg.adv_norm)
+        # "batch" / "std" normalise over the global batch: the moments are summed over ranks
+        weights = normalise_advantages(weights, is_policy, group_size, cfg.adv_norm,
+                                       reduce=comm.sum if comm.active else None)
         rows_of = {pid: idx for pid, (idx, _) in groups.items()}
         value_stats: dict[str, Any] = {}
         if self.value is not None and features is not None and values is not None:
             target_fn = self.objective.value_target
             assert target_fn is not None, "objectives that need the value say what it regresses on"
             targets = [target_fn(groups[p.id][1]) for p in uniq]
-            value_stats = {"value_loss": self.value.update(features, targets), "value": float(np.mean(list(values.values()))),
-                           "value_target": float(np.mean(targets))}
+            # the mean squared error over the step's groups on all ranks, its gradient summed over ranks:
+            # every rank takes the same step, so the heads stay identical (as the policy's weights do)
+            loss = self.value.update(features, targets, total=len(everyone) if comm.active else None,
+                                     sum_grads=comm.sum_grads if comm.active else None)
+            v_loss, v_sum, t_sum = comm.sum([loss, sum(values.values()), sum(targets)])
+            value_stats = {"value_loss": v_loss, "value": v_sum / len(everyone), "value_target": t_sum / len(everyone)}
 
         lr = float(self.scheduler.get_last_lr()[0])  # the rate this step's update uses
         kl_coef = cfg.kl_at(step)
-        stats = self._optimise(pairs, weights, [rows_of[p.id] for p in uniq], kl_coef)
+        # the loss divides by the step's groups and rows over all ranks (1/P, 1/R of the module docstring)
+        n_rows = int(comm.sum([len(pairs)])[0])
+        stats = self._optimise(pairs, weights, [rows_of[p.id] for p in uniq], kl_coef, (len(everyone), n_rows))
         pol.update_ema()
-        elapsed = time.perf_counter() - t0
         policy_rows = [i for i, s in enumerate(samples) if s.sample_idx < per[s.problem_id]]
         rationale_keys = {s.key for s in rationales}
         rewards = np.array([grades[samples[i].key].value() for i in policy_rows])
-        tokens = int(sum(len(pairs[i][1]) for i in policy_rows))
-        self.p.ckpt.append_rows(self.p.ckpt.rollouts_path, [
+        seq_lp = stats.pop("_seq_logprobs")
+        kl_part = sum(seq_lp[i] - ref_lp[i] for i in policy_rows) if ref_lp is not None else 0.0
+        solved = sum(max(grades[samples[i].key].value() for i in rows_of[p.id]) > 0 for p in uniq)
+        # metrics over the global batch: sums over ranks, then the same ratios one process computes
+        r_sum, r_sq, r_n, n_solved, w_abs, tokens, kl_sum = comm.sum([
+            rewards.sum(), (rewards ** 2).sum(), len(rewards), solved, np.abs(weights).sum(),
+            sum(len(pairs[i][1]) for i in policy_rows), kl_part])
+        elapsed = time.perf_counter() - t0
+        t_sample, elapsed = comm.max([t_sample, elapsed])  # a step lasts as long as its slowest rank
+        rollouts = comm.gather_rows([
             {"step": step, "problem_id": s.problem_id, "sample_idx": s.sample_idx, "completion": s.completion,
              "reward": grades[s.key].value(), "answer": grades[s.key].answer, "weight": float(weights[i]),
              "expert": s.sample_idx >= per[s.problem_id], "n_tokens": len(pairs[i][1]),
              **({"rationale": True} if s.key in rationale_keys else {})}
             for i, s in enumerate(samples)])
+        if comm.is_main:
+            self.p.ckpt.append_rows(self.p.ckpt.rollouts_path, rollouts)
+        mean = r_sum / r_n
         row: dict[str, Any] = {
-            "step": step, "reward": float(rewards.mean()), "reward_std": float(rewards.std()),
-            "solved_groups": float(np.mean([max(grades[samples[i].key].value() for i in rows_of[p.id]) > 0 for p in uniq])),
-            "weight_abs_mean": float(np.abs(weights).mean()), "lr": lr, "kl_coef": kl_coef,
-            "tokens": tokens, "tokens_per_s": tokens / max(elapsed, 1e-9), "sample_s": t_sample, "seconds": elapsed,
+            "step": step, "reward": mean, "reward_std": float(np.sqrt(max(r_sq / r_n - mean ** 2, 0.0))),
+            "solved_groups": n_solved / len(everyone), "weight_abs_mean": w_abs / n_rows, "lr": lr, "kl_coef": kl_coef,
+            "tokens": int(tokens), "tokens_per_s": tokens / max(elapsed, 1e-9), "sample_s": t_sample, "seconds": elapsed,
+            "world_size": comm.world,
         }
-        seq_lp = stats.pop("_seq_logprobs")
         if ref_lp is not None:
             # KL(pi || pi_ref) estimated on this step's samples: mean over them of log pi - log pi_ref
-            row["kl_ref"] = float(np.mean([seq_lp[i] - ref_lp[i] for i in policy_rows]))
+            row["kl_ref"] = kl_sum / r_n
         if cfg.rationalize:
-            row["rationalized"] = len(failed)  # prompts with no correct sample, re-sampled with the hint
-            row["rationales"] = len(rationales)  # hinted samples that reached the answer (trained on)
+            n_failed, n_rationales = comm.sum([len(failed), len(rationales)])
+            row["rationalized"] = int(n_failed)  # prompts with no correct sample, re-sampled with the hint
+            row["rationales"] = int(n_rationales)  # hinted samples that reached the answer (trained on)
         row.update(value_stats)
         row.update(stats)
         return row
@@ -382,13 +455,21 @@ class Trainer:
         return kept
 
     def _optimise(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
-                  groups: Sequence[Sequence[int]], kl_coef: float) -> dict[str, Any]:
-        """``ppo_epochs`` optimiser steps on one rollout batch; returns the logged statistics."""
+                  groups: Sequence[Sequence[int]], kl_coef: float, totals: tuple[int, int] | None = None) -> dict[str, Any]:
+        """``ppo_epochs`` optimiser steps on one rollout batch; returns the logged statistics. ``kl_coef``:
+        the step's scheduled KL coefficient; ``totals``: (prompt groups, rows) of the global batch
+        (default: these, one process)."""
+        totals = totals or (len(groups), len(pairs))
         old: dict[int, torch.Tensor] = {}
         stats: dict[str, Any] = {}
+        comm_s = 0.0
         for epoch in range(self.cfg.ppo_epochs):
             self.optimizer.zero_grad(set_to_none=True)
-            got = self._backward(pairs, weights, groups, old, epoch, kl_coef)
+            got = self._backward(pairs, weights, groups, old, epoch, kl_coef, totals)
+            t = time.perf_counter()
+            self.comm.sum_grads(self.policy.trainable())
+            comm_s += time.perf_counter() - t
+            got = self._reduce_stats(got, totals, kl_coef)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.policy.trainable(), self.cfg.max_grad_norm))
             self.optimizer.step()
             self.scheduler.step()
@@ -396,31 +477,56 @@ class Trainer:
                 stats = {**got, "grad_norm": grad_norm}
             stats["clip_frac"] = got["clip_frac"]  # of the last pass: how far the policy moved off the rollout's
         self.optimizer.zero_grad(set_to_none=True)
+        if self.comm.active:
+            stats["allreduce_s"] = comm_s
         return stats
 
     def _optimise_grads(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
-                        groups: Sequence[Sequence[int]], step: int = 0) -> dict[str, Any]:
-        """The first pass's gradients of step ``step``, left in ``.grad`` without a step (tests, diagnostics)."""
+                        groups: Sequence[Sequence[int]], step: int = 0,
+                        totals: tuple[int, int] | None = None) -> dict[str, Any]:
+        """The first pass's gradients of step ``step``, summed over ranks and left in ``.grad`` without
+        a step (tests, diagnostics)."""
+        totals = totals or (len(groups), len(pairs))
+        kl_coef = self.cfg.kl_at(step)
         self.optimizer.zero_grad(set_to_none=True)
-        stats = self._backward(pairs, weights, groups, {}, 0, self.cfg.kl_at(step))
+        stats = self._backward(pairs, weights, groups, {}, 0, kl_coef, totals)
+        self.comm.sum_grads(self.policy.trainable())
+        stats = self._reduce_stats(stats, totals, kl_coef)
         grads = [p.grad for p in self.policy.trainable() if p.grad is not None]
         stats["grad_norm"] = float(torch.norm(torch.stack([g.norm() for g in grads]))) if grads else 0.0
         return stats
 
+    def _reduce_stats(self, local: dict[str, Any], totals: tuple[int, int], kl_coef: float) -> dict[str, Any]:
+        """Per-pass statistics of the global batch from each rank's sums (``_backward``), after the
+        gradients were summed over ranks (the variance needs the total gradient)."""
+        n_prompts, n_rows = totals
+        loss, ent, clipped, tok, kl, g_sq = self.comm.sum([local.pop(k) for k in
+                                                           ("_loss", "_ent", "_clipped", "_tok", "_kl", "_g_sq")])
+        stats: dict[str, Any] = {**local, "loss": loss, "entropy": ent / max(tok, 1.0), "clip_frac": clipped / max(tok, 1.0)}
+        if kl_coef > 0:
+            stats["kl_anchor"] = kl / n_rows  # per sequence, summed over its tokens
+        if self.cfg.log_grad_var and n_prompts > 1 and local.get("_grad_var_pass"):
+            # trace of the covariance of per-prompt gradients (each scaled back by P), unbiased; the
+            # per-prompt gradients sum to the total one, whose squared norm is read off .grad
+            norm_sum = float(sum((p.grad.double() ** 2).sum() for p in self.policy.trainable() if p.grad is not None))
+            stats["grad_var"] = n_prompts ** 2 * (g_sq - norm_sum / n_prompts) / (n_prompts - 1)
+        stats.pop("_grad_var_pass", None)
+        return stats
+
     def _backward(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray, groups: Sequence[Sequence[int]],
-                  old: dict[int, torch.Tensor], epoch: int, kl_coef: float) -> dict[str, Any]:
-        """Accumulate the loss's gradient over micro-batches (the module docstring has the loss; beta is
-        ``kl_coef``, the step's scheduled value). ``old`` holds the first pass's token log-probabilities
-        (filled when ``epoch`` is 0)."""
+                  old: dict[int, torch.Tensor], epoch: int, kl_coef: float, totals: tuple[int, int]) -> dict[str, Any]:
+        """Accumulate this rank's share of the loss's gradient over micro-batches (the module
+        docstring has the loss; beta is ``kl_coef``, the step's scheduled value; ``totals`` are its P
+        and R over all ranks). ``old`` holds the first pass's token log-probabilities (filled when
+        ``epoch`` is 0). Returns sums for ``_reduce_stats``."""
         cfg, pol = self.cfg, self.policy
-        n_prompts, n_rows = len(groups), len(pairs)
+        n_prompts, n_rows = totals
         params = pol.trainable()
         # micro-batches never mix prompts, so per-prompt gradients can be read off for their variance
         chunks = [list(g[s:s + cfg.micro_batch]) for g in groups for s in range(0, len(g), cfg.micro_batch)]
         chunk_prompt = [j for j, g in enumerate(groups) for _ in range(0, len(g), cfg.micro_batch)]
-        seq_lp = [0.0] * n_rows
-        kl_sum = ent_sum = clipped = tok_count = 0.0
-        g_sum: list[torch.Tensor] | None = None
+        seq_lp = [0.0] * len(pairs)
+        kl_sum = ent_sum = clipped = tok_count = loss_sum = 0.0
         g_sq = 0.0
         prev: list[torch.Tensor] | None = None
         for c, rows in enumerate(chunks):
@@ -457,28 +563,32 @@ class Trainer:
                 loss = loss + kl_coef * (kl * b.tmask).sum() / n_rows
             clipped += float((((ratio.detach() - 1).abs() > cfg.clip_eps).float() * b.tmask).sum())
             tok_count += float(b.tmask.sum())
+            loss_sum += float(loss.detach())
             loss.backward()
             del logp, probs, ent, anchor_lp
             last_of_prompt = c + 1 == len(chunks) or chunk_prompt[c + 1] != chunk_prompt[c]
             if cfg.log_grad_var and epoch == 0 and last_of_prompt:
                 now = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
                 g_j = now if prev is None else [x - y for x, y in zip(now, prev)]
-                g_sum = [x.clone() for x in g_j] if g_sum is None else [s_ + x for s_, x in zip(g_sum, g_j)]
                 g_sq += float(sum((x.double() ** 2).sum() for x in g_j))
                 prev = now
-        stats: dict[str, Any] = {"entropy": ent_sum / max(tok_count, 1.0), "clip_frac": clipped / max(tok_count, 1.0),
-                                 "_seq_logprobs": seq_lp}
-        if kl_coef > 0:
-            stats["kl_anchor"] = kl_sum / n_rows  # per sequence, summed over its tokens
-        if cfg.log_grad_var and g_sum is not None and n_prompts > 1:
-            # trace of the covariance of per-prompt gradients (each scaled back by P), unbiased
-            norm_sum = float(sum((x.double() ** 2).sum() for x in g_sum))
-            stats["grad_var"] = n_prompts ** 2 * (g_sq - norm_sum / n_prompts) / (n_prompts - 1)
-        return stats
+        return {"_loss": loss_sum, "_ent": ent_sum, "_clipped": clipped, "_tok": tok_count, "_kl": kl_sum, "_g_sq": g_sq,
+                "_grad_var_pass": cfg.log_grad_var and epoch == 0, "_seq_logprobs": seq_lp}
 
 
 def train(cfg: TrainConfig, on_step: StepCallback | None = None) -> Path:
-    """Train (or resume) ``cfg``; returns the checkpoint folder. Bad input raises BonbenchError first."""
-    torch.manual_seed(cfg.seed)
-    return Trainer(prepare(cfg), on_step).train()
-
+    """Train (or resume) ``cfg``; returns the checkpoint folder. Bad input raises BonbenchError first.
+    Under a launcher (WORLD_SIZE > 1) this process is one data-parallel rank (``distributed``)."""
+    # before the process group starts: bad input is the same error on every rank, and none waits
+    prep = prepare(cfg)
+    prep.ckpt.check_or_write_config(cfg, write=False)
+    comm, started = start(cfg.prompts_per_step)
+    try:
+        torch.manual_seed(cfg.seed)
+        return Trainer(prep, on_step, comm).train()
+    except BonbenchError as exc:
+        if comm.active and not isinstance(exc, RankError):
+            raise RankError(f"rank {comm.rank}: {exc}") from exc
+        raise
+    finally:
+        stop(started)

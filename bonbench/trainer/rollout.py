@@ -13,7 +13,7 @@ numbers out, so each piece is tested without a model.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -63,7 +63,8 @@ def objective_weights(objective: Objective, groups: Mapping[str, tuple[list[int]
     return weights
 
 
-def normalise_advantages(weights: np.ndarray, policy: np.ndarray, group_size: np.ndarray, mode: str) -> np.ndarray:
+def normalise_advantages(weights: np.ndarray, policy: np.ndarray, group_size: np.ndarray, mode: str,
+                         reduce: Callable[[Sequence[float]], list[float]] | None = None) -> np.ndarray:
     """Batch normalisation of the step's advantages (Chow et al.: "advantages are normalised over the batch").
 
     The advantage of a policy row is a_i = G_j w_i (weights carry their group's 1/G_j). ``mode``:
@@ -74,6 +75,8 @@ def normalise_advantages(weights: np.ndarray, policy: np.ndarray, group_size: np
     advantages are all equal (std 0) is only centred ("batch") or left as is ("std").
     Normalising by a statistic of the batch makes an unbiased estimator biased (by a per-step scale
     and, for "batch", a shift); it trades that for steps of a steady size.
+    ``reduce`` (data parallelism: an element-wise sum over ranks, called by every rank) makes the
+    mean and std those of the global batch, each rank holding part of its rows (maybe none).
     """
     if mode == "none":
         return weights
@@ -81,10 +84,20 @@ def normalise_advantages(weights: np.ndarray, policy: np.ndarray, group_size: np
         raise BonbenchError(f"unknown advantage normalisation {mode!r}; choose from none, batch, std")
     out = np.array(weights, dtype=np.float64)
     a = out[policy] * group_size[policy]
-    if a.size == 0:
-        return out
-    std = float(a.std())
-    centred = a - a.mean() if mode == "batch" else a
+    if reduce is None:
+        if a.size == 0:
+            return out
+        mean, std = float(a.mean()), float(a.std())
+    else:
+        # two passes, as numpy's std: the mean first, then the squared deviations from it
+        n, total = reduce([float(a.size), float(a.sum())])
+        if n == 0:
+            return out
+        mean = total / n
+        std = float(np.sqrt(reduce([float(((a - mean) ** 2).sum())])[0] / n))
+        if a.size == 0:
+            return out
+    centred = a - mean if mode == "batch" else a
     scaled = centred / std if std > 0 else centred
     out[policy] = scaled / group_size[policy]
     return out

@@ -20,7 +20,7 @@ does not save itself (``checkpoint`` stores ``state_dict``).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -41,12 +41,23 @@ class ValueHead:
         """V for each row of ``features`` [P, H] as float64."""
         return self.head(features.float()).squeeze(-1).double().cpu().numpy()
 
-    def update(self, features: torch.Tensor, targets: Sequence[float]) -> float:
-        """One AdamW step on the mean squared error to ``targets``; returns the loss before the step."""
+    def update(self, features: torch.Tensor, targets: Sequence[float], total: int | None = None,
+               sum_grads: Callable[[Sequence[torch.nn.Parameter]], None] | None = None) -> float:
+        """One AdamW step on the mean squared error to ``targets``; returns the loss before the step.
+        Data parallelism: ``total`` is the number of prompts over all ranks (the squared errors are
+        divided by it, not by ``len(targets)``, and the returned loss is this rank's share of the
+        sum), and ``sum_grads`` sums the head's gradients over ranks before the step, so every rank
+        takes the single-process step of the global batch (a rank may hold no prompts)."""
         y = torch.tensor(list(targets), dtype=torch.float32, device=features.device)
         self.optimizer.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.mse_loss(self.head(features.float().detach()).squeeze(-1), y)
+        pred = self.head(features.float().detach()).squeeze(-1)
+        if total is None:
+            loss = torch.nn.functional.mse_loss(pred, y)
+        else:
+            loss = ((pred - y) ** 2).sum() / max(total, 1)
         loss.backward()
+        if sum_grads is not None:
+            sum_grads(list(self.head.parameters()))
         self.optimizer.step()
         return float(loss.detach())
 

@@ -5,7 +5,9 @@
 #
 #   scripts/leaderboard_runs.sh STAGE...
 #     STAGE: eval-base | NAME (train then evaluate one IMDB checkpoint: vbon8 klrl vbonl8 bonsft8)
-#            | base-seed1 | report-imdb | imdb (all of these in order) | math (the math runs, below)
+#            | base-seed1 | report-imdb | imdb (all of these in order)
+#            | math-base | math-NAME (train then evaluate one math checkpoint, below) | report-math
+#            | math (all the math stages in order)
 #
 # Environment:
 #   OUT   where checkpoints, runs and reports go (default: results/leaderboard; not in the repo)
@@ -93,25 +95,37 @@ report_imdb() {
   bb plot "$CK"/imdb-* --out "$OUT/report/training"
 }
 
-# Math (issue 17's second half; commands written out, not run in the first session, see
-# docs/leaderboard.md): MATH train level 1 (the task filters one level at a time), k = 4, G = 8, pass@k policy gradient against the
-# mean policy gradient at seeds 0 and 3, and Chow et al.'s BoN-RLB (N = 4) at seed 0.
-MATH_TRAIN=(--task math -T level=1 --steps ${MATH_STEPS:-30} --prompts-per-step 4 --group 8 --max-new-tokens 256
-            --lr 5e-4 --warmup 3 --lora-rank 16 --kl-coef 0.05 --out "$OUT")
-MATH_EVAL=(--task math500 --limit 100 --n 8 --max-tokens 512 --temperature 1.0 --metric pass@1,pass@4,pass@8,bon@8,maj@8
-           --verifier logprob --out "$OUT")
-math_runs() {
-  for seed in 0 3; do
-    bb train "${MATH_TRAIN[@]}" --seed $seed --objective passk --k 4 --name math-passk4-s$seed
-    bb train "${MATH_TRAIN[@]}" --seed $seed --objective mean --name math-mean-s$seed
-  done
-  bb train "${MATH_TRAIN[@]}" --seed 0 --objective bon_rlb --N 4 --name math-bonrlb4-s0
-  bb run "${MATH_EVAL[@]}"
-  for c in math-passk4-s0 math-mean-s0 math-passk4-s3 math-mean-s3 math-bonrlb4-s0; do
-    bb run "${MATH_EVAL[@]}" --model "$CK/$c"
-  done
-  bb leaderboard "$OUT" --base gemma-3-270m --task math500 --out "$OUT/report"
+# Math (issue 17's second half): MATH train level 1 (the task filters one level at a time), pass@4
+# policy gradient (Tang et al., U-statistic over G = 8) against the mean policy gradient (RLOO) at
+# seeds 0 and 3, and Chow et al.'s BoN-RLB (N = 4) at seed 0. Budget, sized for 2 CPU cores: 8 steps
+# of 4 prompts x G = 8 samples x 128 new tokens (256 rollouts), 2-shot prompts (~205 prompt tokens;
+# the 4-shot default's ~360 would make each update ~1.6x longer), LoRA rank 16, lr 5e-4, no KL term.
+# Evaluation: the first 64 MATH test level-1 problems x 8 samples x 256 tokens at T = 1 (hf backend),
+# pass@1,4,8, bon@8 (the logprob verifier) and maj@8, paired against the base.
+MATH_TRAIN=(--task math -T level=1 -T fewshot=2 --steps ${MATH_STEPS:-8} --prompts-per-step 4 --group 8
+            --max-new-tokens 128 --lr 5e-4 --warmup 2 --lora-rank 16 --out "$OUT")
+MATH_EVAL=(--task math -T level=1 -T fewshot=2 --backend hf --limit 64 --n 8 --max-tokens 256 --temperature 1.0
+           --seed 0 --metric pass@1,pass@4,pass@8,bon@8,maj@8 --verifier logprob --out "$OUT")
+train_math() {  # NAME SEED OBJECTIVE [OPTIONS...]
+  local name=$1 seed=$2; shift 2
+  bb train "${MATH_TRAIN[@]}" --seed "$seed" --objective "$@" --name "$name"
 }
+eval_math() { bb run "${MATH_EVAL[@]}" ${1:+--model "$CK/$1"}; }
+math_stage() {
+  case "$1" in
+    math-base) eval_math ;;
+    math-passk4-s0) train_math math-passk4-s0 0 passk --k 4 ;;
+    math-mean-s0) train_math math-mean-s0 0 mean ;;
+    math-passk4-s3) train_math math-passk4-s3 3 passk --k 4 ;;
+    math-mean-s3) train_math math-mean-s3 3 mean ;;
+    math-bonrlb4-s0) train_math math-bonrlb4-s0 0 bon_rlb --N 4 ;;
+  esac
+  case "$1" in math-base) ;; *) eval_math "$1" ;; esac
+}
+report_math() {
+  bb leaderboard "$OUT" --base gemma-3-270m --task math --out "$OUT/report/math"
+}
+MATH_RUNS=(math-base math-passk4-s0 math-mean-s0 math-passk4-s3 math-mean-s3 math-bonrlb4-s0)
 
 IMDB_RUNS=(klrl vbon8 bonsft8 vbonl8)   # cheapest complete checkpoint first (no reference samples)
 declare -A CKPT=([vbon8]=imdb-vbon8 [klrl]=imdb-klrl-b0.1 [vbonl8]=imdb-vbonl8 [bonsft8]=imdb-bonsft8)
@@ -123,8 +137,10 @@ case_stage() {
     base-seed1) base_seed1 ;;
     report-imdb) report_imdb ;;
     imdb) eval_base; for r in "${IMDB_RUNS[@]}"; do case_stage "$r"; report_imdb; done; base_seed1; report_imdb ;;
-    math) math_runs ;;
-    *) echo "error: unknown stage $1 (eval-base ${IMDB_RUNS[*]} base-seed1 report-imdb imdb math)" >&2; exit 1 ;;
+    math-*) math_stage "$1" ;;
+    report-math) report_math ;;
+    math) for r in "${MATH_RUNS[@]}"; do math_stage "$r"; done; report_math ;;
+    *) echo "error: unknown stage $1 (eval-base ${IMDB_RUNS[*]} base-seed1 report-imdb imdb ${MATH_RUNS[*]} report-math math)" >&2; exit 1 ;;
   esac
 }
 

@@ -39,6 +39,7 @@ def test_every_train_command_reaches_prepare(tmp_path: Path, data_dir: Path, mon
         return tmp_path
 
     monkeypatch.setattr(loop, "train", fake_train)
+    monkeypatch.setenv("BONBENCH_DATA_DIR", str(data_dir))  # the printed commands name no --data-dir
     commands = _commands(tmp_path, data_dir, "imdb", "math")
     trains = [c for c in commands if c[0] == "train"]
     for argv in trains:
@@ -54,6 +55,9 @@ def test_every_train_command_reaches_prepare(tmp_path: Path, data_dir: Path, mon
     math = [c for c in by_name.values() if c.task == "math"]
     assert {(c.objective, c.seed) for c in math} == {("passk", 0), ("mean", 0), ("passk", 3), ("mean", 3), ("bon_rlb", 0)}
     assert all(c.objective_options.get("k", 4) == 4 for c in math)
+    # the math runs share one budget and one prompt (task arguments) and differ in objective and seed
+    assert len({(c.steps, c.prompts_per_step, c.group, c.max_new_tokens, c.lr, tuple(sorted(c.task_args.items())))
+                for c in math}) == 1
 
 
 def test_every_other_command_parses(tmp_path: Path, data_dir: Path) -> None:

@@ -78,8 +78,9 @@ eval_base() {
   [ -z "${DRY_RUN:-}" ] || echo "$OUT/runs/imdb/gemma-3-270m/BASE_RUN" > "$BASE_RUN_FILE"
 }
 base_seed1() {
-  # an independent base run (seed 1) against the first: win rate 1/2 and k/(k+1) by construction
-  bb run "${IMDB_EVAL[@]}" --seed 1 --metric mean,max@4,winrate,winrate@4 --ref-run "$(cat "$BASE_RUN_FILE")"
+  # an independent base run (seed 1) against the first: win rate 1/2 and k/(k+1) by construction;
+  # n = 16 samples per prompt give the plane's analytic best-of-N curve up to N = 16 (KL 1.83)
+  bb run "${IMDB_EVAL[@]}" --seed 1 --n 16 --metric mean,max@4,max@16,winrate,winrate@4 --ref-run "$(cat "$BASE_RUN_FILE")"
 }
 eval_ckpt() {
   [ -s "$BASE_RUN_FILE" ] || { echo "error: run the eval-base stage first ($BASE_RUN_FILE is missing)" >&2; exit 1; }

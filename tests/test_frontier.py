@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from bonbench.analysis.frontier import PlanePoint, bon_reference_rows, pareto_front, plane_points
-from bonbench.analysis.rundir import Metric, RunData
+from bonbench.analysis.frontier import PlanePoint, bon_curves, bon_reference_rows, pareto_front, plane_points
+from bonbench.analysis.rundir import Curve, Metric, RunData
+from bonbench.estimators import pass_curve
 from bonbench.cli import main
 
 
@@ -57,6 +58,37 @@ def test_plane_points_group_by_reference_policy() -> None:
     rows = bon_reference_rows(cold)
     assert [(r.k, r.winrate_analytic, r.against) for r in rows] == [(4, 0.8, "run b")]
     assert rows[0].kl_bon is not None and rows[0].kl_analytic == pytest.approx(0.636294361, abs=1e-9)
+
+
+def test_bon_curve_is_the_references_own_max_curve_at_the_analytic_kl() -> None:
+    """The plane's best-of-N curve comes from the reference's own run with the most samples; KL at N
+    is log N - (N-1)/N and the reward is that run's exact max@N (checked against brute force over
+    every N-subset of a small reward table)."""
+    import itertools
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rewards = rng.random((5, 6))
+    brute = [np.mean([np.mean([max(rewards[i, list(s)]) for s in itertools.combinations(range(6), k)])
+                      for i in range(5)]) for k in range(1, 7)]
+    ks = np.arange(1, 7)
+    value = pass_curve(rewards, ks).mean(axis=0)  # per problem; on real rewards pass@k is max@k
+
+    def with_curve(run: RunData, n: int) -> RunData:
+        c = Curve(ks[:n], value[:n], value[:n] - 0.01, value[:n] + 0.01)
+        return RunData(path=run.path, config=run.config, hash=run.hash, metrics=run.metrics, per_problem={}, curves={"max": c})
+
+    small = with_curve(_run("s", "m", 1.0, {"mean": (0.5, {})}), 3)
+    big = with_curve(_run("b", "m", 1.0, {"mean": (0.5, {})}), 6)
+    trained = with_curve(_run("t", "ckpt", 1.0, {"mean": (0.7, {}), "kl": (2.0, {"reference": "m"})}), 6)
+    curves = bon_curves([small, trained, big])
+    assert set(curves) == {("imdb", "m")}  # a checkpoint measured against m is not m's best-of-N
+    c = curves[("imdb", "m")]
+    assert c.run == "b" and c.n.tolist() == list(range(1, 7))
+    assert np.allclose(c.reward, brute, atol=1e-12)
+    assert np.allclose(c.kl, [math.log(k) - (k - 1) / k for k in range(1, 7)], atol=1e-12)
 
 
 def test_report_has_the_plane_and_the_references_for_an_imdb_run(tmp_path: Path, data_dir: Path,

@@ -8,7 +8,9 @@ both 95% CIs. Points are grouped by the policy their KL is measured against: a r
 point), on the plane of ``bonbench.config.policy_name`` of its model and sampling settings.
 ``pareto_front`` keeps the points no other point beats on both axes (lower KL, higher reward).
 ``bon_reference_rows`` pairs a run's measured ``winrate@k`` and ``kl_bon@k`` with the analytic
-k/(k+1) and log k - (k-1)/k.
+k/(k+1) and log k - (k-1)/k. ``bon_curves`` gives each plane the analytic best-of-N curve of its
+reference policy: (log N - (N-1)/N, max@N) for N = 1..n from the reference's own run with the most
+samples (its exact max@k curve), the frontier best-of-N sampling reaches without training.
 
 Pure functions over ``RunData``: no files are read or written here, nothing is drawn.
 """
@@ -18,6 +20,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from typing import Sequence
+
+import numpy as np
 
 from bonbench.analysis.rundir import Metric, RunData
 from bonbench.config import policy_name
@@ -107,6 +111,42 @@ def pareto_front(points: Sequence[PlanePoint]) -> list[PlanePoint]:
             front.append(p)
             best = p.reward
     return front
+
+
+@dataclass(frozen=True)
+class BonCurve:
+    """The reference policy's best-of-N: N, analytic KL log N - (N-1)/N, and max@N with its 95% CI."""
+
+    run: str
+    n: np.ndarray
+    kl: np.ndarray
+    reward: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+def bon_curves(runs: Sequence[RunData]) -> dict[tuple[str, str], BonCurve]:
+    """Per (task, reference policy): the analytic best-of-N curve from the reference's own run (no
+    ``kl``: it is the reference) with a ``max`` curve, the run with the most samples when several.
+    The KL axis is the continuous-reward value (exact for a.s. distinct rewards, an upper bound with
+    ties, math-reference §3.5); the reward axis is the exact max@N estimate from that run's samples."""
+    best: dict[tuple[str, str], RunData] = {}
+    for run in runs:
+        if not is_reward_run(run) or "kl" in run.metrics or "max" not in run.curves:
+            continue
+        ref = policy_name(run.model, run.temperature, float(run.config.get("top_p", 1.0)))
+        if reference_of(run) != ref:
+            continue
+        key = (run.task, ref)
+        if key not in best or len(run.curves["max"].k) > len(best[key].curves["max"].k):
+            best[key] = run
+    out = {}
+    for key, run in best.items():
+        c = run.curves["max"]
+        n = np.asarray(c.k, dtype=int)
+        out[key] = BonCurve(run.hash, n, np.array([bon_kl_bound(int(k)) for k in n]), np.asarray(c.value, dtype=float),
+                            np.asarray(c.lo, dtype=float), np.asarray(c.hi, dtype=float))
+    return out
 
 
 def bon_reference_rows(run: RunData) -> list[BonReferenceRow]:

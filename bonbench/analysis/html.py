@@ -195,8 +195,9 @@ def _bon_references(run: Any, idx: int, out_dir: Path) -> tuple[str, list[dict]]
     return "\n".join(parts), info
 
 
-def _plane_section(key: tuple[str, str], points: list[Any], idx: int, out_dir: Path) -> tuple[str, dict]:
-    """One reward-vs-KL plane: every point with both CIs, the Pareto front marked and drawn."""
+def _plane_section(key: tuple[str, str], points: list[Any], idx: int, out_dir: Path, bon: Any = None) -> tuple[str, dict]:
+    """One reward-vs-KL plane: every point with both CIs, the Pareto front marked and drawn, and the
+    reference's analytic best-of-N curve when its own run has a max@k curve."""
     from bonbench.analysis.frontier import pareto_front
     from bonbench.analysis.plots import plot_reward_kl
 
@@ -210,12 +211,18 @@ def _plane_section(key: tuple[str, str], points: list[Any], idx: int, out_dir: P
                         [(p.label, p.run, f"{_f(p.kl)} [{_f(p.kl_ci[0])}, {_f(p.kl_ci[1])}]",
                           f"{_f(p.reward)} [{_f(p.reward_ci[0])}, {_f(p.reward_ci[1])}]", "yes" if id(p) in on_front else "")
                          for p in points])]
+    if bon is not None:
+        parts.append(f"<p class=\"note\">Dotted: best-of-N of the reference (run {html_lib.escape(bon.run)}), "
+                     f"N = 1..{int(bon.n[-1])}, at KL log N - (N-1)/N (exact for continuous rewards) and reward max@N "
+                     "(exact estimate from that run's samples), with its 95% band.</p>")
     png = plot_reward_kl(points, front, out_dir / f"plane{idx:02d}_{task}.png", title=f"{task}: reward vs KL",
-                         reference=reference)
+                         reference=reference, bon=bon)
     parts.append(_img(png, f"reward vs KL on {task}"))
     parts.append("</section>")
     info = {"task": task, "reference": reference, "points": [asdict(p) for p in points],
-            "pareto_front": [p.label for p in front]}
+            "pareto_front": [p.label for p in front],
+            "bon_curve": None if bon is None else {"run": bon.run, "n": bon.n.tolist(), "kl": bon.kl.tolist(),
+                                                   "reward": bon.reward.tolist(), "lo": bon.lo.tolist(), "hi": bon.hi.tolist()}}
     return "\n".join(parts), info
 
 
@@ -397,11 +404,12 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
                                          holdout_fraction, verifier)
         body.append(html_part)
         doc["sweeps"].append(info)
-    from bonbench.analysis.frontier import plane_points
+    from bonbench.analysis.frontier import bon_curves, plane_points
 
     doc["planes"] = []
+    curves = bon_curves(runs)
     for i, (key, points) in enumerate(plane_points(runs).items()):
-        html_part, info = _plane_section(key, points, i, out_dir)
+        html_part, info = _plane_section(key, points, i, out_dir, curves.get(key))
         body.append(html_part)
         doc["planes"].append(info)
     for i, run in enumerate(runs):

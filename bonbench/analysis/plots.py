@@ -20,7 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from bonbench.analysis.fits import CoScaling, OptimalTemperature  # noqa: E402
-from bonbench.analysis.frontier import BonReferenceRow, PlanePoint  # noqa: E402
+from bonbench.analysis.frontier import BonCurve, BonReferenceRow, PlanePoint  # noqa: E402
 from bonbench.analysis.laws import ScalingFit, describe  # noqa: E402
 from bonbench.analysis.rundir import Curve  # noqa: E402
 from bonbench.analysis.temperature import ContinuousOptimum, TStarFit  # noqa: E402
@@ -185,11 +185,17 @@ def plot_bon_references(rows: Sequence[BonReferenceRow], out: Path, *, title: st
 
 
 def plot_reward_kl(points: Sequence[PlanePoint], front: Sequence[PlanePoint], out: Path, *, title: str = "",
-                   reference: str = "") -> Path:
+                   reference: str = "", bon: BonCurve | None = None) -> Path:
     """Every point with its CIs on both axes (circles: policies, triangles: best-of-k), one colour per
-    run, labelled; the Pareto front (lower KL, higher reward) as a dashed line."""
+    run, labelled; the Pareto front (lower KL, higher reward) as a dashed line; the reference's
+    analytic best-of-N curve (KL log N - (N-1)/N, reward max@N, its CI band) as a dotted line."""
     fig = Figure(figsize=(6.8, 4.6), layout="constrained")
     ax = fig.add_subplot()
+    if bon is not None and len(bon.n):
+        ax.plot(bon.kl, bon.reward, color="grey", ls=":", lw=1.2, marker=".", ms=3,
+                label=f"best-of-N of the reference, N = 1..{int(bon.n[-1])} (analytic KL)")
+        if np.isfinite(bon.lo).all() and np.isfinite(bon.hi).all():
+            ax.fill_between(bon.kl, bon.lo, bon.hi, color="grey", alpha=0.12, lw=0)
     runs = list(dict.fromkeys(p.run for p in points))
     cmap = matplotlib.colormaps["tab10"]
     for p in points:
@@ -199,6 +205,7 @@ def plot_reward_kl(points: Sequence[PlanePoint], front: Sequence[PlanePoint], ou
         ax.annotate(p.label, (p.kl, p.reward), textcoords="offset points", xytext=(4, 3), fontsize=6, color=color)
     if front:
         ax.plot([p.kl for p in front], [p.reward for p in front], color="black", ls="--", lw=1, label="Pareto front")
+    if front or bon is not None:
         ax.legend(fontsize=7, loc="lower right")
     ax.set_xlabel(f"KL to {reference}" if reference else "KL to the reference policy")
     ax.set_ylabel("reward (mean; best-of-k: max@k)")

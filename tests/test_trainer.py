@@ -243,3 +243,55 @@ def test_checkpoint_folders_are_named_by_their_folder() -> None:
     assert model_slug("results/checkpoints/math-passk4") == "math-passk4"
     assert model_slug("/abs/results/checkpoints/math-passk4/") == "math-passk4"
     assert model_slug("google/gemma-3-270m") == "google--gemma-3-270m"  # hub ids keep their org
+
+
+def _trainable(trainer: Trainer) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in trainer.policy.trainable()]
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_step_without_gradient_moves_adamw_unless_skipped(tiny: str, tmp_path: Path, skip: bool) -> None:
+    """After one informative step, a step whose weights are all 0 has an exactly zero gradient; AdamW
+    still moves every weight on its momentum (and its weight decay), which --skip-zero-grad stops:
+    the weights and the optimiser's moments stay as they were, while the schedule advances."""
+    trainer = Trainer(prepare(_cfg(tiny, tmp_path, skip_zero_grad=skip, weight_decay=0.01, warmup=3)))
+    pairs = [([1, 3, 4], [3, 4]), ([1, 5], [6, 3]), ([1, 4], [5]), ([1, 6], [9, 2])]
+    groups = [[0, 1], [2, 3]]
+    first = trainer._optimise(pairs, np.array([1.0, -1.0, 0.5, -0.5]), groups, kl_coef=0.0)
+    assert first["grad_norm"] > 0 and first.get("skipped", 0) == 0
+    before = _trainable(trainer)
+    moments = [trainer.optimizer.state[p]["exp_avg"].clone() for p in trainer.policy.trainable()]
+    flat = trainer._optimise(pairs, np.zeros(4), groups, kl_coef=0.0)
+    assert flat["grad_norm"] == 0.0
+    after = _trainable(trainer)
+    moved = any(not torch.equal(a, b) for a, b in zip(before, after))
+    assert moved is not skip
+    assert ("skipped" in flat) is skip and flat.get("skipped", 0) == int(skip)
+    kept = all(torch.equal(m, trainer.optimizer.state[p]["exp_avg"]) for m, p in zip(moments, trainer.policy.trainable()))
+    assert kept is skip
+    assert trainer.scheduler.last_epoch == 2  # both steps used their warm-up slot
+    # a KL term gives the same flat batch a gradient: the step is taken
+    kl = trainer._optimise(pairs, np.zeros(4), groups, kl_coef=0.5)
+    assert kl["grad_norm"] > 0 and kl.get("skipped", 0) == 0
+    assert any(not torch.equal(a, b) for a, b in zip(after, _trainable(trainer)))
+
+
+def test_skip_zero_grad_from_the_command_line(tiny: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--skip-zero-grad` reaches the config (and the training hash: it changes what is trained) and
+    each step's log says whether its update was skipped."""
+    args = ["train", "--task", "tiny_train", "--objective", "test_flat", "--model", tiny, "--steps", "2",
+            "--prompts-per-step", "2", "--group", "2", "--dtype", "float32", "--warmup", "0", "--out", str(tmp_path)]
+    assert main(args + ["--name", "skip", "--skip-zero-grad"]) == 0
+    folder = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    manifest = json.loads((folder / "bonbench_manifest.json").read_text())
+    assert manifest["config"]["skip_zero_grad"] is True
+    assert [r["skipped"] for r in manifest["log"]] == [1, 1] and all(r["grad_norm"] == 0.0 for r in manifest["log"])
+    assert main(args + ["--name", "plain"]) == 0
+    plain = json.loads((Path(capsys.readouterr().out.strip().splitlines()[-1]) / "bonbench_manifest.json").read_text())
+    assert all("skipped" not in r for r in plain["log"])
+    # the default stays out of the hash (checkpoints written before the setting resume); on, it is in it
+    from bonbench.trainer.config import training_doc
+
+    older = {k: v for k, v in plain["config"].items() if k != "skip_zero_grad"}
+    assert training_doc(older) == training_doc(plain["config"])
+    assert _cfg(tiny, tmp_path, skip_zero_grad=True).training_hash() != _cfg(tiny, tmp_path).training_hash()

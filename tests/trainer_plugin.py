@@ -57,6 +57,11 @@ def _test_needs_k(k: int = 6) -> Objective:
     return Objective("test_needs_k", lambda g: np.zeros(len(g.rewards)), frozenset({"scores"}), {"k": k}, min_group=k)
 
 
+@objective("test_flat", paper="test only", summary="weight 0 on every sample (a step without a learning signal)")
+def _test_flat() -> Objective:
+    return Objective("test_flat", lambda g: np.zeros(len(g.rewards)), frozenset(), {})
+
+
 # per-prompt success rates that do not depend on the policy: the value head's regression has a known answer
 RATES = [0.1, 0.9, 0.5, 0.3, 0.7, 0.2, 0.8, 0.6]
 

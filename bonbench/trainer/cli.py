@@ -57,6 +57,9 @@ def register(subparsers: Any) -> None:
                    help="normalise the step's advantages: batch whitens them (Chow et al.), std only rescales")
     t.add_argument("--rationalize", action="store_true",
                    help="STaR: re-sample failed prompts with the gold answer as a hint, train on the correct ones")
+    t.add_argument("--skip-zero-grad", action="store_true",
+                   help="no optimiser step when the gradient is exactly zero (every group flat, no KL or entropy "
+                        "term): AdamW's momentum and weight decay would still move the weights")
     t.add_argument("--ppo-epochs", type=int, default=1, help="> 1: PPO clipped surrogate over each rollout batch")
     t.add_argument("--clip-eps", type=float, default=0.2)
     t.add_argument("--entropy-coef", type=float, default=0.0)
@@ -130,7 +133,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         kl_coef=args.kl_coef, kl_anchor=args.kl_anchor, kl_schedule=args.kl_schedule, kl_coef_end=args.kl_coef_end,
         kl_anneal_steps=args.kl_anneal_steps, kl_anneal_delay=args.kl_anneal_delay, ema_rate=args.ema_rate,
         value_lr=args.value_lr, adv_norm=args.adv_norm, rationalize=args.rationalize,
-        ppo_epochs=args.ppo_epochs,
+        skip_zero_grad=args.skip_zero_grad, ppo_epochs=args.ppo_epochs,
         clip_eps=args.clip_eps, entropy_coef=args.entropy_coef, length_norm=args.length_norm, verifier=args.verifier,
         ref_samples=args.ref_samples, micro_batch=args.micro_batch, dtype=args.dtype, log_kl=args.log_kl,
         log_grad_var=args.log_grad_var, rollout_backend=args.rollout_backend, endpoints=tuple(args.endpoint),

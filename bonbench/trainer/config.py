@@ -28,7 +28,7 @@ RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress", 
 # settings added after the first release; their default reproduces the behaviour before them, and at
 # that default they stay out of the training hash, so checkpoints written before them still resume
 LATER = ("kl_schedule", "kl_coef_end", "kl_anneal_steps", "kl_anneal_delay", "value_lr", "adv_norm", "rationalize",
-         "rollout_backend", "sync_every")
+         "rollout_backend", "sync_every", "skip_zero_grad")
 # settings that change nothing unless another setting switches them on
 ONLY_WITH = {"kl_coef_end": ("kl_schedule", "linear"), "kl_anneal_steps": ("kl_schedule", "linear"),
              "kl_anneal_delay": ("kl_schedule", "linear")}
@@ -79,6 +79,10 @@ class TrainConfig:
     value_lr: float = 1e-3
     adv_norm: str = "none"  # "batch": whiten the step's advantages (Chow et al.); "std": divide by their std only
     rationalize: bool = False  # STaR's rationalisation: hinted re-samples for prompts the policy fails on
+    # no optimiser step when the step's gradient is exactly zero (no group carries a learning signal and
+    # no KL or entropy term): AdamW would otherwise keep moving the weights on its momentum and weight
+    # decay (docs/trainer.md, "Steps without a learning signal still move the policy")
+    skip_zero_grad: bool = False
     log_kl: bool = True  # log KL(pi || base) per step (one more forward pass without gradient)
     log_grad_var: bool = False  # per-step variance of per-prompt gradients (one backward per prompt)
     # "hf": the live weights in-process; "vllm": in-process vLLM with the live LoRA adapter (GPU);

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -471,10 +472,19 @@ class Trainer:
             comm_s += time.perf_counter() - t
             got = self._reduce_stats(got, totals, kl_coef)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.policy.trainable(), self.cfg.max_grad_norm))
-            self.optimizer.step()
-            self.scheduler.step()
+            # the norm is of the gradient summed over ranks, so every rank takes the same decision
+            skip = self.cfg.skip_zero_grad and grad_norm == 0.0
+            if not skip:
+                self.optimizer.step()
+            # the schedule follows the step index either way (a skipped step still uses up its warm-up slot);
+            # torch warns when the scheduler steps before any optimiser step, which is what a skip means
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
+                self.scheduler.step()
             if epoch == 0:
                 stats = {**got, "grad_norm": grad_norm}
+                if self.cfg.skip_zero_grad:
+                    stats["skipped"] = int(skip)
             stats["clip_frac"] = got["clip_frac"]  # of the last pass: how far the policy moved off the rollout's
         self.optimizer.zero_grad(set_to_none=True)
         if self.comm.active:

@@ -91,7 +91,8 @@ eval_ckpt() {
 report_imdb() {
   # leaderboard (paired bootstrap deltas against the base, markdown + HTML) and the plots + report.html
   # (reward-vs-KL plane with the Pareto front and the analytic best-of-N curve, training curves)
-  bb leaderboard "$OUT" --base gemma-3-270m --task imdb --out "$OUT/report"
+  # --base-run: the seed-0 base run every checkpoint's win rate is against (base-seed1 is newer)
+  bb leaderboard "$OUT" --base gemma-3-270m --task imdb --base-run "$(cat "$BASE_RUN_FILE")" --out "$OUT/report"
   bb plot "$OUT"/runs/imdb/*/* --out "$OUT/report/imdb"
   bb plot "$CK"/imdb-* --out "$OUT/report/training"
 }

@@ -96,3 +96,35 @@ def test_cli_and_user_errors(results: Path, tmp_path: Path, capsys: pytest.Captu
         build_leaderboard(results, metrics=["maj@64"])
     with pytest.raises(BonbenchError, match="no scored runs"):
         build_leaderboard(results, tasks=["nope"])
+
+
+def test_base_run_pins_the_row_every_checkpoint_is_paired_against(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A base evaluated twice: "latest" takes the newer run; --base-run names the one to pair with."""
+    p = 0.2 + 0.5 * np.random.default_rng(1).random(P)
+
+    def run(model: str, probs: np.ndarray, seed: int, when: str) -> Path:
+        return write_synthetic_run(tmp_path, probs, n=4, task="t", model=model, seed=seed, metrics=("pass@1",),
+                                   n_boot=100, timestamp=when)
+
+    first = run("org/base", p, 1, "2025-01-01T00:00:00Z")
+    run("org/base", p + 0.2, 2, "2025-02-01T00:00:00Z")  # newer, and 0.2 better
+    ckpt = run("org/ckpt", p + 0.1, 3, "2025-03-01T00:00:00Z")
+    latest = build_leaderboard(tmp_path, base="org/base", n_boot=300)
+    assert _cell(latest, "org--ckpt").marker == DOWN
+    pinned = build_leaderboard(tmp_path, base="org/base", n_boot=300, base_runs=[first])
+    assert _cell(pinned, "org--ckpt").marker == UP and _cell(pinned, "org--ckpt").diff == pytest.approx(0.1, abs=0.04)
+    sel = {s.model: s for s in pinned.selections}
+    assert sel["org--base"].run.path == first and sel["org--base"].rule == "base: the run --base-run names"
+    with pytest.raises(BonbenchError, match="is a run of org--ckpt, not of the base org--base"):
+        build_leaderboard(tmp_path, base="org/base", base_runs=[ckpt])
+    with pytest.raises(BonbenchError, match="add --base MODEL"):
+        build_leaderboard(tmp_path, base_runs=[first])
+    with pytest.raises(BonbenchError, match="two runs for task t"):
+        build_leaderboard(tmp_path, base="org/base", base_runs=[first, first])
+    from bonbench.analysis.cli import main
+
+    assert main(["leaderboard", str(tmp_path), "--base", "org/base", "--base-run", str(first), "--n-boot", "200",
+                 "--out", str(tmp_path / "out")]) == 0
+    assert "base: the run --base-run names" in (tmp_path / "out" / "leaderboard.md").read_text()
+    capsys.readouterr()

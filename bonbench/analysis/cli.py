@@ -31,6 +31,8 @@ def register(subparsers: Any) -> None:
     lb = subparsers.add_parser("leaderboard", help="checkpoints x (task, metric) table, optionally vs a base model")
     lb.add_argument("results_dir", nargs="?", default=_results_default(), help="results root (default: results/)")
     lb.add_argument("--base", help="model id or slug to compare every checkpoint against (paired bootstrap)")
+    lb.add_argument("--base-run", action="append", default=[], metavar="RUN_DIR",
+                    help="the base's run for its task (repeatable, one per task; default: the base's latest run)")
     lb.add_argument("--task", action="append", help="only this task; repeatable")
     lb.add_argument("--metric", action="append", help="only this metric (e.g. pass@1); repeatable")
     lb.add_argument("--out", help="where leaderboard.md/.html go (default: RESULTS_DIR)")
@@ -101,7 +103,7 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
     from bonbench.analysis.leaderboard import build_leaderboard, write_leaderboard
 
     board = build_leaderboard(Path(args.results_dir), base=args.base, tasks=args.task, metrics=_metric_names(args.metric),
-                              n_boot=args.n_boot, seed=args.seed)
+                              n_boot=args.n_boot, seed=args.seed, base_runs=[Path(p) for p in args.base_run])
     md, html = write_leaderboard(board, Path(args.out or args.results_dir))
     print(md.read_text(encoding="utf-8"))
     print(md)

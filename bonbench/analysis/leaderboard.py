@@ -9,7 +9,9 @@ lacks per-problem values the difference falls back to a normal approximation fro
 
 Which run fills a (model, task) cell when several exist (different settings or seeds):
 
-1. with ``--base``: the base's own run is its latest; for every other model the latest run whose
+1. with ``--base``: the base's own run is its latest, or the one ``--base-run`` names for that task
+   (a base evaluated twice, say at another seed or n, needs it: "latest" would silently switch the
+   row every checkpoint is paired against); for every other model the latest run whose
    sampling settings (``rundir.SAMPLING_KEYS``: temperature, top-p, max tokens, prompt, task
    version/args, stop) equal the base run's; if none match, the latest run, marked † in the cell;
 2. without ``--base``: the latest run (provenance timestamp, else metrics.json mtime).
@@ -87,14 +89,20 @@ def _latest(runs: Sequence[RunData]) -> RunData:
     return max(runs, key=lambda r: (r.created, str(r.path)))
 
 
-def _select(groups: Mapping[tuple[str, str], list[RunData]], base_slug: str | None) -> list[Selection]:
+def _select(groups: Mapping[tuple[str, str], list[RunData]], base_slug: str | None,
+            pinned: Mapping[str, RunData] | None = None) -> list[Selection]:
     out: list[Selection] = []
     base_runs: dict[str, RunData] = {}
+    pinned = pinned or {}
     if base_slug is not None:
         for (model, task), runs in groups.items():
             if model == base_slug:
-                base_runs[task] = _latest(runs)
-                out.append(Selection(model, task, base_runs[task], "base: latest run", len(runs)))
+                if task in pinned:
+                    base_runs[task] = pinned[task]
+                    out.append(Selection(model, task, pinned[task], "base: the run --base-run names", len(runs)))
+                else:
+                    base_runs[task] = _latest(runs)
+                    out.append(Selection(model, task, base_runs[task], "base: latest run", len(runs)))
     for (model, task), runs in sorted(groups.items()):
         if model == base_slug:
             continue
@@ -127,8 +135,10 @@ def _diff(run_pp: Mapping[str, float] | None, base_pp: Mapping[str, float] | Non
 
 
 def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequence[str] | None = None,
-                      metrics: Sequence[str] | None = None, n_boot: int = 2000, seed: int = 0) -> Leaderboard:
-    """Collect every scored run under ``results_dir`` into a leaderboard (see the module docstring)."""
+                      metrics: Sequence[str] | None = None, n_boot: int = 2000, seed: int = 0,
+                      base_runs: Sequence[Path] = ()) -> Leaderboard:
+    """Collect every scored run under ``results_dir`` into a leaderboard (see the module docstring).
+    ``base_runs``: run directories of the base, at most one per task, that replace "its latest run"."""
     runs = [load_run(d) for d in find_run_dirs(results_dir, scored=True)]
     if tasks:
         runs = [r for r in runs if r.task in set(tasks)]
@@ -144,7 +154,22 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
         if not any(m == base_slug for m, _ in groups):
             have = sorted({m for m, _ in groups})
             raise BonbenchError(f"--base {base!r} has no runs under {results_dir} (models: {', '.join(have)})")
-    selections = _select(groups, base_slug)
+    pinned: dict[str, RunData] = {}
+    if base_runs and base_slug is None:
+        raise BonbenchError("--base-run names the base's run: add --base MODEL")
+    for path in base_runs:
+        run = load_run(path)
+        if run.model_slug != base_slug:
+            raise BonbenchError(f"--base-run {path} is a run of {run.model_slug}, not of the base {base_slug}; "
+                                f"pass a run under runs/<task>/{base_slug}/")
+        if run.task in pinned:
+            raise BonbenchError(f"--base-run names two runs for task {run.task}; keep one per task")
+        if tasks and run.task not in set(tasks):
+            continue
+        if not run.metrics:
+            raise BonbenchError(f"--base-run {path} has no scores; run `bonbench score {path}` first")
+        pinned[run.task] = run
+    selections = _select(groups, base_slug, pinned)
     chosen = {(s.model, s.task): s for s in selections}
 
     all_tasks = sorted({t for _, t in groups})

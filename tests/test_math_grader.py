@@ -379,3 +379,19 @@ def test_grader_starts_workers_only_when_needed_and_ends_them(monkeypatch: pytes
     assert [g.correct for g in grades] == [True]
     assert len(started) == 2
     assert all(w.proc.poll() is not None for w in started)
+
+
+def test_degenerate_answers_canonicalise_in_linear_time() -> None:
+    """A collapsed policy's answer ("5 value of value ... =", 10-letter words) once sent the trailing-
+    unit regex into exponential backtracking (hours at 30 words). Run in a child with a deadline, so
+    a regression fails instead of hanging the suite; the fixed code takes milliseconds."""
+    import subprocess
+    import sys
+
+    code = ("from bonbench.graders.math_canonical import canonical_answer\n"
+            "print(canonical_answer('5 ' + 'valuevalue ' * 40 + '='))\n"
+            "print(canonical_answer('12 ' + 'value of ' * 200 + 'value units'))\n")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr[-500:]
+    first, second = got.stdout.splitlines()
+    assert first.endswith("=") and second == "12"  # the unit words after the number are dropped as before

@@ -73,7 +73,9 @@ def _drop_units(s: str) -> str:
             s = s[:start] + s[end + (tail.end() if tail else 0) :]
     s = _unwrap_command(s, re.compile(r"\\text\{"))
     # bare trailing unit words after a number or a closed group: "5 inches", "12 sq units"
-    s = re.sub(r"(?<=[\d})\s])\s*(?:[a-zA-Z]{2,}\.?\s*)+(?:\^\{?[23]\}?)?$", "", s) if re.search(r"\d", s) else s
+    # each word ends at \b: without it "valuevalue" splits into pieces in exponentially many ways, and a
+    # degenerate completion ("value of value of ... =") backtracked for hours before the $ failed
+    s = re.sub(r"(?<=[\d})\s])\s*(?:[a-zA-Z]{2,}\b\.?\s*)+(?:\^\{?[23]\}?)?$", "", s) if re.search(r"\d", s) else s
     s = re.sub(r"(?<=[\d})])\s+(?:and|or)\s+(?=[\d\-\\(])", ",", s)
     return s.strip()
 

@@ -121,13 +121,22 @@ math_stage() {
     math-passk4-s3) train_math math-passk4-s3 3 passk --k 4 ;;
     math-mean-s3) train_math math-mean-s3 3 mean ;;
     math-bonrlb4-s0) train_math math-bonrlb4-s0 0 bon_rlb --N 4 ;;
+    # the same runs with --skip-zero-grad: no AdamW step on the steps whose every group is flat (the
+    # runs above collapsed on those steps' momentum; docs/leaderboard.md)
+    math-passk4-s0-skip) train_math math-passk4-s0-skip 0 passk --k 4 --skip-zero-grad ;;
+    math-mean-s0-skip) train_math math-mean-s0-skip 0 mean --skip-zero-grad ;;
+    math-passk4-s3-skip) train_math math-passk4-s3-skip 3 passk --k 4 --skip-zero-grad ;;
+    math-mean-s3-skip) train_math math-mean-s3-skip 3 mean --skip-zero-grad ;;
+    math-bonrlb4-s0-skip) train_math math-bonrlb4-s0-skip 0 bon_rlb --N 4 --skip-zero-grad ;;
+    *) echo "error: unknown math stage $1 (${MATH_RUNS[*]})" >&2; exit 1 ;;
   esac
   case "$1" in math-base) ;; *) eval_math "$1" ;; esac
 }
 report_math() {
   bb leaderboard "$OUT" --base gemma-3-270m --task math --out "$OUT/report/math"
 }
-MATH_RUNS=(math-base math-passk4-s0 math-mean-s0 math-passk4-s3 math-mean-s3 math-bonrlb4-s0)
+MATH_RUNS=(math-base math-passk4-s0 math-mean-s0 math-passk4-s3 math-mean-s3 math-bonrlb4-s0
+           math-passk4-s0-skip math-mean-s0-skip math-passk4-s3-skip math-mean-s3-skip math-bonrlb4-s0-skip)
 
 IMDB_RUNS=(klrl vbon8 bonsft8 vbonl8)   # cheapest complete checkpoint first (no reference samples)
 declare -A CKPT=([vbon8]=imdb-vbon8 [klrl]=imdb-klrl-b0.1 [vbonl8]=imdb-vbonl8 [bonsft8]=imdb-bonsft8)

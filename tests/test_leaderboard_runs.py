@@ -44,7 +44,7 @@ def test_every_train_command_reaches_prepare(tmp_path: Path, data_dir: Path, mon
     trains = [c for c in commands if c[0] == "train"]
     for argv in trains:
         assert cli.main(argv) == 0, argv
-    assert len(seen) == len(trains) == 9
+    assert len(seen) == len(trains) == 14  # 4 IMDB + 5 math + the 5 math runs with --skip-zero-grad
     by_name = {p.cfg.name: p.cfg for p in seen}
     imdb = [c for c in by_name.values() if c.task == "imdb"]
     assert {c.objective for c in imdb} == {"vbon", "vbon_l", "kl_rl", "bonbon"}
@@ -53,7 +53,9 @@ def test_every_train_command_reaches_prepare(tmp_path: Path, data_dir: Path, mon
     assert len(shared) == 1 and next(iter(shared))[0] == 1
     assert by_name["imdb-bonsft8"].objective_options == {"N": 8, "alpha": 1}
     math = [c for c in by_name.values() if c.task == "math"]
-    assert {(c.objective, c.seed) for c in math} == {("passk", 0), ("mean", 0), ("passk", 3), ("mean", 3), ("bon_rlb", 0)}
+    runs = {("passk", 0), ("mean", 0), ("passk", 3), ("mean", 3), ("bon_rlb", 0)}
+    assert {(c.objective, c.seed, c.skip_zero_grad) for c in math} == {r + (skip,) for r in runs for skip in (False, True)}
+    assert all(c.name.endswith("-skip") == c.skip_zero_grad for c in math)
     assert all(c.objective_options.get("k", 4) == 4 for c in math)
     # the math runs share one budget and one prompt (task arguments) and differ in objective and seed
     assert len({(c.steps, c.prompts_per_step, c.group, c.max_new_tokens, c.lr, tuple(sorted(c.task_args.items())))

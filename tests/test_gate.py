@@ -205,3 +205,27 @@ def test_committed_math_baseline_is_reproduced_by_the_pipeline_and_passes_the_ga
     assert bonbench_main(["gate", "--baseline", str(BASELINE), "--run", str(run.store.root)]) == GATE_PASS
     out = capsys.readouterr().out
     assert "gate: PASS (4 metric(s) checked)" in out and "2 paired" in out and "note: settings differ" not in out
+
+
+def test_a_changed_verifier_is_noted_on_bon_metrics_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """bon@k under another verifier is another selector: the gate says so (a learned verifier by its
+    folder name, whatever machine's path it was loaded from), and says nothing when only pass@k is gated."""
+    p = np.full(40, 0.5)
+    run = write_synthetic_run(tmp_path / "a", p, n=4, metrics=("pass@1", "bon@4"), seed=1)
+    base = tmp_path / "base.json"
+    assert main(["gate", "--save-baseline", "--run", str(run), "--out", str(base)]) == GATE_PASS
+    cfg_path = run / "config.json"
+    doc = json.loads(cfg_path.read_text())
+    for where in ("/machine/a/results/verifiers/math-x-head", "/machine/b/results/verifiers/math-x-head/"):
+        doc["config"]["verifier"] = f"learned:{where}"
+        cfg_path.write_text(json.dumps(doc))
+        if where.startswith("/machine/a"):
+            saved = tmp_path / "learned.json"
+            assert main(["gate", "--save-baseline", "--run", str(run), "--out", str(saved)]) == GATE_PASS
+    capsys.readouterr()
+    assert main(["gate", "--baseline", str(base), "--run", str(run)]) == GATE_PASS
+    assert "note: verifier differs" in capsys.readouterr().out
+    assert main(["gate", "--baseline", str(base), "--run", str(run), "--metric", "pass@1"]) == GATE_PASS
+    assert "verifier differs" not in capsys.readouterr().out
+    assert main(["gate", "--baseline", str(saved), "--run", str(run)]) == GATE_PASS  # same folder, other machine
+    assert "verifier differs" not in capsys.readouterr().out

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -338,3 +339,34 @@ def test_killed_feature_extraction_resumes(tiny: Path, train_run: Path, data_dir
     for name, value in before.items():
         assert torch.allclose(value, after[name], rtol=1e-3, atol=1e-4), name
     assert vf.read_verifier_manifest(again)["weights_sha256"] == vf.weights_sha256(again)
+
+
+def test_verifier_figure_has_short_distinct_legends_and_a_fitted_axis(tmp_path: Path) -> None:
+    """Small bon@k values (a weak policy) stay readable: the y axis fits the bands, every curve has
+    its own colour, and a learned verifier is named by its folder, not its path."""
+    from bonbench.analysis import plots
+    from bonbench.analysis.rundir import Curve
+    from bonbench.analysis.verifiers import _short
+
+    assert _short("bon:learned:/a/b/verifiers/math-gemma-3-270m-head/") == "bon:learned:math-gemma-3-270m-head"
+    assert _short("bon:logprob") == "bon:logprob"
+    k = np.arange(1, 17, dtype=float)
+    small = {name: Curve(k, 0.01 * np.log1p(k) * (i + 1), 0.005 * np.ones_like(k), 0.05 * np.log1p(k) * (i + 1) / 3)
+             for i, name in enumerate(["pass", "maj", "bon learned:x", "bon logprob", "bon oracle"])}
+    seen: dict[str, Any] = {}
+    real_save = plots._save
+
+    def keep(fig, out):  # noqa: ANN001, ANN202 - test hook
+        seen["ax"] = fig.axes[0]
+        return real_save(fig, out)
+
+    plots._save = keep
+    try:
+        plots.plot_k_curves(small, tmp_path / "c.png", ylim=None)
+    finally:
+        plots._save = real_save
+    ax = seen["ax"]
+    top = max(float(c.hi.max()) for c in small.values())
+    assert top < ax.get_ylim()[1] < 0.5
+    colours = [line.get_color() for line in ax.get_lines()]
+    assert len(set(colours)) == len(colours) == 5

@@ -42,12 +42,15 @@ def _fit_k(k_max: float) -> np.ndarray:
 
 
 def plot_k_curves(curves: Mapping[str, Curve], out: Path, *, title: str = "",
-                  fits: Mapping[str, ScalingFit | None] | None = None) -> Path:
-    """pass@k / bon@k / maj@k against k (log x) with their 95% bands; each curve's fitted law dashed."""
+                  fits: Mapping[str, ScalingFit | None] | None = None, ylim: tuple[float, float] | None = (0, 1.02)) -> Path:
+    """pass@k / bon@k / maj@k against k (log x) with their 95% bands; each curve's fitted law dashed.
+    Curves without a colour of their own (several verifiers' bon@k) take distinct ones from a
+    palette; ``ylim`` None fits the axis to the bands (small values stay readable)."""
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.add_subplot()
+    spare = iter(c for c in matplotlib.colormaps["tab10"].colors if matplotlib.colors.to_hex(c) not in COLORS.values())
     for kind, c in curves.items():
-        color = COLORS.get(kind)
+        color = COLORS.get(kind) or next(spare, None)
         ok = np.isfinite(c.value)
         ax.plot(c.k[ok], c.value[ok], color=color, lw=1.8, label=f"{kind}@k")
         band = ok & np.isfinite(c.lo) & np.isfinite(c.hi)
@@ -61,7 +64,11 @@ def plot_k_curves(curves: Mapping[str, Curve], out: Path, *, title: str = "",
     ax.set_xscale("log")
     ax.set_xlabel("k (samples)")
     ax.set_ylabel("value")
-    ax.set_ylim(0, 1.02)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    else:
+        top = max((float(np.nanmax(np.r_[c.value, c.hi])) for c in curves.values() if np.isfinite(c.value).any()), default=1.0)
+        ax.set_ylim(0, min(1.02, max(top * 1.15, 0.02)))
     ax.grid(True, alpha=0.3)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper left")

@@ -136,9 +136,15 @@ def plot(result: VerifierEval, out: Path, title: str = "") -> Path:
     from bonbench.analysis.plots import plot_k_curves
     from bonbench.analysis.rundir import Curve
 
-    curves = {name.replace("bon:", "bon "): Curve(*(np.asarray(c[f], dtype=float) for f in ("k", "value", "lo", "hi")))
+    curves = {_short(name).replace("bon:", "bon "): Curve(*(np.asarray(c[f], dtype=float) for f in ("k", "value", "lo", "hi")))
               for name, c in result.curves.items()}
-    return plot_k_curves(curves, out, title=title)
+    return plot_k_curves(curves, out, title=title, ylim=None)
+
+
+def _short(name: str) -> str:
+    """``bon:learned:/a/b/verifiers/math-x-head/`` -> ``bon:learned:math-x-head`` (legends stay one line)."""
+    head, sep, path = name.partition("learned:")
+    return f"{head}{sep}{Path(path.rstrip('/')).name}" if sep else name
 
 
 def summary_lines(result: VerifierEval, k: int | None = None) -> list[str]:

@@ -114,6 +114,14 @@ def find_verifier(out: Path, task: str, policy_fingerprint: str) -> Path | None:
     return max(found)[2] if found else None
 
 
+def display_name(spec: str) -> str:
+    """A verifier spec as tables, legends and the gate name it: ``learned:PATH`` by its folder name
+    (the path differs per machine), anything else as it is. Pure: no file is read."""
+    if not spec.startswith(PREFIX):
+        return spec
+    return PREFIX + Path(spec[len(PREFIX):].rstrip("/")).name
+
+
 class LearnedVerifier:
     """``--verifier learned:PATH``: P(correct) from a verifier folder (see the module docstring).
 
@@ -125,7 +133,7 @@ class LearnedVerifier:
     def __init__(self, folder: str | Path, batch_size: int = 16) -> None:
         self.folder = Path(folder).expanduser()
         self.manifest = read_verifier_manifest(self.folder)
-        self.name = PREFIX + self.folder.resolve().name
+        self.name = display_name(PREFIX + str(self.folder.resolve()))
         self.fingerprint = f"w:{self.manifest['weights_sha256'][:16]}|base:{self.manifest['base']['fingerprint']}"
         self.batch_size = batch_size
         self._model: Any = None

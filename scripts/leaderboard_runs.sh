@@ -114,23 +114,20 @@ train_math() {  # NAME SEED OBJECTIVE [OPTIONS...]
 }
 eval_math() { bb run "${MATH_EVAL[@]}" ${1:+--model "$CK/$1"}; }
 math_stage() {
-  case "$1" in
-    math-base) eval_math ;;
-    math-passk4-s0) train_math math-passk4-s0 0 passk --k 4 ;;
-    math-mean-s0) train_math math-mean-s0 0 mean ;;
-    math-passk4-s3) train_math math-passk4-s3 3 passk --k 4 ;;
-    math-mean-s3) train_math math-mean-s3 3 mean ;;
-    math-bonrlb4-s0) train_math math-bonrlb4-s0 0 bon_rlb --N 4 ;;
-    # the same runs with --skip-zero-grad: no AdamW step on the steps whose every group is flat (the
-    # runs above collapsed on those steps' momentum; docs/leaderboard.md)
-    math-passk4-s0-skip) train_math math-passk4-s0-skip 0 passk --k 4 --skip-zero-grad ;;
-    math-mean-s0-skip) train_math math-mean-s0-skip 0 mean --skip-zero-grad ;;
-    math-passk4-s3-skip) train_math math-passk4-s3-skip 3 passk --k 4 --skip-zero-grad ;;
-    math-mean-s3-skip) train_math math-mean-s3-skip 3 mean --skip-zero-grad ;;
-    math-bonrlb4-s0-skip) train_math math-bonrlb4-s0-skip 0 bon_rlb --N 4 --skip-zero-grad ;;
+  # NAME-skip: the run NAME with --skip-zero-grad, no AdamW step on the steps whose every group is flat
+  # (the runs without it collapsed on those steps' momentum; docs/leaderboard.md)
+  local run=${1%-skip} skip=()
+  [ "$run" = "$1" ] || skip=(--skip-zero-grad)
+  case "$run" in
+    math-base) [ ${#skip[@]} -eq 0 ] || { echo "error: math-base has no -skip variant" >&2; exit 1; }; eval_math; return ;;
+    math-passk4-s0) train_math "$1" 0 passk --k 4 "${skip[@]}" ;;
+    math-mean-s0) train_math "$1" 0 mean "${skip[@]}" ;;
+    math-passk4-s3) train_math "$1" 3 passk --k 4 "${skip[@]}" ;;
+    math-mean-s3) train_math "$1" 3 mean "${skip[@]}" ;;
+    math-bonrlb4-s0) train_math "$1" 0 bon_rlb --N 4 "${skip[@]}" ;;
     *) echo "error: unknown math stage $1 (${MATH_RUNS[*]})" >&2; exit 1 ;;
   esac
-  case "$1" in math-base) ;; *) eval_math "$1" ;; esac
+  eval_math "$1"
 }
 report_math() {
   bb leaderboard "$OUT" --base gemma-3-270m --task math --out "$OUT/report/math"

@@ -346,10 +346,8 @@ def test_verifier_figure_has_short_distinct_legends_and_a_fitted_axis(tmp_path: 
     its own colour, and a learned verifier is named by its folder, not its path."""
     from bonbench.analysis import plots
     from bonbench.analysis.rundir import Curve
-    from bonbench.analysis.verifiers import _short
-
-    assert _short("bon:learned:/a/b/verifiers/math-gemma-3-270m-head/") == "bon:learned:math-gemma-3-270m-head"
-    assert _short("bon:logprob") == "bon:logprob"
+    assert vf.display_name("learned:/a/b/verifiers/math-gemma-3-270m-head/") == "learned:math-gemma-3-270m-head"
+    assert vf.display_name("logprob") == "logprob"
     k = np.arange(1, 17, dtype=float)
     small = {name: Curve(k, 0.01 * np.log1p(k) * (i + 1), 0.005 * np.ones_like(k), 0.05 * np.log1p(k) * (i + 1) / 3)
              for i, name in enumerate(["pass", "maj", "bon learned:x", "bon logprob", "bon oracle"])}

@@ -250,13 +250,6 @@ def load_baseline(path: Path) -> Baseline:
 
 # ---- the gate -------------------------------------------------------------------------------------
 
-def _verifier_name(spec: object) -> str:
-    """A verifier as the gate compares it: a learned one by its folder name (its path differs per machine)."""
-    text = str(spec) if spec else "none"
-    kind, sep, path = text.partition("learned:")
-    return f"{kind}{sep}{Path(path.rstrip('/')).name}" if sep else text
-
-
 _SETTINGS_CHECKED = ("temperature", "top_p", "max_tokens", "prompt_style", "prompt_id", "task_version", "task_hash_args")
 
 
@@ -283,7 +276,9 @@ def run_gate(baseline: Baseline, run: RunData, metrics: Sequence[str] | None = N
         if key in baseline.config and baseline.config.get(key) != run.config.get(key):
             notes.append(f"settings differ: {key} = {baseline.config.get(key)!r} (baseline) vs "
                          f"{run.config.get(key)!r} (run); the comparison mixes a setting change with the model change")
-    before, now = _verifier_name(baseline.config.get("verifier")), _verifier_name(run.config.get("verifier"))
+    from bonbench.verifier_folder import display_name
+
+    before, now = (display_name(str(cfg.get("verifier") or "none")) for cfg in (baseline.config, run.config))
     if before != now and any(name.startswith("bon@") for name in names):
         notes.append(f"verifier differs ({before} (baseline) vs {now} (run)): bon@k compares two selectors, not two "
                      "models; re-save the baseline (--save-baseline) when the verifier changes on purpose")

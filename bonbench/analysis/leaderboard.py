@@ -97,12 +97,9 @@ def _select(groups: Mapping[tuple[str, str], list[RunData]], base_slug: str | No
     if base_slug is not None:
         for (model, task), runs in groups.items():
             if model == base_slug:
-                if task in pinned:
-                    base_runs[task] = pinned[task]
-                    out.append(Selection(model, task, pinned[task], "base: the run --base-run names", len(runs)))
-                else:
-                    base_runs[task] = _latest(runs)
-                    out.append(Selection(model, task, base_runs[task], "base: latest run", len(runs)))
+                base_runs[task] = pinned.get(task) or _latest(runs)
+                rule = "base: the run --base-run names" if task in pinned else "base: latest run"
+                out.append(Selection(model, task, base_runs[task], rule, len(runs)))
     for (model, task), runs in sorted(groups.items()):
         if model == base_slug:
             continue
@@ -139,9 +136,10 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
                       base_runs: Sequence[Path] = ()) -> Leaderboard:
     """Collect every scored run under ``results_dir`` into a leaderboard (see the module docstring).
     ``base_runs``: run directories of the base, at most one per task, that replace "its latest run"."""
+    wanted = set(tasks or ())
     runs = [load_run(d) for d in find_run_dirs(results_dir, scored=True)]
-    if tasks:
-        runs = [r for r in runs if r.task in set(tasks)]
+    if wanted:
+        runs = [r for r in runs if r.task in wanted]
     if not runs:
         what = f" for task(s) {', '.join(tasks)}" if tasks else ""
         raise BonbenchError(f"no scored runs under {results_dir}{what}; run `bonbench run ...` first")
@@ -164,7 +162,7 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
                                 f"pass a run under runs/<task>/{base_slug}/")
         if run.task in pinned:
             raise BonbenchError(f"--base-run names two runs for task {run.task}; keep one per task")
-        if tasks and run.task not in set(tasks):
+        if wanted and run.task not in wanted:
             continue
         if not run.metrics:
             raise BonbenchError(f"--base-run {path} has no scores; run `bonbench score {path}` first")

@@ -135,16 +135,12 @@ def plot(result: VerifierEval, out: Path, title: str = "") -> Path:
     """bon@k of each verifier next to pass@k and maj@k (``plots.plot_k_curves``)."""
     from bonbench.analysis.plots import plot_k_curves
     from bonbench.analysis.rundir import Curve
+    from bonbench.verifier_folder import display_name
 
-    curves = {_short(name).replace("bon:", "bon "): Curve(*(np.asarray(c[f], dtype=float) for f in ("k", "value", "lo", "hi")))
+    # "bon:learned:/a/b/math-x-head" -> "bon learned:math-x-head" (legends stay one line)
+    curves = {"bon " + display_name(name[len("bon:"):]) if name.startswith("bon:") else name: Curve(*(np.asarray(c[f], dtype=float) for f in ("k", "value", "lo", "hi")))
               for name, c in result.curves.items()}
     return plot_k_curves(curves, out, title=title, ylim=None)
-
-
-def _short(name: str) -> str:
-    """``bon:learned:/a/b/verifiers/math-x-head/`` -> ``bon:learned:math-x-head`` (legends stay one line)."""
-    head, sep, path = name.partition("learned:")
-    return f"{head}{sep}{Path(path.rstrip('/')).name}" if sep else name
 
 
 def summary_lines(result: VerifierEval, k: int | None = None) -> list[str]:

@@ -4,8 +4,9 @@
 # out; stages run one at a time (they share two CPU cores with everything else on this machine).
 #
 #   scripts/leaderboard_runs.sh STAGE...
-#     STAGE: eval-base | NAME (train then evaluate one IMDB checkpoint: vbon8 klrl vbonl8 bonsft8)
-#            | base-seed1 | report-imdb | imdb (all of these in order)
+#     STAGE: eval-base | NAME (train then evaluate one IMDB checkpoint: vbon8 klrl vbonl8 bonsft8;
+#            any vbonN vbonlN bonsftN klrl-bBETA) | base-seed1 | report-imdb | imdb (all of these in order)
+#            | imdb-sweep (vbon2 vbon4 bonsft2 bonsft4 klrl-b0.03 klrl-b0.3, each followed by report-imdb)
 #            | math-base | math-NAME (train then evaluate one math checkpoint, below) | report-math
 #            | math (all the math stages in order)
 #
@@ -49,26 +50,44 @@ IMDB_TRAIN=(--task imdb --seed 1 --steps ${IMDB_STEPS:-10} --prompts-per-step 4 
 IMDB_EVAL=(--task imdb --backend hf --limit 64 --n 4 --max-tokens 24 --temperature 1.0 --out "$OUT")
 BASE_RUN_FILE="$OUT/base_run.txt"   # the base run's directory (the win rates' comparison)
 
-# one function per checkpoint: train, then evaluate against the base
-train_vbon8() {
-  # vBoN (Amini et al. §3.2) at N = 8, F-hat from M = 16 base samples per prompt: its objective
-  # -KL(pi || pi_bon) carries its own KL, so no extra KL term
-  bb train "${IMDB_TRAIN[@]}" --objective vbon --N 8 --ref-samples 16 --name imdb-vbon8
-}
-train_klrl() {
-  # KL-regularised RL (the paper's baseline), E[r] - beta KL(pi || pi_ref), RLOO, beta = 0.1
-  bb train "${IMDB_TRAIN[@]}" --objective kl_rl -O beta=0.1 --name imdb-klrl-b0.1
-}
-train_vbonl8() {
-  # vBoN-L (Amini §3.3): the bound L = (N-1) E[log F] - KL, i.e. KL-RL with reward log F, beta = 1/(N-1)
-  bb train "${IMDB_TRAIN[@]}" --objective vbon_l --N 8 --ref-samples 16 --name imdb-vbonl8
-}
-train_bonsft8() {
-  # BoN-SFT (Amini's baseline): SFT on the reward-best of N = G = 8 samples, here drawn on-policy
-  # each step (bonbon with alpha = 1: weight 1 on each group's best sample, no preference term).
-  # The method has no KL term; IMDB has no gold continuations, so Chow's expert-based bon_sft
-  # cannot run on it.
-  bb train "${IMDB_TRAIN[@]}" --objective bonbon --N 8 -O alpha=1 --name imdb-bonsft8
+# one IMDB checkpoint: train it, then evaluate it against the base. The stage names its objective and
+# setting (the N or beta the paper sweeps): vbonN, vbonlN, bonsftN, klrl-bBETA (klrl = klrl-b0.1)
+imdb_stage() {
+  local stage=$1 ckpt setting
+  [ "$stage" != klrl ] || stage=klrl-b0.1
+  case "$stage" in
+    vbonl*) setting=${stage#vbonl} ;;
+    vbon*) setting=${stage#vbon} ;;
+    bonsft*) setting=${stage#bonsft} ;;
+    klrl-b*) setting=${stage#klrl-b} ;;
+    *) setting= ;;
+  esac
+  if [[ $stage == klrl-b* ]]; then
+    [[ $setting =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "error: $1: beta must be a number, e.g. klrl-b0.1" >&2; exit 1; }
+  elif ! [[ $setting =~ ^[0-9]+$ ]] || [ "$setting" -lt 2 ]; then
+    echo "error: $1: N must be an integer >= 2, e.g. vbon8" >&2; exit 1
+  fi
+  ckpt="imdb-$stage"
+  case "$stage" in
+    vbonl*)
+      # vBoN-L (Amini §3.3): the bound L = (N-1) E[log F] - KL, i.e. KL-RL with reward log F, beta = 1/(N-1)
+      bb train "${IMDB_TRAIN[@]}" --objective vbon_l --N "$setting" --ref-samples 16 --name "$ckpt" ;;
+    vbon*)
+      # vBoN (Amini et al. §3.2), F-hat from M = 16 base samples per prompt: its objective
+      # -KL(pi || pi_bon) carries its own KL, so no extra KL term
+      bb train "${IMDB_TRAIN[@]}" --objective vbon --N "$setting" --ref-samples 16 --name "$ckpt" ;;
+    bonsft*)
+      # BoN-SFT (Amini's baseline): SFT on the reward-best of N samples, here drawn on-policy each step
+      # (bonbon with alpha = 1, no preference term: for N < G = 8 the weight of each sample is the
+      # share of the group's N-subsets it is best in, the U-statistic of best-of-N SFT on the same
+      # rollouts). The method has no KL term; IMDB has no gold continuations, so Chow's expert-based
+      # bon_sft cannot run on it.
+      bb train "${IMDB_TRAIN[@]}" --objective bonbon --N "$setting" -O alpha=1 --name "$ckpt" ;;
+    klrl-b*)
+      # KL-regularised RL (the paper's baseline), E[r] - beta KL(pi || pi_ref), RLOO
+      bb train "${IMDB_TRAIN[@]}" --objective kl_rl -O "beta=$setting" --name "$ckpt" ;;
+  esac
+  eval_ckpt "$ckpt"
 }
 
 eval_base() {
@@ -136,19 +155,21 @@ MATH_RUNS=(math-base math-passk4-s0 math-mean-s0 math-passk4-s3 math-mean-s3 mat
            math-passk4-s0-skip math-mean-s0-skip math-passk4-s3-skip math-mean-s3-skip math-bonrlb4-s0-skip)
 
 IMDB_RUNS=(klrl vbon8 bonsft8 vbonl8)   # cheapest complete checkpoint first (no reference samples)
-declare -A CKPT=([vbon8]=imdb-vbon8 [klrl]=imdb-klrl-b0.1 [vbonl8]=imdb-vbonl8 [bonsft8]=imdb-bonsft8)
+# the sweep around them (Amini et al. sweep N and beta): two more points per method on the reward-KL plane
+IMDB_SWEEP=(vbon2 vbon4 bonsft2 bonsft4 klrl-b0.03 klrl-b0.3)
 
 case_stage() {
   case "$1" in
     eval-base) eval_base ;;
-    vbon8|klrl|vbonl8|bonsft8) "train_$1"; eval_ckpt "${CKPT[$1]}" ;;
+    vbon*|bonsft*|klrl|klrl-b*) imdb_stage "$1" ;;
     base-seed1) base_seed1 ;;
     report-imdb) report_imdb ;;
     imdb) eval_base; for r in "${IMDB_RUNS[@]}"; do case_stage "$r"; report_imdb; done; base_seed1; report_imdb ;;
+    imdb-sweep) for r in "${IMDB_SWEEP[@]}"; do case_stage "$r"; report_imdb; done ;;
     math-*) math_stage "$1" ;;
     report-math) report_math ;;
     math) for r in "${MATH_RUNS[@]}"; do math_stage "$r"; done; report_math ;;
-    *) echo "error: unknown stage $1 (eval-base ${IMDB_RUNS[*]} base-seed1 report-imdb imdb ${MATH_RUNS[*]} report-math math)" >&2; exit 1 ;;
+    *) echo "error: unknown stage $1 (eval-base ${IMDB_RUNS[*]} base-seed1 report-imdb imdb ${IMDB_SWEEP[*]} imdb-sweep ${MATH_RUNS[*]} report-math math)" >&2; exit 1 ;;
   esac
 }
 

@@ -9,6 +9,7 @@ trained), each other command through bonbench's own argument parser.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shlex
 import subprocess
@@ -60,6 +61,44 @@ def test_every_train_command_reaches_prepare(tmp_path: Path, data_dir: Path, mon
     # the math runs share one budget and one prompt (task arguments) and differ in objective and seed
     assert len({(c.steps, c.prompts_per_step, c.group, c.max_new_tokens, c.lr, tuple(sorted(c.task_args.items())))
                 for c in math}) == 1
+
+
+def test_the_imdb_sweep_varies_one_setting_per_method(tmp_path: Path, data_dir: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr(loop, "train", lambda cfg, on_step=None: seen.append(loop.prepare(cfg)) or tmp_path)
+    monkeypatch.setenv("BONBENCH_DATA_DIR", str(data_dir))
+    base = {c.name: c for c in _prepared(tmp_path, data_dir, seen, "imdb")}
+    seen.clear()
+    sweep = {c.name: c for c in _prepared(tmp_path, data_dir, seen, "imdb-sweep")}
+    assert {n: (c.objective, c.objective_options) for n, c in sweep.items()} == {
+        "imdb-vbon2": ("vbon", {"N": 2}), "imdb-vbon4": ("vbon", {"N": 4}),
+        "imdb-bonsft2": ("bonbon", {"N": 2, "alpha": 1}), "imdb-bonsft4": ("bonbon", {"N": 4, "alpha": 1}),
+        "imdb-klrl-b0.03": ("kl_rl", {"beta": 0.03}), "imdb-klrl-b0.3": ("kl_rl", {"beta": 0.3})}
+    # each sweep point is its method's leaderboard run with only N or beta changed (same budget, seed, G)
+    twin = {"vbon": "imdb-vbon8", "bonbon": "imdb-bonsft8", "kl_rl": "imdb-klrl-b0.1"}
+    for c in sweep.values():
+        b = base[twin[c.objective]]
+        assert c == dataclasses.replace(b, name=c.name, objective_options=c.objective_options), c.name
+    evals = [c for c in _commands(tmp_path, data_dir, "imdb-sweep") if c[0] == "run"]
+    assert [e[e.index("--model") + 1].rsplit("/", 1)[1] for e in evals] == list(sweep)
+
+
+def _prepared(tmp_path: Path, data_dir: Path, seen: list[Any], *stages: str) -> list[Any]:
+    for argv in _commands(tmp_path, data_dir, *stages):
+        if argv[0] == "train":
+            assert cli.main(argv) == 0, argv
+    return [p.cfg for p in seen]
+
+
+@pytest.mark.parametrize("stage,message", [("vbon1", "N must be an integer >= 2"), ("bonsftx", "N must be an integer"),
+                                           ("klrl-bfast", "beta must be a number")])
+def test_a_bad_sweep_setting_is_a_one_line_error(tmp_path: Path, stage: str, message: str) -> None:
+    out = subprocess.run(["bash", str(SCRIPT), stage], capture_output=True, text=True,
+                         env={**os.environ, "DRY_RUN": "1", "OUT": str(tmp_path)})
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr == f"error: {stage}: {message}" + out.stderr.split(message, 1)[1]
+    assert out.stderr.count("\n") == 1
 
 
 def test_every_other_command_parses(tmp_path: Path, data_dir: Path) -> None:

@@ -130,6 +130,24 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     return doc
 
 
+def training_summary(model: str | None) -> dict[str, Any] | None:
+    """What a bonbench checkpoint was trained with, for reports: its name, objective with the options
+    given on the command line, training hash and base model. None for any other model, a hub id, or a
+    folder that is gone or unreadable (reports must not fail because a checkpoint moved)."""
+    if not model:
+        return None
+    folder = Path(model).expanduser()
+    try:
+        doc = read_manifest(folder) if folder.is_dir() else None
+    except BonbenchError:
+        return None
+    if doc is None:
+        return None
+    return {"name": doc.get("name"), "objective": doc.get("objective"),
+            "objective_options": dict((doc.get("config") or {}).get("objective_options") or {}),
+            "training_hash": doc.get("training_hash"), "base": (doc.get("base") or {}).get("name")}
+
+
 def _resolve_hub(name: str) -> ResolvedModel:
     """Pin a hub id to a commit: the local HF cache first (works offline), then the hub."""
     try:

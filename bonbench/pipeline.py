@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from bonbench import __version__
+from bonbench.models import training_summary
 from bonbench.config import HASH_SCHEME, RunConfig, config_hash, model_slug
 from bonbench.errors import BonbenchError
 from bonbench.estimators import MetricSpec, ProblemOutcome, compute_curves, compute_metrics, group_metric_name
@@ -116,6 +117,11 @@ def open_run(run: PreparedRun, extra: dict[str, Any] | None = None) -> None:
     for key in ("imported",):
         if key in old:
             doc[key] = old[key]
+    # a bonbench checkpoint's objective and settings, so reports can group checkpoints by method
+    # without the checkpoint folder (not hashed: the model fingerprint already covers its weights)
+    training = training_summary(run.cfg.model)
+    if training is not None:
+        doc["model_training"] = training
     doc.update(extra or {})
     run.store.write_config(doc)
 

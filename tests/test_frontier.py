@@ -3,6 +3,7 @@ grouping by KL reference, and the report sections on a real (imported, offline-r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -11,7 +12,8 @@ from typing import Any
 import pytest
 
 from bonbench.analysis.frontier import PlanePoint, bon_curves, bon_reference_rows, pareto_front, plane_points
-from bonbench.analysis.rundir import Curve, Metric, RunData
+from bonbench.analysis.plots import plot_reward_kl
+from bonbench.analysis.rundir import Curve, Metric, RunData, load_run
 from bonbench.estimators import pass_curve
 from bonbench.cli import main
 
@@ -58,6 +60,38 @@ def test_plane_points_group_by_reference_policy() -> None:
     rows = bon_reference_rows(cold)
     assert [(r.k, r.winrate_analytic, r.against) for r in rows] == [(4, 0.8, "run b")]
     assert rows[0].kl_bon is not None and rows[0].kl_analytic == pytest.approx(0.636294361, abs=1e-9)
+
+
+def test_checkpoint_points_carry_their_method_and_the_plot_draws_one_curve_per_method(tmp_path: Path) -> None:
+    base = _run("b", "m", 1.0, {"mean": (0.5, {}), "max@4": (0.8, {}), "kl_bon@4": (0.6, {"reference": "m"})})
+    runs = [base]
+    for h, objective, kl, reward in (("v2", "vbon", 0.4, 0.6), ("v8", "vbon", 2.0, 0.8), ("k1", "kl_rl", 1.0, 0.55)):
+        r = _run(h, f"/ck/imdb-{h}", 1.0, {"mean": (reward, {}), "kl": (kl, {"reference": "m"})})
+        runs.append(dataclasses.replace(r, training={"name": f"imdb-{h}", "objective": objective}))
+    points = plane_points(runs)[("imdb", "m")]
+    assert {(p.run, p.k): p.method for p in points} == {("b", None): "", ("b", 4): "", ("v2", None): "vbon",
+                                                        ("v8", None): "vbon", ("k1", None): "kl_rl"}
+    out = plot_reward_kl(points, pareto_front(points), tmp_path / "plane.png", reference="m")
+    assert out.stat().st_size > 0
+
+
+def test_runs_written_before_model_training_was_recorded_read_the_checkpoint_manifest(tmp_path: Path) -> None:
+    ck = tmp_path / "imdb-vbon8"
+    ck.mkdir()
+    (ck / "bonbench_manifest.json").write_text(json.dumps({
+        "name": "imdb-vbon8", "objective": "vbon", "config": {"objective_options": {"N": 8}}, "training_hash": "abc",
+        "base": {"name": "gemma-3-270m", "is_chat": False}, "weights_sha256": "0" * 64}))
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"hash": "h", "config": {"task": "imdb", "model": str(ck)}}))
+    (run / "metrics.json").write_text(json.dumps({"metrics": {}}))
+    assert load_run(run).training == {"name": "imdb-vbon8", "objective": "vbon", "objective_options": {"N": 8},
+                                      "training_hash": "abc", "base": "gemma-3-270m"}
+    (ck / "bonbench_manifest.json").unlink()  # the checkpoint moved: no method, no error
+    assert load_run(run).training is None
+    (run / "config.json").write_text(json.dumps({"hash": "h", "config": {"task": "imdb", "model": str(ck)},
+                                                 "model_training": {"objective": "kl_rl"}}))
+    assert load_run(run).training == {"objective": "kl_rl"}  # what the run recorded wins
 
 
 def test_bon_curve_is_the_references_own_max_curve_at_the_analytic_kl() -> None:

@@ -116,7 +116,11 @@ def test_a_run_writes_a_loadable_checkpoint(tiny: str, tmp_path: Path, capsys: p
     assert main(["run", "--task", "tiny_train", "--model", str(folder), "--backend", "hf", "--metric", "pass@1,2",
                  "--dtype", "float32", "--out", str(tmp_path / "results")]) == 0
     run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
-    assert json.loads((run_dir / "config.json").read_text())["config"]["model"] == str(folder)
+    run_cfg = json.loads((run_dir / "config.json").read_text())
+    assert run_cfg["config"]["model"] == str(folder)
+    # the run records what its checkpoint was trained with (reports group checkpoints by method)
+    assert run_cfg["model_training"] == {"name": folder.name, "objective": "test_rloo", "objective_options": {},
+                                         "training_hash": manifest["training_hash"], "base": manifest["base"]["name"]}
     # bonbench plot draws the training curves of a checkpoint folder
     assert main(["plot", str(folder), "--out", str(tmp_path / "report")]) == 0
     capsys.readouterr()

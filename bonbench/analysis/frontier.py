@@ -7,6 +7,8 @@ both 95% CIs. Points are grouped by the policy their KL is measured against: a r
 ``--ref-model R`` sits on R's plane; a run without one is its own reference (KL 0 for the policy
 point), on the plane of ``bonbench.config.policy_name`` of its model and sampling settings.
 ``pareto_front`` keeps the points no other point beats on both axes (lower KL, higher reward).
+A fine-tuned checkpoint's points carry its training objective (``method``), so that one method's
+checkpoints at several settings form its curve, as in the paper's reward-vs-KL figures.
 ``bon_reference_rows`` pairs a run's measured ``winrate@k`` and ``kl_bon@k`` with the analytic
 k/(k+1) and log k - (k-1)/k. ``bon_curves`` gives each plane the analytic best-of-N curve of its
 reference policy: (log N - (N-1)/N, max@N) for N = 1..n from the reference's own run with the most
@@ -39,6 +41,9 @@ class PlanePoint:
     kl_ci: tuple[float, float]
     reward: float
     reward_ci: tuple[float, float]
+    # the training objective of a fine-tuned checkpoint's run ("" for any other model): points of one
+    # method at several settings (N, beta) form that method's curve on the plane
+    method: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,12 @@ def _short(run: RunData) -> str:
     return f"{run.model_slug} T={run.temperature:g}" + (f" seed={run.seed}" if run.seed else "")
 
 
+def method_of(run: RunData) -> str:
+    """The objective a run's model was fine-tuned with (``RunData.training``), "" when it is no
+    bonbench checkpoint."""
+    return str((run.training or {}).get("objective") or "")
+
+
 def plane_points(runs: Sequence[RunData]) -> dict[tuple[str, str], list[PlanePoint]]:
     """Points per (task, reference policy). A run without ``kl`` is placed at KL 0 only on its own
     policy's plane (where that is exact); its best-of-k points need ``kl_bon@k`` and ``max@k``."""
@@ -88,16 +99,17 @@ def plane_points(runs: Sequence[RunData]) -> dict[tuple[str, str], list[PlanePoi
         ref = reference_of(run)
         own = ref == policy_name(run.model, run.temperature, float(run.config.get("top_p", 1.0)))
         points = planes.setdefault((run.task, ref), [])
-        mean, kl = run.metrics["mean"], run.metrics.get("kl")
+        mean, kl, method = run.metrics["mean"], run.metrics.get("kl"), method_of(run)
         if kl is not None:
-            points.append(PlanePoint(_short(run), run.hash, None, kl.value, kl.ci95, mean.value, mean.ci95))
+            points.append(PlanePoint(_short(run), run.hash, None, kl.value, kl.ci95, mean.value, mean.ci95, method))
         elif own:
-            points.append(PlanePoint(_short(run), run.hash, None, 0.0, (0.0, 0.0), mean.value, mean.ci95))
+            points.append(PlanePoint(_short(run), run.hash, None, 0.0, (0.0, 0.0), mean.value, mean.ci95, method))
         for name, m in run.metrics.items():
             k = _k(name, "kl_bon@")
             best = run.metrics.get(f"max@{k}") if k is not None else None
             if k is not None and best is not None and m.notes.get("reference", ref) == ref:
-                points.append(PlanePoint(f"{_short(run)} BoN{k}", run.hash, k, m.value, m.ci95, best.value, best.ci95))
+                points.append(PlanePoint(f"{_short(run)} BoN{k}", run.hash, k, m.value, m.ci95, best.value, best.ci95,
+                                         method))
     return {key: sorted(pts, key=lambda p: (p.kl, -p.reward)) for key, pts in planes.items() if pts}
 
 

@@ -207,8 +207,8 @@ def _plane_section(key: tuple[str, str], points: list[Any], idx: int, out_dir: P
     parts = [f"<section><h2>Reward vs KL: {html_lib.escape(task)}, KL to {html_lib.escape(reference)}</h2>",
              "<p class=\"note\">Policies at (kl, mean reward); their best-of-k selections at (kl_bon@k, max@k). "
              "A point is on the Pareto front when no other point has both lower KL and higher reward.</p>",
-             table_html(["point", "run", "KL [95% CI]", "reward [95% CI]", "Pareto front"],
-                        [(p.label, p.run, f"{_f(p.kl)} [{_f(p.kl_ci[0])}, {_f(p.kl_ci[1])}]",
+             table_html(["point", "run", "method", "KL [95% CI]", "reward [95% CI]", "Pareto front"],
+                        [(p.label, p.run, p.method, f"{_f(p.kl)} [{_f(p.kl_ci[0])}, {_f(p.kl_ci[1])}]",
                           f"{_f(p.reward)} [{_f(p.reward_ci[0])}, {_f(p.reward_ci[1])}]", "yes" if id(p) in on_front else "")
                          for p in points])]
     if bon is not None:

@@ -9,7 +9,7 @@ curves and fits; nothing here reads run directories or fits anything.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import matplotlib
 
@@ -193,9 +193,11 @@ def plot_bon_references(rows: Sequence[BonReferenceRow], out: Path, *, title: st
 
 def plot_reward_kl(points: Sequence[PlanePoint], front: Sequence[PlanePoint], out: Path, *, title: str = "",
                    reference: str = "", bon: BonCurve | None = None) -> Path:
-    """Every point with its CIs on both axes (circles: policies, triangles: best-of-k), one colour per
-    run, labelled; the Pareto front (lower KL, higher reward) as a dashed line; the reference's
-    analytic best-of-N curve (KL log N - (N-1)/N, reward max@N, its CI band) as a dotted line."""
+    """Every point with its CIs on both axes (circles: policies, triangles: best-of-k), labelled; the
+    Pareto front (lower KL, higher reward) as a dashed line; the reference's analytic best-of-N curve
+    (KL log N - (N-1)/N, reward max@N, its CI band) as a dotted line. When points come from
+    fine-tuned checkpoints, one colour per training method (grey for other models) and each method's
+    policies at several settings joined by KL into its curve; otherwise one colour per run."""
     fig = Figure(figsize=(6.8, 4.6), layout="constrained")
     ax = fig.add_subplot()
     if bon is not None and len(bon.n):
@@ -203,16 +205,27 @@ def plot_reward_kl(points: Sequence[PlanePoint], front: Sequence[PlanePoint], ou
                 label=f"best-of-N of the reference, N = 1..{int(bon.n[-1])} (analytic KL)")
         if np.isfinite(bon.lo).all() and np.isfinite(bon.hi).all():
             ax.fill_between(bon.kl, bon.lo, bon.hi, color="grey", alpha=0.12, lw=0)
-    runs = list(dict.fromkeys(p.run for p in points))
     cmap = matplotlib.colormaps["tab10"]
+    methods = [m for m in dict.fromkeys(p.method for p in points) if m]
+    runs = list(dict.fromkeys(p.run for p in points))
+
+    def color(p: PlanePoint) -> Any:
+        if methods:
+            return cmap(methods.index(p.method) % 10) if p.method else "dimgrey"
+        return cmap(runs.index(p.run) % 10)
+
+    for method in methods:
+        curve = sorted((p for p in points if p.method == method and p.k is None), key=lambda p: p.kl)
+        ax.plot([p.kl for p in curve], [p.reward for p in curve], color=cmap(methods.index(method) % 10),
+                lw=1.0, alpha=0.8, label=f"{method} ({len(curve)} checkpoint{'s' if len(curve) != 1 else ''})")
     for p in points:
-        color = cmap(runs.index(p.run) % 10)
+        c = color(p)
         ax.errorbar([p.kl], [p.reward], xerr=_yerr(p.kl, p.kl_ci), yerr=_yerr(p.reward, p.reward_ci),
-                    fmt="o" if p.k is None else "^", color=color, ms=5, capsize=2, lw=0.8)
-        ax.annotate(p.label, (p.kl, p.reward), textcoords="offset points", xytext=(4, 3), fontsize=6, color=color)
+                    fmt="o" if p.k is None else "^", color=c, ms=5, capsize=2, lw=0.8)
+        ax.annotate(p.label, (p.kl, p.reward), textcoords="offset points", xytext=(4, 3), fontsize=6, color=c)
     if front:
         ax.plot([p.kl for p in front], [p.reward for p in front], color="black", ls="--", lw=1, label="Pareto front")
-    if front or bon is not None:
+    if front or bon is not None or methods:
         ax.legend(fontsize=7, loc="lower right")
     ax.set_xlabel(f"KL to {reference}" if reference else "KL to the reference policy")
     ax.set_ylabel("reward (mean; best-of-k: max@k)")

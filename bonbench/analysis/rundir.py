@@ -28,6 +28,7 @@ import numpy as np
 from bonbench.config import model_slug
 from bonbench.errors import BonbenchError
 from bonbench.estimators import bon_curve, bootstrap_ci, pass_curve
+from bonbench.models import training_summary
 from bonbench.store import RunStore, find_run_dirs, is_run_dir, read_json
 
 SWEEP_FILE = "sweep.json"
@@ -76,6 +77,8 @@ class RunData:
     meta: Mapping[str, Any] = field(default_factory=dict)
     # config.json's ``verifiers``: every verifier the run was scored with (pipeline.record_verifier)
     scored_with: tuple[str, ...] = ()
+    # config.json's ``model_training`` (models.training_summary): what a checkpoint was trained with
+    training: Mapping[str, Any] | None = None
 
     @property
     def task(self) -> str:
@@ -184,6 +187,8 @@ def load_run(path: Path | str) -> RunData:
         dataset_fingerprint=str(cfg_file.get("dataset_fingerprint", "")),
         meta={k: v for k, v in met_file.items() if k not in ("metrics", "per_problem", "provenance")},
         scored_with=tuple(str(v) for v in cfg_file.get("verifiers", []) or []),
+        # runs written before config.json recorded it: the checkpoint's manifest, while it is there
+        training=cfg_file.get("model_training") or training_summary(config.get("model")),
     )
 
 

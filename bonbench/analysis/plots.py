@@ -227,7 +227,13 @@ def plot_reward_kl(points: Sequence[PlanePoint], front: Sequence[PlanePoint], ou
         ax.plot([p.kl for p in front], [p.reward for p in front], color="black", ls="--", lw=1, label="Pareto front")
     if front or bon is not None or methods:
         ax.legend(fontsize=7, loc="lower right")
-    ax.set_xlabel(f"KL to {reference}" if reference else "KL to the reference policy")
+    kls = [p.kl for p in points] + ([float(np.max(bon.kl))] if bon is not None and len(bon.n) else [])
+    if kls and max(kls) > 10:
+        # policies without a KL term run to tens of nats while best-of-N lives below log N: linear
+        # up to 1 nat and logarithmic beyond keeps both readable
+        ax.set_xscale("symlog", linthresh=1.0)
+    ax.set_xlabel((f"KL to {reference}" if reference else "KL to the reference policy")
+                  + (" (symlog: linear below 1)" if ax.get_xscale() == "symlog" else ""))
     ax.set_ylabel("reward (mean; best-of-k: max@k)")
     ax.grid(True, alpha=0.3)
     ax.set_title(title, fontsize=9)

@@ -157,6 +157,8 @@ def _add_verifier_commands(sub: Any) -> None:
     tv.add_argument("--val-fraction", type=float, default=0.2, help="share of problems held out for the reported AUROC")
     tv.add_argument("--drop-eval-overlap", action="store_true",
                     help="leave out training problems that are evaluation problems (same id or text) instead of refusing")
+    tv.add_argument("--min-class", dest="min_class", type=int, default=10,
+                    help="fewest correct (and fewest wrong) training samples to fit on; fewer is an error (default: 10)")
     tv.add_argument("--epochs", type=int, default=1, help="lora: passes over the samples")
     tv.add_argument("--lr", type=float, default=1e-4, help="lora: AdamW learning rate")
     tv.add_argument("--lora-rank", type=int, default=8)
@@ -191,7 +193,8 @@ def cmd_train_verifier(args: argparse.Namespace) -> int:
     req = TrainVerifierRequest(run_dirs=tuple(Path(d) for d in args.samples_from), task=args.task, name=args.name,
                                model=args.model, method=args.method, out=Path(args.out), data_dir=args.data_dir,
                                max_length=args.max_length, batch_size=args.batch_size, dtype=args.dtype, folds=args.folds,
-                               seed=args.seed, val_fraction=args.val_fraction, drop_eval_overlap=args.drop_eval_overlap, epochs=args.epochs, lr=args.lr,
+                               seed=args.seed, val_fraction=args.val_fraction, drop_eval_overlap=args.drop_eval_overlap,
+                               min_class=args.min_class, epochs=args.epochs, lr=args.lr,
                                lora_rank=args.lora_rank, lora_alpha=args.lora_alpha, micro_batch=args.micro_batch,
                                save_every=args.save_every)
     with _Progress() as progress:

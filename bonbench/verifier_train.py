@@ -77,6 +77,9 @@ class TrainVerifierRequest:
     seed: int = 0
     val_fraction: float = 0.2  # problems held out of training to report AUROC on
     drop_eval_overlap: bool = False  # leave out training problems that are evaluation problems (else refuse)
+    # fewest samples of the rarer class (correct or wrong) to fit on: below it the head fits noise and the
+    # grouped CV has folds without a positive (MBPP train with the 270M model: 1 correct of 480)
+    min_class: int = 10
     # lora only
     epochs: int = 1
     lr: float = 1e-4
@@ -88,7 +91,7 @@ class TrainVerifierRequest:
     def settings(self) -> dict[str, Any]:
         """What a resumed training must share with the first one (everything but paths and batch size)."""
         d = asdict(self)
-        for k in ("run_dirs", "out", "data_dir", "name", "batch_size", "save_every"):
+        for k in ("run_dirs", "out", "data_dir", "name", "batch_size", "save_every", "min_class"):
             d.pop(k)
         return d
 
@@ -275,6 +278,21 @@ def extract_features(model: vm.VerifierModel, rows: Sequence[LabelledSample], ca
 # ------------------------------------------------------------------------------------ training
 
 
+def check_class_counts(rows: Sequence[LabelledSample], min_class: int) -> None:
+    """Refuse (before any feature is computed) training data whose rarer class has fewer than
+    ``min_class`` samples: a head fit on a handful of positives scores noise, and its report would
+    look like a verifier."""
+    n_pos = sum(r.label for r in rows)
+    n_neg = len(rows) - n_pos
+    rare, label = (n_pos, "correct") if n_pos <= n_neg else (n_neg, "wrong")
+    if rare < min_class:
+        n_probs = len({r.problem.id for r in rows if r.label == (label == "correct")})
+        anyway = f", or pass --min-class {rare} to fit anyway" if rare else ""  # zero: nothing to fit at all
+        raise BonbenchError(f"only {rare} of {len(rows)} training samples are {label} ({n_probs} problem{'' if n_probs == 1 else 's'}), fewer than "
+                            f"--min-class {min_class}: sample more problems or more samples per problem (--n), or "
+                            f"{'easier' if label == 'correct' else 'harder'} problems{anyway}")
+
+
 def split_problems(rows: Sequence[LabelledSample], fraction: float, seed: int) -> np.ndarray:
     """Boolean mask of rows whose problem is held out (a seeded hash of the problem id, so the split
     is the same on every run and never puts one problem's samples on both sides)."""
@@ -404,6 +422,7 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress | None = None) 
         raise BonbenchError(f"--val-fraction must be in [0, 1), got {req.val_fraction}")
     data = assemble(req.run_dirs, data_dir=req.data_dir, family=req.task)
     data, excluded = check_no_eval_problems(data, data_dir=req.data_dir, drop=req.drop_eval_overlap)
+    check_class_counts(data.rows, req.min_class)
     base = _base_model(req)
     base_type = vf.model_type(base.path)
     folder = Path(req.out) / vf.VERIFIERS_DIR / (req.name or default_name(data.family, data.policy["name"], req.method))

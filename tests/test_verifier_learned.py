@@ -18,8 +18,8 @@ from bonbench.cli import main
 from bonbench.errors import BonbenchError
 from bonbench.records import Problem, Sample
 from bonbench.runner import RunRequest, execute, plan
-from bonbench.verifier_train import (LabelledSample, TrainingData, TrainVerifierRequest, auroc, check_no_eval_problems,
-                                     train_verifier)
+from bonbench.verifier_train import (LabelledSample, TrainingData, TrainVerifierRequest, auroc, check_class_counts,
+                                     check_no_eval_problems, train_verifier)
 
 CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
@@ -196,6 +196,31 @@ def test_eval_ids_in_training_samples_refused_by_cli(data_dir: Path, tmp_path: P
     assert code == 1 and len(err) == 1
     assert err[0].startswith("error: 3 training problems are evaluation problems of math split=test (same id")
     assert "-T split=train" in err[0] and "--drop-eval-overlap" in err[0]
+
+
+def test_too_few_of_a_class_refused_before_any_work(train_run: Path, tiny: Path, data_dir: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # train_run has 48 correct and 48 wrong samples on 24 problems; asking for 49 of each must refuse
+    # in one line, name the flag that overrides it, and leave no verifier folder behind
+    code = main(["train-verifier", "--samples-from", str(train_run), "--model", str(tiny), "--out", str(tmp_path),
+                 "--data-dir", str(data_dir), "--min-class", "49"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1
+    assert err[0].startswith("error: only 48 of 96 training samples are correct (24 problems), fewer than --min-class 49")
+    assert err[0].endswith("pass --min-class 48 to fit anyway")
+    assert not (tmp_path / vf.VERIFIERS_DIR).exists()
+
+
+def test_class_count_check_counts_the_rarer_class(data_dir: Path) -> None:
+    p = Problem("p0", "What is 1+1?", "2", {})
+    mostly_right = tuple(LabelledSample("r", p, Sample("p0", i, "x", 1, "stop"), int(i != 0)) for i in range(12))
+    with pytest.raises(BonbenchError, match=r"only 1 of 12 training samples are wrong \(1 problem\).*harder problems, "
+                                            r"or pass --min-class 1 to fit anyway"):
+        check_class_counts(mostly_right, 2)
+    check_class_counts(mostly_right, 1)  # one of each is allowed when asked for
+    all_wrong = tuple(LabelledSample("r", p, Sample("p0", i, "x", 1, "stop"), 0) for i in range(5))
+    with pytest.raises(BonbenchError, match=r"only 0 of 5 training samples are correct.*easier problems$"):
+        check_class_counts(all_wrong, 1)  # none at all: no override offered
 
 
 def _rows(problems: list[Problem]) -> tuple[LabelledSample, ...]:

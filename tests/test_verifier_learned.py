@@ -1,6 +1,7 @@
 """Learned verifiers (``bonbench train-verifier``, ``--verifier learned:PATH``, ``bonbench eval-verifier``) on a
-tiny random Gemma 3 with a character tokenizer (built here) and scripted runs of the real MATH train split,
-graded by the real math grader; the eval-id exclusion on the real MATH / MATH-500 / MBPP / HumanEval ids."""
+tiny random Gemma 3 with a character tokenizer (built here) and scripted runs of the real MATH train split
+(graded by the real math grader) and of MBPP train / HumanEval (graded by the real sandbox); the eval-id
+exclusion on the real MATH / MATH-500 / MBPP / HumanEval ids."""
 
 from __future__ import annotations
 
@@ -68,14 +69,29 @@ def _completions(problem: Problem, n: int) -> list[str]:
     return out
 
 
+def _code_completions(problem: Problem, n: int) -> list[str]:
+    """Half the reference solution (MBPP's code, HumanEval's canonical body), half a stub that fails
+    the tests: the labels are the sandbox's verdicts."""
+    entry = problem.meta["entry_point"]
+    out = []
+    for i in range(n):
+        if "canonical_solution" in problem.meta:  # HumanEval: the body that follows the prompt
+            out.append(problem.meta["canonical_solution"] if i % 2 == 0 else "    return None\n")
+        else:
+            code = problem.meta["code"] if i % 2 == 0 else f"def {entry}(*args):\n    return None"
+            out.append(f"```python\n{code}\n```")
+    return out
+
+
 def _scripted_run(out: Path, data_dir: Path, task_args: dict[str, str], name: str, limit: int, n: int = 4,
                   task: str = "math") -> Path:
     from bonbench.runner import load_task
 
     t = load_task(task, task_args, data_dir=str(data_dir), out=out)
+    make = _completions if task.startswith("math") else _code_completions
     rows = []
     for p in t.problems[:limit]:
-        for i, c in enumerate(_completions(p, n)):
+        for i, c in enumerate(make(p, n)):
             rows.append({"problem_id": p.id, "sample_idx": i, "completion": c})
     path = out.parent / f"{name}.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -173,6 +189,29 @@ def test_eval_verifier_reports_curves_auroc_and_paired_diff(verifier: Path, data
     assert np.allclose(res.curves["bon:oracle"]["value"], res.curves["pass"]["value"])
     diff = res.paired[f"learned:{verifier} - oracle"]
     assert np.allclose(diff["diff"], np.array(res.curves[f"bon:learned:{verifier}"]["value"]) - res.curves["pass"]["value"])
+
+
+def test_code_verifier_mbpp_train_to_humaneval(tiny: Path, data_dir: Path, tmp_path: Path) -> None:
+    # the code family end to end: MBPP train samples labelled by the sandbox, the four MBPP train problems
+    # that repeat test problems dropped, then the verifier scores and is evaluated on HumanEval
+    from bonbench.analysis.verifiers import evaluate
+
+    out = tmp_path / "results"
+    train = _scripted_run(out, data_dir, {"split": "train"}, "coder", limit=8, task="mbpp")  # ids 601..608
+    folder = train_verifier(TrainVerifierRequest(run_dirs=(train,), model=str(tiny), out=tmp_path, data_dir=str(data_dir),
+                                                 batch_size=8, folds=3, dtype="float32", max_length=256,
+                                                 drop_eval_overlap=True))
+    doc = vf.read_verifier_manifest(folder)
+    assert folder.name == "code-coder-head" and doc["task_family"] == "code" and doc["tasks"] == ["mbpp"]
+    assert doc["eval_excluded"]["dropped"] == ["mbpp/602"]  # 602 is test problem 217's text
+    # the references pass their tests, the stubs fail: 7 problems x 2 of each
+    assert doc["data"]["n_samples"] == 7 * 4 and doc["data"]["n_correct"] == 7 * 2
+    he = _scripted_run(out, data_dir, {}, "coder", limit=6, task="humaneval")
+    res = evaluate([he], [f"learned:{folder}", "oracle"], data_dir=str(data_dir), n_boot=50)
+    assert res.n == 4 and res.n_problems == 6
+    assert res.curves["pass"]["value"][-1] == 1.0 and res.curves["pass"]["value"][0] == 0.5  # canonical bodies pass
+    assert res.auroc["oracle"] == 1.0 and res.auroc[f"learned:{folder}"] is not None
+    assert np.allclose(res.curves["bon:oracle"]["value"], res.curves["pass"]["value"])
 
 
 # ---------------------------------------------------------------------------------------------- bad input

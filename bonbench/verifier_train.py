@@ -15,12 +15,12 @@ Steps, each resumable:
    AUROC with folds grouped by problem, so one problem's samples never sit on both sides) on the
    standardised features, copied into the torch head.
 5. **LoRA** (``--method lora``): the backbone's adapters and the head fine-tuned together with
-   binary cross-entropy, starting from step 4's head; training state saved every
-   ``--save-every`` steps (atomically) and resumed.
+   binary cross-entropy on the problems not held out, starting from the head fit on those same
+   problems; training state saved every ``--save-every`` steps (atomically) and resumed.
 6. **Manifest**, written last: a folder with ``bonbench_verifier.json`` is a finished verifier.
 
-Held-out quality (AUROC on problems of the training runs that the head did not see) is reported in
-the manifest; evaluation on other runs is ``bonbench eval-verifier`` (``bonbench.analysis.verifiers``).
+Held-out quality (AUROC on problems of the training runs that the head, or the adapters, did not
+see) is reported in the manifest; evaluation on other runs is ``bonbench eval-verifier`` (``bonbench.analysis.verifiers``).
 This module trains and writes the verifier folder; it does not sample (``bonbench run`` does).
 """
 
@@ -428,6 +428,9 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress | None = None) 
     folder = Path(req.out) / vf.VERIFIERS_DIR / (req.name or default_name(data.family, data.policy["name"], req.method))
     settings = {**req.settings(), "base_fingerprint": base.fingerprint, "data_fingerprint": data.fingerprint(),
                 "format": vf.FORMAT}
+    if req.method == "lora":  # older LoRA folders trained on every problem: their saved state must not resume here
+        settings["lora_fit"] = "problems not held out"
+
     cfg_path = folder / TRAIN_CONFIG
     if cfg_path.exists():
         old = read_json(cfg_path)
@@ -450,6 +453,7 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress | None = None) 
     groups = [r.problem.id for r in data.rows]
     # held-out report first (fit on the other problems), then the shipped head on every problem
     val: dict[str, Any] = {"n_problems": len({g for g, h in zip(groups, held) if h}), "n_samples": int(held.sum())}
+    probe: vm.ScalarHead | None = None
     if held.any() and (~held).any():
         probe = vm.ScalarHead(feats.shape[1])
         fit = fit_head(probe, feats[~held], labels[~held], [g for g, h in zip(groups, held) if not h], req.folds, req.seed)
@@ -463,10 +467,21 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress | None = None) 
                                 if len(data.rows) > n_cached and feat_seconds > 0 else None,
                                 "head_fit_s": head_seconds, **fit}
     if req.method == "lora":
+        # the adapters never see the held-out problems (they start from the head fit without them), so the
+        # held-out AUROC reported is the LoRA verifier's own, not its starting head's; the price is that the
+        # shipped LoRA verifier learned from the other (1 - val_fraction) of the problems only
         lora_model = vm.VerifierModel(base, method="lora", dtype=req.dtype, max_length=req.max_length,
                                       lora={"rank": req.lora_rank, "alpha": req.lora_alpha})
-        lora_model.head.load_state_dict(model.head.state_dict())
-        training["lora"] = _train_lora(lora_model, data.rows, req, folder, progress)
+        lora_model.head.load_state_dict((probe or model.head).state_dict())
+        fit_rows = [r for r, h in zip(data.rows, held) if not h] if probe is not None else list(data.rows)
+        training["lora"] = _train_lora(lora_model, fit_rows, req, folder, progress)
+        training["lora"]["n_samples"] = len(fit_rows)
+        if probe is not None:
+            held_rows = [r for r, h in zip(data.rows, held) if h]
+            scores = lora_model.score_texts([vm.verifier_text(r.problem, r.sample.completion) for r in held_rows],
+                                            req.batch_size)
+            val["head_auroc"] = val["auroc"]  # the starting head's, for comparison
+            val["auroc"] = auroc([r.label for r in held_rows], scores)
         model = lora_model
     model.save(folder)
     manifest = {

@@ -19,8 +19,8 @@ from bonbench.cli import main
 from bonbench.errors import BonbenchError
 from bonbench.records import Problem, Sample
 from bonbench.runner import RunRequest, execute, plan
-from bonbench.verifier_train import (LabelledSample, TrainingData, TrainVerifierRequest, auroc, check_class_counts,
-                                     check_no_eval_problems, train_verifier)
+from bonbench.verifier_train import (LabelledSample, TrainingData, TrainVerifierRequest, assemble, auroc,
+                                     check_class_counts, check_no_eval_problems, split_problems, train_verifier)
 
 CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
@@ -356,9 +356,19 @@ def test_lora_method_trains_saves_and_resumes(tiny: Path, train_run: Path, data_
     folder = train_verifier(req)
     doc = vf.read_verifier_manifest(folder)
     assert doc["method"] == "lora" and (folder / "adapter" / "adapter_config.json").is_file()
-    assert doc["training"]["lora"]["steps"] == 6  # 96 samples / 16
+    # the adapters learn from the problems not held out only, so the held-out AUROC is the LoRA verifier's own
+    held_problems = doc["metrics"]["heldout"]["n_problems"]
+    assert 0 < held_problems < 24 and doc["training"]["lora"]["n_samples"] == 96 - 4 * held_problems
+    steps = -(-doc["training"]["lora"]["n_samples"] // 16)
+    assert doc["training"]["lora"]["steps"] == steps
     state = torch.load(folder / "training_state" / "state.pt", weights_only=False)
-    assert state["step"] == 6 and len(state["losses"]) == 6
+    assert state["step"] == steps and len(state["losses"]) == steps
+    rows = assemble([train_run], data_dir=str(data_dir)).rows
+    held_rows = [r for r, h in zip(rows, split_problems(rows, req.val_fraction, req.seed)) if h]
+    assert len({r.problem.id for r in held_rows}) == held_problems
+    scores = load_verifier_model(folder).score_texts([verifier_text(r.problem, r.sample.completion) for r in held_rows])
+    assert doc["metrics"]["heldout"]["auroc"] == pytest.approx(auroc([r.label for r in held_rows], scores), abs=1e-6)
+    assert "head_auroc" in doc["metrics"]["heldout"]
     # a rerun with the same settings resumes at the saved step: no step is redone, the weights are the same
     again = train_verifier(req)
     assert vf.read_verifier_manifest(again)["weights_sha256"] == doc["weights_sha256"]

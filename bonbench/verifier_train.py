@@ -20,7 +20,8 @@ Steps, each resumable:
 6. **Manifest**, written last: a folder with ``bonbench_verifier.json`` is a finished verifier.
 
 Held-out quality (AUROC on problems of the training runs that the head, or the adapters, did not
-see) is reported in the manifest; evaluation on other runs is ``bonbench eval-verifier`` (``bonbench.analysis.verifiers``).
+see) is reported in the manifest; evaluation on other runs is ``bonbench eval-verifier``
+(``bonbench.analysis.verifiers``).
 This module trains and writes the verifier folder; it does not sample (``bonbench run`` does).
 """
 
@@ -286,11 +287,13 @@ def check_class_counts(rows: Sequence[LabelledSample], min_class: int) -> None:
     n_neg = len(rows) - n_pos
     rare, label = (n_pos, "correct") if n_pos <= n_neg else (n_neg, "wrong")
     if rare < min_class:
-        n_probs = len({r.problem.id for r in rows if r.label == (label == "correct")})
+        rare_label = 1 if label == "correct" else 0
+        n_probs = len({r.problem.id for r in rows if r.label == rare_label})
+        problems = f"{n_probs} problem{'' if n_probs == 1 else 's'}"
         anyway = f", or pass --min-class {rare} to fit anyway" if rare else ""  # zero: nothing to fit at all
-        raise BonbenchError(f"only {rare} of {len(rows)} training samples are {label} ({n_probs} problem{'' if n_probs == 1 else 's'}), fewer than "
+        raise BonbenchError(f"only {rare} of {len(rows)} training samples are {label} ({problems}), fewer than "
                             f"--min-class {min_class}: sample more problems or more samples per problem (--n), or "
-                            f"{'easier' if label == 'correct' else 'harder'} problems{anyway}")
+                            f"{'easier' if rare_label else 'harder'} problems{anyway}")
 
 
 def split_problems(rows: Sequence[LabelledSample], fraction: float, seed: int) -> np.ndarray:
@@ -430,7 +433,6 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress | None = None) 
                 "format": vf.FORMAT}
     if req.method == "lora":  # older LoRA folders trained on every problem: their saved state must not resume here
         settings["lora_fit"] = "problems not held out"
-
     cfg_path = folder / TRAIN_CONFIG
     if cfg_path.exists():
         old = read_json(cfg_path)
@@ -451,33 +453,39 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress | None = None) 
     labels = np.array([r.label for r in data.rows])
     held = split_problems(data.rows, req.val_fraction, req.seed)
     groups = [r.problem.id for r in data.rows]
-    # held-out report first (fit on the other problems), then the shipped head on every problem
-    val: dict[str, Any] = {"n_problems": len({g for g, h in zip(groups, held) if h}), "n_samples": int(held.sum())}
+    held_rows = [r for r, h in zip(data.rows, held) if h]
+    # held-out report first (a probe fit on the other problems), then the shipped head
+    val: dict[str, Any] = {"n_problems": len({r.problem.id for r in held_rows}), "n_samples": len(held_rows)}
     probe: vm.ScalarHead | None = None
     if held.any() and (~held).any():
         probe = vm.ScalarHead(feats.shape[1])
-        fit = fit_head(probe, feats[~held], labels[~held], [g for g, h in zip(groups, held) if not h], req.folds, req.seed)
+        t1 = time.time()
+        probe_fit = fit_head(probe, feats[~held], labels[~held], [g for g, h in zip(groups, held) if not h], req.folds,
+                             req.seed)
+        probe_seconds = time.time() - t1
         with torch.no_grad():
             val_scores = torch.sigmoid(probe(feats[held])).double().numpy()
-        val.update({"auroc": auroc(labels[held], val_scores), "C": fit["C"], "cv_auroc_train_part": fit["cv_auroc"]})
-    t1 = time.time()
-    fit = fit_head(model.head, feats, labels, groups, req.folds, req.seed)
-    head_seconds = time.time() - t1
+        val.update({"auroc": auroc(labels[held], val_scores), "C": probe_fit["C"], "cv_auroc_train_part": probe_fit["cv_auroc"]})
+    # LoRA with a held-out part starts from the probe and never sees the held-out problems, so the held-out
+    # AUROC reported is its own (the price: it learns from the other 1 - val_fraction of the problems only);
+    # otherwise the head is refit on every problem
+    lora_from_probe = req.method == "lora" and probe is not None
+    if lora_from_probe:
+        start_head, fit, head_seconds = probe, probe_fit, probe_seconds
+    else:
+        t1 = time.time()
+        fit = fit_head(model.head, feats, labels, groups, req.folds, req.seed)
+        start_head, head_seconds = model.head, time.time() - t1
     training: dict[str, Any] = {"feature_samples_per_s": (len(data.rows) - n_cached) / feat_seconds
                                 if len(data.rows) > n_cached and feat_seconds > 0 else None,
                                 "head_fit_s": head_seconds, **fit}
     if req.method == "lora":
-        # the adapters never see the held-out problems (they start from the head fit without them), so the
-        # held-out AUROC reported is the LoRA verifier's own, not its starting head's; the price is that the
-        # shipped LoRA verifier learned from the other (1 - val_fraction) of the problems only
         lora_model = vm.VerifierModel(base, method="lora", dtype=req.dtype, max_length=req.max_length,
                                       lora={"rank": req.lora_rank, "alpha": req.lora_alpha})
-        lora_model.head.load_state_dict((probe or model.head).state_dict())
-        fit_rows = [r for r, h in zip(data.rows, held) if not h] if probe is not None else list(data.rows)
-        training["lora"] = _train_lora(lora_model, fit_rows, req, folder, progress)
-        training["lora"]["n_samples"] = len(fit_rows)
-        if probe is not None:
-            held_rows = [r for r, h in zip(data.rows, held) if h]
+        lora_model.head.load_state_dict(start_head.state_dict())
+        fit_rows = [r for r, h in zip(data.rows, held) if not h] if lora_from_probe else list(data.rows)
+        training["lora"] = {**_train_lora(lora_model, fit_rows, req, folder, progress), "n_samples": len(fit_rows)}
+        if lora_from_probe:
             scores = lora_model.score_texts([vm.verifier_text(r.problem, r.sample.completion) for r in held_rows],
                                             req.batch_size)
             val["head_auroc"] = val["auroc"]  # the starting head's, for comparison

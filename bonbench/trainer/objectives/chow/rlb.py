@@ -125,40 +125,78 @@ def failing_fraction(group: Group, what: str) -> float:
     return float((~c).mean()) if c.size else 0.0
 
 
-@objective("bon_rlb", paper=CHOW + " §4 Lemma 3 (BoN-RLB)",
-           summary="BoN-RLB: binary-reward BoN gradient, (g+, g-) weights reweighted by Eq. 8, plug-in p_hat")
-def bon_rlb(N: int = 4, sign: str = "plus", p_clip: float = 0.95, p_source: str = "group") -> Objective:
-    """BoN-RLB (Lemma 3, §2.6) for a 0/1 reward: weights ``rlb_sample_weights`` at p_hat.
+P_ESTIMATES = ("unbiased", "plugin")
 
-    p_source='group' (default): p_hat = the fraction of the group's policy samples that fail, clipped to
-    <= p_clip. p_source='value' (the paper's choice): p = the learned value head's estimate, trained on
-    the groups' failing fractions and clipped to [0, p_clip] (the paper clips its value-network estimate
-    of p; its clip values were lost, 0.95 bounds 1/(1-p) by 20). With a value that is the true p the
-    weights are the closed forms and the estimator is exactly unbiased (sign='plus').
-    sign='plus' (default) is the exactly unbiased form at the true p; 'minus' is the paper's reported
-    "penalise the negatives" form, whose expectation is (1+p)/(1-p) grad J (tests settle this).
-    With the plug-in p_hat the estimator is consistent (as G grows) but not unbiased: 1/(1-p) has no
-    unbiased estimator from finitely many Bernoulli draws.
+
+def rlb_unbiased_weights(correct: np.ndarray, N: int) -> np.ndarray:
+    """BoN-RLB's default: two-sided and exactly unbiased for grad(1 - p^N) (needs G >= max(N, 2)).
+
+    grad J = N p^(N-1) E_pi[1{R=1} grad log pi] (§2.6) and E_pi[b grad log pi] = 0 for any b that does
+    not depend on the sample, so with P_-i = C(F_-i, N-1)/C(G-1, N-1) (the unbiased U-statistic of
+    p^(N-1) from the other G-1 samples, F_-i their failure count) and R_-i their mean reward,
+
+        w_i = (N/G) P_-i (R_i - R_-i):  correct +(N/G) P_-i p_hat_-i,  wrong -(N/G) P_-i (1 - p_hat_-i)
+
+    has E[sum_i w_i grad log pi(y_i)] = grad(1 - p^N) exactly: P_-i R_-i is a function of the other
+    samples (a leave-one-out baseline scaled by P_-i). It raises the correct samples and lowers the
+    wrong ones (the sign of Lemma 3's prose, "penalise the negatives"), and a group that is all wrong
+    or all correct gets weight 0, so the trainer's --skip-zero-grad applies to it.
+    """
+    c = np.asarray(correct, dtype=bool)
+    G = c.size
+    if G < max(N, 2):
+        raise BonbenchError(f"bon_rlb with p_estimate='unbiased' needs at least max(N, 2) = {max(N, 2)} policy "
+                            f"samples per prompt, got {G}; raise --group or use -O p_estimate=plugin")
+    fail = (~c).astype(int)
+    F_others = int(fail.sum()) - fail
+    est = np.array([math.comb(int(f), N - 1) / math.comb(G - 1, N - 1) for f in F_others])
+    r = c.astype(np.float64)
+    r_others = (r.sum() - r) / (G - 1)
+    return N * est * (r - r_others) / G
+
+
+@objective("bon_rlb", paper=CHOW + " §4 Lemma 3 (BoN-RLB)",
+           summary="BoN-RLB: binary-reward BoN gradient; exactly unbiased U-statistic by default, plug-in (g+, g-) forms as options")
+def bon_rlb(N: int = 4, p_estimate: str = "unbiased", sign: str = "plus", p_clip: float = 0.95,
+            p_source: str = "group") -> Objective:
+    """BoN-RLB (Lemma 3, §2.6) for a 0/1 reward, which with the reward as its own verifier is pass@N.
+
+    p_estimate='unbiased' (default): ``rlb_unbiased_weights``, exactly unbiased for grad(1 - p^N) at
+    every G >= max(N, 2) (tests/test_objectives_exactness.py); ``sign`` and ``p_clip`` do not apply.
+    p_estimate='plugin' (before issue 24 the only form): the reported weights (g+, +-g-) of
+    ``rlb_sample_weights`` at p_hat = the group's failing fraction clipped to <= p_clip. 1/(1-p) has no
+    unbiased estimator from finitely many Bernoulli draws, and at small G the bias reverses the step:
+    expected update c grad J with c < 0 at G = 4, 8 (docs/objectives-bon.md has the measured c).
+    sign='plus' is the form that is exactly unbiased at the true p; 'minus' (the paper's "penalise
+    the negatives") has expectation (1+p)/(1-p) grad J at the true p.
+    p_source='value' (the paper's choice): p = the learned value head's estimate, trained on the
+    groups' failing fractions and clipped to [0, p_clip] (the paper clips its estimate; its clip values
+    were lost, 0.95 bounds 1/(1-p) by 20), in the (g+, +-g-) weights; p_estimate does not apply.
+    Exactly unbiased (sign='plus') when the value is the true p.
     """
     check_int("bon_rlb", "N", N, 1)
+    check_choice("bon_rlb", "p_estimate", p_estimate, P_ESTIMATES)
     check_choice("bon_rlb", "sign", sign, RLB_SIGNS)
     check_choice("bon_rlb", "p_source", p_source, P_SOURCES)
     if not (isinstance(p_clip, (int, float)) and 0.0 <= p_clip < 1.0):
         raise BonbenchError(f"bon_rlb: p_clip must lie in [0, 1), got {p_clip!r}")
     by_value = p_source == "value"
+    unbiased = p_estimate == "unbiased" and not by_value
 
     def weights(group: Group) -> np.ndarray:
         mask = policy_mask(group)
         c = binary_correct(rewards_of(group, "bon_rlb")[mask], "bon_rlb")
+        if unbiased:
+            return scatter(mask, rlb_unbiased_weights(c, N))
         p = value_failure(group, p_clip, "bon_rlb") if by_value else failure_estimate(c, p_clip)
         return scatter(mask, rlb_sample_weights(c, p, N, sign))
 
     return Objective("bon_rlb", weights, frozenset({"value"}) if by_value else frozenset(),
-                     {"N": N, "sign": sign, "p_clip": p_clip, "p_source": p_source}, 1,
+                     {"N": N, "p_estimate": p_estimate, "sign": sign, "p_clip": p_clip, "p_source": p_source},
+                     max(N, 2) if unbiased else 1,
                      (lambda g: failing_fraction(g, "bon_rlb")) if by_value else None)
 
 
-P_ESTIMATES = ("unbiased", "plugin")
 
 
 @objective("bon_rlb_p", paper=CHOW + " §4 Corollary 4 (BoN-RLB(P))",

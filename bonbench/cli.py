@@ -16,6 +16,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
+from bonbench import flags, outputs
 from bonbench.errors import BonbenchError
 
 DEFAULT_OUT = "results"
@@ -68,8 +69,15 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (``error: ...``, exit 2), like every other error."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bonbench", description="Exact pass@k / bon@k / maj@k evaluation for every k <= n.")
+    parser = _Parser(prog="bonbench", description="Exact pass@k / bon@k / maj@k evaluation for every k <= n.")
     parser.add_argument("--version", action="version", version=f"bonbench {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -93,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "(e.g. http://127.0.0.1:8000 after `vllm serve`); repeatable, the servers share the work")
     run.add_argument("--concurrency", type=int, help="openai backend: requests in flight per endpoint (default 8)")
     run.add_argument("--api-key", default=None, help="openai backend: API key (default: $OPENAI_API_KEY, else EMPTY)")
+    run.add_argument("--request-timeout", type=float, help="openai backend: seconds one request may take in all, answer "
+                     "included, before it is retried (default 120)")
     run.add_argument("--dry-run", action="store_true", help="print the resolved config, hash and run dir, then stop (writes nothing)")
     run.add_argument("--shard", help="i/n: run only shard i of n (1-based; a Slurm array task each) into the run's shards/ "
                      "folder; `bonbench merge RUN_DIR` combines them (docs/scale-out.md)")
@@ -177,8 +187,10 @@ def _add_verifier_commands(sub: Any) -> None:
                     help="a verifier to evaluate (learned:PATH, logprob, oracle, rm:...); repeatable; the first is "
                          "compared with each other one")
     ev.add_argument("--k", type=int, help="k of the summary lines (default: n)")
-    ev.add_argument("--json", dest="json_out", help="write the full result (curves, AUROC, paired differences) here")
-    ev.add_argument("--plot", help="write the bon@k / pass@k / maj@k figure here (PNG)")
+    ev.add_argument("--json", dest="json_out", help="write the full result (curves, AUROC, paired differences) to this "
+                    "file (a folder: DIR/eval-verifier.json); replaced atomically")
+    ev.add_argument("--plot", help="write the bon@k / pass@k / maj@k figure (PNG) to this file (a folder: "
+                    "DIR/eval-verifier.png); replaced atomically")
     ev.add_argument("--title", default="", help="figure title")
     ev.add_argument("--n-boot", type=int, default=1000)
     ev.add_argument("--seed", type=int, default=0)
@@ -215,6 +227,12 @@ def cmd_eval_verifier(args: argparse.Namespace) -> int:
 
     from bonbench.analysis import verifiers as ev
 
+    # output paths checked before the (long) evaluation: a read-only folder fails now, not after it
+    json_target = _file_in(args.json_out, "eval-verifier.json") if args.json_out else None
+    plot_target = _file_in(args.plot, "eval-verifier.png") if args.plot else None
+    for target in (json_target, plot_target):
+        if target is not None:
+            outputs.check_writable(target)
     with _Progress() as progress:
         result = ev.evaluate([Path(d) for d in args.run_dirs], args.verifier, data_dir=args.data_dir, n_boot=args.n_boot,
                              seed=args.seed, progress=progress)
@@ -223,12 +241,24 @@ def cmd_eval_verifier(args: argparse.Namespace) -> int:
     for line in ev.summary_lines(result, args.k):
         print(line)
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps(result.to_json(), indent=1))
-        print(args.json_out)
+        print(outputs.write_text(json_target, json.dumps(result.to_json(), indent=1)))
     if args.plot:
-        print(ev.plot(result, Path(args.plot), title=args.title))
+        import tempfile
+
+        try:  # drawn in a temp folder, then written over the target atomically: an older figure stays whole on failure
+            with tempfile.TemporaryDirectory(prefix="bonbench-eval-verifier.") as tmp:
+                png = ev.plot(result, Path(tmp) / plot_target.name, title=args.title)
+                print(outputs.write_bytes(plot_target, png.read_bytes()))
+        except OSError as exc:
+            raise outputs.write_error(plot_target, exc) from None
     return 0
+
+
+def _file_in(path: str, default_name: str) -> Path:
+    """An output path: a file path as given; an existing folder (or a path ending in /) gets
+    ``default_name`` inside it, as lm-eval's ``--output_path`` does."""
+    out = Path(path)
+    return out / default_name if out.is_dir() or path.endswith(("/", os.sep)) else out
 
 
 def _version() -> str:
@@ -319,7 +349,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     engine_args = {k: v for k, v in {"max_model_len": args.max_model_len, "tensor_parallel_size": args.tensor_parallel_size,
                                      "gpu_memory_utilization": args.gpu_memory_utilization, "batch_size": args.batch_size,
                                      "endpoints": tuple(args.endpoint) if args.endpoint else None,
-                                     "concurrency": args.concurrency, "api_key": args.api_key}.items()
+                                     "concurrency": args.concurrency, "api_key": args.api_key,
+                                     "request_timeout": args.request_timeout}.items()
                    if v is not None}
     req = _request(args, model=args.model, backend=args.backend, samples=Path(args.samples) if args.samples else None,
                    temperatures=tuple(_floats(args.temperature, "--temperature")), top_ps=tuple(_floats(args.top_p, "--top-p")),
@@ -378,10 +409,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     dirs = find_run_dirs(Path(args.path), scored=True)
     if not dirs:
         raise BonbenchError(f"no scored run directories under {args.path}; run `bonbench run` first")
+    broken = 0
     for d in dirs:
-        print_metrics(read_json(d / "metrics.json"))
+        # one unreadable run (a damaged metrics.json) is one error line; the other runs are still shown
+        try:
+            print_metrics(read_json(d / "metrics.json"), path=d / "metrics.json")
+        except BonbenchError as exc:
+            if args.debug or len(dirs) == 1:
+                raise
+            print(f"error: {exc}", file=sys.stderr)
+            broken += 1
+            continue
         print(d)
-    return 0
+    return 1 if broken else 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -437,12 +477,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             from bonbench_sandbox import cli as sandbox_cli
 
             return sandbox_cli.run_from_args(args)
+        flags.check(args)
         handler = handlers.get(args.command) or args.handler
         return int(handler(args) or 0)
     except BonbenchError as exc:
         if getattr(args, "debug", False):
             raise
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        # the last line of defence: a read-only folder or a full disk met where no writer translated it
+        message = outputs.os_error_message(exc.filename, exc) if exc.filename else None
+        if message is None or getattr(args, "debug", False):
+            raise
+        print(f"error: {message}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted: finished samples are saved; rerun the same command to resume", file=sys.stderr)

@@ -1,17 +1,20 @@
 """metrics.json -> a terminal table (rich) or plain text; nothing else.
 
-The table lists every metric with its value and 95% bootstrap CI. Plots, HTML and leaderboards
-live in bonbench.analysis.
+The table lists every metric with its value and 95% bootstrap CI. A document that is not a
+metrics.json (no ``metrics`` table, a metric without a value) is a one-line BonbenchError naming the
+file, never a half-printed table. Plots, HTML and leaderboards live in bonbench.analysis.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Mapping
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bonbench.errors import BonbenchError
 from bonbench.estimators import metric_sort_key
 
 
@@ -37,8 +40,26 @@ def metrics_table(doc: Mapping[str, Any], title: str | None = None) -> Table:
     return table
 
 
-def print_metrics(doc: Mapping[str, Any], console: Console | None = None) -> None:
-    """Print the metrics table to stdout."""
+def check_metrics_doc(doc: Any, path: Path | str | None = None) -> None:
+    """Raise a one-line BonbenchError unless ``doc`` has the shape of a metrics.json (a ``metrics``
+    table whose entries have a ``value`` that is a number or null)."""
+    where = f"{path}" if path is not None else "the metrics document"
+    metrics = doc.get("metrics") if isinstance(doc, Mapping) else None
+    bad = None if isinstance(metrics, Mapping) else "it has no \"metrics\" table"
+    for name, m in (metrics or {}).items() if bad is None else ():
+        value = m.get("value", "missing") if isinstance(m, Mapping) else "missing"
+        ci = m.get("ci95") if isinstance(m, Mapping) else None
+        if not (value is None or isinstance(value, (int, float))) or not (ci is None or (
+                isinstance(ci, (list, tuple)) and len(ci) == 2 and all(x is None or isinstance(x, (int, float)) for x in ci))):
+            bad = f"metric {name!r} has no numeric value and interval"
+            break
+    if bad:
+        raise BonbenchError(f"{where} is not a bonbench metrics.json ({bad}); rescore the run with `bonbench score RUN_DIR`")
+
+
+def print_metrics(doc: Mapping[str, Any], console: Console | None = None, path: Path | str | None = None) -> None:
+    """Print the metrics table to stdout (``path``: the file ``doc`` came from, named in errors)."""
+    check_metrics_doc(doc, path)
     console = console or Console(soft_wrap=True)
     verifier = doc.get("verifier")
     title = f"{doc.get('task')} · {doc.get('model')} · n={doc.get('n')}" + (f" · verifier={verifier}" if verifier else "")

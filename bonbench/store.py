@@ -10,73 +10,57 @@ Layout (see docs/architecture.md)::
 ``report`` and ``list runs`` and every analysis command find runs with it.
 
 Crash safety: rows are appended one ``write`` per line and flushed; a process killed mid-line leaves
-at most one torn final line, which readers drop (and ``repair`` truncates before appending again),
-so a run killed with SIGKILL at any moment and started again ends with every key exactly once.
+at most one torn final line, which readers drop with a warning (and ``_repair_tail`` truncates before
+appending again), so a run killed with SIGKILL at any moment and started again ends with every key
+exactly once. A bad line anywhere else (not JSON, not UTF-8) is a one-line error naming file and line.
 Rows are de-duplicated by key on read (first row wins), so even a duplicate written by two
 concurrent writers cannot be double-counted. JSON files are written to a temp file and renamed.
-A full disk (or quota) while writing is a BonbenchError naming the file and the fix; what was
-written before stays, and the rerun resumes from it.
+A full disk (or quota) or a read-only folder while writing is a BonbenchError naming the file and the
+fix (``bonbench.outputs``); what was written before stays, and the rerun resumes from it.
 
 This module knows nothing about models, tasks or metrics.
 """
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
+from bonbench import outputs
 from bonbench.errors import BonbenchError
 from bonbench.records import Grade, Sample, Score, from_row, to_row
 
 R = TypeVar("R", Sample, Grade, Score)
-_FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
-def _full_disk(path: Path, exc: OSError) -> BonbenchError:
-    return BonbenchError(f"no space left writing {path} ({os.strerror(exc.errno or errno.ENOSPC)}): free space on that "
-                         "filesystem and rerun the same command; everything written before is kept and the rerun "
-                         "resumes from it")
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:
-    """Write JSON to ``path`` atomically (temp file in the same folder, fsync, rename)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    except OSError as exc:
-        if exc.errno in _FULL:
-            raise _full_disk(path, exc) from None
-        raise
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=2, sort_keys=False, default=str)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        Path(tmp).unlink(missing_ok=True)  # the old file is untouched: the rename never happened
-        if isinstance(exc, OSError) and exc.errno in _FULL:
-            raise _full_disk(path, exc) from None
-        raise
+    """Write JSON to ``path`` atomically (``outputs.write_json``: temp file in the same folder, fsync,
+    rename); a read-only folder or a full disk is a one-line BonbenchError and the old file stays."""
+    outputs.write_json(path, obj, indent=2)
 
 
 def read_json(path: Path) -> Any:
+    """A run's JSON file; missing, non-UTF-8 or malformed is a one-line BonbenchError naming it."""
+    if not Path(path).exists():
+        raise BonbenchError(f"{path} not found; is this a bonbench run directory? (run `bonbench run ...` first)")
+    return outputs.read_json(path, fix="restore it, or delete the run directory and run again")
+
+
+def _complete_row(line: bytes) -> bool:
+    """Whether a final line without its newline is nevertheless a whole row: a JSON object cannot be
+    cut short and still parse, so one that parses lost only its newline."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise BonbenchError(f"{path} not found; is this a bonbench run directory? (run `bonbench run ...` first)") from None
-    except json.JSONDecodeError as exc:
-        raise BonbenchError(f"{path} is not valid JSON ({exc.msg}); restore it or delete the run directory") from None
+        return isinstance(json.loads(line.decode("utf-8")), dict)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
 
 
 def _repair_tail(path: Path) -> None:
-    """Truncate a torn final line (no trailing newline) left by a killed writer."""
+    """Before appending: end a final line that lacks its newline. A torn row (a writer killed mid-line)
+    is truncated, to be redone; a whole row that lost only its newline gets it back."""
     if not path.exists() or path.stat().st_size == 0:
         return
     with open(path, "rb+") as fh:
@@ -86,7 +70,10 @@ def _repair_tail(path: Path) -> None:
         fh.seek(0)
         data = fh.read()
         cut = data.rfind(b"\n") + 1
-        fh.truncate(cut)
+        if _complete_row(data[cut:]):
+            fh.write(b"\n")
+        else:
+            fh.truncate(cut)
 
 
 class JsonlTable:
@@ -97,20 +84,32 @@ class JsonlTable:
         self.cls = cls
 
     def rows(self) -> Iterator[dict[str, Any]]:
+        """The file's rows in order. A torn final line (no newline, not a whole row: a writer killed
+        mid-line) is dropped with a warning, and its key is redone; any other line that is not a JSON
+        object in UTF-8 is a one-line BonbenchError naming the file and line."""
         if not self.path.exists():
             return
-        with open(self.path, encoding="utf-8") as fh:
+        with open(self.path, "rb") as fh:
             for lineno, line in enumerate(fh, 1):
-                if not line.endswith("\n"):
-                    return  # torn final line from a killed writer: not a row yet
+                if not line.endswith(b"\n"):
+                    if _complete_row(line):
+                        yield json.loads(line.decode("utf-8"))  # a whole row that lost only its newline
+                    elif line.strip():
+                        warnings.warn(f"{self.path}:{lineno}: the last line is torn (an interrupted write); "
+                                      "ignoring it, its row will be redone", stacklevel=2)
+                    return
                 if not line.strip():
                     continue
                 try:
-                    yield json.loads(line)
-                except json.JSONDecodeError:
-                    raise BonbenchError(
-                        f"{self.path}:{lineno}: malformed row; delete that line (the key will be redone) and rerun"
-                    ) from None
+                    row = json.loads(line.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                    what = "is not UTF-8" if isinstance(exc, UnicodeDecodeError) else "is not valid JSON"
+                    raise BonbenchError(f"{self.path}:{lineno}: the row {what}; delete that line (its key will be "
+                                        "redone) and rerun") from None
+                if not isinstance(row, dict):
+                    raise BonbenchError(f"{self.path}:{lineno}: the line is not a row (a JSON object); delete that "
+                                        "line (its key will be redone) and rerun")
+                yield row
 
     def read(self, where: Callable[[R], bool] | None = None) -> dict[tuple[str, int], R]:
         """Records by key, optionally only those ``where`` accepts; the first accepted row of a key wins."""
@@ -140,9 +139,7 @@ class JsonlTable:
                     count += 1
                 os.fsync(fh.fileno())
         except OSError as exc:
-            if exc.errno in _FULL:
-                raise _full_disk(self.path, exc) from None
-            raise
+            raise outputs.write_error(self.path, exc) from None
         return count
 
 

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bonbench import flags, outputs
 from bonbench.errors import BonbenchError
 
 GATE_PASS, GATE_REGRESSION, GATE_ERROR = 0, 1, 2
@@ -44,7 +45,7 @@ def register(subparsers: Any) -> None:
     gate = subparsers.add_parser(
         "gate", help="exit 1 if a run is significantly worse than a committed baseline (0 pass, 2 input error)")
     gate.add_argument("--run", required=True, help="run directory to check (or to save with --save-baseline)")
-    gate.add_argument("--baseline", help="baseline JSON (from --save-baseline), e.g. results/baselines/math.json")
+    gate.add_argument("--baseline", help="baseline JSON (from --save-baseline), e.g. results/baselines/math--gemma-3-270m.json")
     gate.add_argument("--save-baseline", action="store_true", help="write a baseline file from --run instead of gating")
     gate.add_argument("--out", help="with --save-baseline: output file (default: results/baselines/<task>--<model>.json)")
     gate.add_argument("--metric", action="append", help="metric to gate; repeatable (default: every baseline metric)")
@@ -102,9 +103,14 @@ def _metric_names(values: list[str] | None) -> list[str] | None:
 def _cmd_leaderboard(args: argparse.Namespace) -> int:
     from bonbench.analysis.leaderboard import build_leaderboard, write_leaderboard
 
+    out = Path(args.out or args.results_dir)
+    outputs.check_writable_dir(out)  # before the bootstrap: a read-only --out fails now
     board = build_leaderboard(Path(args.results_dir), base=args.base, tasks=args.task, metrics=_metric_names(args.metric),
                               n_boot=args.n_boot, seed=args.seed, base_runs=[Path(p) for p in args.base_run])
-    md, html = write_leaderboard(board, Path(args.out or args.results_dir))
+    # written into a staging folder, then renamed into --out: a full disk leaves the previous leaderboard whole
+    with outputs.staged_dir(out) as stage:
+        staged = write_leaderboard(board, stage)
+    md, html = (out / p.name for p in staged)
     print(md.read_text(encoding="utf-8"))
     print(md)
     print(html)
@@ -112,8 +118,7 @@ def _cmd_leaderboard(args: argparse.Namespace) -> int:
 
 
 def _cmd_gate(args: argparse.Namespace) -> int:
-    from bonbench.analysis.gate import format_report, load_baseline, report_json, run_gate, save_baseline
-    from bonbench.analysis.rundir import load_run
+    from bonbench.analysis.gate import format_report, load_baseline, load_gate_run, run_gate, save_baseline, write_report_json
 
     try:
         if not 0 < args.alpha < 0.5:
@@ -128,17 +133,17 @@ def _cmd_gate(args: argparse.Namespace) -> int:
             return GATE_PASS
         if not args.baseline:
             raise BonbenchError("gate needs --baseline FILE (create one with --save-baseline --run RUN_DIR)")
-        report = run_gate(load_baseline(Path(args.baseline)), load_run(Path(args.run)), metrics=_metric_names(args.metric),
+        baseline = load_baseline(Path(args.baseline))
+        report = run_gate(baseline, load_gate_run(Path(args.run), baseline.task), metrics=_metric_names(args.metric),
                           alpha=args.alpha, tolerance=args.tolerance)
+        if args.json_out:
+            write_report_json(report, Path(args.json_out))
     except BonbenchError as exc:
         if args.debug:
             raise
         print(f"error: {exc}", file=sys.stderr)
         return GATE_ERROR
     print(format_report(report))
-    if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(report_json(report) + "\n", encoding="utf-8")
     return GATE_REGRESSION if report.failed else GATE_PASS
 
 
@@ -148,10 +153,14 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     runs = [Path(p) for p in args.paths]  # run dirs, sweeps, results trees and checkpoint folders
     first = Path(args.paths[0])
     out = Path(args.out) if args.out else (first if first.is_dir() else first.parent) / "report"
+    # --out is a folder: an existing file there is refused (never replaced by a folder); an existing
+    # report folder is refreshed, its files replaced one atomic rename each once all are written
+    outputs.check_writable_dir(out)
     families = [f.strip() for f in args.fit_families.split(",") if f.strip()]
-    path = write_report(runs, out, kind=args.kind, coscaling_tol=args.coscaling_tol, verifier=args.verifier,
-                        families=families, holdout_fraction=args.holdout_fraction)
-    print(path)
+    with outputs.staged_dir(out) as stage:
+        path = write_report(runs, stage, kind=args.kind, coscaling_tol=args.coscaling_tol, verifier=args.verifier,
+                            families=families, holdout_fraction=args.holdout_fraction)
+    print(out / path.name)
     return 0
 
 
@@ -161,12 +170,19 @@ def main(argv: list[str] | None = None) -> int:
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     try:
+        flags.check(args)
         return int(args.handler(args))
     except BonbenchError as exc:
         if args.debug:
             raise
         print(f"error: {exc}", file=sys.stderr)
-        return 1
+        return GATE_ERROR if args.command == "gate" else 1
+    except OSError as exc:
+        message = outputs.os_error_message(exc.filename, exc) if exc.filename else None
+        if message is None or args.debug:
+            raise
+        print(f"error: {message}", file=sys.stderr)
+        return GATE_ERROR if args.command == "gate" else 1
 
 
 if __name__ == "__main__":

@@ -337,18 +337,16 @@ def is_checkpoint_dir(path: Path) -> bool:
 def _training_section(folders: Sequence[Path], out_dir: Path) -> tuple[str, dict]:
     """Training curves of checkpoint folders (their ``log.jsonl``), and their settings."""
     from bonbench.analysis.plots import plot_training_curves
+    from bonbench.outputs import read_json, read_jsonl
 
     logs: dict[str, list[dict]] = {}
     rows = []
     for f in folders:
-        log = []
-        for line in (f / "log.jsonl").read_text(encoding="utf-8").splitlines():
-            try:
-                log.append(json.loads(line))
-            except ValueError:
-                continue  # a torn last line of a killed run
+        # torn lines of a killed run are skipped; bytes that are not UTF-8 are a one-line error naming the line
+        log = read_jsonl(f / "log.jsonl", "the checkpoint's training log is damaged; restore it or drop that folder",
+                         skip_torn=True)
         logs[f.name] = log
-        cfg = json.loads((f / "train_config.json").read_text(encoding="utf-8"))
+        cfg = read_json(f / "train_config.json")
         last = log[-1] if log else {}
         rows.append((f.name, cfg.get("task"), cfg.get("objective"), json.dumps(cfg.get("objective_options") or {}),
                      len(log), _f(last.get("reward")), _f(last.get("kl_ref"))))

@@ -31,12 +31,17 @@ def _noop(stage: str, advance: int, total: int) -> None:
     return None
 
 
-def _patch(name: str, run: PreparedRun, per_problem: Mapping[str, float], n_boot: int, **notes: Any) -> MetricsPatch:
-    """A one-metric patch: the mean over the run's problems with a bootstrap CI over problems."""
+def _patch(name: str, run: PreparedRun, per_problem: Mapping[str, float], n_boot: int, interval: bool = True,
+           **notes: Any) -> MetricsPatch:
+    """A one-metric patch: the mean over the run's problems with a bootstrap CI over problems
+    (``interval`` False: no CI, ``ci95`` null, for a value that has no sampling noise)."""
     ids = [p.id for p in run.problems]
     values = np.array([per_problem[pid] for pid in ids], dtype=np.float64)
-    lo, hi = bootstrap_ci(values, n_boot=n_boot, seed=run.cfg.seed)
-    metric = {"value": float(values.mean()), "ci95": [float(lo), float(hi)], "n_problems": len(ids), **notes}
+    ci: list[float | None] = [None, None]
+    if interval:
+        lo, hi = bootstrap_ci(values, n_boot=n_boot, seed=run.cfg.seed)
+        ci = [float(lo), float(hi)]
+    metric = {"value": float(values.mean()), "ci95": ci, "n_problems": len(ids), **notes}
     return MetricsPatch({name: metric}, {name: {pid: float(v) for pid, v in zip(ids, values)}})
 
 
@@ -49,12 +54,27 @@ def log_ratios(run: PreparedRun, samples: Mapping[Key, Sample], policy: Verifier
     return {key: pol[key].score - ref[key].score for key in sorted(samples)}
 
 
+# what the kl number is, stored with it (metrics.json) so that every table can say it
+KL_ESTIMATOR = ("mean over the policy's samples of log pi(y|x) - log pi_ref(y|x): unbiased for KL(pi || pi_ref) >= 0, "
+                "but single terms are negative where pi_ref gives a sample more probability, so a KL near 0 can be "
+                "estimated below 0")
+
+
 def kl(run: PreparedRun, ratios: Mapping[Key, float], *, policy: str, reference: str, n_boot: int = 1000) -> MetricsPatch:
-    """``kl``: the mean over samples of log pi - log pi_ref, averaged per problem, CI over problems."""
+    """``kl``: the mean over samples of log pi - log pi_ref, averaged per problem, CI over problems.
+
+    The Monte Carlo estimate of E_pi[log pi - log pi_ref]: unbiased, and unlike KL itself not
+    bounded below by 0 (a sample the reference likes more than the policy has a negative log-ratio),
+    so a checkpoint that barely moved can show a small negative value whose CI covers 0. The
+    non-negative alternative (r - 1 - log r with r = pi_ref / pi) needs E_pi[r] = 1, which the
+    sequence scores here do not give (the end-of-sample event is left out of both log-probabilities),
+    and its r is heavy-tailed at the tens of nats trained policies reach, so it is not used.
+    """
     per: dict[str, list[float]] = {}
     for (pid, _), v in sorted(ratios.items()):
         per.setdefault(pid, []).append(v)
-    return _patch("kl", run, {pid: float(np.mean(v)) for pid, v in per.items()}, n_boot, policy=policy, reference=reference)
+    return _patch("kl", run, {pid: float(np.mean(v)) for pid, v in per.items()}, n_boot, policy=policy, reference=reference,
+                  direction="lower", estimator=KL_ESTIMATOR)
 
 
 def rewards_by_problem(run: PreparedRun, grades: Mapping[Key, Grade], what: str) -> dict[str, list[float]]:
@@ -129,6 +149,10 @@ def bon_kls(run: PreparedRun, grades: Mapping[Key, Grade], ks: Sequence[int], ra
     patch = MetricsPatch()
     for k in ks:
         per = {pid: bon_kl(mine[pid], k, None if lr is None else lr[pid]) for pid in mine}
-        patch += _patch(f"kl_bon@{k}", run, per, n_boot, reference=reference,
-                        analytic=float(np.log(k) - (k - 1) / k))
+        values = list(per.values())
+        # to the run's own policy with every problem's rewards distinct, each problem gives the same
+        # function of n and k: a closed form of the settings, with no sampling interval to show
+        closed = lr is None and bool(values) and max(values) - min(values) <= 1e-12 * max(1.0, abs(values[0]))
+        patch += _patch(f"kl_bon@{k}", run, per, n_boot, interval=not closed, reference=reference,
+                        analytic=float(np.log(k) - (k - 1) / k), direction="lower", closed_form=closed)
     return patch

@@ -14,6 +14,7 @@ from bonbench.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
 from bonbench.analysis.gate import compare_metric, paired_test, verdict
 from bonbench.analysis.rundir import Metric
 from bonbench.analysis.synthetic import per_problem_pass, write_synthetic_run
+from bonbench.errors import BonbenchError
 
 ALPHA = 0.05
 P, N = 500, 16
@@ -90,10 +91,12 @@ def test_test_choice_follows_problem_overlap_and_available_values() -> None:
     a, b = rng.random(200), rng.random(200)
     ids_a = [f"a{i}" for i in range(200)]
     ids_b = [f"b{i}" for i in range(200)]
-    unpaired = compare_metric(_metric(a), dict(zip(ids_a, a)), _metric(b), dict(zip(ids_b, b)), ALPHA)
-    assert unpaired.test == "welch t" and unpaired.n_paired == 0
-    partly = compare_metric(_metric(a), dict(zip(ids_a, a)), _metric(b), dict(zip(ids_a[:150], b[:150])), ALPHA)
-    assert partly.test == "paired t" and partly.n_paired == 150
+    # no shared problems: the means are over different problems, so there is nothing to compare
+    with pytest.raises(BonbenchError, match="share 0 problem"):
+        compare_metric(_metric(a), dict(zip(ids_a, a)), _metric(b), dict(zip(ids_b, b)), ALPHA)
+    # a run on a subset (another --limit): paired on the shared problems
+    partly = compare_metric(_metric(a), dict(zip(ids_a, a)), _metric(b), dict(zip(ids_a[:30], b[:30])), ALPHA)
+    assert partly.test == "paired t" and partly.n_paired == 30 and (partly.n_baseline, partly.n_current) == (200, 30)
     summary = compare_metric(Metric(0.50, (0.45, 0.55), 400), None, Metric(0.40, (0.35, 0.45), 400), None, ALPHA)
     assert summary.test == "z (from CIs)" and summary.p < 0.01
     with pytest.raises(Exception, match="neither per-problem values nor a CI"):

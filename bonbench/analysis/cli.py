@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -94,9 +95,11 @@ def _metric_names(values: list[str] | None) -> list[str] | None:
         try:
             names += [spec.name for spec in parse_metrics([value])]
         except BonbenchError:
-            if "@" in value:
+            tokens = [v.strip() for v in value.split(",") if v.strip()]
+            # comparison metrics have a k too (kl_bon@4, winrate@16); a typo of pass@k still fails
+            if any("@" in t and not re.fullmatch(r"(kl_bon|winrate)@[1-9][0-9]*", t) for t in tokens):
                 raise
-            names += [v.strip() for v in value.split(",") if v.strip()]
+            names += tokens
     return list(dict.fromkeys(names))
 
 

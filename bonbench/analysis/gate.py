@@ -1,64 +1,54 @@
 """CI regression gate: is a run worse than a committed baseline by more than sampling noise explains?
 
-For every gated metric (higher is better) the gate tests H0 "the run is not worse than the
-baseline" against "the run is worse", one-sided at level ``alpha``:
+First the gate checks that the two are comparable, and refuses in one line naming what differs
+when they are not: another task or task version, another dataset (fingerprint), another grader
+version or grading settings, or problem sets of which neither contains the other (another split,
+level or subject; a different ``--limit`` or a partial run is fine: the test pairs the shared
+problems). Differences in sampling settings, n or verifier are what a gate is for (did this change
+make it worse?) and are printed as notes.
 
-* **paired t-test** on per-problem differences ``d_i = current_i - baseline_i`` when the two runs
-  share problems (the shared ids cover at least half of each run's problems): the per-problem
-  values are the unbiased estimates metrics.json stores, so the d_i are independent across
-  problems with mean equal to the true change; ``t = mean(d) / (sd(d) / sqrt(m))`` with ``m - 1``
-  degrees of freedom. Chosen over the bootstrap because it is deterministic (same files, same
-  verdict) and its false-alarm rate stays at ``alpha`` for small problem sets, where percentile
-  bootstraps run slightly hot. Only the shared problems enter the test and the means shown.
-* **Welch two-sample t-test** on the per-problem values otherwise (different problem sets).
+Every gated metric has a better side (``bonbench.metricinfo``): higher for pass@k, bon@k, maj@k,
+max@k, mean and win rates, lower for ``kl``. Closed-form metrics (``kl_bon@k`` to the run's own
+policy) and metrics without a better side are refused. For each gated metric the gate tests H0
+"the run is not worse than the baseline" against "the run is worse", one-sided at level ``alpha``:
+
+* **paired t-test** on per-problem differences ``d_i = current_i - baseline_i`` over the shared
+  problems: the per-problem values are the unbiased estimates metrics.json stores, so the d_i are
+  independent across problems with mean equal to the true change; ``t = mean(d) / (sd(d) / sqrt(m))``
+  with ``m - 1`` degrees of freedom. Chosen over the bootstrap because it is deterministic (same
+  files, same verdict) and its false-alarm rate stays at ``alpha`` for small problem sets, where
+  percentile bootstraps run slightly hot.
 * **z-test from the reported 95% CIs** (``se = (hi - lo) / 3.92``) when either side has no
   per-problem values for the metric.
 
-A metric **regresses** iff ``p < alpha`` **and** ``current - baseline < -tolerance`` (the point
-estimate of the drop exceeds the absolute tolerance). The tolerance never makes the test stricter:
-it only excuses significant drops that are too small to matter. The CI shown is the two-sided
-``1 - 2 alpha`` interval of the difference, whose upper end is below 0 exactly when ``p < alpha``.
+A metric **regresses** iff ``p < alpha`` **and** the point estimate moved to the worse side by more
+than the absolute ``tolerance``. The tolerance never makes the test stricter: it only excuses
+significant drops that are too small to matter. The CI shown is the two-sided ``1 - 2 alpha``
+interval of ``current - baseline``.
 
-The baseline file (``save_baseline``) holds metrics, per-problem values, config and provenance of
-one run, to be committed under ``results/baselines/``. This module neither runs the pipeline nor
-decides exit codes; ``analysis.cli`` maps the report to 0 (pass) / 1 (regression) / 2 (input error).
+Baseline files are ``baseline``'s. This module neither runs the pipeline nor decides exit codes;
+``analysis.cli`` maps the report to 0 (pass) / 1 (regression) / 2 (input error).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 from scipy import stats
 
 from bonbench.errors import BonbenchError
-from bonbench.store import atomic_write_json, read_json
-from bonbench.analysis.rundir import Metric, RunData, load_run
+from bonbench.metricinfo import HIGHER, LOWER, metric_info
+from bonbench.analysis.baseline import (  # noqa: F401  (re-exported: the CLI imports them from here)
+    BASELINE_SCHEMA, Baseline, _write_json, default_baseline_path, is_checkpoint_dir, load_baseline, load_gate_run,
+    run_metric_info, run_problem_ids, save_baseline)
+from bonbench.analysis.rundir import Metric, RunData
 
-BASELINE_SCHEMA = 1
-# Pair only when the shared problems are at least this share of each run's problems; below it,
-# pairing would throw away most of the data and an unpaired test on everything is more powerful.
-MIN_PAIRED_SHARE = 0.5
 Z95 = 1.959963984540054
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """A committed reference: one run's metrics and per-problem values, with where they came from."""
-
-    path: Path
-    task: str
-    model: str
-    metrics: Mapping[str, Metric]
-    per_problem: Mapping[str, Mapping[str, float]]
-    config: Mapping[str, Any] = field(default_factory=dict)
-    provenance: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -80,8 +70,9 @@ class TestResult:
 @dataclass(frozen=True)
 class GateRow:
     metric: str
-    result: TestResult
+    result: TestResult  # in the metric's units: diff = current - baseline
     verdict: str  # "REGRESSION", "ok", "ok (drop <= tolerance)", "improved"
+    direction: str = HIGHER  # the better side: "higher" or "lower"
 
     @property
     def failed(self) -> bool:
@@ -132,25 +123,6 @@ def paired_test(baseline: np.ndarray, current: np.ndarray, alpha: float = 0.05) 
     return TestResult("paired t", float(b.mean()), float(c.mean()), diff, lo, hi, p, m, m, m)
 
 
-def welch_test(baseline: np.ndarray, current: np.ndarray, alpha: float = 0.05) -> TestResult:
-    """One-sided Welch t-test of ``mean(current) < mean(baseline)`` for unpaired per-problem values."""
-    b = np.asarray(baseline, dtype=float)
-    c = np.asarray(current, dtype=float)
-    if len(b) < 2 or len(c) < 2:
-        raise BonbenchError(f"an unpaired test needs at least 2 problems per side, got {len(b)} and {len(c)}")
-    vb, vc = b.var(ddof=1) / len(b), c.var(ddof=1) / len(c)
-    diff = float(c.mean() - b.mean())
-    se = math.sqrt(vb + vc)
-    if se == 0.0:
-        p, lo, hi = (0.0 if diff < 0 else 1.0), diff, diff
-    else:
-        # Welch-Satterthwaite degrees of freedom
-        dof = (vb + vc) ** 2 / ((vb ** 2 / (len(b) - 1) if vb else 0.0) + (vc ** 2 / (len(c) - 1) if vc else 0.0))
-        p = float(stats.t.cdf(diff / se, dof))
-        lo, hi = _interval(diff, se, float(stats.t.ppf(1 - alpha, dof)))
-    return TestResult("welch t", float(b.mean()), float(c.mean()), diff, lo, hi, p, len(b), len(c), 0)
-
-
 def summary_test(baseline: Metric, current: Metric, alpha: float = 0.05) -> TestResult:
     """One-sided z-test from two reported values and their 95% CIs (no per-problem values)."""
     ses = []
@@ -172,18 +144,22 @@ def summary_test(baseline: Metric, current: Metric, alpha: float = 0.05) -> Test
 
 def compare_metric(base_metric: Metric, base_pp: Mapping[str, float] | None, cur_metric: Metric,
                    cur_pp: Mapping[str, float] | None, alpha: float = 0.05) -> TestResult:
-    """Pick the test by the rule in the module docstring and run it."""
+    """Paired t-test over the shared problems when both sides have per-problem values, else the
+    z-test from the two CIs. Values are on the "higher is better" scale (``run_gate`` flips the
+    others). Fewer than 2 shared problems is an error: the runs did not score the same problems."""
     if base_pp and cur_pp:
         shared = sorted(set(base_pp) & set(cur_pp))
-        if len(shared) >= 2 and len(shared) >= MIN_PAIRED_SHARE * max(len(base_pp), len(cur_pp)):
-            r = paired_test(np.array([base_pp[i] for i in shared]), np.array([cur_pp[i] for i in shared]), alpha)
-            return TestResult(r.test, r.baseline, r.current, r.diff, r.lo, r.hi, r.p, len(base_pp), len(cur_pp), r.n_paired)
-        return welch_test(np.array(list(base_pp.values())), np.array(list(cur_pp.values())), alpha)
+        if len(shared) < 2:
+            raise BonbenchError(f"the run and the baseline share {len(shared)} problem(s) ({len(base_pp)} in the baseline, "
+                                f"{len(cur_pp)} in the run); gate a run of the baseline's problems")
+        r = paired_test(np.array([base_pp[i] for i in shared]), np.array([cur_pp[i] for i in shared]), alpha)
+        return TestResult(r.test, r.baseline, r.current, r.diff, r.lo, r.hi, r.p, len(base_pp), len(cur_pp), r.n_paired)
     return summary_test(base_metric, cur_metric, alpha)
 
 
 def verdict(result: TestResult, alpha: float, tolerance: float) -> str:
-    """REGRESSION iff p < alpha and the drop exceeds ``tolerance``; "improved" if the interval is above 0."""
+    """REGRESSION iff p < alpha and the drop exceeds ``tolerance``; "improved" if the interval is above 0.
+    ``result`` is on the "higher is better" scale."""
     if result.p < alpha:
         return "REGRESSION" if result.diff < -tolerance else "ok (drop <= tolerance)"
     if result.lo > 0:
@@ -191,79 +167,65 @@ def verdict(result: TestResult, alpha: float, tolerance: float) -> str:
     return "ok"
 
 
-# ---- baseline files -------------------------------------------------------------------------------
-
-def default_baseline_path(run: RunData) -> Path:
-    root = Path(os.environ.get("BONBENCH_OUT", "results"))
-    return root / "baselines" / f"{run.task}--{run.model_slug}.json"
-
-
-def save_baseline(run_dir: Path, out: Path | None = None, metrics: Sequence[str] | None = None) -> Path:
-    """Write the baseline file for ``run_dir`` (all metrics, or ``metrics``) and return its path."""
-    run = load_run(run_dir)
-    names = list(metrics) if metrics else list(run.metrics)
-    missing = [m for m in names if m not in run.metrics]
-    if missing:
-        raise BonbenchError(f"{run.path} has no metric {', '.join(missing)} (has: {', '.join(run.metrics)}); "
-                            "rescore with --metric or drop it")
-    if not names:
-        raise BonbenchError(f"{run.path} has no metrics; score the run first")
-    doc = {
-        "bonbench_baseline": BASELINE_SCHEMA,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "source_run": str(run.path),
-        "task": run.task,
-        "model": run.model,
-        "hash": run.hash,
-        "bonbench_version": run.bonbench_version,
-        "dataset_fingerprint": run.dataset_fingerprint,
-        "config": dict(run.config),
-        "provenance": dict(run.provenance),
-        "metrics": {m: {"value": run.metrics[m].value, "ci95": list(run.metrics[m].ci95),
-                        "n_problems": run.metrics[m].n_problems} for m in names},
-        "per_problem": {m: dict(run.per_problem[m]) for m in names if m in run.per_problem},
-    }
-    path = Path(out) if out is not None else default_baseline_path(run)
-    atomic_write_json(path, doc)
-    return path
+def _flip(result: TestResult) -> TestResult:
+    """A result computed on negated values, back in the metric's own units."""
+    return TestResult(result.test, -result.baseline, -result.current, -result.diff, -result.hi, -result.lo, result.p,
+                      result.n_baseline, result.n_current, result.n_paired)
 
 
-def load_baseline(path: Path) -> Baseline:
-    """Read a baseline file written by ``save_baseline``."""
-    path = Path(path)
-    if not path.is_file():
-        raise BonbenchError(f"baseline {path} not found; create it with `bonbench gate --save-baseline --run RUN_DIR`")
-    doc = read_json(path)
-    if not isinstance(doc, dict) or doc.get("bonbench_baseline") != BASELINE_SCHEMA or "metrics" not in doc:
-        raise BonbenchError(f"{path} is not a bonbench baseline (schema {BASELINE_SCHEMA}); "
-                            "regenerate it with `bonbench gate --save-baseline`")
-    metrics = {}
-    for name, m in doc["metrics"].items():
-        lo, hi = (math.nan if x is None else float(x) for x in (m.get("ci95") or [None, None]))
-        value = math.nan if m.get("value") is None else float(m["value"])  # null: withheld by the task
-        metrics[name] = Metric(value, (lo, hi), int(m.get("n_problems", 0)))
-    per_problem = {name: {str(k): float(v) for k, v in vals.items() if v is not None}
-                   for name, vals in doc.get("per_problem", {}).items()}
-    return Baseline(path=path, task=str(doc.get("task", "")), model=str(doc.get("model", "")), metrics=metrics,
-                    per_problem=per_problem, config=doc.get("config", {}), provenance=doc.get("provenance", {}))
+def compare_directed(name: str, direction: str, baseline: Baseline, run: RunData, alpha: float,
+                     tolerance: float) -> GateRow:
+    """One metric through ``compare_metric`` on its "better" scale; the row is in the metric's units."""
+    s = -1.0 if direction == LOWER else 1.0
+
+    def scaled(m: Metric) -> Metric:
+        lo, hi = sorted((s * m.ci95[0], s * m.ci95[1])) if all(map(math.isfinite, m.ci95)) else m.ci95
+        return Metric(s * m.value, (lo, hi), m.n_problems)
+
+    def pp(vals: Mapping[str, float] | None) -> dict[str, float] | None:
+        return None if vals is None else {k: s * v for k, v in vals.items()}
+
+    better = compare_metric(scaled(baseline.metrics[name]), pp(baseline.per_problem.get(name)), scaled(run.metrics[name]),
+                            pp(run.per_problem.get(name)), alpha)
+    return GateRow(name, better if s > 0 else _flip(better), verdict(better, alpha, tolerance), direction)
 
 
 # ---- the gate -------------------------------------------------------------------------------------
 
-_SETTINGS_CHECKED = ("temperature", "top_p", "max_tokens", "prompt_style", "prompt_id", "task_version", "task_hash_args")
+# sampling settings a gate is meant to test changes of: a difference is a note, not a refusal
+_SETTINGS_NOTED = ("temperature", "top_p", "max_tokens", "prompt_style", "prompt_id", "task_hash_args")
 
 
-def run_gate(baseline: Baseline, run: RunData, metrics: Sequence[str] | None = None, alpha: float = 0.05,
-             tolerance: float = 0.0) -> GateReport:
-    """Compare ``run`` with ``baseline`` on ``metrics`` (default: every baseline metric)."""
-    if not 0 < alpha < 0.5:
-        raise BonbenchError(f"alpha must be in (0, 0.5), got {alpha}")
-    if tolerance < 0:
-        raise BonbenchError(f"tolerance must be >= 0, got {tolerance}")
+def incomparable(baseline: Baseline, run: RunData) -> list[str]:
+    """What makes ``run`` not comparable with ``baseline`` (empty when it is): see the module docstring."""
+    out: list[str] = []
     if baseline.task and baseline.task != run.task:
-        raise BonbenchError(f"baseline {baseline.path} is for task {baseline.task!r} but the run is {run.task!r}; "
-                            "pass the matching baseline")
-    names = list(metrics) if metrics else list(baseline.metrics)
+        out.append(f"task {baseline.task!r} (baseline) vs {run.task!r} (run)")
+    bv, rv = baseline.config.get("task_version"), run.config.get("task_version")
+    if bv is not None and rv is not None and bv != rv:
+        out.append(f"task version {bv} vs {rv}")
+    if baseline.dataset_fingerprint and run.dataset_fingerprint and baseline.dataset_fingerprint != run.dataset_fingerprint:
+        out.append(f"dataset fingerprint {baseline.dataset_fingerprint} vs {run.dataset_fingerprint}")
+    bg, rg = baseline.grading, run.meta.get("grading") or {}
+    for key in ("grader", "grader_version", "grading_id"):
+        if bg.get(key) is not None and rg.get(key) is not None and bg[key] != rg[key]:
+            out.append(f"{key.replace('_', ' ')} {bg[key]!r} vs {rg[key]!r}")
+    b_ids, r_ids = set(baseline.problem_ids), set(run_problem_ids(run))
+    if b_ids and r_ids and not (b_ids <= r_ids or r_ids <= b_ids):
+        shared = len(b_ids & r_ids)
+        example = sorted(r_ids - b_ids)[0]
+        out.append(f"problems: {len(b_ids)} (baseline) vs {len(r_ids)} (run), {shared} shared, e.g. {example!r} only in the run")
+    if out:
+        bt, rt = baseline.config.get("task_args") or {}, run.config.get("task_args") or {}
+        if bt != rt:
+            out.append(f"task args {bt} vs {rt}")
+    return out
+
+
+def _gated_metrics(baseline: Baseline, run: RunData, metrics: Sequence[str] | None) -> list[tuple[str, str]]:
+    """(name, direction) of every metric to gate; one-line errors for missing, closed-form or undirected ones."""
+    names = list(dict.fromkeys(metrics)) if metrics else list(baseline.metrics)
+    out = []
     for name in names:
         if name not in baseline.metrics:
             raise BonbenchError(f"metric {name} is not in baseline {baseline.path} (has: {', '.join(baseline.metrics)}); "
@@ -271,8 +233,24 @@ def run_gate(baseline: Baseline, run: RunData, metrics: Sequence[str] | None = N
         if name not in run.metrics:
             raise BonbenchError(f"metric {name} is not in run {run.path} (has: {', '.join(run.metrics) or 'none'}); "
                                 f"rescore the run with --metric {name}")
+        info = run_metric_info(run, name)
+        direction = baseline.directions.get(name) or info.direction
+        if info.closed_form:
+            if metrics:
+                raise BonbenchError(f"{name} is a closed-form function of n and k in {run.path} (no sampling noise, not "
+                                    f"a measurement of the model) and is not gated; drop --metric {name}")
+            continue  # an old baseline saved it; nothing to test
+        if direction not in (HIGHER, LOWER):
+            raise BonbenchError(f"{name} has no better side (a count or report) and cannot be gated; drop --metric {name}")
+        out.append((name, str(direction)))
+    if not out:
+        raise BonbenchError(f"no gateable metric in baseline {baseline.path}; re-save it with --metric pass@1 (or mean)")
+    return out
+
+
+def _notes(baseline: Baseline, run: RunData, names: Sequence[str]) -> list[str]:
     notes = []
-    for key in _SETTINGS_CHECKED:
+    for key in _SETTINGS_NOTED:
         if key in baseline.config and baseline.config.get(key) != run.config.get(key):
             notes.append(f"settings differ: {key} = {baseline.config.get(key)!r} (baseline) vs "
                          f"{run.config.get(key)!r} (run); the comparison mixes a setting change with the model change")
@@ -284,14 +262,30 @@ def run_gate(baseline: Baseline, run: RunData, metrics: Sequence[str] | None = N
                      "models; re-save the baseline (--save-baseline) when the verifier changes on purpose")
     if baseline.config.get("n") not in (None, run.config.get("n")):
         notes.append(f"n differs ({baseline.config.get('n')} vs {run.config.get('n')}): same estimand, different noise")
+    return notes
+
+
+def run_gate(baseline: Baseline, run: RunData, metrics: Sequence[str] | None = None, alpha: float = 0.05,
+             tolerance: float = 0.0) -> GateReport:
+    """Compare ``run`` with ``baseline`` on ``metrics`` (default: every gateable baseline metric)."""
+    if not 0 < alpha < 0.5:
+        raise BonbenchError(f"alpha must be in (0, 0.5), got {alpha}")
+    if tolerance < 0:
+        raise BonbenchError(f"tolerance must be >= 0, got {tolerance}")
+    differences = incomparable(baseline, run)
+    if differences:
+        raise BonbenchError(f"run {run.path} is not comparable with baseline {baseline.path}: {'; '.join(differences)}; "
+                            "gate a run of the baseline's task, data and problems (same -T args and --limit), or save a "
+                            "baseline from a comparable run with `bonbench gate --save-baseline --run RUN_DIR`")
+    gated = _gated_metrics(baseline, run, metrics)
+    notes = _notes(baseline, run, [n for n, _ in gated])
     rows = []
-    for name in names:
-        result = compare_metric(baseline.metrics[name], baseline.per_problem.get(name), run.metrics[name],
-                                run.per_problem.get(name), alpha)
-        if result.n_paired and result.n_paired < max(result.n_baseline, result.n_current):
-            notes.append(f"{name}: paired on the {result.n_paired} shared problems "
-                         f"(baseline {result.n_baseline}, run {result.n_current})")
-        rows.append(GateRow(name, result, verdict(result, alpha, tolerance)))
+    for name, direction in gated:
+        row = compare_directed(name, direction, baseline, run, alpha, tolerance)
+        r = row.result
+        if r.n_paired and r.n_paired < max(r.n_baseline, r.n_current):
+            notes.append(f"{name}: paired on the {r.n_paired} shared problems (baseline {r.n_baseline}, run {r.n_current})")
+        rows.append(row)
     return GateReport(rows=tuple(rows), alpha=alpha, tolerance=tolerance, baseline_path=baseline.path,
                       run_path=run.path, notes=tuple(notes))
 
@@ -303,17 +297,18 @@ def _fmt(x: float) -> str:
 def format_report(report: GateReport) -> str:
     """A plain-text table of every gated metric and the verdict, for CI logs."""
     level = f"{100 * (1 - 2 * report.alpha):g}% CI"
-    header = ["metric", "test", "n", "baseline", "current", "diff", level, "p (one-sided)", "verdict"]
+    header = ["metric", "better", "test", "n", "baseline", "current", "diff", level, "p (one-sided)", "verdict"]
     table = [header]
     for row in report.rows:
         r = row.result
         n = f"{r.n_paired} paired" if r.n_paired else f"{r.n_baseline}/{r.n_current}"
-        table.append([row.metric, r.test, n, _fmt(r.baseline), _fmt(r.current), f"{r.diff:+.4f}",
+        table.append([row.metric, row.direction, r.test, n, _fmt(r.baseline), _fmt(r.current), f"{r.diff:+.4f}",
                       f"[{r.lo:+.4f}, {r.hi:+.4f}]", f"{r.p:.4g}", row.verdict])
     widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+    tol = f"{report.tolerance:g}" if report.tolerance else "0"
     lines = [f"gate: run {report.run_path}", f"      baseline {report.baseline_path}",
-             f"rule: REGRESSION if one-sided p < {report.alpha:g} and diff < {-report.tolerance if report.tolerance else 0:g} "
-             "(diff = current - baseline; higher is better)", ""]
+             f"rule: REGRESSION if one-sided p < {report.alpha:g} and the run is worse by more than {tol} "
+             "(diff = current - baseline; 'better' says which side is better)", ""]
     for i, line in enumerate(table):
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
         if i == 0:
@@ -332,7 +327,12 @@ def report_json(report: GateReport) -> str:
     return json.dumps({
         "failed": report.failed, "alpha": report.alpha, "tolerance": report.tolerance,
         "baseline": str(report.baseline_path), "run": str(report.run_path), "notes": list(report.notes),
-        "rows": [{"metric": r.metric, "verdict": r.verdict, **{k: getattr(r.result, k) for k in
+        "rows": [{"metric": r.metric, "direction": r.direction, "verdict": r.verdict, **{k: getattr(r.result, k) for k in
                   ("test", "baseline", "current", "diff", "lo", "hi", "p", "n_baseline", "n_current", "n_paired")}}
                  for r in report.rows],
     }, indent=2)
+
+
+def write_report_json(report: GateReport, path: Path) -> None:
+    """``report_json`` into ``path`` (atomic; a read-only or full folder is one line)."""
+    _write_json(Path(path), json.loads(report_json(report)))

@@ -30,7 +30,7 @@ _RUN_AND_SCORE: dict[str, Range] = {"n": AT_LEAST_1, "limit": AT_LEAST_1, "n_boo
 RANGES: dict[str, dict[str, Range]] = {
     "run": {**_RUN_AND_SCORE, "max_tokens": AT_LEAST_1, "seed": AT_LEAST_0, "max_model_len": AT_LEAST_1,
             "tensor_parallel_size": AT_LEAST_1, "gpu_memory_utilization": SHARE, "batch_size": AT_LEAST_1,
-            "concurrency": AT_LEAST_1},
+            "concurrency": AT_LEAST_1, "request_timeout": POSITIVE},
     "score": dict(_RUN_AND_SCORE),
     "merge": {"n_boot": AT_LEAST_1},
     "train-verifier": {"max_length": AT_LEAST_1, "batch_size": AT_LEAST_1, "folds": (2, None, True, False),

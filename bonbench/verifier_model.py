@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
+from safetensors import SafetensorError
 
 from bonbench.errors import BonbenchError
 from bonbench.models import EMBEDDED_MODEL, ResolvedModel, resolve_model
@@ -50,8 +51,12 @@ class VerifierModel:
             self.tokenizer = AutoTokenizer.from_pretrained(base.path, revision=base.revision)
             # AutoModel on a causal-LM folder gives the decoder without its LM head
             backbone = AutoModel.from_pretrained(base.path, revision=base.revision, dtype=self.dtype)
-        except (OSError, ValueError) as exc:
-            raise BonbenchError(f"cannot load verifier base model {base.name!r}: {exc}".splitlines()[0]) from exc
+        except (OSError, ValueError, SafetensorError) as exc:
+            # a truncated or damaged model.safetensors is a SafetensorError ("incomplete metadata, file not fully covered")
+            reason = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+            fix = ("its weights are damaged or cut short: copy or download the model again"
+                   if isinstance(exc, SafetensorError) else "check --model names a model folder or hub id")
+            raise BonbenchError(f"cannot load verifier base model {base.name!r} from {base.path} ({reason}); {fix}") from None
         # keep the end of long texts: the answer is there
         self.tokenizer.truncation_side = "left"
         self.tokenizer.padding_side = "right"
@@ -132,7 +137,11 @@ class VerifierModel:
     def load_head(self, folder: Path) -> None:
         from safetensors.torch import load_file
 
-        state = load_file(str(folder / HEAD_FILE))
+        try:
+            state = load_file(str(folder / HEAD_FILE))
+        except (OSError, SafetensorError) as exc:
+            raise BonbenchError(f"cannot read {folder / HEAD_FILE} ({str(exc).splitlines()[0]}); copy the verifier folder "
+                                "again or retrain it") from None
         try:
             self.head.load_state_dict(state)
         except RuntimeError as exc:

@@ -27,19 +27,22 @@ This module trains and writes the verifier folder; it does not sample (``bonbenc
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import pickle
 import re
 import shutil
 import time
 import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
 
+from bonbench import outputs
 from bonbench import verifier_folder as vf
 from bonbench import verifier_model as vm
 from bonbench.errors import BonbenchError
@@ -246,8 +249,14 @@ class FeatureCache:
     def load(self) -> dict[tuple[str, str, int], torch.Tensor]:
         out: dict[tuple[str, str, int], torch.Tensor] = {}
         for part in sorted(self.root.glob("part-*.pt")):
-            blob = torch.load(part, weights_only=True)
-            for key, row in zip(blob["keys"], blob["feats"], strict=True):
+            try:
+                blob = torch.load(part, weights_only=True)
+                pairs = list(zip(blob["keys"], blob["feats"], strict=True))
+            except (RuntimeError, EOFError, OSError, ValueError, KeyError, TypeError, pickle.UnpicklingError) as exc:
+                # parts are renamed into place whole, so this one was damaged after it was written
+                raise BonbenchError(f"cached features {part} are damaged ({str(exc).splitlines()[0][:80]}); delete that "
+                                    "file and rerun: its samples' features are computed again") from None
+            for key, row in pairs:
                 out[tuple(key)] = row  # type: ignore[index]
         return out
 
@@ -255,8 +264,28 @@ class FeatureCache:
         self.root.mkdir(parents=True, exist_ok=True)
         n = len(list(self.root.glob("part-*.pt")))
         tmp = self.root / f".part-{n:05d}.tmp"
-        torch.save({"keys": [list(k) for k in keys], "feats": feats.contiguous()}, tmp)
-        tmp.rename(self.root / f"part-{n:05d}.pt")
+        with _saving(tmp, "the features computed so far are kept"):
+            torch.save({"keys": [list(k) for k in keys], "feats": feats.contiguous()}, tmp)
+            tmp.rename(self.root / f"part-{n:05d}.pt")
+
+
+@contextlib.contextmanager
+def _saving(tmp: Path, kept: str) -> Iterator[None]:
+    """Around a torch/safetensors save to ``tmp``: a full disk or a read-only folder (an OSError, or
+    the RuntimeError torch's writer raises for it) removes ``tmp`` and is a one-line BonbenchError."""
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and outputs.os_error_message(tmp, exc) is None:
+            raise
+        if isinstance(exc, RuntimeError) and "writ" not in str(exc).lower():
+            raise  # not a write failure: a bug, shown as such
+        raise BonbenchError(f"cannot write {tmp.parent} ({str(exc).splitlines()[0][:100]}): free space on that "
+                            f"filesystem or make it writable, then rerun the same command; {kept}") from None
 
 
 def extract_features(model: vm.VerifierModel, rows: Sequence[LabelledSample], cache: FeatureCache,
@@ -360,7 +389,12 @@ def _train_lora(model: vm.VerifierModel, rows: Sequence[LabelledSample], req: Tr
     state = folder / STATE
     step, losses = 0, []
     if (state / "state.pt").exists():
-        blob = torch.load(state / "state.pt", weights_only=False)
+        try:
+            blob = torch.load(state / "state.pt", weights_only=False)
+        except (RuntimeError, EOFError, OSError, ValueError, pickle.UnpicklingError) as exc:
+            raise BonbenchError(f"the saved LoRA training state {state / 'state.pt'} is damaged "
+                                f"({str(exc).splitlines()[0][:80]}); delete {state} and rerun to train the adapters "
+                                "from the start") from None
         trainable = dict((n, p) for n, p in model.backbone.named_parameters() if p.requires_grad)
         with torch.no_grad():
             for n, t in blob["adapter"].items():
@@ -388,12 +422,13 @@ def _train_lora(model: vm.VerifierModel, rows: Sequence[LabelledSample], req: Tr
         if step % req.save_every == 0 or step == total:
             tmp = folder / (STATE + ".tmp")
             shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
             adapter = {n: p.detach().cpu().clone() for n, p in model.backbone.named_parameters() if p.requires_grad}
-            torch.save({"adapter": adapter, "head": model.head.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                        "losses": losses}, tmp / "state.pt")
-            shutil.rmtree(state, ignore_errors=True)
-            tmp.rename(state)
+            with _saving(tmp, "the last saved training state is kept"):
+                tmp.mkdir(parents=True)
+                torch.save({"adapter": adapter, "head": model.head.state_dict(), "optimizer": opt.state_dict(),
+                            "step": step, "losses": losses}, tmp / "state.pt")
+                shutil.rmtree(state, ignore_errors=True)
+                tmp.rename(state)
     model.backbone.eval()
     seconds = time.time() - t0
     done = step - start_step
@@ -423,6 +458,10 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress | None = None) 
         raise BonbenchError(f"unknown --method {req.method!r}; use head (frozen backbone + trained head) or lora")
     if not 0.0 <= req.val_fraction < 1.0:
         raise BonbenchError(f"--val-fraction must be in [0, 1), got {req.val_fraction}")
+    for name, least in (("folds", 2), ("min_class", 1), ("batch_size", 1), ("max_length", 1), ("epochs", 1),
+                        ("micro_batch", 1), ("save_every", 1), ("lora_rank", 1), ("lora_alpha", 1)):
+        if getattr(req, name) < least:  # the CLI checks these when parsing (bonbench.flags); callers of the API too
+            raise BonbenchError(f"--{name.replace('_', '-')} must be >= {least} (got {getattr(req, name)})")
     data = assemble(req.run_dirs, data_dir=req.data_dir, family=req.task)
     data, excluded = check_no_eval_problems(data, data_dir=req.data_dir, drop=req.drop_eval_overlap)
     check_class_counts(data.rows, req.min_class)
@@ -440,12 +479,12 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress | None = None) 
         if diff:
             raise BonbenchError(f"verifier folder {str(folder)!r} was trained with other settings or data ({', '.join(diff)}); "
                                 "pass another --name, or the same flags and runs to resume")
-    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(req.seed)
+    # loaded before the folder is touched: a damaged --model is an error that leaves a finished verifier whole
+    model = vm.VerifierModel(base, method="head", dtype=req.dtype, max_length=req.max_length)
+    outputs.ensure_dir(folder)
     atomic_write_json(cfg_path, settings)
     (folder / vf.MANIFEST).unlink(missing_ok=True)  # unfinished until the manifest is written again
-
-    torch.manual_seed(req.seed)
-    model = vm.VerifierModel(base, method="head", dtype=req.dtype, max_length=req.max_length)
     t0 = time.time()
     n_cached = len(FeatureCache(folder / FEATURES).load())
     feats = extract_features(model, data.rows, FeatureCache(folder / FEATURES), req.batch_size, progress)

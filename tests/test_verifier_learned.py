@@ -442,3 +442,55 @@ def test_verifier_figure_has_short_distinct_legends_and_a_fitted_axis(tmp_path: 
     assert top < ax.get_ylim()[1] < 0.5
     colours = [line.get_color() for line in ax.get_lines()]
     assert len(set(colours)) == len(colours) == 5
+
+
+# ------------------------------------------------------------------------------------ bad input (issue 24)
+
+
+def _one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_truncated_base_model_is_one_line_and_a_finished_verifier_stays(verifier: Path, tiny: Path, train_run: Path,
+                                                                         data_dir: Path, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    cut = tmp_path / "cut-gemma"
+    shutil.copytree(tiny, cut)
+    weights = cut / "model.safetensors"
+    weights.write_bytes(tiny.joinpath("model.safetensors").read_bytes()[:-1000])  # a download cut short
+    # a finished verifier of the same name must survive the failed retraining byte for byte
+    out = verifier.parent
+    before = {p: p.read_bytes() for p in verifier.rglob("*") if p.is_file()}
+    code = main(["train-verifier", "--samples-from", str(train_run), "--model", str(cut), "--out", str(out),
+                 "--name", verifier.name + "-cut", "--data-dir", str(data_dir), "--dtype", "float32", "--folds", "3"])
+    line = _one_error_line(capsys.readouterr().err)
+    assert code == 1 and str(weights.parent) in line and "damaged or cut short" in line
+    assert not (out / vf.VERIFIERS_DIR / (verifier.name + "-cut")).exists()  # nothing was started
+    assert {p: p.read_bytes() for p in verifier.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("flag, value, message", [("--folds", "0", "--folds must be >= 2 (got 0)"),
+                                                  ("--folds", "1", "--folds must be >= 2 (got 1)"),
+                                                  ("--min-class", "-1", "--min-class must be >= 1 (got -1)"),
+                                                  ("--val-fraction", "1", "--val-fraction must be in [0, 1) (got 1)"),
+                                                  ("--batch-size", "0", "--batch-size must be >= 1 (got 0)"),
+                                                  ("--lr", "0", "--lr must be > 0 (got 0)")])
+def test_meaningless_train_verifier_numbers_refused_before_any_work(flag: str, value: str, message: str, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # the run directory does not even exist: the flags are checked first
+    code = main(["train-verifier", "--samples-from", str(tmp_path / "no-run"), "--out", str(tmp_path), flag, value])
+    assert code == 1 and _one_error_line(capsys.readouterr().err) == f"error: {message}"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_damaged_feature_cache_is_one_line(tmp_path: Path) -> None:
+    from bonbench.verifier_train import FeatureCache
+
+    cache = FeatureCache(tmp_path / "features")
+    cache.append([("r", "p", 0)], torch.zeros(1, 4))
+    part = next((tmp_path / "features").glob("part-*.pt"))
+    part.write_bytes(part.read_bytes()[:50])
+    with pytest.raises(BonbenchError, match=r"part-00000.pt are damaged .*delete that file and rerun"):
+        cache.load()

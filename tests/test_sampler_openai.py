@@ -3,7 +3,9 @@
 
 ``FakeServer`` answers ``/v1/models``, ``/v1/completions`` and ``/v1/chat/completions`` from a script
 (the text depends on the request's seed, so tests can check which seed a sample was drawn with) and
-can be told to drop connections, answer 500 / 429 / 400 or answer slowly for the next requests.
+can be told to drop connections, answer 500 / 429 / 400, answer slowly, send malformed JSON or an
+HTML page with status 200, ask to be retried later (Retry-After in seconds or as an HTTP date), send
+its headers and then hang, trickle its answer a byte at a time, or answer 3 choices to n = 1.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import threading
 import time
 from collections import deque
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
@@ -25,6 +28,7 @@ import pytest
 from bonbench.errors import BonbenchError
 from bonbench.records import Prompt
 from bonbench.sampler.base import SampleRequest, SamplingParams
+from bonbench.sampler.openai_answers import retry_after
 from bonbench.sampler.openai_backend import OpenAIOptions, OpenAISampler, base_url, sample_seed, served_model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,10 +42,15 @@ def script_text(seed: int) -> str:
 
 class FakeServer:
     """An OpenAI-compatible server on 127.0.0.1 in a thread; ``faults`` are consumed one per
-    generation request: ``drop`` (close without answering), ``500``, ``429``, ``400``, ``slow``."""
+    generation request: ``drop`` (close without answering), ``500``, ``429``, ``400``, ``slow``,
+    ``malformed`` (status 200, a JSON body cut short), ``html`` (status 200, a proxy's HTML page),
+    ``retry-after=S`` (429 with ``Retry-After: S``), ``retry-date=S`` (503 with ``Retry-After`` an HTTP
+    date S seconds ahead), ``hang`` (headers, then nothing until the server stops), ``trickle`` (the
+    answer one byte every ``trickle_s``), ``choices3`` (3 choices for a request of n = 1)."""
 
-    def __init__(self, model: str = "served-model", slow_s: float = 1.0) -> None:
-        self.model, self.slow_s = model, slow_s
+    def __init__(self, model: str = "served-model", slow_s: float = 1.0, trickle_s: float = 0.5) -> None:
+        self.model, self.slow_s, self.trickle_s = model, slow_s, trickle_s
+        self.stopping = threading.Event()  # releases hanging and trickling handlers when the test ends
         self.faults: deque[str] = deque()
         self.fail_after: int | None = None  # answer 400 to every generation request after this many
         self.bodies: list[dict[str, Any]] = []
@@ -54,12 +63,31 @@ class FakeServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def _send(self, status: int, doc: dict[str, Any]) -> None:
-                data = json.dumps(doc).encode()
+            def _send(self, status: int, doc: dict[str, Any] | str, content_type: str = "application/json",
+                      headers: dict[str, str] | None = None, fault: str = "ok") -> None:
+                data = (doc if isinstance(doc, str) else json.dumps(doc)).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
                 self.end_headers()
+                if fault == "hang":
+                    self.wfile.flush()
+                    server.stopping.wait(60)
+                    self.close_connection = True
+                    return
+                if fault == "trickle":
+                    for i in range(len(data)):
+                        if server.stopping.wait(server.trickle_s):
+                            break
+                        try:
+                            self.wfile.write(data[i:i + 1])
+                            self.wfile.flush()
+                        except OSError:  # the client gave up on us
+                            break
+                    self.close_connection = True
+                    return
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
@@ -73,7 +101,7 @@ class FakeServer:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 with server.lock:
                     fault = server.faults.popleft() if server.faults else "ok"
-                    server.bodies.append({"path": self.path, "fault": fault, **body})
+                    server.bodies.append({"path": self.path, "fault": fault, "t": time.monotonic(), **body})
                     done = sum(1 for b in server.bodies if b["fault"] == "ok")
                     if server.fail_after is not None and done > server.fail_after:
                         fault = "400"
@@ -83,6 +111,20 @@ class FakeServer:
                     return
                 if fault in ("500", "429", "400"):
                     self._send(int(fault), {"error": {"message": f"injected {fault}", "type": "test"}})
+                    return
+                if fault == "malformed":
+                    self._send(200, '{"id": "x", "object": "text_completion", "choices": [{"text": "ans')
+                    return
+                if fault == "html":
+                    self._send(200, "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>",
+                               content_type="text/html")
+                    return
+                if fault.startswith("retry-after="):
+                    self._send(429, {"error": {"message": "slow down"}}, headers={"Retry-After": fault.split("=")[1]})
+                    return
+                if fault.startswith("retry-date="):
+                    when = formatdate(time.time() + float(fault.split("=")[1]), usegmt=True)
+                    self._send(503, {"error": {"message": "overloaded"}}, headers={"Retry-After": when})
                     return
                 if fault == "slow":
                     time.sleep(server.slow_s)
@@ -98,8 +140,10 @@ class FakeServer:
                               "logprobs": {"tokens": toks, "token_logprobs": list(TOKEN_LPS), "text_offset": [0, 1, 2],
                                            "top_logprobs": None}}
                     obj = "text_completion"
-                self._send(200, {"id": "x", "object": obj, "created": 0, "model": server.model, "choices": [choice],
-                                 "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}})
+                choices = [choice] if fault != "choices3" else [{**choice, "index": i} for i in range(3)]
+                self._send(200, {"id": "x", "object": obj, "created": 0, "model": server.model, "choices": choices,
+                                 "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}},
+                           fault=fault if fault in ("hang", "trickle") else "ok")
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -115,6 +159,7 @@ class FakeServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.stopping.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
@@ -133,7 +178,7 @@ def free_port() -> int:
 
 
 def fast(*urls: str, **kw: Any) -> OpenAIOptions:
-    return OpenAIOptions(endpoints=urls, api_key="test", retry_wait=0.01, timeout=5.0, **kw)
+    return OpenAIOptions(endpoints=urls, api_key="test", retry_wait=0.01, request_timeout=5.0, **kw)
 
 
 def sampler_for(opts: OpenAIOptions, seed: int = 3) -> OpenAISampler:
@@ -173,10 +218,88 @@ def test_samples_keys_stop_and_logprobs(server: FakeServer) -> None:
 def test_retries_recover(server: FakeServer) -> None:
     server.slow_s = 1.0
     server.faults.extend(["drop", "500", "429", "slow"])
-    sampler = sampler_for(OpenAIOptions(endpoints=(server.url,), api_key="t", retry_wait=0.01, timeout=0.3))
+    sampler = sampler_for(OpenAIOptions(endpoints=(server.url,), api_key="t", retry_wait=0.01, request_timeout=0.3))
     got = [s for g in sampler.generate([SampleRequest(Prompt("p", text="Q"), (0,))], PARAMS) for s in g]
     assert [s.key for s in got] == [("p", 0)]
     assert [b["fault"] for b in server.generations()] == ["drop", "500", "429", "slow", "ok"]
+
+
+def _one(sampler: OpenAISampler) -> list[Any]:
+    return [s for g in sampler.generate([SampleRequest(Prompt("p", text="Q"), (0,))], PARAMS) for s in g]
+
+
+def test_bad_answers_are_retried(server: FakeServer) -> None:
+    """Malformed JSON, an HTML page with status 200 and 3 choices for n = 1 are retried, not crashes."""
+    server.faults.extend(["malformed", "html", "choices3"])
+    got = _one(sampler_for(fast(server.url)))
+    assert [s.key for s in got] == [("p", 0)] and got[0].completion == f"ans{sample_seed(3, 'p', 0) % 9973} "
+    assert [b["fault"] for b in server.generations()] == ["malformed", "html", "choices3", "ok"]
+
+
+@pytest.mark.parametrize("fault, said", [
+    ("malformed", "HTTP 200 with malformed JSON (Unterminated string"),
+    ("html", "HTTP 200 with an HTML page (text/html), not JSON: '<html><head><title>502 Bad Gateway"),
+    ("choices3", "3 choices for a request of n = 1"),
+])
+def test_bad_answers_every_time_end_in_one_line(server: FakeServer, fault: str, said: str) -> None:
+    server.faults.extend([fault] * 3)
+    with pytest.raises(BonbenchError) as err:
+        _one(sampler_for(fast(server.url, max_attempts=3)))
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"endpoint {server.url}: no answer after 3 attempts ({said}")
+    assert msg.endswith("check that --endpoint is the address of an OpenAI-compatible server (vllm serve, SGLang, TGI), "
+                        "or drop it")
+
+
+def test_retry_after_is_honoured_in_seconds_and_as_a_date(server: FakeServer, capfd: pytest.CaptureFixture[str]) -> None:
+    server.faults.extend(["retry-after=1", "retry-date=2"])
+    assert len(_one(sampler_for(fast(server.url)))) == 1  # retry_wait 0.01: without Retry-After, 10 ms gaps
+    t = [b["t"] for b in server.generations()]
+    assert len(t) == 3
+    assert t[1] - t[0] >= 1.0  # asked for 1 s
+    assert t[2] - t[1] >= 0.9  # an HTTP date 2 s ahead, truncated to whole seconds: at least ~1 s
+    assert "HTTP 429, waiting 1 s as the server asks (Retry-After)" in capfd.readouterr().err
+
+
+def test_retry_after_parsing() -> None:
+    now = 1_000_000.0
+    assert retry_after({"retry-after": "7"}, now) == 7.0
+    assert retry_after({"retry-after": formatdate(now + 30, usegmt=True)}, now) == pytest.approx(30.0)
+    assert retry_after({"retry-after": formatdate(now - 30, usegmt=True)}, now) == 0.0  # already past
+    assert retry_after({"retry-after-ms": "250", "retry-after": "9"}, now) == 0.25
+    assert retry_after({"retry-after": "soon"}, now) is None and retry_after({}, now) is None
+
+
+def test_a_long_retry_after_is_capped_and_said(server: FakeServer, monkeypatch: pytest.MonkeyPatch,
+                                               capfd: pytest.CaptureFixture[str]) -> None:
+    from bonbench.sampler import openai_backend
+
+    monkeypatch.setattr(openai_backend, "RETRY_AFTER_CAP_S", 0.2)
+    server.faults.append("retry-after=3600")
+    assert len(_one(sampler_for(fast(server.url)))) == 1
+    assert "HTTP 429 asks to wait 3600 s (Retry-After); waiting 0.2 s, bonbench's cap" in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("fault", ["hang", "trickle"])
+def test_a_stalled_answer_hits_the_request_deadline(fault: str, capfd: pytest.CaptureFixture[str]) -> None:
+    """Headers then nothing, or one byte every 0.3 s (each byte restarts a read timeout): the total
+    deadline ends the request and the retry gets the sample."""
+    with FakeServer(trickle_s=0.3) as server:
+        server.faults.append(fault)
+        opts = OpenAIOptions(endpoints=(server.url,), api_key="t", retry_wait=0.01, request_timeout=1.0)
+        got = _one(sampler_for(opts))
+        assert [s.key for s in got] == [("p", 0)]
+        assert [b["fault"] for b in server.generations()] == [fault, "ok"]
+    assert f"warning: endpoint {server.url}: no complete answer within 1 s; retrying" in capfd.readouterr().err
+
+
+def test_a_server_that_always_stalls_is_one_error_naming_the_flag() -> None:
+    with FakeServer() as server:
+        server.faults.extend(["hang"] * 2)
+        opts = OpenAIOptions(endpoints=(server.url,), api_key="t", retry_wait=0.01, request_timeout=0.5, max_attempts=2)
+        with pytest.raises(BonbenchError, match=r"no answer after 2 attempts \(no complete answer within 0.5 s\); "
+                                                r"raise --request-timeout"):
+            _one(sampler_for(opts))
 
 
 def test_consumer_stopping_early_then_resuming(server: FakeServer) -> None:
@@ -272,6 +395,25 @@ def test_cli_never_answering_endpoint_is_a_one_line_error(tmp_path: Path, data_d
     assert r.returncode == 1
     assert r.stderr.strip() == (f"error: endpoint {url}: no answer after 5 attempts (connection refused); "
                                 "start the server or drop --endpoint")
+
+
+def test_cli_html_answers_end_in_one_line_and_the_timeout_is_a_flag(tmp_path: Path, data_dir: Path) -> None:
+    common = ("--task", "math", "--limit", "1", "--n", "1", "--metric", "pass@1", "--backend", "openai",
+              "--model", "served-model", "--data-dir", str(data_dir), "--out", str(tmp_path))
+    with FakeServer() as server:
+        server.faults.extend(["html"] * 5)
+        r = _cli(*common, "--endpoint", server.url)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: endpoint {server.url}: no answer after 5 attempts "
+                                                   "(HTTP 200 with an HTML page (text/html)"), r.stderr
+    with FakeServer() as server:
+        r = _cli(*common, "--endpoint", server.url, "--request-timeout", "7.5")
+        assert r.returncode == 0, r.stderr
+    (cfg_path,) = tmp_path.glob("runs/math/*/*/config.json")
+    assert json.loads(cfg_path.read_text())["config"]["engine_args"]["request_timeout"] == 7.5
+    r = _cli(*common, "--endpoint", server.url, "--request-timeout", "0")
+    assert r.returncode == 1 and r.stderr.strip() == "error: --request-timeout must be > 0 (got 0)"
 
 
 def _samples(root: Path) -> list[dict[str, Any]]:

@@ -40,14 +40,16 @@ import hashlib
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
 
 from bonbench.errors import BonbenchError
 from bonbench.models import ResolvedModel
 from bonbench.records import Prompt, Sample
 from bonbench.sampler.base import SampleRequest, SamplingParams
+from bonbench.sampler.openai_answers import RETRY_AFTER_CAP_S, BadAnswer, answer_json, choices_of, retry_after
 
 T = TypeVar("T")
+DEFAULT_REQUEST_TIMEOUT_S = 120.0
 
 
 def _default_api_key() -> str:
@@ -58,21 +60,23 @@ def _default_api_key() -> str:
 class OpenAIOptions:
     """Client settings of the openai backend. ``endpoints``: base URLs (``/v1`` is added when
     missing); ``concurrency``: requests in flight per endpoint; ``max_attempts``: tries per request
-    (connection errors, timeouts, 429, 5xx), waiting ``retry_wait`` * 2^attempt seconds (at most 30)
-    between them; ``timeout``: seconds per request. None of these change the samples, so none is
-    hashed; ``api_key`` is never recorded."""
+    (connection errors, timeouts, 429, 5xx, bad answers), waiting ``retry_wait`` * 2^attempt seconds
+    (at most 30) between them, or the server's ``Retry-After`` (at most ``RETRY_AFTER_CAP_S``);
+    ``request_timeout``: seconds one request may take in all, from sending it to the last byte of the answer
+    (``--request-timeout``). None of these change the samples, so none is hashed; ``api_key`` is
+    never recorded."""
 
     endpoints: tuple[str, ...] = ()
     concurrency: int = 8
     api_key: str = field(default_factory=_default_api_key, repr=False)
     max_attempts: int = 5
     retry_wait: float = 0.5
-    timeout: float = 600.0
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S
 
     def recorded(self) -> dict[str, Any]:
         """The settings as recorded in config.json (provenance): everything but the API key."""
         return {"endpoints": list(self.endpoints), "concurrency": self.concurrency,
-                "max_attempts": self.max_attempts, "retry_wait": self.retry_wait, "timeout": self.timeout}
+                "max_attempts": self.max_attempts, "retry_wait": self.retry_wait, "request_timeout": self.request_timeout}
 
 
 def sample_seed(seed: int, problem_id: str, sample_idx: int) -> int:
@@ -95,6 +99,8 @@ def _check_options(opts: OpenAIOptions) -> None:
                             "--endpoint http://127.0.0.1:8000 after `vllm serve MODEL`")
     if opts.concurrency < 1 or opts.max_attempts < 1:
         raise BonbenchError("--concurrency and max_attempts must be at least 1")
+    if not opts.request_timeout > 0:
+        raise BonbenchError(f"--request-timeout must be a positive number of seconds (got {opts.request_timeout:g})")
 
 
 def _retryable(exc: BaseException) -> str | None:
@@ -117,34 +123,85 @@ def _retryable(exc: BaseException) -> str | None:
 
 
 class EndpointDown(BonbenchError):
-    """An endpoint exhausted its tries on retryable failures (down, overloaded, timing out)."""
+    """An endpoint exhausted its tries on retryable failures (down, overloaded, timing out, bad answers)."""
 
 
-async def _with_retries(endpoint: str, opts: OpenAIOptions, call: Callable[[], Awaitable[T]]) -> T:
-    """``await call()``, retried on connection errors, timeouts, 429 and 5xx with exponential backoff."""
+def _fix_for(kind: str) -> str:
+    """The fix a user can apply when an endpoint keeps failing in this way."""
+    if kind == "bad":
+        return "check that --endpoint is the address of an OpenAI-compatible server (vllm serve, SGLang, TGI), or drop it"
+    if kind == "slow":
+        return "raise --request-timeout, lower --concurrency, or drop --endpoint"
+    return "start the server or drop --endpoint"
+
+
+class _Warnings:
+    """Retry warnings on stderr, each (endpoint, kind of failure) once per call: a server failing
+    every request must not print a line per request, but a stall must not be silent either."""
+
+    def __init__(self) -> None:
+        self.seen: set[tuple[str, str]] = set()
+
+    def once(self, endpoint: str, kind: str, text: str) -> None:
+        if (endpoint, kind) not in self.seen:
+            self.seen.add((endpoint, kind))
+            print(f"warning: endpoint {endpoint}: {text}", file=sys.stderr)
+
+
+async def _with_retries(endpoint: str, opts: OpenAIOptions, call: Callable[[], Awaitable[T]],
+                        warn: _Warnings | None = None) -> T:
+    """``await call()`` within ``opts.request_timeout`` seconds in all (a trickling answer included),
+    retried on connection errors, timeouts, 429, 5xx and bad answers (``BadAnswer``) with
+    exponential backoff, or after the ``Retry-After`` the server asked for (capped)."""
     import openai
 
-    reason = ""
+    warn = warn or _Warnings()
+    reason, kind, wait = "", "down", 0.0
     for attempt in range(opts.max_attempts):
         if attempt:
-            await asyncio.sleep(min(opts.retry_wait * 2 ** (attempt - 1), 30.0))
+            await asyncio.sleep(wait)
+        asked: float | None = None
         try:
-            return await call()
+            # a total deadline: httpx's read timeout restarts with every byte, so a server that
+            # trickles one byte every few seconds would never time out on it alone
+            return await asyncio.wait_for(call(), timeout=opts.request_timeout)
+        except TimeoutError:
+            reason, kind = f"no complete answer within {opts.request_timeout:g} s", "slow"
+        except BadAnswer as exc:
+            reason, kind = str(exc), "bad"
         except openai.APIError as exc:
             why = _retryable(exc)
             if why is None:
                 status = getattr(exc, "status_code", None)
                 msg = str(getattr(exc, "message", exc)).splitlines()[0][:300]
                 raise BonbenchError(f"endpoint {endpoint}: request failed ({f'HTTP {status}: ' if status else ''}{msg})") from exc
-            reason = why
-    raise EndpointDown(f"endpoint {endpoint}: no answer after {opts.max_attempts} attempts ({reason}); "
-                       "start the server or drop --endpoint")
+            reason, kind = why, ("slow" if why == "timed out" else "down")
+            if isinstance(exc, openai.APIStatusError):
+                asked = retry_after(exc.response.headers)
+        wait = min(opts.retry_wait * 2 ** attempt, 30.0)
+        last = attempt + 1 == opts.max_attempts
+        if asked is not None:
+            wait = max(wait, min(asked, RETRY_AFTER_CAP_S))
+            if asked > RETRY_AFTER_CAP_S and not last:
+                warn.once(endpoint, "cap", f"{reason} asks to wait {asked:g} s (Retry-After); waiting "
+                          f"{RETRY_AFTER_CAP_S:g} s, bonbench's cap, then retrying")
+            elif asked >= 1.0 and not last:
+                warn.once(endpoint, "asked", f"{reason}, waiting {asked:g} s as the server asks (Retry-After)")
+        if kind == "slow" and not last:
+            # quick failures end in one error line within seconds; a stall is worth saying at once
+            warn.once(endpoint, kind, f"{reason}; retrying (up to {opts.max_attempts} attempts per request)")
+    raise EndpointDown(f"endpoint {endpoint}: no answer after {opts.max_attempts} attempts ({reason}); {_fix_for(kind)}")
 
 
 def _client(endpoint: str, opts: OpenAIOptions) -> Any:
     import openai
 
-    return openai.AsyncOpenAI(base_url=base_url(endpoint), api_key=opts.api_key, max_retries=0, timeout=opts.timeout)
+    return openai.AsyncOpenAI(base_url=base_url(endpoint), api_key=opts.api_key, max_retries=0, timeout=opts.request_timeout)
+
+
+async def _json(raw: Any) -> dict[str, Any]:
+    """The checked JSON object of a raw answer (``with_raw_response``: the body as received), else ``BadAnswer``."""
+    return answer_json(raw.status_code, raw.headers.get("content-type", ""), raw.text)
 
 
 def served_model(model: str | None, opts: OpenAIOptions) -> ResolvedModel:
@@ -160,8 +217,14 @@ def served_model(model: str | None, opts: OpenAIOptions) -> ResolvedModel:
         for ep in opts.endpoints:
             client = _client(ep, opts)
             try:
-                page = await _with_retries(ep, opts, lambda: client.models.list())
-                out.append((ep, [(m.id, str(getattr(m, "root", None) or m.id)) for m in page.data]))
+                async def models() -> list[tuple[str, str]]:
+                    doc = await _json(await client.models.with_raw_response.list())
+                    data = doc.get("data")
+                    if not isinstance(data, list) or not all(isinstance(m, dict) and m.get("id") for m in data):
+                        raise BadAnswer("a /v1/models answer without a 'data' list of models with ids")
+                    return [(str(m["id"]), str(m.get("root") or m["id"])) for m in data]
+
+                out.append((ep, await _with_retries(ep, opts, models)))
             finally:
                 await client.close()
         return out
@@ -228,6 +291,7 @@ class OpenAISampler:
             queue.put_nowait(job)
 
         down: set[str] = set()
+        warn = _Warnings()
 
         async def worker(ep: str) -> None:
             # Workers block on the queue rather than leaving when it is empty: a job can come back
@@ -239,7 +303,7 @@ class OpenAISampler:
                     queue.put_nowait(job)
                     return
                 try:
-                    results.put_nowait(await self._draw(ep, clients[ep], job, params))
+                    results.put_nowait(await self._draw(ep, clients[ep], job, params, warn))
                 except EndpointDown as exc:
                     queue.put_nowait(job)  # failover: a surviving endpoint draws it, same seed
                     if ep not in down:
@@ -279,7 +343,7 @@ class OpenAISampler:
 
     # ------------------------------------------------------------------ internals
 
-    async def _draw(self, ep: str, client: Any, job: _Job, params: SamplingParams) -> Sample:
+    async def _draw(self, ep: str, client: Any, job: _Job, params: SamplingParams, warn: _Warnings) -> Sample:
         """One sample from endpoint ``ep``."""
         prompt = job.prompt
         stop = list(dict.fromkeys(params.stop + prompt.stop))
@@ -288,26 +352,34 @@ class OpenAISampler:
         if stop:
             common["stop"] = stop
 
-        async def call() -> Any:
-            self.requests_per_endpoint[ep] += 1
-            if prompt.messages is None:
-                return await client.completions.create(prompt=prompt.text, logprobs=0, **common)
-            return await client.chat.completions.create(messages=list(prompt.messages), logprobs=True, top_logprobs=0, **common)
+        chat = prompt.messages is not None
 
-        resp = await _with_retries(ep, self.options, call)
-        if not resp.choices:
-            raise BonbenchError(f"endpoint {ep}: an answer without choices for {prompt.problem_id!r}")
-        choice = resp.choices[0]
-        if prompt.messages is None:
-            text = choice.text or ""
-            token_lps = list(choice.logprobs.token_logprobs) if choice.logprobs and choice.logprobs.token_logprobs else None
+        async def call() -> Mapping[str, Any]:
+            self.requests_per_endpoint[ep] += 1
+            if not chat:
+                raw = await client.completions.with_raw_response.create(prompt=prompt.text, logprobs=0, **common)
+            else:
+                raw = await client.chat.completions.with_raw_response.create(
+                    messages=list(prompt.messages or ()), logprobs=True, top_logprobs=0, **common)
+            doc = await _json(raw)
+            # checked inside the retried call: a server that answers 3 choices (or none) to n = 1 is
+            # as broken as one sending HTML, and the next try may be answered by a healthy replica
+            return {"choice": choices_of(doc, 1, chat)[0], "usage": doc.get("usage")}
+
+        got = await _with_retries(ep, self.options, call, warn)
+        choice, usage = got["choice"], got["usage"]
+        lp = choice.get("logprobs") if isinstance(choice.get("logprobs"), Mapping) else {}
+        if not chat:
+            text = choice.get("text") or ""
+            token_lps = list(lp["token_logprobs"]) if isinstance(lp.get("token_logprobs"), list) else None
         else:
-            text = choice.message.content or ""
-            token_lps = [c.logprob for c in choice.logprobs.content] if choice.logprobs and choice.logprobs.content else None
-        usage = getattr(resp, "usage", None)
-        n_tokens = len(token_lps) if token_lps is not None else int(getattr(usage, "completion_tokens", 0) or 0)
-        logprob = float(sum(lp for lp in token_lps if lp is not None)) if token_lps is not None else None
-        finish = "length" if choice.finish_reason == "length" else "stop"
+            text = (choice["message"].get("content") or "") if isinstance(choice["message"].get("content"), (str, type(None))) else ""
+            content = lp.get("content")
+            token_lps = [c.get("logprob") for c in content if isinstance(c, Mapping)] if isinstance(content, list) and content else None
+        completion_tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
+        n_tokens = len(token_lps) if token_lps is not None else int(completion_tokens or 0)
+        logprob = float(sum(x for x in token_lps if isinstance(x, (int, float)))) if token_lps is not None else None
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
         cut = min((text.find(s) for s in stop if s and s in text), default=-1)
         if cut >= 0:  # a server that ignored the stop strings
             text, finish = text[:cut], "stop"

@@ -57,7 +57,7 @@ def test_run_choice_rule_prefers_the_base_settings_else_latest(results: Path) ->
     with_base = build_leaderboard(results, base="org/base", n_boot=200)
     sel = {s.model: s for s in with_base.selections}
     assert sel["org--same"].run.temperature == 1.0
-    assert sel["org--same"].rule == "latest run with the base's sampling settings" and sel["org--same"].n_candidates == 2
+    assert sel["org--same"].rule == "latest run with the base run's settings, n and problems" and sel["org--same"].n_candidates == 2
     without = build_leaderboard(results)
     sel = {s.model: s for s in without.selections}
     assert sel["org--same"].run.temperature == 0.7 and sel["org--same"].rule == "latest run"
@@ -100,7 +100,8 @@ def test_cli_and_user_errors(results: Path, tmp_path: Path, capsys: pytest.Captu
 
 def test_base_run_pins_the_row_every_checkpoint_is_paired_against(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """A base evaluated twice: "latest" takes the newer run; --base-run names the one to pair with."""
+    """A base evaluated twice with the same settings (two seeds): no rule can tell which one the
+    checkpoints are to be paired with, so the leaderboard refuses, listing both; --base-run names it."""
     p = 0.2 + 0.5 * np.random.default_rng(1).random(P)
 
     def run(model: str, probs: np.ndarray, seed: int, when: str) -> Path:
@@ -108,14 +109,17 @@ def test_base_run_pins_the_row_every_checkpoint_is_paired_against(tmp_path: Path
                                    n_boot=100, timestamp=when)
 
     first = run("org/base", p, 1, "2025-01-01T00:00:00Z")
-    run("org/base", p + 0.2, 2, "2025-02-01T00:00:00Z")  # newer, and 0.2 better
+    second = run("org/base", p + 0.2, 2, "2025-02-01T00:00:00Z")  # newer, and 0.2 better
     ckpt = run("org/ckpt", p + 0.1, 3, "2025-03-01T00:00:00Z")
-    latest = build_leaderboard(tmp_path, base="org/base", n_boot=300)
-    assert _cell(latest, "org--ckpt").marker == DOWN
+    with pytest.raises(BonbenchError, match="has 2 runs of task t and 2 match 1 other model") as err:
+        build_leaderboard(tmp_path, base="org/base", n_boot=300)
+    assert str(first) in str(err.value) and str(second) in str(err.value) and "--base-run RUN_DIR" in str(err.value)
+    assert "seed=1" in str(err.value) and "\n" not in str(err.value)
     pinned = build_leaderboard(tmp_path, base="org/base", n_boot=300, base_runs=[first])
     assert _cell(pinned, "org--ckpt").marker == UP and _cell(pinned, "org--ckpt").diff == pytest.approx(0.1, abs=0.04)
     sel = {s.model: s for s in pinned.selections}
     assert sel["org--base"].run.path == first and sel["org--base"].rule == "base: the run --base-run names"
+    assert _cell(build_leaderboard(tmp_path, base="org/base", n_boot=300, base_runs=[second]), "org--ckpt").marker == DOWN
     with pytest.raises(BonbenchError, match="is a run of org--ckpt, not of the base org--base"):
         build_leaderboard(tmp_path, base="org/base", base_runs=[ckpt])
     with pytest.raises(BonbenchError, match="add --base MODEL"):
@@ -128,3 +132,64 @@ def test_base_run_pins_the_row_every_checkpoint_is_paired_against(tmp_path: Path
                  "--out", str(tmp_path / "out")]) == 0
     assert "base: the run --base-run names" in (tmp_path / "out" / "leaderboard.md").read_text()
     capsys.readouterr()
+    assert main(["leaderboard", str(tmp_path), "--base", "org/base", "--n-boot", "200", "--out", str(tmp_path / "o2")]) == 1
+    err_lines = capsys.readouterr().err.strip().splitlines()
+    assert len(err_lines) == 1 and err_lines[0].startswith("error: the base org--base has 2 runs")
+
+
+def test_the_base_run_is_the_one_matching_the_checkpoints_not_the_latest(tmp_path: Path) -> None:
+    """The base scored on 200 problems at n = 4 (as the checkpoints) and, later, on all 300 at n = 8:
+    the checkpoints are paired with the first, however recently the second was scored; the choice
+    follows the checkpoints' problems when they move to the second setting."""
+    p = 0.2 + 0.5 * np.random.default_rng(2).random(P)
+    ids = [f"t/{i:03d}" for i in range(P)]
+
+    def run(model: str, probs: np.ndarray, seed: int, n: int, when: str, count: int) -> Path:
+        return write_synthetic_run(tmp_path, probs[:count], n=n, task="t", model=model, seed=seed, metrics=("pass@1",),
+                                   n_boot=100, timestamp=when, problem_ids=ids[:count])
+
+    small = run("org/base", p, 1, 4, "2025-01-01T00:00:00Z", 200)
+    run("org/base", p, 2, 8, "2025-05-01T00:00:00Z", 300)  # newer: "latest" would take it
+    run("org/ckpt-a", p + 0.1, 3, 4, "2025-02-01T00:00:00Z", 200)
+    run("org/ckpt-b", p - 0.1, 4, 4, "2025-02-01T00:00:00Z", 200)
+    board = build_leaderboard(tmp_path, base="org/base", n_boot=200)
+    sel = {s.model: s for s in board.selections}
+    assert sel["org--base"].run.path == small and sel["org--base"].rule.startswith("base: the run whose settings")
+    assert sel["org--ckpt-a"].rule == "latest run with the base run's settings, n and problems"
+    assert _cell(board, "org--ckpt-a").n_shared == 200 and _cell(board, "org--ckpt-a").marker == UP
+
+
+def _add_kl(run: Path, kl: np.ndarray) -> None:
+    """Give a synthetic run a per-problem ``kl`` and a closed-form ``kl_bon@4`` (as bonbench.compare writes them)."""
+    import json
+
+    doc = json.loads((run / "metrics.json").read_text())
+    ids = sorted(doc["per_problem"]["pass@1"])
+    doc["metrics"]["kl"] = {"value": float(kl.mean()), "ci95": [float(kl.mean()) - 0.05, float(kl.mean()) + 0.05],
+                            "n_problems": len(ids), "direction": "lower"}
+    doc["per_problem"]["kl"] = dict(zip(ids, map(float, kl)))
+    doc["metrics"]["kl_bon@4"] = {"value": 0.636, "ci95": [None, None], "n_problems": len(ids), "closed_form": True}
+    doc["per_problem"]["kl_bon@4"] = {i: 0.636 for i in ids}
+    (run / "metrics.json").write_text(json.dumps(doc))
+
+
+def test_kl_columns_lower_is_better_closed_form_without_interval(tmp_path: Path) -> None:
+    p = np.full(P, 0.5)
+    rng = np.random.default_rng(4)
+    base = write_synthetic_run(tmp_path, p, n=4, task="t", model="org/base", seed=1, metrics=("pass@1",), n_boot=50)
+    ckpt = write_synthetic_run(tmp_path, p, n=4, task="t", model="org/ckpt", seed=2, metrics=("pass@1",), n_boot=50)
+    _add_kl(base, rng.normal(0.0, 0.05, P))   # the base against itself: scattered around 0, some negative
+    _add_kl(ckpt, rng.gamma(2.0, 1.0, P))     # a trained checkpoint: 2 nats away
+    board = build_leaderboard(tmp_path, base="org/base", n_boot=200)
+    kl, kl_bon = _cell(board, "org--ckpt", "kl"), _cell(board, "org--ckpt", "kl_bon@4")
+    assert kl.marker == UP and kl.diff == pytest.approx(2.0, abs=0.3)
+    assert kl_bon.diff is None and not np.isfinite(kl_bon.lo)
+    md_text = render_markdown(board)
+    row = next(line for line in md_text.splitlines() if line.startswith("| org--ckpt"))
+    assert "| 0.636 |" in row  # no "±", no Δ
+    assert "can fall below 0" in md_text and "Lower is better for kl, kl_bon@4" in md_text
+    from bonbench.analysis.leaderboard import render_html
+
+    page = render_html(board)
+    kl_td = next(td for td in page.split("<td") if "Δ +" in td and UP in td)
+    assert kl_td.startswith(' class="down"')  # further from the reference: red

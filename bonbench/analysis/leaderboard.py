@@ -7,13 +7,15 @@ and ▲ / ▼ when that interval lies entirely above / below 0 (a two-sided 95% 
 lacks per-problem values the difference falls back to a normal approximation from the two CIs
 (marked ``≈``).
 
-Which run fills a (model, task) cell when several exist (different settings or seeds):
+Which run fills a (model, task) cell when several exist (different settings, n, problems or seeds):
 
-1. with ``--base``: the base's own run is its latest, or the one ``--base-run`` names for that task
-   (a base evaluated twice, say at another seed or n, needs it: "latest" would silently switch the
-   row every checkpoint is paired against); for every other model the latest run whose
-   sampling settings (``rundir.SAMPLING_KEYS``: temperature, top-p, max tokens, prompt, task
-   version/args, stop) equal the base run's; if none match, the latest run, marked † in the cell;
+1. with ``--base``: the base's run is the one ``--base-run`` names for that task, else its only
+   run, else the one run whose comparison key (``comparison_key``: sampling settings, n, problem
+   set, dataset) the most other models' runs share. Never "the latest": that would switch the row
+   every checkpoint is paired against whenever the base is re-scored. When no run or several runs
+   tie, the leaderboard refuses in one line listing the candidates and asking for ``--base-run``.
+   Every other model's cell is its latest run with the base run's comparison key, else its latest
+   run with the base's sampling settings (``rundir.SAMPLING_KEYS``), else its latest run, marked †;
 2. without ``--base``: the latest run (provenance timestamp, else metrics.json mtime).
 
 Each choice is listed under the table. This module reads runs and writes two files; it does not
@@ -23,6 +25,7 @@ rescore anything.
 from __future__ import annotations
 
 import html as html_lib
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +36,7 @@ import numpy as np
 from bonbench.config import model_slug
 from bonbench.errors import BonbenchError
 from bonbench.estimators import metric_sort_key, paired_bootstrap_diff
+from bonbench.metricinfo import LOWER, footnotes, metric_info
 from bonbench.analysis.html import page, table_html
 from bonbench.analysis.rundir import RunData, load_run
 from bonbench.store import atomic_write_json, find_run_dirs
@@ -89,6 +93,38 @@ def _latest(runs: Sequence[RunData]) -> RunData:
     return max(runs, key=lambda r: (r.created, str(r.path)))
 
 
+def comparison_key(run: RunData) -> str:
+    """What two runs must share for their cells to be the same comparison: sampling settings, n,
+    the problem set and the dataset (seeds may differ: they are replicas)."""
+    ids = run.meta.get("problem_set") or sorted({pid for vals in run.per_problem.values() for pid in vals})
+    return json.dumps([run.sampling_settings(), run.n, ids, run.dataset_fingerprint], sort_keys=True, default=str)
+
+
+def _describe(run: RunData) -> str:
+    n_problems = run.meta.get("n_problems") or max((m.n_problems for m in run.metrics.values()), default=0)
+    return (f"{run.path} (T={run.temperature:g}, n={run.n}, seed={run.seed}, {n_problems} problems, "
+            f"scored {run.created:%Y-%m-%d %H:%M})")
+
+
+def _base_run(base_slug: str, task: str, runs: Sequence[RunData], others: Sequence[tuple[str, RunData]]) -> tuple[RunData, str]:
+    """The base's run for ``task`` among ``runs`` when nothing pins it: see the module docstring."""
+    if len(runs) == 1:
+        return runs[0], "base: its only run"
+    support = {}
+    for r in runs:
+        key = comparison_key(r)
+        support[r.path] = len({m for m, o in others if comparison_key(o) == key})
+    best = max(support.values())
+    tied = [r for r in runs if support[r.path] == best]
+    if best > 0 and len(tied) == 1:
+        return tied[0], f"base: the run whose settings, n and problems {best} other model(s) share"
+    why = "none matches another model's settings, n and problems" if best == 0 else \
+        f"{len(tied)} match {best} other model(s) equally"
+    raise BonbenchError(f"the base {base_slug} has {len(runs)} runs of task {task} and {why}: "
+                        + "; ".join(_describe(r) for r in sorted(tied if best else runs, key=lambda r: str(r.path)))
+                        + f"; pick one with --base-run RUN_DIR")
+
+
 def _select(groups: Mapping[tuple[str, str], list[RunData]], base_slug: str | None,
             pinned: Mapping[str, RunData] | None = None) -> list[Selection]:
     out: list[Selection] = []
@@ -97,8 +133,11 @@ def _select(groups: Mapping[tuple[str, str], list[RunData]], base_slug: str | No
     if base_slug is not None:
         for (model, task), runs in groups.items():
             if model == base_slug:
-                base_runs[task] = pinned.get(task) or _latest(runs)
-                rule = "base: the run --base-run names" if task in pinned else "base: latest run"
+                if task in pinned:
+                    base_runs[task], rule = pinned[task], "base: the run --base-run names"
+                else:
+                    others = [(m, r) for (m, t), rs in groups.items() if t == task and m != base_slug for r in rs]
+                    base_runs[task], rule = _base_run(base_slug, task, runs, others)
                 out.append(Selection(model, task, base_runs[task], rule, len(runs)))
     for (model, task), runs in sorted(groups.items()):
         if model == base_slug:
@@ -107,9 +146,14 @@ def _select(groups: Mapping[tuple[str, str], list[RunData]], base_slug: str | No
         if base_run is None:
             out.append(Selection(model, task, _latest(runs), "latest run", len(runs)))
             continue
-        same = [r for r in runs if r.sampling_settings() == base_run.sampling_settings()]
+        same = [r for r in runs if comparison_key(r) == comparison_key(base_run)]
+        close = [r for r in runs if r.sampling_settings() == base_run.sampling_settings()]
         if same:
-            out.append(Selection(model, task, _latest(same), "latest run with the base's sampling settings", len(runs)))
+            out.append(Selection(model, task, _latest(same), "latest run with the base run's settings, n and problems",
+                                 len(runs)))
+        elif close:
+            out.append(Selection(model, task, _latest(close), "latest run with the base's sampling settings "
+                                 "(n or problems differ)", len(runs)))
         else:
             out.append(Selection(model, task, _latest(runs), f"latest run; {MISMATCH} no run matches the base's settings",
                                  len(runs)))
@@ -135,7 +179,7 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
                       metrics: Sequence[str] | None = None, n_boot: int = 2000, seed: int = 0,
                       base_runs: Sequence[Path] = ()) -> Leaderboard:
     """Collect every scored run under ``results_dir`` into a leaderboard (see the module docstring).
-    ``base_runs``: run directories of the base, at most one per task, that replace "its latest run"."""
+    ``base_runs``: run directories of the base, at most one per task, that pin its run there."""
     wanted = set(tasks or ())
     runs = [load_run(d) for d in find_run_dirs(results_dir, scored=True)]
     if wanted:
@@ -183,12 +227,17 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
 
     models = sorted({m for m, _ in groups}, key=lambda m: (m != base_slug, m))
     cells: dict[tuple[str, str, str], Cell] = {}
+    closed: set[tuple[str, str, str]] = set()
     for (model, task), sel in chosen.items():
         for t, metric in columns:
             if t != task or metric not in sel.run.metrics:
                 continue
             m = sel.run.metrics[metric]
-            cells[(model, task, metric)] = Cell(m.value, m.ci95[0], m.ci95[1], m.n_problems)
+            if metric_info(metric, m.notes, sel.run.per_problem.get(metric)).closed_form:
+                closed.add((model, task, metric))  # no interval and no Δ: not a measurement of the model
+                cells[(model, task, metric)] = Cell(m.value, math.nan, math.nan, m.n_problems)
+            else:
+                cells[(model, task, metric)] = Cell(m.value, m.ci95[0], m.ci95[1], m.n_problems)
     notes: list[str] = []
     if base_slug is not None:
         for (model, task), sel in chosen.items():
@@ -197,7 +246,7 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
                 continue
             for t, metric in columns:
                 key, bkey = (model, task, metric), (base_slug, task, metric)
-                if t != task or key not in cells or bkey not in cells:
+                if t != task or key not in cells or bkey not in cells or key in closed:
                     continue
                 d, lo, hi, p, n_shared, paired = _diff(sel.run.per_problem.get(metric), base_sel.run.per_problem.get(metric),
                                                        cells[key], cells[bkey], n_boot, seed)
@@ -208,6 +257,11 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
                      f"{UP}/{DOWN}: the 95% paired-bootstrap interval of Δ ({n_boot} resamples) excludes 0; "
                      f"≈: no per-problem values, normal approximation from the two CIs; "
                      f"{MISMATCH}: sampling settings differ from the base run.")
+        lower = sorted({m for _, m in columns if metric_info(m).direction == LOWER})
+        if lower:
+            notes.append(f"Lower is better for {', '.join(lower)}: there {UP} (a significant increase) is a move away from "
+                         "the reference, shown red in the HTML page.")
+    notes += footnotes(m for _, m in columns)
     return Leaderboard(models=models, columns=columns, cells=cells, selections=selections, base=base_slug, notes=notes)
 
 
@@ -263,13 +317,15 @@ def render_markdown(board: Leaderboard) -> str:
 
 
 def render_html(board: Leaderboard) -> str:
-    """The leaderboard as a standalone HTML page (▲ green, ▼ red)."""
+    """The leaderboard as a standalone HTML page (better green, worse red: ▲ green unless lower is better)."""
     header, rows = _rows(board, "\n")
     body_rows = []
+    lower = [False] + [metric_info(m).direction == LOWER for _, m in board.columns]
     for row in rows:
         cells = []
-        for c in row:
-            cls = "up" if UP in c else "down" if DOWN in c else ""
+        for c, flip in zip(row, lower):
+            good, bad = (DOWN, UP) if flip else (UP, DOWN)  # green is better, whichever way that is
+            cls = "up" if good in c else "down" if bad in c else ""
             cells.append((html_lib.escape(c).replace("\n", "<br>"), cls))
         body_rows.append(cells)
     parts = [f"<h1>bonbench leaderboard</h1>"]

@@ -53,3 +53,63 @@ def test_cli_and_analysis_use_the_same_rule(tree: dict[str, Path], capsys: pytes
     assert expand_run_dirs([tree["root"]]) == [tree["scored"]]
     assert main(["report", str(tree["unscored"])]) == 1
     assert "no scored run directories" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ torn and damaged rows (issue 24)
+
+
+def _samples_table(tmp_path: Path):
+    from bonbench.records import Sample
+    from bonbench.store import JsonlTable
+
+    return JsonlTable(tmp_path / "samples.jsonl", Sample), Sample
+
+
+def _line(pid: str, idx: int) -> bytes:
+    return (json.dumps({"problem_id": pid, "sample_idx": idx, "completion": "c", "n_tokens": 1,
+                        "finish_reason": "stop"}) + "\n").encode()
+
+
+def test_torn_last_line_is_dropped_with_a_warning_then_redone(tmp_path: Path) -> None:
+    table, Sample = _samples_table(tmp_path)
+    table.path.write_bytes(_line("p", 0) + _line("p", 1)[:20])  # killed mid-way through the second row
+    with pytest.warns(UserWarning, match=r"samples.jsonl:2: the last line is torn \(an interrupted write\)"):
+        assert list(table.read()) == [("p", 0)]
+    table.append([Sample("p", 1, "c", 1, "stop")])  # the redo: the torn bytes are cut first
+    assert table.path.read_bytes().startswith(_line("p", 0))  # the finished row is untouched
+    assert list(table.read()) == [("p", 0), ("p", 1)] and table.path.read_bytes().count(b"\n") == 2
+
+
+def test_a_whole_last_row_without_its_newline_is_kept(tmp_path: Path) -> None:
+    table, Sample = _samples_table(tmp_path)
+    table.path.write_bytes(_line("p", 0) + _line("p", 1).rstrip(b"\n"))
+    assert list(table.read()) == [("p", 0), ("p", 1)]
+    table.append([Sample("p", 2, "c", 1, "stop")])  # the newline is restored, not the row cut
+    assert list(table.read()) == [("p", 0), ("p", 1), ("p", 2)]
+
+
+@pytest.mark.parametrize("bad, what", [(b'{"problem_id": "p", "sam\n', "is not valid JSON"),
+                                       (b'{"problem_id": "p\xff", "sample_idx": 1}\n', "is not UTF-8"),
+                                       (b"[1, 2]\n", "is not a row")])
+def test_a_bad_line_in_the_middle_is_one_line_naming_file_and_line(tmp_path: Path, bad: bytes, what: str) -> None:
+    table, _ = _samples_table(tmp_path)
+    table.path.write_bytes(_line("p", 0) + bad + _line("p", 2))
+    with pytest.raises(BonbenchError, match=rf"samples.jsonl:2: the (row|line) {what}.*; delete that line") as exc:
+        table.read()
+    assert "\n" not in str(exc.value)
+
+
+def test_torn_non_utf8_tail_is_an_interrupted_write(tmp_path: Path) -> None:
+    table, _ = _samples_table(tmp_path)
+    table.path.write_bytes(_line("p", 0) + '{"problem_id": "é'.encode()[:-1])  # cut inside a UTF-8 character
+    with pytest.warns(UserWarning, match="torn"):
+        assert list(table.read()) == [("p", 0)]
+
+
+def test_non_utf8_json_files_are_one_line(tmp_path: Path) -> None:
+    from bonbench.store import read_json
+
+    path = tmp_path / "metrics.json"
+    path.write_bytes(b'{"metrics": "\xff"}')
+    with pytest.raises(BonbenchError, match=r"metrics.json is not UTF-8 text .*restore it"):
+        read_json(path)

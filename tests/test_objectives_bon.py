@@ -247,7 +247,7 @@ def _binomial_expectation(theta, G, weights):
     return G * sum(pi[a] * w_row0[R_BIN[a]] * sc[a] for a in range(len(theta)))
 
 
-@pytest.mark.parametrize("name,kw", [("bon_rlb", {}), ("bon_rlb_p", {"p_estimate": "plugin"})])
+@pytest.mark.parametrize("name,kw", [("bon_rlb", {"p_estimate": "plugin"}), ("bon_rlb_p", {"p_estimate": "plugin"})])
 def test_rlb_plugin_is_consistent_not_unbiased(name, kw):
     N = 4
     obj = getattr(chow, name)(N=N, **kw)
@@ -648,7 +648,7 @@ def test_registry_and_options():
     assert names <= set(REGISTRY)
     assert REGISTRY["bon_rl_v"].needs == frozenset({"scores"})
     assert REGISTRY["vbon"].needs == frozenset({"logprobs", "ref_logprobs", "ref_rewards"})
-    assert REGISTRY["bon_rlb"].options == {"N": 4, "sign": "plus", "p_clip": 0.95, "p_source": "group"}
+    assert REGISTRY["bon_rlb"].options == {"N": 4, "p_estimate": "unbiased", "sign": "plus", "p_clip": 0.95, "p_source": "group"}
     assert REGISTRY["vbon"].options["N"] == 8 and REGISTRY["kl_rl"].options["beta"] == 0.05
     assert make_objective("bon_rl_s", N=3).min_group == 3
     with pytest.raises(BonbenchError, match="sign"):

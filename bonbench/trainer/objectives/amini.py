@@ -10,11 +10,11 @@ with F(r) = Pr_{y'~pi_ref}[r(y') < r] (strict), estimated per prompt from M refe
 * helpers: ``bon_prob`` / ``log_bon_prob`` (§3.1, the stable log form), ``bon_probs`` (the exact BoN
   distribution of a categorical reference, ties broken uniformly), ``strict_cdf``, ``log_f_hat``
   (§3.4), ``bon_kl_to_ref`` / ``bon_win_rate`` / ``kl_bound`` (§3.5).
-* ``vbon``: the score-function gradient of -KL(pi_theta || pi_bon), leave-one-out baseline.
-* ``vbon_l``: the lower bound L = (N-1) E[log F] - KL(pi_theta || pi_ref) (§3.3), or the looser
-  L_1 of Theorem 3 (math-reference §7 item 5) with bound='L1'.
-* ``bonbon``: Gui, Garbacea, Veitch 2024, arXiv 2406.00832: alpha * SFT on the best of N + (1-alpha)
-  * IPO between the best and the worst of N, target log-ratio gap (N-1) H_{N-1}.
+* ``vbon``: the score-function gradient of -KL(pi_theta || pi_bon), leave-one-out baseline; reward
+  ties broken uniformly by default (``log_bon_prob_tied``), so the target is a distribution.
+* ``vbon_l``: the lower bound L = (N-1) E[log F] - KL(pi_theta || pi_ref) (§3.3; the paper's
+  Theorem 2), or the looser L_1 of Theorems 3-4 (math-reference §7 item 5) with bound='L1'.
+* ``bonbon`` (module ``bonbon``, re-exported here): Gui, Garbacea, Veitch 2024, arXiv 2406.00832.
 * ``kl_rl``: E[r] - beta KL(pi_theta || pi_ref) with an RLOO baseline (the PPO-style baseline), and
   ``ppo_form_reward``: the §3.2 identity that reward (log pi_bon - log pi_ref)/N with beta = 1/N is
   -(1/N) KL(pi_theta || pi_bon).
@@ -43,9 +43,18 @@ from bonbench.trainer.objectives.common import (
     row_values,
     scatter,
 )
+# BoNBoN lives in its own module; re-exported here, where it was first defined
+from bonbench.trainer.objectives.bonbon import (  # noqa: F401
+    GUI,
+    bonbon,
+    bonbon_loss_numpy,
+    bonbon_loss_torch,
+    bonbon_pairs,
+    bonbon_target,
+    bonbon_weights,
+)
 
 AMINI = "Amini, Vieira, Ash, Cotterell 2024, arXiv 2407.06057"
-GUI = "Gui, Garbacea, Veitch 2024 (BoNBoN), arXiv 2406.00832"
 
 # ------------------------------------------------------------------------------------------------
 # §3.1 the exact BoN distribution
@@ -149,8 +158,10 @@ def log_f_hat(query: np.ndarray, ref_rewards: np.ndarray, cdf: str = "add_one", 
     """log F_hat(r) for every query reward r, from M reference rewards of the same prompt (§3.4).
 
     count(r) = number of reference rewards strictly below r; then
-      cdf='add_one' (default; the authors' code): F_hat = (1 + count) / (M + 1)  (never 0)
-      cdf='plain':                                F_hat = count / M  (unbiased for F; log 0 = -inf)
+      cdf='add_one' (default; the authors' released code): F_hat = (1 + count) / (M + 1)  (never 0)
+      cdf='plain' (the paper's estimator):        F_hat = count / M  (unbiased for F; log 0 = -inf)
+    log F_hat is biased for log F either way (Jensen; add-one also biases F_hat itself upwards by
+    (1 - F)/(M + 1)); docs/objectives-bon.md has measured numbers.
     ties='strict' (default): a reference reward equal to r is not below it (F is the strict CDF).
     ties='random_order': a fixed total order breaks ties. Every query and every reference response
       gets an independent key u ~ U(0, 1) drawn from numpy's default_rng(seed) (queries first, in row
@@ -182,6 +193,34 @@ def log_f_hat(query: np.ndarray, ref_rewards: np.ndarray, cdf: str = "add_one", 
         return np.log(count / M)
 
 
+def log_tie_mass_hat(query: np.ndarray, ref_rewards: np.ndarray, log_ref: np.ndarray, cdf: str = "add_one") -> np.ndarray:
+    """log E_hat(y) for vbon's ties='uniform': the reference mass of responses whose reward equals r(y).
+
+    E_hat = #{m: r(y_m) = r(y)} / M (cdf='plain') or / (M + 1) (cdf='add_one', the denominator of its
+    F_hat), raised to at least pi_ref(y): y is in its own tie class, so E >= pi_ref(y), and without a
+    tied reference reward E = pi_ref(y) is exactly the tie-free case of §3.1.
+    """
+    q = np.asarray(query, dtype=np.float64).reshape(-1)
+    ref = np.asarray(ref_rewards, dtype=np.float64).reshape(-1)
+    M = ref.size
+    count = (q[:, None] == ref[None, :]).sum(axis=1).astype(np.float64)
+    with np.errstate(divide="ignore"):
+        log_e = np.log(count / (M + 1.0 if cdf == "add_one" else float(M)))
+    return np.maximum(log_e, np.asarray(log_ref, dtype=np.float64))
+
+
+def log_bon_prob_tied(log_A: np.ndarray | float, log_E: np.ndarray | float, log_ref: np.ndarray | float, N: int) -> np.ndarray:
+    """log pi_bon(y) of BoN with reward ties broken uniformly (``bon_probs``, Amini et al. App. C):
+
+        pi_bon(y) = (pi_ref(y) / E) ((A + E)^N - A^N),  A = Pr_ref[r < r(y)],  E = Pr_ref[r = r(y)]
+
+    (the top reward level is r(y) with probability (A+E)^N - A^N; the pick among the tied draws is
+    uniform, and each is y with probability pi_ref(y)/E). It sums to 1 over the outcomes whatever the
+    ties; with E = pi_ref(y) (no ties) it is §3.1. Stable: ``log_bon_prob`` with E in place of pi_ref.
+    """
+    return log_bon_prob(log_A, log_E, N) + np.asarray(log_ref, dtype=np.float64) - np.asarray(log_E, dtype=np.float64)
+
+
 # ------------------------------------------------------------------------------------------------
 # vBoN (§3.2) and vBoN-L (§3.3)
 
@@ -201,8 +240,8 @@ def vbon_weights(log_bon: np.ndarray, logprobs: np.ndarray, baseline: str = "loo
 def vbon_l_terms(log_F: np.ndarray, logprobs: np.ndarray, ref_logprobs: np.ndarray, N: int, bound: str = "L") -> np.ndarray:
     """Per-sample value h(y) - log pi_theta(y) whose expectation under pi_theta is the bound.
 
-    L   = (N-1) E[log F] - KL(pi_theta || pi_ref)  ->  t = (N-1) log F + log pi_ref - log pi_theta   (§3.3)
-    L_1 = gamma E[log F] - alpha H(pi_theta) - beta KL(pi_theta || pi_ref), Theorem 3 (§7 item 5),
+    L   = (N-1) E[log F] - KL(pi_theta || pi_ref)  ->  t = (N-1) log F + log pi_ref - log pi_theta   (§3.3, Thm 2)
+    L_1 = gamma E[log F] - alpha H(pi_theta) - beta KL(pi_theta || pi_ref), Theorems 3-4 (§7 item 5),
           alpha = (N+2)(N-1)/2, beta = N(N+1)/2, gamma = N(N-1)/2; as alpha - beta = -1 this is
           E[gamma log F + beta log pi_ref - log pi_theta]
     -KL(pi_theta || pi_bon) >= log N + L >= log N + L_1.
@@ -220,23 +259,24 @@ def vbon_l_terms(log_F: np.ndarray, logprobs: np.ndarray, ref_logprobs: np.ndarr
 VBON_NEEDS = frozenset({"logprobs", "ref_logprobs", "ref_rewards"})
 
 
+VBON_TIES = ("uniform",) + TIES
+
+
 def _vbon_objective(name: str, N: int, baseline: str, cdf: str, ties: str, seed: int,
-                    terms: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
+                    terms: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray],
                     options: Mapping[str, Any]) -> Objective:
-    """What ``vbon`` and ``vbon_l`` share: per policy row t_i = terms(log F_hat(r_i), log pi_theta(y_i),
+    """What ``vbon`` and ``vbon_l`` share: per policy row t_i = terms(r_i, ref_rewards, log pi_theta(y_i),
     log pi_ref(y_i)), then w_i = (t_i - b_i) / G (``centred``), expert rows 0."""
     check_int(name, "N", N, 1)
     check_choice(name, "baseline", baseline, BASELINES)
     check_choice(name, "cdf", cdf, CDFS)
-    check_choice(name, "ties", ties, TIES)
 
     def weights(group: Group) -> np.ndarray:
         mask = policy_mask(group)
         r = rewards_of(group, name)[mask]
         lp = row_values(group, "logprobs", name)[mask]
         lr = row_values(group, "ref_logprobs", name)[mask]
-        lf = log_f_hat(r, require(group, "ref_rewards", name), cdf, ties, seed)
-        t = terms(lf, lp, lr)
+        t = terms(r, require(group, "ref_rewards", name), lp, lr)
         return scatter(mask, centred(t, baseline, name) / t.size)
 
     return Objective(name, weights, VBON_NEEDS, {"N": N, **options, "baseline": baseline, "cdf": cdf, "ties": ties,
@@ -244,20 +284,32 @@ def _vbon_objective(name: str, N: int, baseline: str, cdf: str, ties: str, seed:
 
 
 @objective("vbon", paper=AMINI + " §3 (vBoN)", needs=("logprobs", "ref_logprobs", "ref_rewards"),
-           summary="vBoN: maximise -KL(pi_theta || pi_bon), pi_bon from log F_hat of M reference rewards")
-def vbon(N: int = 8, baseline: str = "loo", cdf: str = "add_one", ties: str = "strict", seed: int = 0) -> Objective:
+           summary="vBoN: maximise -KL(pi_theta || pi_bon), pi_bon from M reference rewards, reward ties uniform")
+def vbon(N: int = 8, baseline: str = "loo", cdf: str = "add_one", ties: str = "uniform", seed: int = 0) -> Objective:
     """vBoN (§3.2): w_i = (t_i - b_i)/G, t_i = log pi_bon(y_i) - log pi_theta(y_i) (``vbon_weights``).
 
-    log pi_bon(y) = ``log_bon_prob``(log F_hat(r(y)), log pi_ref(y), N) with F_hat from the group's
-    ``ref_rewards`` (``log_f_hat``: add-one CDF and strict ties by default, as the authors' code).
-    With ties='random_order' the reward is the augmented (r, u), continuous in u, whose BoN density is
-    exactly the i = 1 term N F^(N-1) pi_ref: then log pi_bon = log N + (N-1) log F_hat + log pi_ref
-    (the augmented objective, which by the data-processing inequality is a lower bound on the plain one).
+    log pi_bon(y) from the group's ``ref_rewards``: F_hat = ``log_f_hat`` (add-one CDF by default, as
+    the authors' code; cdf='plain' is the paper's count/M) and, by ``ties``:
+      'uniform' (default): ``log_bon_prob_tied`` with A = F_hat and E = ``log_tie_mass_hat``: BoN with
+        reward ties broken uniformly, a distribution whatever the ties (App. C asks for a tie-break
+        that makes the order total); without tied rewards it is exactly 'strict'.
+      'strict' (the default before issue 24): ``log_bon_prob`` (Eq. 4-5 with a strict F). On tied
+        rewards its target is not a distribution (0/1 rewards: total mass < 1, see the docs).
+      'random_order': the reward augmented by a random key u (``log_f_hat``), continuous in u, whose
+        BoN density is exactly the i = 1 term N F^(N-1) pi_ref: log pi_bon = log N + (N-1) log F_hat +
+        log pi_ref (the augmented objective; by the data-processing inequality a lower bound).
     N = 8 by default (the paper sweeps N; its README ties N to the KL coefficient by N = 1/beta + 1).
     """
+    check_choice("vbon", "ties", ties, VBON_TIES)
 
-    def terms(lf: np.ndarray, lp: np.ndarray, lr: np.ndarray) -> np.ndarray:
-        log_bon = math.log(N) + (N - 1) * lf + lr if ties == "random_order" else log_bon_prob(lf, lr, N)
+    def terms(r: np.ndarray, ref: np.ndarray, lp: np.ndarray, lr: np.ndarray) -> np.ndarray:
+        if ties == "uniform":
+            lf = log_f_hat(r, ref, cdf, "strict", seed)
+            log_bon = log_bon_prob_tied(lf, log_tie_mass_hat(r, ref, lr, cdf), lr, N)
+        elif ties == "random_order":
+            log_bon = math.log(N) + (N - 1) * log_f_hat(r, ref, cdf, ties, seed) + lr
+        else:
+            log_bon = log_bon_prob(log_f_hat(r, ref, cdf, ties, seed), lr, N)
         return log_bon - lp  # vbon_weights' t
 
     return _vbon_objective("vbon", N, baseline, cdf, ties, seed, terms, {})
@@ -266,19 +318,28 @@ def vbon(N: int = 8, baseline: str = "loo", cdf: str = "add_one", ties: str = "s
 BOUNDS = ("L", "L1")
 
 
-@objective("vbon_l", paper=AMINI + " §3 (vBoN lower bound, Theorems 3-4)",
+@objective("vbon_l", paper=AMINI + " §3 (vBoN lower bound L, Theorem 2; L_1, Theorems 3-4)",
            needs=("logprobs", "ref_logprobs", "ref_rewards"),
-           summary="vBoN-L: maximise (N-1) E[log F_hat] - KL(pi_theta || pi_ref) (or the looser L_1)")
+           summary="vBoN-L: maximise (N-1) E[log F_hat] - KL(pi_theta || pi_ref) (Theorem 2; or the looser L_1)")
 def vbon_l(N: int = 8, bound: str = "L", baseline: str = "loo", cdf: str = "add_one", ties: str = "strict",
            seed: int = 0) -> Objective:
     """vBoN-L (§3.3): the bound's score-function gradient, w_i = (t_i - b_i)/G, t from ``vbon_l_terms``.
 
-    bound='L' (default, the tighter; = KL-regularised RL with reward log F and beta = 1/(N-1));
-    bound='L1' the looser L_1 of Theorem 3. Exactly unbiased for the chosen bound with F_hat fixed.
+    bound='L' (default, the paper's Theorem 2, the tighter; = KL-regularised RL with reward log F and
+    beta = 1/(N-1)); bound='L1' the looser L_1 of Theorems 3-4. Exactly unbiased for the chosen bound
+    with F_hat fixed. ties='strict' (default) keeps the bound valid on tied rewards: the i = 1 term
+    N A^(N-1) pi_ref with the strict A is below the tie-uniform pi_bon too. cdf='plain' is refused when
+    the objective is built: F_hat = count/M is 0 with positive probability, so E[log F_hat] = -inf for
+    every finite M (the weights would be nan / inf); the add-one CDF keeps it finite.
     """
     check_choice("vbon_l", "bound", bound, BOUNDS)
+    check_choice("vbon_l", "ties", ties, TIES)
+    if cdf == "plain":
+        raise BonbenchError("vbon_l: cdf='plain' makes log F_hat = -inf whenever no reference reward lies below a "
+                            "sample (the bound is -inf for every finite M); use cdf='add_one' (the default)")
     return _vbon_objective("vbon_l", N, baseline, cdf, ties, seed,
-                           lambda lf, lp, lr: vbon_l_terms(lf, lp, lr, N, bound), {"bound": bound})
+                           lambda r, ref, lp, lr: vbon_l_terms(log_f_hat(r, ref, cdf, ties, seed), lp, lr, N, bound),
+                           {"bound": bound})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -320,115 +381,3 @@ def kl_rl(beta: float = 0.05, baseline: str = "loo") -> Objective:
 
     return Objective("kl_rl", weights, frozenset({"logprobs", "ref_logprobs"}), {"beta": beta, "baseline": baseline},
                      2 if baseline == "loo" else 1)
-
-
-# ------------------------------------------------------------------------------------------------
-# BoNBoN (Gui et al.)
-
-
-def bonbon_target(N: int) -> float:
-    """1/(2 beta*_N) = (N-1) H_{N-1}: E over N reference draws of the gap between the best and the worst
-    draw's log(pi_bon/pi_ref) for a continuous reward ((N-1)(E log U_(N) - E log U_(1)) with U_(N) ~
-    Beta(N, 1), U_(1) ~ Beta(1, N)); beta*_N = 1/(2 (N-1) sum_{k<N} 1/k). Checked in the tests."""
-    return (N - 1) * sum(1.0 / k for k in range(1, N))
-
-
-def bonbon_pairs(rewards: np.ndarray, N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(best, worst, P, top): for every N-subset of the G rows its best and worst row, aggregated.
-
-    Rows are ordered by (reward, row index): rows are iid draws, so breaking ties by index is a
-    uniformly random tie-break in distribution. With ascending ranks a < b, the pair (worst = a,
-    best = b) occurs in C(b-a-1, N-2) of the C(G, N) subsets; P are those fractions, ``top`` the
-    fraction of subsets whose best is each row (C(b-1, N-1)/C(G, N), the hockey-stick sum of P).
-    """
-    r = np.asarray(rewards, dtype=np.float64)
-    G = r.size
-    if N < 2 or G < N:
-        raise BonbenchError(f"bonbon needs N >= 2 and at least N = {N} samples per prompt, got G = {G}")
-    order = np.argsort(r, kind="stable")
-    total = math.comb(G, N)
-    worst, best, P = [], [], []
-    for a in range(G):
-        for b in range(a + N - 1, G):
-            worst.append(order[a])
-            best.append(order[b])
-            P.append(math.comb(b - a - 1, N - 2) / total)
-    top = np.zeros(G)
-    for b in range(N - 1, G):
-        top[order[b]] = math.comb(b, N - 1) / total
-    return np.array(best, dtype=int), np.array(worst, dtype=int), np.array(P), top
-
-
-def bonbon_loss_numpy(logprobs: np.ndarray, ref_logprobs: np.ndarray, rewards: np.ndarray, N: int = 8,
-                      alpha: float = 0.5) -> float:
-    """BoNBoN loss of one group (to minimise), averaged over its N-subsets:
-
-      alpha * (-log pi_theta(y_best)) + (1 - alpha) * (h(y_best) - h(y_worst) - (N-1) H_{N-1})^2,
-      h(y) = log pi_theta(y) - log pi_ref(y)   (SFT-BoN + IPO-BoN with beta*_N, Gui et al. §4)
-    """
-    lp = np.asarray(logprobs, dtype=np.float64)
-    h = lp - np.asarray(ref_logprobs, dtype=np.float64)
-    best, worst, P, top = bonbon_pairs(rewards, N)
-    ipo = np.sum(P * (h[best] - h[worst] - bonbon_target(N)) ** 2)
-    return float(alpha * np.sum(top * -lp) + (1.0 - alpha) * ipo)
-
-
-def bonbon_loss_torch(logprobs: Any, ref_logprobs: Any, rewards: np.ndarray, N: int = 8, alpha: float = 0.5) -> Any:
-    """``bonbon_loss_numpy`` on torch tensors (logprobs carries the gradient; ref_logprobs is detached):
-    the trainer's loss hook for BoNBoN."""
-    import torch
-
-    best, worst, P, top = bonbon_pairs(rewards, N)
-    lp = logprobs
-    h = lp - ref_logprobs.detach()
-    bi = torch.as_tensor(best, device=lp.device)
-    wi = torch.as_tensor(worst, device=lp.device)
-    Pt = torch.as_tensor(P, dtype=lp.dtype, device=lp.device)
-    tt = torch.as_tensor(top, dtype=lp.dtype, device=lp.device)
-    ipo = (Pt * (h[bi] - h[wi] - bonbon_target(N)) ** 2).sum()
-    return alpha * (tt * -lp).sum() + (1.0 - alpha) * ipo
-
-
-def bonbon_weights(logprobs: np.ndarray, ref_logprobs: np.ndarray, rewards: np.ndarray, N: int = 8,
-                   alpha: float = 0.5) -> np.ndarray:
-    """w = -d(bonbon loss)/d log pi_theta(y_i) at the current log-probabilities.
-
-    The loss is a function of the group's log pi_theta(y_i) only, so by the chain rule
-    sum_i w_i grad log pi_theta(y_i) is exactly -grad loss at the current theta: the IPO term needs no
-    linearisation. SFT part: alpha * top_i; IPO part: with D = h_best - h_worst - (N-1) H_{N-1},
-    -2 (1-alpha) P D on the best row and +2 (1-alpha) P D on the worst. Unlike the score-function
-    objectives, the weights depend on theta through the logprobs: recompute them at every step
-    (the trainer's surrogate -sum w_i log pi is a correct gradient only at the theta it came from).
-    """
-    lp = np.asarray(logprobs, dtype=np.float64)
-    h = lp - np.asarray(ref_logprobs, dtype=np.float64)
-    best, worst, P, top = bonbon_pairs(rewards, N)
-    D = h[best] - h[worst] - bonbon_target(N)
-    w = alpha * top
-    np.add.at(w, best, -2.0 * (1.0 - alpha) * P * D)
-    np.add.at(w, worst, 2.0 * (1.0 - alpha) * P * D)
-    return w
-
-
-@objective("bonbon", paper=GUI, needs=("logprobs", "ref_logprobs"),
-           summary="BoNBoN: alpha SFT on the best of N + (1-alpha) IPO(best vs worst of N, target (N-1)H_{N-1})")
-def bonbon(N: int = 8, alpha: float = 0.5) -> Objective:
-    """BoNBoN (``bonbon_loss_numpy``), as the exact loss gradient at the current theta (``bonbon_weights``).
-
-    The paper's data are N samples of the reference model, best and worst by the reward; here the
-    group's policy rows play that role (sample them from pi_ref, or accept an on-policy variant whose
-    sampling distribution is not differentiated). G > N averages over all N-subsets. alpha: the paper
-    tunes it (value not recovered here); 0.5 is a neutral default. alpha = 1 is SFT on the best of N.
-    """
-    check_int("bonbon", "N", N, 2)
-    if not (isinstance(alpha, (int, float)) and 0.0 <= alpha <= 1.0):
-        raise BonbenchError(f"bonbon: alpha must lie in [0, 1], got {alpha!r}")
-
-    def weights(group: Group) -> np.ndarray:
-        mask = policy_mask(group)
-        r = rewards_of(group, "bonbon")[mask]
-        lp = row_values(group, "logprobs", "bonbon")[mask]
-        lr = row_values(group, "ref_logprobs", "bonbon")[mask]
-        return scatter(mask, bonbon_weights(lp, lr, r, N, alpha))
-
-    return Objective("bonbon", weights, frozenset({"logprobs", "ref_logprobs"}), {"N": N, "alpha": alpha}, N)

@@ -120,3 +120,32 @@ def make_objective(name: str, **options: Any) -> Objective:
     if bad:
         raise BonbenchError(f"objective {name!r} has no option {bad[0]!r}; its options are: {', '.join(sorted(info.options)) or 'none'}")
     return info.factory(**options)
+
+
+# Option defaults that changed after checkpoints were written with them (issue 24): objective ->
+# {option: the value a config that did not name the option meant before the change}. A training
+# config records only the options given on the command line, so without this a resumed old run
+# would silently switch estimator; ``pinned_options`` / ``recorded_options`` let the config name the
+# value explicitly for new runs and read old records with the old meaning.
+CHANGED_DEFAULTS: dict[str, dict[str, Any]] = {
+    "bon_rlb": {"p_estimate": "plugin"},  # the plug-in (g+, g-) form; now the exact U-statistic
+    "vbon": {"ties": "strict"},  # Eq. 4 with a strict F; now BoN with uniform tie-breaking
+}
+
+
+def pinned_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with every changed default the caller did not set filled in at its current
+    default, so that a new run's recorded config names the estimator it trains with."""
+    from bonbench.trainer import objectives  # noqa: F401  (registers the built-ins)
+
+    info = REGISTRY.get(name)
+    changed = CHANGED_DEFAULTS.get(name, {})
+    if info is None:
+        return dict(options)
+    return {**{k: info.options[k] for k in changed}, **options}
+
+
+def recorded_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded config's options as they were meant: a changed default it does not name takes the
+    value from before the change (a config written before issue 24 trained with that)."""
+    return {**CHANGED_DEFAULTS.get(name, {}), **options}

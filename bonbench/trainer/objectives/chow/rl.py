@@ -1,5 +1,5 @@
-"""Chow et al.'s BoN-RL (Lemma 2, §2.4: the exact N-sample policy gradient, a U-statistic over the
-N-subsets of the group) and the RL-S / RL-V baselines (RLOO on the reward / on the verifier score).
+"""Chow et al.'s BoN-RL (§2.4: the exact N-sample policy gradient of J_N, a U-statistic over the
+N-subsets of the group; Lemma 2's text states a single-sample tilted form, which this is not) and the RL-S / RL-V baselines (RLOO on the reward / on the verifier score).
 
 Each takes ``baseline``: "loo" (default: the other samples' value, no network), "none", or "value",
 the trainer's learned value head (Chow et al. use a learned value baseline in all RL runs, §2.8):
@@ -41,7 +41,7 @@ def bon_value(keys: np.ndarray, grades: np.ndarray, N: int) -> float:
 
 def bon_rl_weights(keys: np.ndarray, grades: np.ndarray, N: int, baseline: str = "loo",
                    value: float | None = None) -> np.ndarray:
-    """Lemma 2 (§2.4): grad J_N = E[(R(y*) - b) sum_{i<=N} grad log pi(y_i)], over G >= N samples.
+    """BoN-RL (§2.4, exact N-sample identity): grad J_N = E[(R(y*) - b) sum_{i<=N} grad log pi(y_i)], G >= N.
 
     The estimator is averaged over all C(G, N) N-subsets S of the group (each is an iid N-sample):
 
@@ -113,10 +113,10 @@ def _bon_rl(name: str, by_scores: bool, N: int, baseline: str) -> Objective:
                      value_target if baseline == "value" else None)
 
 
-@objective("bon_rl_s", paper=CHOW + " §4 Lemma 2 (BoN-RL-S)",
+@objective("bon_rl_s", paper=CHOW + " §4 BoN-RL-S (exact N-sample gradient; not Lemma 2's single-sample form)",
            summary="BoN-RL-S: exact N-sample BoN policy gradient, pick by the reward, U-statistic over N-subsets")
 def bon_rl_s(N: int = 4, baseline: str = "loo") -> Objective:
-    """BoN-RL-S (Lemma 2): grad E[R(best of N by R)], exact; see ``bon_rl_weights``.
+    """BoN-RL-S: grad E[R(best of N by R)], exact N-sample form (§2.4); see ``bon_rl_weights``.
 
     N = 4 by default: the paper trains with N' = 32 on MATH (§2.8), but the exact estimator needs
     G >= N samples per prompt, and small N is the practical default; set N to your inference N.
@@ -124,10 +124,11 @@ def bon_rl_s(N: int = 4, baseline: str = "loo") -> Objective:
     return _bon_rl("bon_rl_s", False, N, baseline)
 
 
-@objective("bon_rl_v", paper=CHOW + " §4 Lemma 2 (BoN-RL-V)", needs=("scores",),
+@objective("bon_rl_v", paper=CHOW + " §4 BoN-RL-V (exact N-sample gradient; not Lemma 2's single-sample form)",
+           needs=("scores",),
            summary="BoN-RL-V: exact N-sample BoN policy gradient, pick by the verifier score, graded by the reward")
 def bon_rl_v(N: int = 4, baseline: str = "loo") -> Objective:
-    """BoN-RL-V (Lemma 2): grad E[R(argmax of N by verifier score)], exact; ties uniform."""
+    """BoN-RL-V: grad E[R(argmax of N by verifier score)], exact N-sample form (§2.4); ties uniform."""
     return _bon_rl("bon_rl_v", True, N, baseline)
 
 

@@ -1,10 +1,14 @@
 """Chow et al.'s binary-reward objectives: the closed-form BoN policy of Eq. 8 (§2.5) and the
 BoN-RLB / BoN-RLB(P) weights of Lemma 3 / Corollary 4 (§2.6), reweighted from pi_bon to samples of pi.
 
-The failure probability p comes from the group (plug-in p_hat, or the exactly unbiased U-statistic
-for RLB(P)) or from the trainer's learned value head (``p_source="value"``, Chow et al.'s choice:
-"the value network estimates the failure probability p, and its estimates are clipped").
-Exactness: tests/test_objectives_bon.py; docs/objectives-bon.md.
+With a 0/1 reward as its own verifier, J_N = 1 - p^N is pass@N. Both objectives default to exactly
+unbiased U-statistic estimates of p^(N-1) from the other samples of the group (``rlb_unbiased_weights``,
+``rlbp_unbiased_weights``). The reported weights at a plug-in p_hat stay as options (biased; measured
+in docs/objectives-bon.md). Of Lemma 3's two signs for g-, '+' is the exact one at the true p; the
+prose's '-' has expectation (1+p)/(1-p) grad J. p can also come from the trainer's learned value
+head (``p_source="value"``, Chow et al.'s choice: "the value network estimates the failure
+probability p, and its estimates are clipped").
+Exactness: tests/test_objectives_bon.py, tests/test_objectives_exactness.py; docs/objectives-bon.md.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ def bon_binary(p: float, N: int) -> tuple[float, float, float]:
 
 
 def rlb_weights(p: float, N: int) -> tuple[float, float, float]:
-    """The BoN-RLB weights of Lemma 3 / Corollary 4 (§2.6) as reported: (g+_N, g-, g_bar+_N).
+    """The BoN-RLB weights of Lemma 3 / Corollary 4 (§2.6) as reported: (g+_N, g-, g_bar+_N) (plug-in forms).
 
     g+_N(p) = N p^(N-1) / (1 - p^N),  g-(p) = N p / (1 - p),  g_bar+_N(p) = (1 - p) g+_N(p).
     N = 4, p = 0.5: (8/15, 4, 4/15). They multiply grad log pi(y) under y ~ pi_bon.

@@ -92,28 +92,43 @@ def lambda_n(N: int, rule: str = "kl") -> float:
 
 
 
+WINS = ("indicator", "sigmoid")
+
+
+def win_kernel(a: np.ndarray, b: np.ndarray, win: str = "indicator") -> np.ndarray:
+    """K[i, j] = how much a_i wins against b_j: 1{a_i >= b_j} (indicator, §2.2) or sigmoid(a_i - b_j)
+    (the paper's softened win rate)."""
+    d = np.asarray(a, dtype=np.float64)[:, None] - np.asarray(b, dtype=np.float64)[None, :]
+    if win == "indicator":
+        return (d >= 0).astype(np.float64)
+    if win == "sigmoid":
+        return 0.5 * (1.0 + np.tanh(0.5 * d))  # = 1 / (1 + e^-d) without overflow
+    raise BonbenchError(f"bon_sft: unknown win {win!r}; choose from {', '.join(WINS)}")
+
+
 def bon_sft_weights(expert_keys: np.ndarray, sample_keys: np.ndarray, lam: float,
-                    mass: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    mass: np.ndarray | None = None, win: str = "indicator") -> tuple[np.ndarray, np.ndarray]:
     """Weights (expert rows, policy rows) of grad log pi_lambda(y*) summed over the expert rows.
 
     Lemma 1:  grad log pi_lambda(y*) = grad log pi(y*) + lambda grad Q(y*)
                                        - E_{y'~pi_lambda}[grad log pi(y') + lambda grad Q(y')],
-              grad Q(y) = E_{y''~pi}[1{r(y) >= r(y'')} grad log pi(y'')].
-    Every term is an expectation of grad log pi at samples of pi, so it becomes weights on them:
+              grad Q(y) = E_{y''~pi}[K(r(y), r(y'')) grad log pi(y'')],
+    K the win kernel (``win_kernel``: 1{r >= r''}, or the paper's sigmoid(r - r'')). Every term is an
+    expectation of grad log pi at samples of pi, so it becomes weights on them:
 
       expert row:        1
-      policy sample j:   lambda m_j sum_e 1{r*_e >= r_j}                 (the lambda grad Q(y*) terms)
+      policy sample j:   lambda m_j sum_e K(r*_e, r_j)                   (the lambda grad Q(y*) terms)
                          - E * u_j                                       (E[grad log pi(y')], y'~pi_lambda)
-                         - lambda E * sum_k u_k 1{r_k >= r_j} m_jk       (E[lambda grad Q(y')])
+                         - lambda E * sum_k u_k K(r_k, r_j) m_jk         (E[lambda grad Q(y')])
 
     E = number of expert rows, u_k = importance weights of pi_lambda / pi normalised to sum 1.
 
     ``mass=None`` (a sampled group, m_j = 1/G): Q_k is estimated from the other G-1 samples,
     u_k = exp(lambda Q_k) / sum_l exp(lambda Q_l) (self-normalised importance weights), m_jk = 1/(G-1)
     over pairs k != j. Self-normalisation and exp(lambda Q_hat) make this *consistent* as G grows, not
-    unbiased at finite G.
+    unbiased at finite G (measured bias: docs/objectives-bon.md, tests/test_objectives_exactness.py).
     ``mass`` given (the population form): the policy rows are the whole support with probabilities
-    ``mass``; Q_k = sum_l mass_l 1{r_k >= r_l}, u_k = mass_k exp(lambda Q_k)/Z, m_jk = mass_j; the
+    ``mass``; Q_k = sum_l mass_l K(r_k, r_l), u_k = mass_k exp(lambda Q_k)/Z, m_jk = mass_j; the
     result is then exactly grad log pi_lambda(y*) (tests/test_objectives_bon.py).
     """
     s = np.asarray(sample_keys, dtype=np.float64)
@@ -124,30 +139,22 @@ def bon_sft_weights(expert_keys: np.ndarray, sample_keys: np.ndarray, lam: float
         return np.zeros(0), np.zeros(G)
     if G == 0:
         raise BonbenchError("bon_sft needs policy samples beside the expert rows (they estimate the normaliser)")
-    order = np.sort(s)
-    # number of expert rows whose key is >= r_j, for every sample j
-    n_exp_ge = np.searchsorted(np.sort(ek), s, side="left")
-    n_exp_ge = E - n_exp_ge
+    n_exp_ge = win_kernel(ek, s, win).sum(axis=0)  # sum_e K(r*_e, r_j), for every sample j
+    K = win_kernel(s, s, win)  # K[k, j] = K(r_k, r_j)
     if mass is None:
         if G < 2:
             raise BonbenchError("bon_sft needs at least 2 policy samples per prompt")
-        q = (np.searchsorted(order, s, side="right") - 1) / (G - 1)  # LOO win rate: #{k != j: r_k <= r_j}/(G-1)
-        a = lam * q
+        off = K - np.diag(np.diag(K))  # pairs k != j only: Q and grad Q from the *other* samples
+        a = lam * off.sum(axis=1) / (G - 1)  # lambda Q_hat_k
         u = np.exp(a - a.max())
         u /= u.sum()
-        # sum_k u_k 1{r_k >= r_j} (k = j included, then removed)
-        srt = np.argsort(s, kind="stable")
-        suffix = np.concatenate([np.cumsum(u[srt][::-1])[::-1], [0.0]])
-        ge = suffix[np.searchsorted(s[srt], s, side="left")] - u
-        w = lam * n_exp_ge / G - E * u - lam * E * ge / (G - 1)
+        w = lam * n_exp_ge / G - E * u - lam * E * (u @ off) / (G - 1)
     else:
         m = np.asarray(mass, dtype=np.float64)
-        q = (m[None, :] * (s[:, None] >= s[None, :])).sum(axis=1)
-        a = lam * q
+        a = lam * (K * m[None, :]).sum(axis=1)
         u = m * np.exp(a - a.max())
         u /= u.sum()
-        ge = (u[:, None] * (s[:, None] >= s[None, :])).sum(axis=0)  # sum_k u_k 1{r_k >= r_j}
-        w = lam * m * n_exp_ge - E * u - lam * E * m * ge
+        w = lam * m * n_exp_ge - E * u - lam * E * m * (u @ K)
     return np.ones(E), w
 
 
@@ -156,18 +163,24 @@ SFT_KEYS = ("rewards", "scores")
 
 @objective("bon_sft", paper=CHOW + " §4 Lemma 1 (BoN-SFT)", needs=("expert",),
            summary="BoN-SFT: likelihood of the expert answer under the tilted BoN approximation pi_lambda_N")
-def bon_sft(N: int = 4, lambda_rule: str = "kl", lam: float | None = None, key: str = "rewards") -> Objective:
+def bon_sft(N: int = 4, lambda_rule: str = "kl", lam: float | None = None, key: str = "rewards",
+            win: str = "indicator") -> Objective:
     """BoN-SFT (Lemma 1): max log pi_lambda(y*) for the expert rows; ``bon_sft_weights`` (sampled form).
 
     lambda = ``lam`` if given, else ``lambda_n(N, lambda_rule)`` (kl by default: math-reference §2.2
     recommends it; the paper's own 1-D equation is not recovered). ``key``: what the win rate Q ranks
     by, the reward (default) or the verifier score (key='scores' needs scores, expert rows included).
-    Consistent, not unbiased (self-normalised importance weights). Groups without expert rows get
-    zero weights.
+    ``win``: 'indicator' (default) Q(y) = Pr[r(y) >= r(y'')]; 'sigmoid' the paper's softened
+    Q(y) = E[sigmoid(r(y) - r(y''))]. The indicator stays the default because lambda_N's equations
+    (§2.2) are derived for it (Q ~ U(0, 1) under pi with a continuous verifier), and it does not
+    depend on the reward's scale; with 'sigmoid' lambda_N is the same number, not re-derived.
+    Consistent, not unbiased (self-normalised importance weights; measured bias in the docs). Groups
+    without expert rows get zero weights.
     """
     check_int("bon_sft", "N", N, 1)
     check_choice("bon_sft", "lambda_rule", lambda_rule, LAMBDA_RULES)
     check_choice("bon_sft", "key", key, SFT_KEYS)
+    check_choice("bon_sft", "win", win, WINS)
     if lam is not None and not (isinstance(lam, (int, float)) and lam >= 0):
         raise BonbenchError(f"bon_sft: lam must be a number >= 0, got {lam!r}")
     lam_value = float(lam) if lam is not None else lambda_n(N, lambda_rule)
@@ -176,7 +189,7 @@ def bon_sft(N: int = 4, lambda_rule: str = "kl", lam: float | None = None, key: 
         require(group, "expert", "bon_sft")
         mask = policy_mask(group)
         keys = row_values(group, "scores", "bon_sft") if key == "scores" else rewards_of(group, "bon_sft")
-        w_exp, w_pol = bon_sft_weights(keys[~mask], keys[mask], lam_value)
+        w_exp, w_pol = bon_sft_weights(keys[~mask], keys[mask], lam_value, win=win)
         out = np.zeros(group.size)
         out[~mask] = w_exp
         out[mask] = w_pol
@@ -184,7 +197,7 @@ def bon_sft(N: int = 4, lambda_rule: str = "kl", lam: float | None = None, key: 
 
     needs = frozenset({"expert", "scores"}) if key == "scores" else frozenset({"expert"})
     return Objective("bon_sft", weights, needs, {"N": N, "lambda_rule": lambda_rule, "lam": lam, "key": key,
-                                                 "lambda": lam_value}, 2)
+                                                 "win": win, "lambda": lam_value}, 2)
 
 
 

@@ -299,12 +299,15 @@ def _execute(plan: Any) -> int:
     from bonbench import pipeline
     from bonbench.runner import execute
 
-    if plan.backend == "vllm" and plan.ray is None and any(pipeline.missing_requests(r, r.cfg.prompt_style) for r in plan.runs):
+    if (plan.backend == "vllm" and plan.ray is None and not getattr(plan, "never_sample", False)
+            and any(pipeline.missing_requests(r, r.cfg.prompt_style) for r in plan.runs)):
         # an engine will load: restart once with tcmalloc preloaded (CPU only; docs/samplers.md). Done
         # here, not in the runner: re-executing the process is the command's business, not a library's.
         from bonbench.sampler.cpu_preload import maybe_reexec_with_preload
 
         maybe_reexec_with_preload()
+    if getattr(plan, "verifier_note", None):
+        print(plan.verifier_note, file=sys.stderr)  # which verifier bon@k uses, and why (runner.choose_verifier)
     with _Progress() as progress:
         def label(run: Any) -> None:
             progress.prefix = f"T={run.cfg.temperature:g}" if plan.is_sweep else ""

@@ -12,13 +12,21 @@ Formats, recognised from the file's content (not its name):
   dataset order, the list of its generated programs (full programs, fenced like evalplus's);
 * lm-evaluation-harness ``samples_<task>_*.jsonl``: rows with ``doc`` and ``resps`` (raw
   generations; ``filtered_resps`` when ``resps`` is absent); the problem is found from the doc's id
-  field or, failing that, its problem text;
+  field or, failing that, its problem text. lm-eval writes one row per (filter, doc), each with the
+  same ``resps`` (gsm8k's strict / flexible filters, every self-consistency task), so a row whose
+  generations repeat an earlier row of the same problem is a copy and is read once; the filters
+  seen and the generation arguments the rows carry (``arguments``: ``until``, ``max_gen_toks``,
+  ``temperature``, ``do_sample``, ...) are returned for config.json;
 * math rows ``{"unique_id", "response" | "completion"}`` (PRM800K / MATH-500 style).
 
 Keys: a row that names its ``sample_idx`` keeps it; rows without one are numbered per problem in
 file order (human-eval files carry no index, so file order is the only key they have). A file that
 mixes the two, or repeats a key with different text, is refused: either would silently change
 which samples are scored. Identical repeated rows are dropped with a warning.
+
+The fingerprint (``samples_fingerprint``) is sha256 over the file's content: the bytes after gunzip
+for a gzip file, else the raw bytes; not its name or path, so byte-identical copies under two names
+(or a file and its gzip) are one run.
 
 Every problem keeps all of its samples; callers decide which ``k`` the per-problem counts allow.
 This module does not grade, sample or write anything.
@@ -27,14 +35,14 @@ This module does not grade, sample or write anything.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from bonbench.data import file_fingerprint
 from bonbench.errors import BonbenchError
 from bonbench.records import Problem, Sample
 
@@ -51,6 +59,11 @@ class ImportedSamples:
     format: str
     fingerprint: str
     samples: tuple[Sample, ...]
+    # what the file says about how the samples were made: lm-eval's generation arguments (``until``,
+    # ``max_gen_toks``, ``temperature``, ``do_sample``, ...) when every row agrees; None when unknown
+    generation: Mapping[str, Any] | None = None
+    filters: tuple[str, ...] = ()  # lm-eval filters whose rows held the same generations (read once)
+    copies: int = 0  # rows dropped as another filter's copy of the same generations
 
     def counts(self) -> dict[str, int]:
         """Samples per problem id."""
@@ -65,7 +78,24 @@ def _fenced(code: str) -> str:
     return "```python\n" + code.rstrip("\n") + "\n```"
 
 
+def samples_fingerprint(content: bytes) -> str:
+    """sha256 of a samples file's content (decompressed when it was gzipped), first 16 hex chars."""
+    return "sha256:" + hashlib.sha256(content).hexdigest()[:16]
+
+
+def file_content(path: Path) -> bytes:
+    """The file's bytes, gunzipped when they start with the gzip magic (one-line errors)."""
+    return _content(Path(path))
+
+
 def _decode(path: Path) -> str:
+    try:
+        return _content(path).decode("utf-8-sig")  # utf-8-sig drops a byte-order mark (Windows editors write one)
+    except UnicodeDecodeError as exc:
+        raise BonbenchError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8 JSONL") from None
+
+
+def _content(path: Path) -> bytes:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -77,11 +107,7 @@ def _decode(path: Path) -> str:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as exc:
             raise BonbenchError(f"{path}: a truncated or corrupt gzip file ({exc}); re-export it") from None
-    try:
-        # utf-8-sig drops a byte-order mark at the start (Windows editors write one)
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise BonbenchError(f"{path}: not UTF-8 text (byte {exc.start}); save it as UTF-8 JSONL") from None
+    return raw
 
 
 def _json_rows(path: Path, text: str) -> Iterator[tuple[int, Any]]:
@@ -153,6 +179,31 @@ class _Row:
     n_tokens: int | None = None
     finish_reason: str | None = None
     logprob: float | None = None
+    lm_eval: "_LmEval | None" = None  # the lm-eval row this sample came from
+
+
+@dataclass(frozen=True)
+class _LmEval:
+    """What one lm-eval row says besides its generations."""
+
+    filter: str | None
+    texts: tuple[str, ...]  # the row's generations (to recognise another filter's copy)
+    filtered_only: bool  # the texts are ``filtered_resps`` (they differ by filter)
+    gen: Mapping[str, Any] | None = field(default=None, hash=False, compare=False)
+
+
+def _gen_kwargs(arguments: Any) -> Mapping[str, Any] | None:
+    """The generation kwargs of an lm-eval row's ``arguments``: ``{"gen_args_0": {"arg_0": prompt,
+    "arg_1": {...}}}`` (lm-eval >= 0.4.3) or ``[[prompt, {...}]]`` (older files)."""
+    first: Any = None
+    if isinstance(arguments, Mapping) and arguments:
+        first = next(iter(arguments.values()))
+        first = [first[k] for k in sorted(first)] if isinstance(first, Mapping) else first
+    elif isinstance(arguments, list) and arguments:
+        first = arguments[0]
+    if isinstance(first, list) and len(first) > 1 and isinstance(first[1], Mapping):
+        return dict(first[1])
+    return None
 
 
 def _rows_from_bigcode(path: Path, data: list[Any], ids: _Ids) -> tuple[str, list[_Row]]:
@@ -191,7 +242,10 @@ def _lm_eval_rows(path: Path, lineno: int, row: Mapping[str, Any], ids: _Ids) ->
     if not texts:
         raise BonbenchError(f"{path}:{lineno}: an lm-eval row without text in 'resps' or 'filtered_resps'; "
                             "export with --log_samples from a generate_until task")
-    return [_Row(lineno, pid, None, t) for t in texts]
+    filt = row.get("filter")
+    info = _LmEval(str(filt) if filt is not None else None, tuple(texts), row.get("resps") is None,
+                   _gen_kwargs(row.get("arguments")))
+    return [_Row(lineno, pid, None, t, lm_eval=info) for t in texts]
 
 
 def _row(path: Path, lineno: int, row: Any, ids: _Ids) -> tuple[str, list[_Row]]:
@@ -253,13 +307,64 @@ def read_samples(path: Path, task_name: str, problems: Sequence[Problem]) -> Imp
         rows += new
     if not rows:
         raise BonbenchError(f"{path} has no samples; give a file with one row per sample")
+    rows, lm = _one_copy_per_filter(path, rows)
     with_idx = [r for r in rows if r.idx is not None]
     if with_idx and len(with_idx) != len(rows):
         missing = next(r for r in rows if r.idx is None)
         raise BonbenchError(f"{path}:{missing.lineno}: this row has no sample_idx but others do; give every row a "
                             "sample_idx or none (then rows are numbered per problem in file order)")
-    return ImportedSamples(path=path, format="+".join(sorted(formats)), fingerprint=file_fingerprint(path),
-                           samples=tuple(_keyed(path, rows)))
+    return ImportedSamples(path=path, format="+".join(sorted(formats)), fingerprint=samples_fingerprint(_content(path)),
+                           samples=tuple(_keyed(path, rows)), **lm)
+
+
+def _one_copy_per_filter(path: Path, rows: list[_Row]) -> tuple[list[_Row], dict[str, Any]]:
+    """lm-eval rows with each (problem, generations) once, and what the rows said (filters, arguments).
+
+    lm-eval writes a row per (filter, doc), each with the doc's same raw ``resps``: a row whose
+    generations equal an earlier kept row of the same problem is another filter's copy and is
+    dropped (a copy under the same filter is a repeated row: dropped too, with a warning). A file
+    whose rows hold only ``filtered_resps`` from several filters cannot be read that way (the texts
+    differ by filter) and is refused.
+    """
+    kept: list[_Row] = []
+    seen: dict[str, list[_LmEval]] = {}
+    filters: dict[str, None] = {}
+    gens: list[Mapping[str, Any] | None] = []
+    copies = repeats = 0
+    last: _LmEval | None = None
+    drop = False
+    for r in rows:
+        info = r.lm_eval
+        if info is None:
+            kept.append(r)
+            continue
+        if info is not last:  # the first sample of a row decides for the whole row
+            last = info
+            if info.filter is not None:
+                filters.setdefault(info.filter)
+            earlier = seen.setdefault(r.pid, [])
+            twin = next((e for e in earlier if e.texts == info.texts), None)
+            drop = twin is not None
+            if twin is None:
+                earlier.append(info)
+                gens.append(info.gen)
+            elif twin.filter != info.filter:
+                copies += 1
+            else:
+                repeats += 1
+        if not drop:
+            kept.append(r)
+    if not seen:
+        return rows, {}
+    if len(filters) > 1 and any(e.filtered_only for infos in seen.values() for e in infos):
+        raise BonbenchError(f"{path}: rows of {len(filters)} lm-eval filters ({', '.join(filters)}) carry only "
+                            "'filtered_resps', which differ by filter; keep one filter's rows, or export with "
+                            "the raw 'resps' (lm-eval --log_samples writes them)")
+    if repeats:
+        warnings.warn(f"{path}: {repeats} repeated identical lm-eval row(s) ignored", stacklevel=3)
+    same = all(g == gens[0] for g in gens)
+    return kept, {"generation": dict(gens[0]) if same and gens[0] is not None else None,
+                  "filters": tuple(filters), "copies": copies}
 
 
 def _keyed(path: Path, rows: Sequence[_Row]) -> list[Sample]:

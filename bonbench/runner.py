@@ -37,7 +37,7 @@ from bonbench import compare, models, pipeline, ray_cluster, shard
 from bonbench.config import RunConfig, policy_name
 from bonbench.errors import BonbenchError
 from bonbench.estimators import MetricSpec, parse_metrics
-from bonbench.readers import ImportedSamples, read_samples
+from bonbench.readers import ImportedSamples, file_content, read_samples, samples_fingerprint
 from bonbench.records import MetricsPatch
 from bonbench.registry import GraderOptions, Task, Verifier, get_task, get_verifier
 from bonbench.sampler import select
@@ -108,6 +108,8 @@ class Plan:
     ref_run: Path | None = None  # ... against this run's samples, else the task's references
     ray: ray_cluster.RayOptions | None = None  # sample on Ray actors and run code tests as Ray tasks
     facts: Mapping[str, Any] | None = None  # top-level facts for each run's metrics.json (a merge's shards)
+    verifier_note: str | None = None  # "verifier: NAME (why)", shown to the user when bon@k is scored
+    never_sample: bool = False  # a reopened run: missing samples are an error naming the fix, not drawn
 
     @property
     def is_sweep(self) -> bool:
@@ -154,7 +156,16 @@ def load_task(name: str | None, task_args: Mapping[str, str], *, data_dir: str |
 # -------------------------------------------------------------------------------------- metrics
 
 
-def metric_specs(requested: Sequence[str], default: Sequence[str], judged_by: str = "correctness") -> tuple[MetricSpec, ...]:
+def votes_on_answers(task: Task) -> bool:
+    """Whether maj@k means something on ``task``: its grader extracts answers to vote on. Code
+    graders run programs and extract none (``Grade.answer`` is None), so every sample abstains; a
+    grader says so with ``extracts_answers = False`` (the code grader, named "code", is known)."""
+    grader = task.grader
+    return bool(getattr(grader, "extracts_answers", getattr(grader, "name", "") != "code"))
+
+
+def metric_specs(requested: Sequence[str], default: Sequence[str], judged_by: str = "correctness",
+                 votes: bool = True) -> tuple[MetricSpec, ...]:
     """The requested metrics (or ``default``) plus their companions: pass@1, and pass@k / maj@k beside
     each bon@k. A bon@k value means little without the oracle ceiling (pass@k) and the verifier-free
     baseline (maj@k) at the same k, and all of them come from the same samples at no sampling cost.
@@ -163,6 +174,10 @@ def metric_specs(requested: Sequence[str], default: Sequence[str], judged_by: st
     pass@k / maj@k are refused: pass@k on rewards is the expected maximum, so it is called max@k
     rather than aliased (a "pass" rate of 0.73 for a reward would read as a success rate), and
     maj@k needs extracted answers to vote on, which free text does not have.
+
+    ``votes=False`` (a task whose grader extracts no answers: code, see ``votes_on_answers``): a
+    requested maj@k is refused (every sample abstains, so it would read 0 beside pass@k = 1), and
+    maj@k is neither a companion nor kept from ``default`` (metrics stored by an earlier version).
     """
     specs = parse_metrics(list(requested) or list(default))
     if judged_by == "reward":
@@ -173,7 +188,14 @@ def metric_specs(requested: Sequence[str], default: Sequence[str], judged_by: st
                                 f"or vote on; use mean, {hint}")
         extra = ["mean"] + [f"max@{s.k}" for s in specs if s.kind == "bon"]
     else:
-        extra = ["pass@1"] + [f"{kind}@{s.k}" for s in specs if s.kind == "bon" for kind in ("pass", "maj")]
+        if not votes:
+            wrong = [s.name for s in specs if s.kind == "maj"]
+            if wrong and requested:
+                raise BonbenchError(f"{', '.join(wrong)}: this task's grader runs programs and extracts no answers to vote "
+                                    "on, so majority voting does not apply; use pass@k, or bon@k with a verifier")
+            specs = tuple(s for s in specs if s.kind != "maj")
+        kinds = ("pass", "maj") if votes else ("pass",)
+        extra = ["pass@1"] + [f"{kind}@{s.k}" for s in specs if s.kind == "bon" for kind in kinds]
     return tuple(parse_metrics([s.name for s in specs] + extra))
 
 
@@ -269,25 +291,71 @@ def check_greedy(specs: Sequence[MetricSpec], n: int | None, special: set[str], 
                             "drop --metric kl or sample with --temperature > 0")
 
 
-def default_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task: str | None = None,
-                     model_fingerprint: str | None = None, out: Path | None = None) -> str | None:
-    """The verifier bon@k uses: the requested one; else, when some bon@k needs scores, a learned
-    verifier of the task's family trained on this model's samples when ``<out>/verifiers`` holds one
-    (``verifier_folder.find_verifier``: the newest), else ``logprob``."""
+def verifier_roots(out: Path) -> tuple[Path, ...]:
+    """Where a default learned verifier is looked for, in order: ``<out>/verifiers``, then the
+    default results root's ``results/verifiers`` (of the current directory), then the bonbench
+    checkout's committed ``results/verifiers``. A run with ``--out`` elsewhere therefore still finds
+    the committed verifier of its task and model (the first root holding one wins)."""
+    from bonbench.verifier_folder import VERIFIERS_DIR
+
+    candidates = [Path(out) / VERIFIERS_DIR, Path("results") / VERIFIERS_DIR,
+                  Path(__file__).resolve().parents[1] / "results" / VERIFIERS_DIR]
+    roots: list[Path] = []
+    for c in candidates:
+        if c.is_dir() and all(c.resolve() != r.resolve() for r in roots):
+            roots.append(c)
+    return tuple(roots) or (Path(out) / VERIFIERS_DIR,)
+
+
+def _shown(path: Path) -> str:
+    """A path as the user reads it: relative to the current directory when under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def choose_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task: str | None = None,
+                    model_fingerprint: str | None = None, out: Path | None = None, model: str | None = None,
+                    requested_by: str = "--verifier") -> tuple[str | None, str | None]:
+    """The verifier bon@k uses and why (one line for the user; None when no bon@k needs scores).
+
+    The requested one; else, when some bon@k needs scores, the newest learned verifier of the task's
+    family trained on this model's samples in the first of ``verifier_roots(out)`` holding one
+    (``verifier_folder.find_verifier``), else ``logprob``."""
     if requested:
         if requested.startswith("learned:") and len(requested) > len("learned:"):
             # recorded in config.json: absolute, so that a later `bonbench score` from elsewhere finds it
-            return "learned:" + str(Path(requested[len("learned:"):]).expanduser().resolve())
-        return requested
+            return "learned:" + str(Path(requested[len("learned:"):]).expanduser().resolve()), f"{requested_by}"
+        return requested, f"{requested_by}"
     if not pipeline.needs_scores(specs):
-        return None
-    if task and model_fingerprint and out is not None:
-        from bonbench.verifier_folder import PREFIX, find_verifier
+        return None, None
+    if not (task and model_fingerprint and out is not None):
+        return "logprob", "no policy model to match a learned verifier to; pass --verifier learned:PATH to use one"
+    from bonbench.verifier_folder import PREFIX, find_verifier, task_family
 
-        found = find_verifier(out, task, model_fingerprint)
+    what = f"{task_family(task)} / {model or model_fingerprint}"
+    roots = verifier_roots(out)
+    for root in roots:
+        found = find_verifier(root.parent, task, model_fingerprint)
         if found is not None:
-            return PREFIX + str(found.resolve())
-    return "logprob"
+            return PREFIX + str(found.resolve()), f"newest learned verifier for {what} under {_shown(root)}"
+    where = ", ".join(_shown(r) for r in roots)
+    return "logprob", f"no learned verifier for {what} under {where}; pass --verifier learned:PATH"
+
+
+def default_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task: str | None = None,
+                     model_fingerprint: str | None = None, out: Path | None = None) -> str | None:
+    """The verifier of ``choose_verifier``, without the reason."""
+    return choose_verifier(specs, requested, task=task, model_fingerprint=model_fingerprint, out=out)[0]
+
+
+def verifier_line(name: str | None, why: str | None) -> str | None:
+    """``verifier: learned:results/verifiers/x (why)``: the line every run prints when bon@k is scored."""
+    if name is None:
+        return None
+    shown = "learned:" + _shown(Path(name[len("learned:"):])) if name.startswith("learned:") else name
+    return f"verifier: {shown} ({why})"
 
 
 # ----------------------------------------------------------------------------------------- plan
@@ -343,7 +411,7 @@ def plan(req: RunRequest) -> Plan:
         check_greedy(parse_metrics(list(requested)) if requested else (), req.n, special, sweep=len(temperatures) > 1)
     ref = _ref_model(req.ref_model, special, req.top_ps)
     specs = metric_specs(requested, greedy_defaults(task.default_metrics, task.judged_by) if greedy else task.default_metrics,
-                         task.judged_by)
+                         task.judged_by, votes_on_answers(task))
     wks = _check_winrate(task, special, req.ref_run)
     n = 1 if greedy else resolve_n(specs, req.n)
     if wks and max(wks) > n:
@@ -360,7 +428,8 @@ def plan(req: RunRequest) -> Plan:
         resolved = served_model(req.model, options)
     else:
         resolved = models.resolve_model(req.model)
-    verifier = default_verifier(specs, req.verifier, task=task.name, model_fingerprint=resolved.fingerprint, out=Path(req.out))
+    verifier, why = choose_verifier(specs, req.verifier, task=task.name, model_fingerprint=resolved.fingerprint,
+                                    out=Path(req.out), model=resolved.name)
     _check_verifier(verifier, req.data_dir, task=task.name, model_path=None if served else resolved.path)
     style = req.prompt_style if req.prompt_style != "auto" else ("chat" if resolved.is_chat else "base")
     stop = task.render(task.problems[0], style).stop if task.problems else ()  # type: ignore[arg-type]
@@ -376,6 +445,7 @@ def plan(req: RunRequest) -> Plan:
     if req.shard is not None:
         runs = _shard_runs(runs, req.shard, kl=ref is not None, winrate=bool(wks))
     return Plan(runs=tuple(runs), specs=specs, verifier=verifier, backend=backend, n_boot=req.n_boot, out=Path(req.out),
+                verifier_note=verifier_line(verifier, why),
                 model=resolved, options=options, data_dir=req.data_dir, ref_model=ref, winrate_ks=wks,
                 ref_run=req.ref_run, ray=ray)
 
@@ -394,10 +464,8 @@ def _shard_runs(runs: list[pipeline.PreparedRun], spec: ShardSpec, *, kl: bool, 
 
 def _read_import(task: Task, path: Path) -> ImportedSamples:
     if task.read_samples is not None:  # a task's own format for files from elsewhere
-        from bonbench.data import file_fingerprint
-
         samples = task.read_samples(path)
-        return ImportedSamples(path=path, format=f"{task.name}-reader", fingerprint=file_fingerprint(path),
+        return ImportedSamples(path=path, format=f"{task.name}-reader", fingerprint=samples_fingerprint(file_content(path)),
                                samples=tuple(samples))
     return read_samples(path, task.name, task.problems)
 
@@ -426,26 +494,66 @@ def _plan_import(req: RunRequest, task: Task, ray: ray_cluster.RayOptions | None
     wks = _check_winrate(task, special, req.ref_run)
     if requested or special:
         fallback = ("mean",) if task.judged_by == "reward" else ("pass@1",)
-        specs = metric_specs(requested or fallback, (), task.judged_by)
+        specs = metric_specs(requested or fallback, (), task.judged_by, votes_on_answers(task))
     else:
         report = IMPORT_DEFAULT_METRICS if task.judged_by == "correctness" else ("max@1", "max@10", "max@100")
         defaults = [s.name for s in parse_metrics([*report, *task.default_metrics]) if s.k is None or s.k <= fewest]
-        specs = metric_specs(defaults, (), task.judged_by)
+        specs = metric_specs(defaults, (), task.judged_by, votes_on_answers(task))
     too_big = [s.name for s in specs if s.k is not None and s.k > fewest] + [f"winrate@{k}" for k in wks if k > fewest]
     if too_big:
         raise BonbenchError(f"{', '.join(too_big)} need(s) k <= {fewest}: {path.name} has {fewest} sample(s) for {fewest_pid!r}; "
                             "drop those metrics or add samples to the file")
-    verifier = default_verifier(specs, req.verifier)
+    verifier, why = choose_verifier(specs, req.verifier)
+    why = why if req.verifier or why is None else f"imported samples: {why}"
     _check_verifier(verifier, req.data_dir, task=task.name)
     model = req.model or path.name
     cfg = RunConfig(task=task.name, model=model, backend="scripted", n=n, model_fingerprint=imported.fingerprint,
                     metrics=tuple(s.name for s in specs), verifier=verifier, limit=req.limit,
-                    task_args=dict(req.task_args), seed=req.seed)
-    run = pipeline.prepare(task, cfg, Path(req.out))
+                    task_args=dict(req.task_args), seed=req.seed, **imported_settings(imported.generation))
+    # the prompt was the other harness's: not bonbench's prompt id (pipeline.prepare records the task's)
+    run = pipeline.prepare(dataclasses.replace(task, prompt_id=None), cfg, Path(req.out))  # type: ignore[arg-type]
     if req.model is None:
         _warn_same_name(run, path)
     return Plan(runs=(run,), specs=specs, verifier=verifier, backend="scripted", n_boot=req.n_boot, out=Path(req.out),
+                verifier_note=verifier_line(verifier, why),
                 imported=imported, data_dir=req.data_dir, winrate_ks=wks, ref_run=req.ref_run, ray=ray)
+
+
+def imported_settings(generation: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The sampling settings of an imported run's config: what the file says (lm-eval's generation
+    arguments: ``temperature``, ``do_sample`` false = greedy, ``top_p``, ``max_gen_toks``, ``until``),
+    None for everything it does not say (dtype, prompt style: never in the file). Never bonbench's
+    defaults: those would claim the samples were drawn at T = 1 with 512 tokens."""
+    gen = dict(generation or {})
+    temperature = gen.get("temperature")
+    if gen.get("do_sample") is False:
+        temperature = 0.0  # lm-eval's greedy decoding, whatever temperature says
+    until = gen.get("until")
+    if isinstance(until, str):
+        until = [until]
+
+    def number(v: Any) -> float | None:
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    max_tokens = gen.get("max_gen_toks", gen.get("max_new_tokens", gen.get("max_tokens")))
+    return {"temperature": number(temperature), "top_p": number(gen.get("top_p")),
+            "max_tokens": int(max_tokens) if number(max_tokens) is not None else None,
+            "stop": tuple(str(u) for u in until) if isinstance(until, list) else None,
+            "dtype": None, "prompt_style": None}
+
+
+def imported_record(imported: ImportedSamples) -> dict[str, Any]:
+    """config.json's ``imported``: where the samples came from and what the file says about them."""
+    doc: dict[str, Any] = {"path": str(imported.path.resolve()), "format": imported.format,
+                           "fingerprint": imported.fingerprint, "counts": imported.counts(),
+                           "generation": dict(imported.generation) if imported.generation is not None else None,
+                           "settings": ("from the file's generation arguments; what they leave out is null (unknown)"
+                                        if imported.generation is not None else
+                                        "unknown: imported (the file does not say how its samples were made)")}
+    if imported.filters:
+        doc["lm_eval_filters"] = list(imported.filters)
+        doc["lm_eval_filter_copies_dropped"] = imported.copies
+    return doc
 
 
 def _warn_same_name(run: pipeline.PreparedRun, path: Path) -> None:
@@ -477,6 +585,8 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
     ``ray`` runs code tests as Ray tasks (as ``RunRequest.ray``).
     A sharded run must be merged first (``merge``): its shards' samples are not the run's yet.
     """
+    if n is not None and n < 1:
+        raise BonbenchError(f"--n must be >= 1 (got {n})")
     store = RunStore(Path(run_dir))
     shard.check_merged(store.root)
     saved = store.read_config()
@@ -489,13 +599,17 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
     if cfg_json.get("backend") == "scripted":
         # an imported run covers the problems its file had (recorded when it was imported)
         ids = set(imported["counts"]) if imported else {pid for pid, _ in store.samples.read()}
-        task = dataclasses.replace(task, problems=tuple(p for p in task.problems if p.id in ids))
+        # its prompt is the other harness's (recorded as unknown, None, since 2026-11-24; runs imported
+        # before then recorded the task's own id, which their run id hashes): keep what was recorded
+        task = dataclasses.replace(task, problems=tuple(p for p in task.problems if p.id in ids),
+                                   prompt_id=cfg_json.get("prompt_id", task.prompt_id))
     fields = {f.name for f in dataclasses.fields(RunConfig)}
     cfg_json = {k: v for k, v in cfg_json.items() if k in fields}
-    cfg_json["stop"] = tuple(cfg_json.get("stop", ()))
+    stop = cfg_json.get("stop", ())
+    cfg_json["stop"] = tuple(stop) if stop is not None else None  # None: an imported run's unknown stop strings
     cfg_json["metrics"] = tuple(cfg_json.get("metrics", ()))
     requested, special = split_special(metrics)
-    specs = metric_specs(requested, cfg_json["metrics"] or task.default_metrics, task.judged_by)
+    specs = metric_specs(requested, cfg_json["metrics"] or task.default_metrics, task.judged_by, votes_on_answers(task))
     wks = _check_winrate(task, special, ref_run)
     ref = None
     if ref_model is not None or "kl" in special:
@@ -516,8 +630,9 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
         n_run = 1
     else:
         n_run = resolve_n(specs, n or cfg_json["n"])
-    chosen = default_verifier(specs, verifier or cfg_json.get("verifier"), task=task.name,
-                              model_fingerprint=cfg_json.get("model_fingerprint"), out=out)
+    chosen, why = choose_verifier(specs, verifier or cfg_json.get("verifier"), task=task.name,
+                                  model_fingerprint=cfg_json.get("model_fingerprint"), out=out, model=cfg_json.get("model"),
+                                  requested_by="--verifier" if verifier else "the verifier this run was scored with")
     _check_verifier(chosen, data_dir, task=task.name,
                     model_path=_model_path(cfg_json) if chosen and chosen.startswith("learned:") else None)
     cfg = RunConfig(**{**cfg_json, "n": n_run, "limit": limit or cfg_json.get("limit"), "task_args": merged,
@@ -529,6 +644,7 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
     if policy is not None and policy.fingerprint != cfg.model_fingerprint:
         raise BonbenchError(f"model {cfg.model!r} has changed since this run sampled (fingerprint); kl would score other weights")
     return Plan(runs=(run,), specs=specs, verifier=chosen, backend=cfg.backend, n_boot=n_boot, out=out, data_dir=data_dir,
+                verifier_note=verifier_line(chosen, why), never_sample=True,
                 model=policy, ref_model=ref, winrate_ks=wks, ref_run=ref_run, ray=rays)
 
 
@@ -569,8 +685,7 @@ def execute(p: Plan, progress: Progress = _noop, on_run: Callable[[pipeline.Prep
             raise BonbenchError(f"{run.store.root} has shards whose samples are not merged yet: run `bonbench merge "
                                 f"{run.store.root}` first, or give this command the same --shard i/n split")
         if p.imported is not None:
-            extra["imported"] = {"path": str(p.imported.path.resolve()), "format": p.imported.format,
-                                 "fingerprint": p.imported.fingerprint, "counts": p.imported.counts()}
+            extra["imported"] = imported_record(p.imported)
         if p.ray is not None:
             extra["ray"] = p.ray.recorded()
         pipeline.open_run(run, extra or None)
@@ -578,6 +693,9 @@ def execute(p: Plan, progress: Progress = _noop, on_run: Callable[[pipeline.Prep
         # an imported run holds exactly its file's samples: store those not stored yet
         for run in p.runs:
             pipeline.store_samples(run, p.imported.samples, progress)
+    elif p.never_sample:
+        for run in p.runs:
+            _check_complete(run)
     else:
         todo = [r for r in p.runs if pipeline.missing_requests(r, r.cfg.prompt_style)]
         if todo:
@@ -600,6 +718,51 @@ def execute(p: Plan, progress: Progress = _noop, on_run: Callable[[pipeline.Prep
                                       facts=p.facts))
     sweep = pipeline.write_sweep(p.runs, p.out) if p.is_sweep else None
     return RunResult(runs=p.runs, docs=tuple(docs), sweep_path=sweep)
+
+
+def _check_complete(run: pipeline.PreparedRun) -> None:
+    """A reopened run must have its samples (``bonbench score`` never samples): else one line naming
+    the command that draws them. A torn last line of samples.jsonl (a writer killed mid-line) is not
+    a sample (the store's rule): it is said, and the same ``bonbench run`` resumes from it."""
+    path = run.store.samples.path
+    torn = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
+    why = " (samples.jsonl ends in a torn line, written by a run killed mid-write, which is not a sample)" if torn else ""
+    if run.cfg.backend == "scripted":
+        recorded = (run.store.read_config().get("imported") or {}).get("counts") or {}
+        have: dict[str, int] = {}
+        for pid, _ in run.store.samples.read():
+            have[pid] = have.get(pid, 0) + 1
+        short = [pid for pid, c in recorded.items() if have.get(pid, 0) < min(int(c), run.cfg.n)]
+        if short:
+            src = (run.store.read_config().get("imported") or {}).get("path", "FILE")
+            raise BonbenchError(f"{run.store.root}: {len(short)} problem(s) lack samples their file had (e.g. {short[0]!r})"
+                                f"{why}; import the file again: `bonbench score --task {run.cfg.task} --samples {src} "
+                                f"--model {run.cfg.model}`")
+        return
+    missing = pipeline.missing_requests(run, run.cfg.prompt_style)
+    if missing:
+        count = sum(len(r.sample_indices) for r in missing)
+        raise BonbenchError(f"{run.store.root}: {count} sample(s) of {len(missing)} problem(s) are missing{why}; `bonbench "
+                            f"score` does not sample: `{run_command(run)}` draws them (it resumes, keeping every stored "
+                            "sample), then score again")
+
+
+def run_command(run: pipeline.PreparedRun) -> str:
+    """The ``bonbench run`` command line that resumes ``run`` (same hashed settings, same run dir)."""
+    cfg = run.cfg
+    parts = ["bonbench run", f"--task {cfg.task}", f"--model {cfg.model}", f"--backend {cfg.backend}", f"--n {cfg.n}"]
+    parts += [f"-T {k}={v}" for k, v in dict(cfg.task_args or {}).items()]
+    if cfg.metrics:
+        parts.append(f"--metric {','.join(cfg.metrics)}")
+    parts += [f"--temperature {cfg.temperature:g}", f"--top-p {cfg.top_p:g}", f"--max-tokens {cfg.max_tokens}",
+              f"--seed {cfg.seed}", f"--prompt-style {cfg.prompt_style}"]
+    if cfg.limit is not None:
+        parts.append(f"--limit {cfg.limit}")
+    if cfg.dtype and cfg.dtype != "bfloat16":
+        parts.append(f"--dtype {cfg.dtype}")
+    parts += [f"--endpoint {e}" for e in (cfg.engine_args or {}).get("endpoints", ())]
+    parts.append(f"--out {run.store.results_root}")
+    return " ".join(parts)
 
 
 def _comparisons(p: Plan, run: pipeline.PreparedRun, progress: Progress = _noop) -> pipeline.Extras | None:
@@ -629,11 +792,18 @@ def _comparisons(p: Plan, run: pipeline.PreparedRun, progress: Progress = _noop)
                 comparison, against = compare.reference_rewards(run), "reference answers"
             patch += compare.winrates(run, grades, comparison, p.winrate_ks, against, n_boot=p.n_boot)
         if bon_ks:
-            reference = p.ref_model.name if p.ref_model is not None else policy_name(run.cfg.model, run.cfg.temperature, run.cfg.top_p)
+            reference = p.ref_model.name if p.ref_model is not None else _own_policy(run.cfg)
             patch += compare.bon_kls(run, grades, bon_ks, ratios, reference, n_boot=p.n_boot)
         return patch
 
     return extras
+
+
+def _own_policy(cfg: RunConfig) -> str:
+    """The policy that drew a run's samples, by name; an imported run's settings may be unknown (None)."""
+    if cfg.temperature is None or cfg.top_p is None:
+        return f"{cfg.model} (sampling settings unknown)"
+    return policy_name(cfg.model, cfg.temperature, cfg.top_p)
 
 
 def _logprob_scorers(p: Plan, run: pipeline.PreparedRun) -> tuple[Verifier, Verifier]:

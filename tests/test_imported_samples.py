@@ -272,3 +272,154 @@ def test_config_records_the_verifier_used_and_every_verifier_scored(tmp_path: Pa
     capsys.readouterr()
     config = json.loads((run_dir / "config.json").read_text())
     assert config["config"]["verifier"] == "oracle" and config["verifiers"] == ["logprob", "oracle"]
+
+
+# ------------------------------------------------------------------------ lm-eval filters, settings
+
+
+MINERVA_UNTIL = ["Problem:"]
+GEN_KWARGS = {"until": MINERVA_UNTIL, "do_sample": True, "temperature": 0.6, "max_gen_toks": 1024}
+
+
+def _lm_eval_row(doc_id: int, r: dict[str, Any], resps: list[str], filt: str, filtered: list[str]) -> dict[str, Any]:
+    """A row exactly as lm-eval's EvaluationTracker.save_results_samples writes it (lm-eval 0.4.x):
+    ``arguments`` keyed gen_args_i / arg_j, ``resps`` a list per request (one request, 4 repeats),
+    ``filter`` and ``metrics`` present, the metric values alongside, the three hashes."""
+    doc = {"problem": r["problem"], "solution": r["solution"], "answer": r["answer"], "subject": r["subject"],
+           "level": r["level"], "unique_id": r["unique_id"]}
+    context = f"Problem:\n{r['problem']}\n\nSolution:"
+    return {"doc_id": doc_id, "doc": doc, "target": r["answer"],
+            "arguments": {"gen_args_0": {"arg_0": context, "arg_1": GEN_KWARGS}},
+            "resps": [resps], "filtered_resps": [filtered], "filter": filt, "metrics": ["exact_match"],
+            "doc_hash": f"d{doc_id}", "prompt_hash": f"p{doc_id}", "target_hash": f"t{doc_id}",
+            "exact_match": 0.0}
+
+
+def _math_rows(data_dir: Path, count: int) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (data_dir / "math500" / "test.jsonl").read_text().splitlines()[:count]]
+
+
+def test_lm_eval_two_filters_count_each_generation_once(tmp_path: Path, data_dir: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """gsm8k-style strict / flexible filters: lm-eval writes every doc once per filter with the same
+    resps. Numbered in file order they would be 8 samples (pass@4 0.7857 for 1 right of 4)."""
+    math = _math_rows(data_dir, 2)
+    right = [f"so $\\boxed{{{math[0]['answer']}}}$", "so $\\boxed{-999}$", "so $\\boxed{-998}$", "so $\\boxed{-997}$"]
+    wrong = ["so $\\boxed{-1}$", "so $\\boxed{-2}$", "so $\\boxed{-3}$", "so $\\boxed{-4}$"]
+    rows = []
+    for filt in ("strict-match", "flexible-extract"):  # lm-eval's order: every doc of a filter, then the next
+        rows += [_lm_eval_row(0, math[0], right, filt, [math[0]["answer"]] * 4),
+                 _lm_eval_row(1, math[1], wrong, filt, ["[invalid]"] * 4)]
+    path = _jsonl(tmp_path / "samples_minerva_math500_2026-11-24T10-00-00.jsonl", rows)
+    imported = read_samples(path, "math500", get_task("math500", data_dir=str(data_dir)).problems)
+    assert imported.counts() == {math[0]["unique_id"]: 4, math[1]["unique_id"]: 4}
+    assert imported.filters == ("strict-match", "flexible-extract") and imported.copies == 2
+    assert imported.generation == GEN_KWARGS
+    code, out, err = _score(tmp_path, data_dir, capsys, "--task", "math500", "--samples", str(path), "--metric", "pass@1,4")
+    assert code == 0, err
+    run_dir, doc = _doc(out)
+    assert doc["metrics"]["pass@4"]["value"] == pytest.approx(0.5)  # 1.0 and 0.0, not 0.7857 and 0.0
+    assert doc["metrics"]["pass@1"]["value"] == pytest.approx(0.125)
+    config = json.loads((run_dir / "config.json").read_text())
+    assert config["imported"]["lm_eval_filters"] == ["strict-match", "flexible-extract"]
+    assert config["imported"]["lm_eval_filter_copies_dropped"] == 2
+    assert config["imported"]["generation"] == GEN_KWARGS
+    # the file's settings, never bonbench's defaults; what the file does not say is null
+    c = config["config"]
+    assert (c["temperature"], c["max_tokens"], c["stop"]) == (0.6, 1024, MINERVA_UNTIL)
+    assert c["top_p"] is None and c["dtype"] is None and c["prompt_style"] is None and c["prompt_id"] is None
+    # filtered_resps only (no raw resps) from two filters: the texts differ by filter, so refused
+    for row in rows:
+        del row["resps"]
+    bad = _jsonl(tmp_path / "filtered_only.jsonl", rows)
+    with pytest.raises(BonbenchError, match=r"rows of 2 lm-eval filters \(strict-match, flexible-extract\) carry only "
+                                            "'filtered_resps'"):
+        read_samples(bad, "math500", get_task("math500", data_dir=str(data_dir)).problems)
+
+
+def test_lm_eval_greedy_rows_record_temperature_zero(tmp_path: Path, data_dir: Path) -> None:
+    from bonbench.runner import imported_settings
+
+    assert imported_settings({"until": "Q:", "do_sample": False, "temperature": 0.7})["temperature"] == 0.0
+    assert imported_settings({"until": "Q:"})["stop"] == ("Q:",)
+    assert imported_settings(None) == {"temperature": None, "top_p": None, "max_tokens": None, "stop": None,
+                                       "dtype": None, "prompt_style": None}
+
+
+def test_a_file_without_settings_records_unknown_and_rescored(tmp_path: Path, data_dir: Path,
+                                                              capsys: pytest.CaptureFixture[str],
+                                                              he_rows: list[dict[str, Any]]) -> None:
+    path = _jsonl(tmp_path / "he.jsonl", [{"task_id": r["task_id"], "completion": r["canonical_solution"]} for r in he_rows[:2]])
+    code, out, err = _score(tmp_path, data_dir, capsys, "--task", "humaneval", "--samples", str(path))
+    assert code == 0, err
+    run_dir, _ = _doc(out)
+    config = json.loads((run_dir / "config.json").read_text())
+    c = config["config"]
+    assert [c[k] for k in ("temperature", "top_p", "max_tokens", "stop", "dtype", "prompt_style", "prompt_id")] == [None] * 7
+    assert config["imported"]["generation"] is None and config["imported"]["settings"].startswith("unknown: imported")
+    assert main(["score", str(run_dir), "--data-dir", str(data_dir)]) == 0  # a rescore reads the nulls back
+    assert Path(capsys.readouterr().out.strip().splitlines()[-1]) == run_dir
+
+
+def test_runs_imported_before_unknown_settings_still_rescore(tmp_path: Path, data_dir: Path,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             he_rows: list[dict[str, Any]]) -> None:
+    """A run dir written by the earlier importer (bonbench's defaults and the task's prompt id in its
+    hashed config) keeps its run id and rescoring it works."""
+    import shutil
+
+    from bonbench.config import RunConfig, config_hash
+
+    path = _jsonl(tmp_path / "he.jsonl", [{"task_id": r["task_id"], "completion": r["canonical_solution"]} for r in he_rows[:2]])
+    code, out, err = _score(tmp_path, data_dir, capsys, "--task", "humaneval", "--samples", str(path))
+    new_dir, _ = _doc(out)
+    doc = json.loads((new_dir / "config.json").read_text())
+    old_cfg = {**doc["config"], "temperature": 1.0, "top_p": 1.0, "max_tokens": 512, "stop": [], "dtype": "bfloat16",
+               "prompt_style": "base", "prompt_id": get_task("humaneval", data_dir=str(data_dir)).prompt_id}
+    old_hash = config_hash(RunConfig(**{**old_cfg, "stop": ()}))
+    old_dir = new_dir.parent / old_hash
+    shutil.copytree(new_dir, old_dir)
+    doc.update(hash=old_hash, config=old_cfg, hashed=RunConfig(**{**old_cfg, "stop": ()}).hashed())
+    (old_dir / "config.json").write_text(json.dumps(doc))
+    (old_dir / "metrics.json").unlink()
+    assert main(["score", str(old_dir), "--data-dir", str(data_dir)]) == 0
+    assert Path(capsys.readouterr().out.strip().splitlines()[-1]) == old_dir
+    assert json.loads((old_dir / "metrics.json").read_text())["metrics"]["pass@1"]["value"] == 1.0
+
+
+def test_fingerprint_is_the_content_not_the_name(tmp_path: Path, data_dir: Path, humaneval: Any,
+                                                 capsys: pytest.CaptureFixture[str], he_rows: list[dict[str, Any]]) -> None:
+    rows = [{"task_id": r["task_id"], "completion": r["canonical_solution"]} for r in he_rows[:2]]
+    a = _jsonl(tmp_path / "a.jsonl", rows)
+    b = tmp_path / "copy_of_a.jsonl"
+    b.write_bytes(a.read_bytes())
+    gz = tmp_path / "a.jsonl.gz"
+    gz.write_bytes(gzip.compress(a.read_bytes()))
+    fps = {read_samples(p, "humaneval", humaneval.problems).fingerprint for p in (a, b, gz)}
+    assert len(fps) == 1  # a copy, and its gzip (content after gunzip), are one file
+    other = _jsonl(tmp_path / "other.jsonl", rows[:1])
+    assert read_samples(other, "humaneval", humaneval.problems).fingerprint not in fps
+    dirs = []
+    for p in (a, b):
+        code, out, err = _score(tmp_path, data_dir, capsys, "--task", "humaneval", "--samples", str(p), "--model", "ckpt")
+        assert code == 0, err
+        dirs.append(_doc(out)[0])
+    assert dirs[0] == dirs[1]  # byte-identical copies under two names are one run
+
+
+def test_maj_at_k_on_a_code_task_is_refused(tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str],
+                                           he_rows: list[dict[str, Any]]) -> None:
+    rows = [{"task_id": r["task_id"], "completion": c} for r in he_rows[:2] for c in (r["canonical_solution"], WRONG)]
+    path = _jsonl(tmp_path / "he.jsonl", rows)
+    code, out, err = _score(tmp_path, data_dir, capsys, "--task", "humaneval", "--samples", str(path), "--metric", "maj@2")
+    assert code == 1 and out == "" and err.strip().splitlines() == [
+        "error: maj@2: this task's grader runs programs and extracts no answers to vote on, so majority voting does "
+        "not apply; use pass@k, or bon@k with a verifier"]
+    assert not (tmp_path / "results" / "runs").exists()
+    # bon@k's companions on code: pass@k, not maj@k
+    code, out, err = _score(tmp_path, data_dir, capsys, "--task", "humaneval", "--samples", str(path), "--metric", "bon@2",
+                            "--verifier", "oracle")
+    assert code == 0, err
+    _, doc = _doc(out)
+    assert "maj@2" not in doc["metrics"] and doc["metrics"]["pass@2"]["value"] == 1.0
+    assert "verifier: oracle (--verifier)" in err

@@ -76,7 +76,7 @@ def reference_of(run: RunData) -> str:
     for name, m in run.metrics.items():
         if name.startswith("kl_bon@") and m.notes.get("reference"):
             return str(m.notes["reference"])
-    return policy_name(run.model, run.temperature, float(run.config.get("top_p", 1.0)))
+    return policy_name(run.model, run.temperature, run.top_p)
 
 
 def _short(run: RunData) -> str:
@@ -97,7 +97,7 @@ def plane_points(runs: Sequence[RunData]) -> dict[tuple[str, str], list[PlanePoi
         if not is_reward_run(run):
             continue
         ref = reference_of(run)
-        own = ref == policy_name(run.model, run.temperature, float(run.config.get("top_p", 1.0)))
+        own = ref == policy_name(run.model, run.temperature, run.top_p)
         points = planes.setdefault((run.task, ref), [])
         mean, kl, method = run.metrics["mean"], run.metrics.get("kl"), method_of(run)
         if kl is not None:
@@ -146,7 +146,7 @@ def bon_curves(runs: Sequence[RunData]) -> dict[tuple[str, str], BonCurve]:
     for run in runs:
         if not is_reward_run(run) or "kl" in run.metrics or "max" not in run.curves:
             continue
-        ref = policy_name(run.model, run.temperature, float(run.config.get("top_p", 1.0)))
+        ref = policy_name(run.model, run.temperature, run.top_p)
         if reference_of(run) != ref:
             continue
         key = (run.task, ref)

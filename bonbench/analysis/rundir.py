@@ -94,7 +94,13 @@ class RunData:
 
     @property
     def temperature(self) -> float:
-        return float(self.config.get("temperature", math.nan))
+        value = self.config.get("temperature", math.nan)  # None: an imported run whose file did not say
+        return math.nan if value is None else float(value)
+
+    @property
+    def top_p(self) -> float:
+        value = self.config.get("top_p", 1.0)
+        return math.nan if value is None else float(value)
 
     @property
     def n(self) -> int:

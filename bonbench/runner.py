@@ -300,11 +300,11 @@ def verifier_roots(out: Path) -> tuple[Path, ...]:
 
     candidates = [Path(out) / VERIFIERS_DIR, Path("results") / VERIFIERS_DIR,
                   Path(__file__).resolve().parents[1] / "results" / VERIFIERS_DIR]
-    roots: list[Path] = []
-    for c in candidates:
+    roots = [candidates[0]]  # named even when absent: it is where `train-verifier --out` would put one
+    for c in candidates[1:]:
         if c.is_dir() and all(c.resolve() != r.resolve() for r in roots):
             roots.append(c)
-    return tuple(roots) or (Path(out) / VERIFIERS_DIR,)
+    return tuple(roots)
 
 
 def _shown(path: Path) -> str:

@@ -332,3 +332,89 @@ def test_the_pipeline_never_imports_the_trainer() -> None:
             if "bonbench.trainer" in f.read_text():
                 offenders.append(str(f.relative_to(REPO)))
     assert not offenders, offenders
+
+
+# ------------------------------------------------------------- reopened runs, verifier choice
+
+
+def test_score_of_a_run_with_a_torn_last_line_names_the_run_command(tmp_path: Path, toy_engine: None) -> None:
+    """``score RUN`` never samples: a sample lost to a torn last line (a writer killed mid-line, the
+    store's resume rule drops it) is one error naming the ``bonbench run`` that resumes, not the
+    engine's own complaint (it used to build a sampler and ask for --endpoint, a flag score lacks)."""
+    from bonbench.errors import BonbenchError
+
+    plan = runner.plan(runner.RunRequest(task="toy", metrics=("pass@1,2",), backend="hf",
+                                         out=tmp_path, temperatures=(0.5,)))
+    runner.execute(plan)
+    path = plan.runs[0].store.samples.path
+    data = path.read_bytes()
+    path.write_bytes(data[:-10])  # the last row cut mid-line
+    calls: list[str] = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(select, "get_sampler", lambda *a, **k: calls.append("sampler") or toy_plugin.SlowScripted(0.0))
+        with pytest.warns(UserWarning), pytest.raises(BonbenchError) as err:
+            runner.execute(runner.reopen(plan.runs[0].store.root))
+    msg = str(err.value)
+    assert calls == [] and "\n" not in msg and "--endpoint" not in msg
+    assert "1 sample(s) of 1 problem(s) are missing (samples.jsonl ends in a torn line" in msg
+    cmd = msg.split("`")[3]
+    assert cmd.startswith("bonbench run --task toy --model toy-model --backend hf --n 2") and "--temperature 0.5" in cmd
+    # the command it names resumes the same run directory and then the score works
+    from bonbench.cli import build_parser
+
+    args = build_parser().parse_args(cmd.split()[1:])
+    assert (args.task, args.model, args.backend, args.n, args.temperature) == ("toy", "toy-model", "hf", 2, "0.5")
+    again = runner.plan(runner.RunRequest(task="toy", metrics=("pass@1,2",), backend="hf", out=Path(args.out),
+                                          temperatures=(0.5,), n=2, max_tokens=args.max_tokens, prompt_style=args.prompt_style))
+    assert again.runs[0].store.root == plan.runs[0].store.root
+    with pytest.warns(UserWarning):
+        runner.execute(again)
+    assert runner.execute(runner.reopen(plan.runs[0].store.root)).docs[0]["n"] == 2
+
+
+def test_reopen_refuses_n_below_one(tmp_path: Path, toy_engine: None) -> None:
+    from bonbench.errors import BonbenchError
+
+    plan = runner.plan(runner.RunRequest(task="toy", metrics=("pass@2",), backend="hf", out=tmp_path))
+    runner.execute(plan)
+    with pytest.raises(BonbenchError, match=r"^--n must be >= 1 \(got -3\)$"):
+        runner.reopen(plan.runs[0].store.root, n=-3)
+
+
+def test_every_bon_run_says_which_verifier_and_why(tmp_path: Path, toy_engine: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bonbench import verifier_folder
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "elsewhere"
+    plan = runner.plan(runner.RunRequest(task="toy", metrics=("bon@2",), backend="hf", out=out))
+    assert plan.verifier == "logprob"
+    note = plan.verifier_note or ""
+    assert note.startswith("verifier: logprob (no learned verifier for toy / toy-model under elsewhere/verifiers")
+    assert note.endswith("; pass --verifier learned:PATH)") and str(REPO / "results" / "verifiers") in note
+    assert runner.plan(runner.RunRequest(task="toy", metrics=("pass@2",), backend="hf", out=out)).verifier_note is None
+    assert runner.plan(runner.RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf",
+                                         out=out)).verifier_note == "verifier: oracle (--verifier)"
+    # a learned verifier in the default results root (the committed one) is found with --out elsewhere
+    committed = tmp_path / "results" / "verifiers" / "toy-toy-model-head"
+    committed.mkdir(parents=True)
+    looked: list[Path] = []
+
+    def find(root: Path, task: str, fingerprint: str) -> Path | None:
+        looked.append(Path(root).resolve())
+        return committed if Path(root).resolve() == (tmp_path / "results").resolve() else None
+
+    monkeypatch.setattr(verifier_folder, "find_verifier", find)
+    monkeypatch.setattr(runner, "_check_verifier", lambda *a, **k: None)  # the fake folder has no model to check
+    plan = runner.plan(runner.RunRequest(task="toy", metrics=("bon@2",), backend="hf", out=out))
+    assert plan.verifier == f"learned:{committed.resolve()}"
+    assert plan.verifier_note == ("verifier: learned:results/verifiers/toy-toy-model-head (newest learned verifier for "
+                                  "toy / toy-model under results/verifiers)")
+    assert looked[:2] == [out.resolve(), (tmp_path / "results").resolve()]  # <out> first, then results/
+
+
+def test_the_cli_prints_the_verifier_line(tmp_path: Path, toy_engine: None, capsys: pytest.CaptureFixture[str]) -> None:
+    from bonbench.cli import main
+
+    assert main(["run", "--task", "toy", "--metric", "bon@2", "--backend", "hf", "--out", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert "verifier: logprob (no learned verifier for toy / toy-model under " in err

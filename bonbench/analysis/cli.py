@@ -37,7 +37,8 @@ def register(subparsers: Any) -> None:
                     help="the base's run for its task (repeatable, one per task; default: the base's latest run)")
     lb.add_argument("--task", action="append", help="only this task; repeatable")
     lb.add_argument("--metric", action="append", help="only this metric (e.g. pass@1); repeatable")
-    lb.add_argument("--out", help="where leaderboard.md/.html go (default: RESULTS_DIR)")
+    lb.add_argument("--out", help="folder where leaderboard.md/.html/.json go (default: RESULTS_DIR); replaced only once "
+                    "all three are written")
     lb.add_argument("--n-boot", type=int, default=2000, help="paired bootstrap resamples per cell")
     lb.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     lb.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -60,7 +61,8 @@ def register(subparsers: Any) -> None:
     plot = subparsers.add_parser("plot", help="k-curves, scaling fits, training curves and report.html for runs, sweeps or checkpoints")
     plot.add_argument("paths", nargs="+", help="run directories, sweep directories (sweep.json), a results tree, or "
                       "checkpoint folders (results/checkpoints/NAME: training curves)")
-    plot.add_argument("--out", help="output folder (default: <first path>/report)")
+    plot.add_argument("--out", help="output folder (default: <first path>/report); a report already there is refreshed "
+                      "(its files replaced only once every new one is written), a file there is refused")
     plot.add_argument("--kind", choices=["pass", "bon"], default="pass",
                       help="curve used for the temperature analysis and co-scaling (default pass)")
     plot.add_argument("--coscaling-tol", type=float, default=0.01,

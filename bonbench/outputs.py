@@ -44,8 +44,8 @@ def os_error_message(path: Path | str, exc: OSError, what: str = "writing") -> s
         return (f"cannot write {path} ({reason}): make that folder writable, or choose an output path that is"
                 if what == "writing" else f"cannot read {path} ({reason}): fix its permissions")
     if exc.errno == errno.EISDIR:
-        return f"{path} is a folder, not a file: name a file inside it (e.g. {Path(path) / 'out.json'})"
-    if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+        return f"{path} is a folder, not a file: name a file (inside it, or elsewhere)"
+    if exc.errno == errno.ENOTDIR:
         return f"a file stands where a folder is needed in {path}: move that file or choose another path"
     if exc.errno == errno.ENAMETOOLONG:
         return f"the path {str(path)[:80]}... is too long for the filesystem: choose a shorter one"

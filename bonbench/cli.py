@@ -474,6 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "debug", False):
+        os.environ["BONBENCH_DEBUG"] = "1"  # engines show their own output (bonbench.sampler.engine_log)
     handlers = {"run": cmd_run, "score": cmd_score, "merge": cmd_merge, "report": cmd_report, "list": cmd_list}
     try:
         if args.command == "sandbox":

@@ -29,8 +29,9 @@ text is trimmed before it). The hf backend follows the same convention.
 On CPU (no CUDA) the module sets, unless the user already did, before importing vllm:
 ``VLLM_CPU_OMP_THREADS_BIND`` = every CPU this process may use (vLLM's default binds one core),
 ``VLLM_CPU_NUM_OF_RESERVED_CPU=0``, ``VLLM_CPU_KVCACHE_SPACE=4`` (GiB) and
-``VLLM_ENABLE_V1_MULTIPROCESSING=0``; on every machine it sends vLLM's log to stderr at WARNING
-level. vLLM may still spawn worker processes, so scripts using this backend need an
+``VLLM_ENABLE_V1_MULTIPROCESSING=0``; on every machine it sends vLLM's log to stderr at ERROR
+level (DEBUG with ``--debug``), and the import and engine start-up write into a log file
+(``engine_log.py``) instead of the terminal. vLLM may still spawn worker processes, so scripts using this backend need an
 ``if __name__ == "__main__":`` guard.
 
 vLLM's CPU backend also wants tcmalloc preloaded; a preload only works from process start, so that
@@ -55,6 +56,7 @@ from bonbench.errors import BonbenchError
 from bonbench.models import ResolvedModel
 from bonbench.records import Prompt, Sample
 from bonbench.sampler.base import SampleRequest, SamplingParams
+from bonbench.sampler.engine_log import engine_output, quiet_log_level
 
 _BROKEN_INSTALL = (
     "vllm cannot be imported ({err}): on CPU machines pip install 'bonbench[cpu]' and then "
@@ -102,7 +104,8 @@ def import_vllm() -> Any:
     set_cpu_env_defaults()
     # vLLM logs to stdout by default; bonbench's stdout is the metrics table and the run dir.
     os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    # ERROR: vLLM's INFO/WARNING start-up lines are not the user's business (--debug shows them)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", quiet_log_level())
     try:
         import vllm
         from vllm import LLM, SamplingParams  # noqa: F401  (the LLM path is what pulls torchvision in)
@@ -142,7 +145,6 @@ class VLLMSampler:
         chunk_samples: int = 512,
         **engine_args: Any,
     ) -> None:
-        vllm = import_vllm()
         assert chunk_samples >= 1, "chunk_samples must be positive"
         self.model = model.name
         self.is_chat = model.is_chat
@@ -164,10 +166,15 @@ class VLLMSampler:
         if enforce_eager is not None:
             kwargs["enforce_eager"] = enforce_eager
         kwargs.update(engine_args)
-        self._vllm = vllm
         self.lora_request: Any = None  # a vllm LoRARequest applied to every request (engine built with enable_lora)
-        self.llm = vllm.LLM(**kwargs)
-        self.tokenizer = self.llm.get_tokenizer()
+        # import and start-up print ~15 lines (config dumps, torch and platform warnings, tqdm bars):
+        # into a log file unless --debug (engine_log.py); an engine crash still shows its last lines
+        with engine_output("vllm") as log:
+            vllm = import_vllm()
+            self._vllm = vllm
+            self.llm = vllm.LLM(**kwargs)
+            self.tokenizer = self.llm.get_tokenizer()
+        self.engine_log = log  # None with --debug
 
     # ------------------------------------------------------------------ protocol
 

@@ -34,7 +34,7 @@ def register(subparsers: Any) -> None:
     lb.add_argument("results_dir", nargs="?", default=_results_default(), help="results root (default: results/)")
     lb.add_argument("--base", help="model id or slug to compare every checkpoint against (paired bootstrap)")
     lb.add_argument("--base-run", action="append", default=[], metavar="RUN_DIR",
-                    help="the base's run for its task (repeatable, one per task; default: the base's latest run)")
+                    help="the base's run for its task (repeatable, one per task; default: its run with the checkpoints' settings, n and problems)")
     lb.add_argument("--task", action="append", help="only this task; repeatable")
     lb.add_argument("--metric", action="append", help="only this metric (e.g. pass@1); repeatable")
     lb.add_argument("--out", help="folder where leaderboard.md/.html/.json go (default: RESULTS_DIR); replaced only once "

@@ -76,7 +76,15 @@ def reference_of(run: RunData) -> str:
     for name, m in run.metrics.items():
         if name.startswith("kl_bon@") and m.notes.get("reference"):
             return str(m.notes["reference"])
-    return policy_name(run.model, run.temperature, run.top_p)
+    return own_policy(run)
+
+
+def own_policy(run: RunData) -> str:
+    """The name of the policy that drew ``run``'s samples, as ``bonbench run`` names a KL reference
+    (``runner._own_policy``): an imported run whose file did not give its settings is "unknown"."""
+    if "temperature" not in run.config or run.config["temperature"] is None or run.config.get("top_p", 1.0) is None:
+        return f"{run.model} (sampling settings unknown)"
+    return policy_name(run.model, float(run.config["temperature"]), float(run.config.get("top_p", 1.0)))
 
 
 def _short(run: RunData) -> str:
@@ -97,7 +105,7 @@ def plane_points(runs: Sequence[RunData]) -> dict[tuple[str, str], list[PlanePoi
         if not is_reward_run(run):
             continue
         ref = reference_of(run)
-        own = ref == policy_name(run.model, run.temperature, run.top_p)
+        own = ref == own_policy(run)
         points = planes.setdefault((run.task, ref), [])
         mean, kl, method = run.metrics["mean"], run.metrics.get("kl"), method_of(run)
         if kl is not None:
@@ -146,7 +154,7 @@ def bon_curves(runs: Sequence[RunData]) -> dict[tuple[str, str], BonCurve]:
     for run in runs:
         if not is_reward_run(run) or "kl" in run.metrics or "max" not in run.curves:
             continue
-        ref = policy_name(run.model, run.temperature, run.top_p)
+        ref = own_policy(run)
         if reference_of(run) != ref:
             continue
         key = (run.task, ref)

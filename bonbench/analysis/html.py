@@ -34,6 +34,7 @@ import numpy as np
 
 from bonbench.errors import BonbenchError
 from bonbench.estimators import metric_sort_key
+from bonbench.metricinfo import footnotes, metric_info
 
 CSS = """
 body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 2em; color: #222; }
@@ -114,8 +115,9 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
     parts = [f"<section><h2>{html_lib.escape(run.label())}</h2>", table_html(["setting", "value"], settings)]
     parts.append("<h3>Metrics</h3>")
     parts.append(table_html(["metric", "value", "95% CI", "problems"],
-                            [(name, _f(m.value), f"[{_f(m.ci95[0])}, {_f(m.ci95[1])}]", m.n_problems)
+                            [(name, _f(m.value), _ci_text(run, name), m.n_problems)
                              for name, m in sorted(run.metrics.items(), key=lambda kv: metric_sort_key(kv[0]))]))
+    parts += [f"<p class=\"note\">{html_lib.escape(n)}</p>" for n in footnotes(run.metrics)]
     fits, fit_rows, sel_rows, info = {}, [], [], {"run_dir": str(run.path), "hash": run.hash, "fits": {}}
     for kind, c in run.curves.items():
         try:
@@ -164,8 +166,20 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
     return "\n".join(parts), info
 
 
+def _ci_text(run: Any, name: str) -> str:
+    """The metric's 95% CI, or a dash where it has none: withheld, or closed-form (``metricinfo``)."""
+    m = run.metrics[name]
+    if metric_info(name, m.notes, run.per_problem.get(name)).closed_form or not all(map(math.isfinite, m.ci95)):
+        return "— (closed form)" if metric_info(name, m.notes, run.per_problem.get(name)).closed_form else "—"
+    return f"[{_f(m.ci95[0])}, {_f(m.ci95[1])}]"
+
+
 def _metric_cell(m: Any) -> str:
-    return "—" if m is None else f"{_f(m.value)} [{_f(m.ci95[0])}, {_f(m.ci95[1])}]"
+    if m is None:
+        return "—"
+    if not all(map(math.isfinite, m.ci95)):
+        return _f(m.value)
+    return f"{_f(m.value)} [{_f(m.ci95[0])}, {_f(m.ci95[1])}]"
 
 
 def _bon_references(run: Any, idx: int, out_dir: Path) -> tuple[str, list[dict]]:
@@ -211,6 +225,7 @@ def _plane_section(key: tuple[str, str], points: list[Any], idx: int, out_dir: P
                         [(p.label, p.run, p.method, f"{_f(p.kl)} [{_f(p.kl_ci[0])}, {_f(p.kl_ci[1])}]",
                           f"{_f(p.reward)} [{_f(p.reward_ci[0])}, {_f(p.reward_ci[1])}]", "yes" if id(p) in on_front else "")
                          for p in points])]
+    parts += [f"<p class=\"note\">{html_lib.escape(n)}</p>" for n in footnotes(["kl"])]
     if bon is not None:
         parts.append(f"<p class=\"note\">Dotted: best-of-N of the reference (run {html_lib.escape(bon.run)}), "
                      f"N = 1..{int(bon.n[-1])}, at KL log N - (N-1)/N (exact for continuous rewards) and reward max@N "
@@ -329,6 +344,39 @@ def _sweep_section(key: tuple[str, str], runs: list[Any], idx: int, out_dir: Pat
     return "\n".join(parts), info
 
 
+def run_curve_label(run: Any) -> str:
+    """How a run is named in a comparison legend: model, temperature, n and its config hash."""
+    return f"{run.model_slug} T={run.temperature:g} n={run.n} ({run.hash})"
+
+
+def _comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[str, dict]:
+    """The k-curves of every run of ``task`` on shared axes (base and checkpoints side by side), and
+    the values at k = 1, 2, 4, ... up to the largest n; nothing for fewer than two runs."""
+    from bonbench.analysis.plots import plot_k_curve_comparison
+
+    if len(runs) < 2:
+        return "", {}
+    labels = {run_curve_label(r): r for r in runs}
+    png = plot_k_curve_comparison({label: r.curves for label, r in labels.items()},
+                                  out_dir / f"compare_{task.replace('/', '_')}.png", title=f"{task}: k-curves of {len(runs)} runs")
+    kinds = [k for k in ("pass", "bon", "maj", "max") if any(k in r.curves for r in runs)]
+    ks = _powers_of_two(max(r.n for r in runs) or 1)
+    rows = []
+    for label, r in labels.items():
+        for kind in kinds:
+            c = r.curves.get(kind)
+            if c is None:
+                continue
+            at = {int(k): (v, lo, hi) for k, v, lo, hi in zip(c.k, c.value, c.lo, c.hi)}
+            rows.append([label, f"{kind}@k"] + [f"{_f(at[k][0], 3)} [{_f(at[k][1], 3)}, {_f(at[k][2], 3)}]" if k in at else "—"
+                                              for k in ks])
+    parts = [f"<section><h2>Comparison: {html_lib.escape(task)}, {len(runs)} runs on shared axes</h2>",
+             "<p class=\"note\">Every run of this task that has k-curves, one colour each, with 95% bootstrap bands over "
+             "problems. Runs on different problems or settings are not paired here; the leaderboard pairs them.</p>",
+             _img(png, f"k-curves of the {task} runs"), table_html(["run", "curve"] + [f"k={k}" for k in ks], rows), "</section>"]
+    return "\n".join(parts), {"task": task, "runs": [str(r.path) for r in runs], "figure": png.name}
+
+
 def is_checkpoint_dir(path: Path) -> bool:
     """A ``bonbench train`` checkpoint folder (finished or not): it has a per-step log and its train config."""
     return (path / "log.jsonl").is_file() and (path / "train_config.json").is_file()
@@ -410,6 +458,12 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
         html_part, info = _plane_section(key, points, i, out_dir, curves.get(key))
         body.append(html_part)
         doc["planes"].append(info)
+    doc["comparisons"] = []
+    for task in dict.fromkeys(r.task for r in runs):
+        html_part, info = _comparison_section(task, [r for r in runs if r.task == task and r.curves], out_dir)
+        if html_part:
+            body.append(html_part)
+            doc["comparisons"].append(info)
     for i, run in enumerate(runs):
         html_part, info = _run_section(run, i, out_dir, fit_fraction, n_points, families, holdout_fraction)
         body.append(html_part)

@@ -37,7 +37,7 @@ from bonbench.config import model_slug
 from bonbench.errors import BonbenchError
 from bonbench.estimators import metric_sort_key, paired_bootstrap_diff
 from bonbench.metricinfo import LOWER, footnotes, metric_info
-from bonbench.analysis.html import page, table_html
+from bonbench.analysis.html import _img, page, table_html
 from bonbench.analysis.rundir import RunData, load_run
 from bonbench.store import atomic_write_json, find_run_dirs
 
@@ -316,8 +316,26 @@ def render_markdown(board: Leaderboard) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_html(board: Leaderboard) -> str:
-    """The leaderboard as a standalone HTML page (better green, worse red: ▲ green unless lower is better)."""
+def write_k_curve_figures(board: Leaderboard, out_dir: Path) -> list[Path]:
+    """Per task with two or more chosen runs that have k-curves, those runs' curves on shared axes
+    (the base first), as ``leaderboard_<task>_kcurves.png``."""
+    from bonbench.analysis.html import run_curve_label
+    from bonbench.analysis.plots import plot_k_curve_comparison
+
+    out = []
+    for task in dict.fromkeys(t for t, _ in board.columns):
+        chosen = sorted((s for s in board.selections if s.task == task and s.run.curves),
+                        key=lambda s: (s.model != board.base, s.model))
+        if len(chosen) >= 2:
+            curves = {("base " if s.model == board.base else "") + run_curve_label(s.run): s.run.curves for s in chosen}
+            out.append(plot_k_curve_comparison(curves, Path(out_dir) / f"leaderboard_{task.replace('/', '_')}_kcurves.png",
+                                               title=f"{task}: the leaderboard's runs"))
+    return out
+
+
+def render_html(board: Leaderboard, figures: Sequence[Path] = ()) -> str:
+    """The leaderboard as a standalone HTML page (better green, worse red: ▲ green unless lower is
+    better), with ``figures`` embedded below the table."""
     header, rows = _rows(board, "\n")
     body_rows = []
     lower = [False] + [metric_info(m).direction == LOWER for _, m in board.columns]
@@ -334,6 +352,7 @@ def render_html(board: Leaderboard) -> str:
     parts.append(table_html(header, body_rows, raw=True))
     parts.append("<p>Cells: value ± half-width of the 95% bootstrap CI over problems.</p>")
     parts += [f"<p>{html_lib.escape(n)}</p>" for n in board.notes]
+    parts += [_img(f, f.stem) for f in figures]
     parts.append("<h2>Runs used</h2><ul>" + "".join(f"<li>{html_lib.escape(x)}</li>" for x in _selection_lines(board)) + "</ul>")
     return page("bonbench leaderboard", "\n".join(parts))
 
@@ -345,7 +364,7 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> tuple[Path, Path]:
     md = out_dir / "leaderboard.md"
     html = out_dir / "leaderboard.html"
     md.write_text(render_markdown(board), encoding="utf-8")
-    html.write_text(render_html(board), encoding="utf-8")
+    html.write_text(render_html(board, write_k_curve_figures(board, out_dir)), encoding="utf-8")
     atomic_write_json(out_dir / "leaderboard.json", {
         "base": board.base,
         "columns": [list(c) for c in board.columns],

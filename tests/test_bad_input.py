@@ -83,7 +83,7 @@ def run_cli(*args: str, cwd: Path, read_only: Path | None = None) -> subprocess.
 
 def one_error_line(proc: Any) -> str:
     """The single stderr line of a failed command (exit 1, no traceback)."""
-    err = proc.stderr if isinstance(proc.stderr, str) else proc.err
+    err = proc.err if hasattr(proc, "err") else proc.stderr  # capsys result or CompletedProcess
     lines = err.strip().splitlines()
     assert "Traceback" not in err, err
     assert len(lines) == 1 and lines[0].startswith("error: "), err
@@ -290,3 +290,26 @@ def test_usage_errors_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> No
         main(["score", "--n-boot", "many"])
     assert exc.value.code == 2
     assert capsys.readouterr().err == "error: argument --n-boot: invalid int value: 'many' (see `bonbench score --help`)\n"
+
+
+@pytest.mark.parametrize("name, content, words", [
+    ("metrics.json", "[1, 2]", "metrics.json is not a bonbench metrics.json"),
+    ("curves.json", '{"pass": {"k": [1, 2], "value": ["a", 2]}}', "do not have bonbench's layout"),
+    ("curves.json", '{"pass": {"k": [1, 2], "value": [0.1, 0.2]', "curves.json is not valid JSON"),
+])
+def test_plot_of_runs_with_files_of_another_shape(name: str, content: str, words: str, tmp_path: Path, tree: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    root, broken, _ = _copy_tree(tree, tmp_path)
+    shutil.copy(next(p for p in tree.rglob("metrics.json") if p.parent.name == broken.name), broken / "metrics.json")
+    (broken / name).write_text(content)
+    before = snapshot(root)
+    assert main(["plot", str(broken), "--out", str(tmp_path / "rep")]) == 1
+    assert words in one_error_line(capsys.readouterr())
+    assert snapshot(root) == before
+
+
+def test_plot_of_a_sweep_file_listing_no_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sweep = tmp_path / "sweep.json"
+    sweep.write_text('{"runs": [1]}')
+    assert main(["plot", str(sweep), "--out", str(tmp_path / "rep")]) == 1
+    assert one_error_line(capsys.readouterr()) == f"error: {sweep}: entry 1 has no run_dir"

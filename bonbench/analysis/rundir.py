@@ -168,6 +168,18 @@ def load_run(path: Path | str) -> RunData:
         raise BonbenchError(f"{path} has no metrics.json; finish the run first (`bonbench run ...` scores it)")
     cfg_file = read_json(path / "config.json")
     met_file = read_json(path / "metrics.json")
+    for name, doc in (("config.json", cfg_file), ("metrics.json", met_file)):
+        if not isinstance(doc, Mapping):
+            raise BonbenchError(f"{path / name} is not a bonbench {name} (a JSON object); restore it or rerun the run")
+    try:
+        return _run_data(path, cfg_file, met_file)
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        # hand-edited or foreign files: one line naming the run, not a traceback from deep in the parsing
+        raise BonbenchError(f"{path}: config.json / metrics.json / curves.json do not have bonbench's layout "
+                            f"({type(exc).__name__}: {str(exc)[:80]}); rescore the run with `bonbench score {path}`") from None
+
+
+def _run_data(path: Path, cfg_file: Mapping[str, Any], met_file: Mapping[str, Any]) -> RunData:
     config = cfg_file.get("config", cfg_file)
     metrics: dict[str, Metric] = {}
     for name, m in met_file.get("metrics", {}).items():
@@ -213,7 +225,8 @@ def read_sweep(path: Path | str) -> list[Path]:
         raise BonbenchError(f"{file} lists no runs; expected {{\"runs\": [{{\"run_dir\": ...}}, ...]}}")
     out: list[Path] = []
     for entry in entries:
-        rel = entry if isinstance(entry, str) else entry.get("run_dir") or entry.get("path")
+        rel = entry if isinstance(entry, str) else (entry.get("run_dir") or entry.get("path")
+                                                    if isinstance(entry, Mapping) else None)
         if not rel:
             raise BonbenchError(f"{file}: entry {entry!r:.80} has no run_dir")
         cand = Path(rel)

@@ -12,8 +12,14 @@ server's business (vLLM: yes for the same model, batch effects aside). Prefix sh
 problem's n samples is left to the server's prefix cache (on by default in vLLM).
 
 Work sharing: every ``--endpoint`` gets ``concurrency`` workers that pull from one queue, so a faster
-endpoint takes more work (least-loaded). Connection errors, timeouts, 429 and 5xx are retried with
-exponential backoff (``max_attempts`` tries in all). Failover: an endpoint that exhausts its tries is
+endpoint takes more work (least-loaded). Connection errors, timeouts, 429 and 5xx, and bad answers
+(malformed JSON, an HTML page with status 200, a choice count other than n: ``openai_answers.py``
+checks the raw body, since the client would raise a bare ``JSONDecodeError`` or return a ``str``)
+are retried with exponential backoff, or after the ``Retry-After`` the server asked for (capped at
+``RETRY_AFTER_CAP_S``, said on stderr), ``max_attempts`` tries in all. Every try has a total
+deadline (``request_timeout``, ``--request-timeout``, default 120 s) from sending to the last byte
+of the answer: httpx's read timeout restarts with every byte, so a trickling server would otherwise
+stall the run. A stall and a long Retry-After are said once per endpoint on stderr. Failover: an endpoint that exhausts its tries is
 dropped for the rest of the call (a warning on stderr), its request goes back on the queue and the
 surviving endpoints finish the work; only when every endpoint is down is it a one-line
 ``BonbenchError`` naming the fix. Other HTTP errors (400: prompt too long, 404 ...) fail at once.

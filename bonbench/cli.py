@@ -484,12 +484,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             return sandbox_cli.run_from_args(args)
         flags.check(args)
         handler = handlers.get(args.command) or args.handler
-        return int(handler(args) or 0)
+        code = int(handler(args) or 0)
+        sys.stdout.flush()  # inside the try: a reader gone from a piped stdout fails here, not at exit
+        return code
     except BonbenchError as exc:
         if getattr(args, "debug", False):
             raise
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # stdout's reader left (`bonbench list metrics | head -1`): stop quietly, as Unix tools do on SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except OSError as exc:
         # the last line of defence: a read-only folder or a full disk met where no writer translated it
         message = outputs.os_error_message(exc.filename, exc) if exc.filename else None

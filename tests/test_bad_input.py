@@ -313,3 +313,13 @@ def test_plot_of_a_sweep_file_listing_no_runs(tmp_path: Path, capsys: pytest.Cap
     sweep.write_text('{"runs": [1]}')
     assert main(["plot", str(sweep), "--out", str(tmp_path / "rep")]) == 1
     assert one_error_line(capsys.readouterr()) == f"error: {sweep}: entry 1 has no run_dir"
+
+
+def test_a_closed_stdout_pipe_is_not_a_traceback(tmp_path: Path) -> None:
+    # `bonbench list metrics | head -1`: the reader leaves before bonbench writes; exit as SIGPIPE would
+    proc = subprocess.Popen(_bonbench("list", "metrics", cwd=tmp_path), cwd=tmp_path, env=_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and err == ""

@@ -152,6 +152,12 @@ def test_report_has_the_plane_and_the_references_for_an_imdb_run(tmp_path: Path,
     assert got == {None: (0.0, pytest.approx(metrics["mean"]["value"])),
                    2: (pytest.approx(metrics["kl_bon@2"]["value"]), pytest.approx(metrics["max@2"]["value"])),
                    4: (pytest.approx(metrics["kl_bon@4"]["value"]), pytest.approx(metrics["max@4"]["value"]))}
+    # distinct rewards in every problem: kl_bon@k to the run's own policy is one closed form of n and k,
+    # stored without an interval and marked so (never gated, shown without a CI)
+    per = json.loads((run_dir / "metrics.json").read_text())["per_problem"]["kl_bon@4"]
+    assert len({round(v, 12) for v in per.values()}) == 1
+    assert metrics["kl_bon@4"]["closed_form"] is True and metrics["kl_bon@4"]["ci95"] == [None, None]
+    assert "— (closed form)" in html
     refs = {r["k"]: r for r in doc["runs"][0]["bon_references"]}
     assert set(refs) == {2, 4} and refs[4]["winrate_analytic"] == 0.8
     assert refs[2]["winrate"]["value"] == pytest.approx(metrics["winrate@2"]["value"])

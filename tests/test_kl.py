@@ -111,6 +111,8 @@ def test_kl_equals_the_direct_mean_log_ratio(tmp_path: Path, models: dict[str, s
                   for c in COMPLETIONS]
         per_problem.append(sum(ratios) / len(ratios))
     assert doc["metrics"]["kl"]["value"] == pytest.approx(sum(per_problem) / 3, abs=1e-5)
+    # the metric says which way is better and what it estimates (tables quote it: it can be negative)
+    assert doc["metrics"]["kl"]["direction"] == "lower" and "can be estimated below 0" in doc["metrics"]["kl"]["estimator"]
     run_dir = next((tmp_path / "runs" / "tiny_kl").glob("*/*"))
     stored = {p.name for p in (run_dir / "scores").glob("lp-*.jsonl")}
     assert len(stored) == 2  # both log-probabilities are kept, keyed, for re-scoring

@@ -64,7 +64,7 @@ def train(kind: str, p_ref: np.ndarray, r: np.ndarray, N: int, ref_rewards: np.n
     F = amini.strict_cdf(p_ref, r)
     with np.errstate(divide="ignore"):
         log_bon_exact = amini.log_bon_prob(np.log(F), log_ref, N)
-    obj = {"vbon_fhat": amini.vbon(N=N), "vbon_l": amini.vbon_l(N=N),
+    obj = {"vbon_fhat": amini.vbon(N=N, ties="strict"), "vbon_l": amini.vbon_l(N=N),
            "vbon_l1": amini.vbon_l(N=N, bound="L1")}.get(kind)
     xs, ys = [], []
     for step in range(steps + 1):

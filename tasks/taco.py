@@ -13,7 +13,9 @@ expected stdout (judged as in ``code_contests``). With ``fn_name`` (Codewars/Lee
 test calls the function (``Solution().<fn_name>`` when the starter code has ``class Solution``) with
 the JSON-decoded argument list; tuples in the result become lists, and the result passes if it
 equals the expected value or, when that is a non-empty list, its first element (TACO wraps
-single return values in a list). Programs get TACO's usual standard-library imports prepended
+single return values in a list). The call runs in the sandbox with its result recorded as plain
+data; the comparison runs in a trusted process (``bonbench.graders.replay``), and the expected value
+never enters the sandbox. Programs get TACO's usual standard-library imports prepended
 (``typing.List`` for LeetCode signatures, ``math``, ``collections`` ...; numpy is not available).
 
 This module does not execute anything itself.
@@ -30,6 +32,7 @@ from typing import Any
 from bonbench.data import file_fingerprint, load_hub, read_jsonl, resolve_data_dir
 from bonbench.errors import BonbenchError
 from bonbench.graders.code import CodeGrader, ExecCase, default_cache_dir
+from bonbench.graders.replay import CallTest
 from bonbench.records import Problem
 from bonbench.registry import Task, register_task
 from bonbench_tasks.code_contests import build_stdin_jobs, float_tolerance, limits, render_stdin, solution_code
@@ -44,9 +47,19 @@ PRELUDE = ("import sys, math, heapq, bisect, itertools, collections, functools, 
            "from functools import lru_cache, reduce\n"
            "from itertools import accumulate, product, permutations, combinations\n"
            "from math import sqrt, ceil, floor, gcd, inf, log, log2\n")
-CALL_CHECK = '''
+# TACO's call tests. The recording run only makes the call (the expected value never enters it);
+# the trusted run compares as TACO's harness does.
+CALL_ARGS = '''
 import json as _bb_json
-
+_bb_in = _bb_json.loads({args!r})
+if _bb_in and isinstance(_bb_in[0], dict):
+    try:  # JSON stringified integer keys; TACO's harness undoes that the same way
+        _bb_in = [{{int(k): v for k, v in _bb_in[0].items()}}] + _bb_in[1:]
+    except ValueError:
+        pass
+'''
+CALL_RUN = "_bb_target(*_bb_in)\n"
+CALL_CHECK = '''
 
 def _bb_lists(x):
     if isinstance(x, (list, tuple)):
@@ -54,15 +67,8 @@ def _bb_lists(x):
     return x
 
 
-_bb_args = _bb_json.loads({args!r})
-if _bb_args and isinstance(_bb_args[0], dict):
-    try:  # JSON stringified integer keys; TACO's harness undoes that the same way
-        _bb_args = [{{int(k): v for k, v in _bb_args[0].items()}}] + _bb_args[1:]
-    except ValueError:
-        pass
 _bb_want = _bb_json.loads({want!r})
-_bb_fn = {target}
-_bb_got = _bb_lists(_bb_fn(*_bb_args))
+_bb_got = _bb_lists(_bb_target(*_bb_in))
 assert _bb_got == _bb_want or (isinstance(_bb_want, list) and len(_bb_want) > 0 and _bb_got == _bb_lists(_bb_want[0])), "wrong answer"
 '''
 
@@ -94,10 +100,14 @@ def build_jobs(problem: Problem, completion: str) -> list[ExecCase]:
     fn = meta["fn_name"]
     target = f"Solution().{fn}" if "class Solution" in meta.get("starter_code", "") else fn
     tests = json.loads(problem.target)
-    return [ExecCase(source=code + CALL_CHECK.format(args=json.dumps(args), want=json.dumps(want), target=target),
-                     timeout_s=meta.get("timeout_s"), cpu_s=meta.get("cpu_s"), memory_mb=meta.get("memory_mb"),
-                     label=f"call {i}")
-            for i, (args, want) in enumerate(zip(tests["inputs"], tests["outputs"]))]
+    cases = []
+    for i, (args, want) in enumerate(zip(tests["inputs"], tests["outputs"])):
+        setup = CALL_ARGS.format(args=json.dumps(args))
+        test = CallTest(names=("_bb_target",), tests=setup + CALL_CHECK.format(want=json.dumps(want)),
+                        untrusted_tests=setup + CALL_RUN)
+        cases.append(ExecCase(source=code + f"\n_bb_target = {target}\n", calls=test, timeout_s=meta.get("timeout_s"),
+                              cpu_s=meta.get("cpu_s"), memory_mb=meta.get("memory_mb"), label=f"call {i}"))
+    return cases
 
 
 def _rows(root: Path | None, split: str) -> tuple[list[dict[str, Any]], str]:

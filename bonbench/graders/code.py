@@ -39,6 +39,16 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from bonbench.errors import BonbenchError
+from bonbench.graders.replay import (
+    RECORD_MARK,
+    RECORDINGS_FILE,
+    CallTest,
+    parse_recording,
+    parse_verdicts,
+    recording_source,
+    recordings_file,
+    trusted_program,
+)
 from bonbench.records import Grade, Problem, Sample
 
 # Stop strings of the HumanEval paper's completion setting: the function ends where the next
@@ -136,6 +146,12 @@ class ExecCase:
     use another name, like the official HumanEval/MBPP harnesses, so demo ``__main__`` blocks in a
     completion do not run. ``timeout_s`` (wall clock) / ``memory_mb`` None take the grader's defaults;
     ``cpu_s`` None lets the sandbox derive the CPU limit from the wall clock.
+
+    ``calls`` makes it a function-call test decided outside the sandbox (``bonbench.graders.replay``):
+    ``source`` is then only the candidate's code; the sandbox records the calls ``calls.tests`` make
+    and a trusted run of the tests on that recording gives the verdict. Every task's function-call
+    tests use it; a case without ``calls`` and without ``expected_stdout`` passes when its code runs
+    to its end, which the untrusted code itself can influence (kept for programs, not for tasks).
     """
 
     source: str
@@ -147,6 +163,7 @@ class ExecCase:
     float_tol: bool = False
     as_main: bool = False
     label: str = ""
+    calls: CallTest | None = None
 
 
 BuildJobs = Callable[[Problem, str], Sequence[ExecCase]]
@@ -193,8 +210,45 @@ _bb_run()
 '''
 
 
+# Function-call tests: the recording is written after the tests whatever they did (an assertion
+# that failed here decides nothing; the trusted run does). ``_bb_dumps`` is the recorder's own
+# JSON writer, looked up before user code runs.
+_CALL_HARNESS = r'''import os as _bb_os, sys as _bb_sys
+
+
+def _bb_run():
+    write = _bb_os.write
+    with open({keyfile!r}, "rb") as fh:
+        secret = fh.read().strip()
+    _bb_os.unlink({keyfile!r})
+    src = {src!r}
+    import linecache
+    linecache.cache["<solution>"] = (len(src), None, src.splitlines(True), "<solution>")
+    code = compile(src, "<solution>", "exec")
+    del src
+    scope = {{"__name__": "__solution__", "__builtins__": __builtins__}}
+    try:
+        exec(code, scope)
+    finally:
+        try:
+            _bb_sys.stdout.flush()
+        except BaseException:
+            pass
+        try:
+            record = scope["_bb_dumps"](scope["_bb_calls"])
+        except BaseException:
+            record = "null"
+        write(1, b"\n" + secret + {mark!r}.encode() + record.encode() + b"\n")
+
+
+_bb_run()
+'''
+
+
 def assemble_program(case: ExecCase) -> str:
     """The harness program that runs ``case.source`` (the secret comes in ``KEYFILE``, see module doc)."""
+    if case.calls is not None:
+        return _CALL_HARNESS.format(keyfile=KEYFILE, src=recording_source(case.calls, case.source), mark=RECORD_MARK)
     return _HARNESS.format(keyfile=KEYFILE, src=case.source, name="__main__" if case.as_main else "__solution__")
 
 
@@ -285,6 +339,13 @@ def judge(case: ExecCase, secret: str, result: Any) -> CaseVerdict:
     status = str(getattr(result, "status", "error"))
     stdout, stderr = _text(getattr(result, "stdout", "")), _text(getattr(result, "stderr", ""))
     cached = bool(getattr(result, "cached", False))
+    if case.calls is not None:
+        # only a first stage: the trusted run decides (CodeGrader._check_recordings)
+        if recording(secret, result) is not None:
+            return CaseVerdict(True, RECORDED, "", cached)
+        if status == "ok":
+            return CaseVerdict(False, "incomplete", "exited before the tests finished", cached)
+        return CaseVerdict(False, status, _last_line(stderr) or status, cached)
     if status != "ok" or getattr(result, "exit_code", None) != 0:
         status = "runtime_error" if status == "ok" else status
         return CaseVerdict(False, status, _last_line(stderr) or status, cached)
@@ -300,10 +361,31 @@ def judge(case: ExecCase, secret: str, result: Any) -> CaseVerdict:
     return CaseVerdict(False, "wrong_answer", "output differs from the expected output", cached)
 
 
+RECORDED = "recorded"  # a function-call case whose recording awaits the trusted run
+
+
+def recording(secret: str, result: Any) -> list[dict[str, Any]] | None:
+    """The calls a function-call case recorded (after the last sentinel), or None."""
+    stdout = _text(getattr(result, "stdout", ""))
+    at = stdout.rfind("\n" + secret + RECORD_MARK)
+    if at == -1 or getattr(result, "status", "") in ("timeout", "output_limit", "sandbox_error"):
+        return None
+    return parse_recording(stdout[at + 1 + len(secret):])
+
+
 def case_judge(cases: Sequence[ExecCase], secrets_: Sequence[str], test_idx: int, result: Any) -> bool:
     """Whether test ``test_idx`` of one program passed; module-level, so that ``partial(case_judge,
     cases, secrets)`` can travel to another process (a Ray task) and stop early there."""
     return judge(cases[test_idx], secrets_[test_idx], result).passed
+
+
+def always_passes(test_idx: int, result: Any) -> bool:
+    """The judge of a lone trusted-check job (picklable for Ray): its verdicts are read afterwards."""
+    return True
+
+
+TRUSTED_BATCH = 64  # recordings per trusted run
+TRUSTED_BATCH_BYTES = 16 << 20
 
 
 class GroupExecutor(Protocol):
@@ -446,7 +528,73 @@ class CodeGrader:
                                                  cache=self._cache, judge=passes)
         except sandbox.SandboxUnavailable as exc:
             raise BonbenchError(f"code execution needs the sandbox: {exc}") from None
-        return [[judge(groups[gi][ti], jobs[gi][ti][1], r) for ti, r in enumerate(rs)] for gi, rs in enumerate(results)]
+        verdicts = [[judge(groups[gi][ti], jobs[gi][ti][1], r) for ti, r in enumerate(rs)] for gi, rs in enumerate(results)]
+        self._check_recordings(groups, [[s for _, s in g] for g in jobs], results, verdicts)
+        return verdicts
+
+    def _check_recordings(self, groups: list[list[ExecCase]], secrets_: list[list[str]], results: list[list[Any]],
+                          verdicts: list[list[CaseVerdict]]) -> None:
+        """Replace every "recorded" verdict by the trusted run's verdict (``bonbench.graders.replay``)."""
+        pending: dict[tuple[CallTest, float], list[tuple[int, int, list[dict[str, Any]]]]] = {}
+        for gi, rs in enumerate(results):
+            for ti, r in enumerate(rs):
+                case = groups[gi][ti]
+                if case.calls is None or verdicts[gi][ti].status != RECORDED:
+                    continue
+                rec = recording(secrets_[gi][ti], r)
+                assert rec is not None, "a recorded verdict has a recording"
+                timeout = case.timeout_s if case.timeout_s is not None else self.timeout_s
+                pending.setdefault((case.calls, timeout), []).append((gi, ti, rec))
+        batches: list[tuple[CallTest, float, list[tuple[int, int, list[dict[str, Any]]]]]] = []
+        for (test, timeout), items in pending.items():
+            part: list[tuple[int, int, list[dict[str, Any]]]] = []
+            size = 0
+            for item in items:
+                n = len(recordings_file([item[2]]))
+                if part and (len(part) >= TRUSTED_BATCH or size + n > TRUSTED_BATCH_BYTES):
+                    batches.append((test, timeout, part))
+                    part, size = [], 0
+                part.append(item)
+                size += n
+            if part:
+                batches.append((test, timeout, part))
+        while batches:
+            retry: list[tuple[CallTest, float, list[tuple[int, int, list[dict[str, Any]]]]]] = []
+            jobs = [self._trusted_job(test, timeout, [rec for *_, rec in part]) for test, timeout, part in batches]
+            for (test, timeout, part), res in zip(batches, self._run_plain(jobs)):
+                found = parse_verdicts(_text(res.stdout), len(part)) if res.status == "ok" else None
+                if found is None and len(part) > 1:
+                    retry += [(test, timeout, [item]) for item in part]  # one bad recording must not sink the rest
+                    continue
+                for k, (gi, ti, _) in enumerate(part):
+                    first = verdicts[gi][ti]
+                    if found is None:
+                        status = "sandbox_error" if res.status == "sandbox_error" else str(res.status)
+                        if status == "ok":
+                            status = "runtime_error"
+                        verdicts[gi][ti] = CaseVerdict(False, status, "trusted check: " + (_last_line(_text(res.stderr)) or status), first.cached)
+                        continue
+                    status, reason = found[k]
+                    if status == "not_recorded":
+                        u = results[gi][ti]
+                        status = "incomplete" if u.status == "ok" else str(u.status)
+                        reason = _last_line(_text(u.stderr)) or reason
+                    verdicts[gi][ti] = CaseVerdict(status == "ok", status, reason, first.cached)
+            batches = retry
+
+    def _trusted_job(self, test: CallTest, timeout: float, recs: Sequence[list[dict[str, Any]]]) -> Any:
+        sandbox = self._setup()
+        return sandbox.Job(program=trusted_program(test, timeout), timeout_s=timeout * len(recs) + 5.0,
+                           memory_mb=max(self.memory_mb, 1024), max_output_bytes=self.max_output_bytes,
+                           max_file_mb=64, unsafe=self.unsafe, files={RECORDINGS_FILE: recordings_file(recs)})
+
+    def _run_plain(self, jobs: list[Any]) -> list[Any]:
+        sandbox = self._setup()
+        if self.executor is not None:
+            out = self.executor.run_many_tests([[j] for j in jobs], [always_passes] * len(jobs),
+                                               stop_on_first_failure=False, cache=self._cache)
+            return [r[0] for r in out]
+        return sandbox.run_many(jobs, workers=self.workers, cache=self._cache)
 
     def grade(self, problems: Mapping[str, Problem], samples: Sequence[Sample]) -> list[Grade]:
         """Grades in the order of ``samples``; build failures become error grades, never raise."""

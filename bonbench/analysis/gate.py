@@ -42,7 +42,7 @@ import numpy as np
 from scipy import stats
 
 from bonbench.errors import BonbenchError
-from bonbench.metricinfo import HIGHER, LOWER, metric_info
+from bonbench.metricinfo import HIGHER, LOWER
 from bonbench.analysis.baseline import (  # noqa: F401  (re-exported: the CLI imports them from here)
     BASELINE_SCHEMA, Baseline, _write_json, default_baseline_path, is_checkpoint_dir, load_baseline, load_gate_run,
     run_metric_info, run_problem_ids, save_baseline)

@@ -13,7 +13,8 @@
   selections, with the Pareto front), and per reward-judged run its measured winrate@k and
   kl_bon@k beside N/(N+1) and log N - (N-1)/N (``frontier``);
 * per ``bonbench train`` checkpoint folder given, its training curves (``log.jsonl``: reward, KL,
-  entropy, gradient norm and variance, speed);
+  entropy, gradient norm and variance, speed), and per task with two or more runs their k-curves on
+  shared axes (both from ``sections``);
 * the same PNGs as files, and ``report.json`` with every fit and table in machine-readable form.
 
 Also home of the two small HTML helpers the leaderboard uses. Fitting is ``fits``' job, drawing
@@ -344,66 +345,9 @@ def _sweep_section(key: tuple[str, str], runs: list[Any], idx: int, out_dir: Pat
     return "\n".join(parts), info
 
 
-def run_curve_label(run: Any) -> str:
-    """How a run is named in a comparison legend: model, temperature, n and its config hash."""
-    return f"{run.model_slug} T={run.temperature:g} n={run.n} ({run.hash})"
-
-
-def _comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[str, dict]:
-    """The k-curves of every run of ``task`` on shared axes (base and checkpoints side by side), and
-    the values at k = 1, 2, 4, ... up to the largest n; nothing for fewer than two runs."""
-    from bonbench.analysis.plots import plot_k_curve_comparison
-
-    if len(runs) < 2:
-        return "", {}
-    labels = {run_curve_label(r): r for r in runs}
-    png = plot_k_curve_comparison({label: r.curves for label, r in labels.items()},
-                                  out_dir / f"compare_{task.replace('/', '_')}.png", title=f"{task}: k-curves of {len(runs)} runs")
-    kinds = [k for k in ("pass", "bon", "maj", "max") if any(k in r.curves for r in runs)]
-    ks = _powers_of_two(max(r.n for r in runs) or 1)
-    rows = []
-    for label, r in labels.items():
-        for kind in kinds:
-            c = r.curves.get(kind)
-            if c is None:
-                continue
-            at = {int(k): (v, lo, hi) for k, v, lo, hi in zip(c.k, c.value, c.lo, c.hi)}
-            rows.append([label, f"{kind}@k"] + [f"{_f(at[k][0], 3)} [{_f(at[k][1], 3)}, {_f(at[k][2], 3)}]" if k in at else "—"
-                                              for k in ks])
-    parts = [f"<section><h2>Comparison: {html_lib.escape(task)}, {len(runs)} runs on shared axes</h2>",
-             "<p class=\"note\">Every run of this task that has k-curves, one colour each, with 95% bootstrap bands over "
-             "problems. Runs on different problems or settings are not paired here; the leaderboard pairs them.</p>",
-             _img(png, f"k-curves of the {task} runs"), table_html(["run", "curve"] + [f"k={k}" for k in ks], rows), "</section>"]
-    return "\n".join(parts), {"task": task, "runs": [str(r.path) for r in runs], "figure": png.name}
-
-
 def is_checkpoint_dir(path: Path) -> bool:
     """A ``bonbench train`` checkpoint folder (finished or not): it has a per-step log and its train config."""
     return (path / "log.jsonl").is_file() and (path / "train_config.json").is_file()
-
-
-def _training_section(folders: Sequence[Path], out_dir: Path) -> tuple[str, dict]:
-    """Training curves of checkpoint folders (their ``log.jsonl``), and their settings."""
-    from bonbench.analysis.plots import plot_training_curves
-    from bonbench.outputs import read_json, read_jsonl
-
-    logs: dict[str, list[dict]] = {}
-    rows = []
-    for f in folders:
-        # torn lines of a killed run are skipped; bytes that are not UTF-8 are a one-line error naming the line
-        log = read_jsonl(f / "log.jsonl", "the checkpoint's training log is damaged; restore it or drop that folder",
-                         skip_torn=True)
-        logs[f.name] = log
-        cfg = read_json(f / "train_config.json")
-        last = log[-1] if log else {}
-        rows.append((f.name, cfg.get("task"), cfg.get("objective"), json.dumps(cfg.get("objective_options") or {}),
-                     len(log), _f(last.get("reward")), _f(last.get("kl_ref"))))
-    parts = ["<section><h2>Training</h2>",
-             table_html(["checkpoint", "task", "objective", "options", "steps logged", "last reward", "last KL to base"], rows)]
-    png = plot_training_curves(logs, out_dir / "training_curves.png", title="training curves")
-    parts.append(_img(png, "training curves"))
-    parts.append("</section>")
-    return "\n".join(parts), {"checkpoints": [str(f) for f in folders], "logs": logs}
 
 
 def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass", coscaling_tol: float = 0.01,
@@ -437,8 +381,10 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
     out_dir.mkdir(parents=True, exist_ok=True)
     body = ["<h1>bonbench report</h1>", f"<p class=\"note\">{len(runs)} run(s), {len(checkpoints)} checkpoint(s).</p>"]
     doc: dict[str, Any] = {"runs": [], "sweeps": []}
+    from bonbench.analysis.sections import comparison_section, training_section
+
     if checkpoints:
-        html_part, info = _training_section(checkpoints, out_dir)
+        html_part, info = training_section(checkpoints, out_dir)
         body.append(html_part)
         doc["training"] = info
     groups: dict[tuple[str, str], list[Any]] = {}
@@ -460,7 +406,7 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
         doc["planes"].append(info)
     doc["comparisons"] = []
     for task in dict.fromkeys(r.task for r in runs):
-        html_part, info = _comparison_section(task, [r for r in runs if r.task == task and r.curves], out_dir)
+        html_part, info = comparison_section(task, [r for r in runs if r.task == task and r.curves], out_dir)
         if html_part:
             body.append(html_part)
             doc["comparisons"].append(info)

@@ -319,7 +319,7 @@ def render_markdown(board: Leaderboard) -> str:
 def write_k_curve_figures(board: Leaderboard, out_dir: Path) -> list[Path]:
     """Per task with two or more chosen runs that have k-curves, those runs' curves on shared axes
     (the base first), as ``leaderboard_<task>_kcurves.png``."""
-    from bonbench.analysis.html import run_curve_label
+    from bonbench.analysis.sections import run_curve_label
     from bonbench.analysis.plots import plot_k_curve_comparison
 
     out = []

@@ -306,13 +306,15 @@ def _execute(plan: Any) -> int:
         from bonbench.sampler.cpu_preload import maybe_reexec_with_preload
 
         maybe_reexec_with_preload()
-    if getattr(plan, "verifier_note", None):
-        print(plan.verifier_note, file=sys.stderr)  # which verifier bon@k uses, and why (runner.choose_verifier)
     with _Progress() as progress:
         def label(run: Any) -> None:
             progress.prefix = f"T={run.cfg.temperature:g}" if plan.is_sweep else ""
 
         result = execute(plan, progress, on_run=label)
+    if getattr(plan, "verifier_note", None):
+        # which verifier bon@k used, and why (runner.choose_verifier); after the run, so that a failed
+        # run's error stays the only line
+        print(plan.verifier_note, file=sys.stderr)
     _print_result(result)
     return 0
 

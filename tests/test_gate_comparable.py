@@ -100,6 +100,15 @@ def test_kl_is_gated_lower_is_better_and_closed_form_kl_bon_is_not_gated(tmp_pat
                  "--metric", "kl_bon@4"]) == GATE_ERROR
     assert "closed-form function of n and k" in _one_error_line(capsys) and not (tmp_path / "x.json").exists()
 
+    # a baseline saved before closed forms were recognised holds kl_bon@4: the gate says it skips it
+    old = json.loads(baseline.read_text())
+    old["metrics"]["kl_bon@4"] = {"value": 0.636, "ci95": [0.636, 0.636], "n_problems": 200}
+    old_file = tmp_path / "old.json"
+    old_file.write_text(json.dumps(old))
+    assert main(["gate", "--baseline", str(old_file), "--run", str(base)]) == GATE_PASS
+    out = capsys.readouterr().out
+    assert "note: kl_bon@4 is closed-form in the run" in out and "gate: PASS (2 metric(s) checked)" in out
+
     further = _kl_run(tmp_path / "c", base_kl + 0.3, 1)   # moved away from the reference: worse
     closer = _kl_run(tmp_path / "d", base_kl * 0.5, 1)     # closer to it: better
     assert main(["gate", "--baseline", str(baseline), "--run", str(further), "--metric", "kl"]) == GATE_REGRESSION
@@ -140,6 +149,11 @@ def test_a_checkpoint_folder_is_not_a_run(tmp_path: Path, capsys: pytest.Capture
     capsys.readouterr()
     assert main(["gate", "--baseline", str(baseline), "--run", str(ckpt)]) == GATE_ERROR
     assert "--task synthetic --model" in _one_error_line(capsys)
+    from bonbench.analysis.leaderboard import build_leaderboard
+    from bonbench.errors import BonbenchError
+
+    with pytest.raises(BonbenchError, match="is a model checkpoint, not a run directory"):
+        build_leaderboard(tmp_path, base="synthetic/model", base_runs=[ckpt])
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")

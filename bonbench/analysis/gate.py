@@ -222,8 +222,10 @@ def incomparable(baseline: Baseline, run: RunData) -> list[str]:
     return out
 
 
-def _gated_metrics(baseline: Baseline, run: RunData, metrics: Sequence[str] | None) -> list[tuple[str, str]]:
-    """(name, direction) of every metric to gate; one-line errors for missing, closed-form or undirected ones."""
+def _gated_metrics(baseline: Baseline, run: RunData, metrics: Sequence[str] | None,
+                   skipped: list[str]) -> list[tuple[str, str]]:
+    """(name, direction) of every metric to gate; one-line errors for missing, closed-form or undirected
+    ones; closed-form metrics an older baseline holds are appended to ``skipped``."""
     names = list(dict.fromkeys(metrics)) if metrics else list(baseline.metrics)
     out = []
     for name in names:
@@ -239,7 +241,8 @@ def _gated_metrics(baseline: Baseline, run: RunData, metrics: Sequence[str] | No
             if metrics:
                 raise BonbenchError(f"{name} is a closed-form function of n and k in {run.path} (no sampling noise, not "
                                     f"a measurement of the model) and is not gated; drop --metric {name}")
-            continue  # an old baseline saved it; nothing to test
+            skipped.append(name)  # an older baseline saved it; there is nothing to test
+            continue
         if direction not in (HIGHER, LOWER):
             raise BonbenchError(f"{name} has no better side (a count or report) and cannot be gated; drop --metric {name}")
         out.append((name, str(direction)))
@@ -277,8 +280,10 @@ def run_gate(baseline: Baseline, run: RunData, metrics: Sequence[str] | None = N
         raise BonbenchError(f"run {run.path} is not comparable with baseline {baseline.path}: {'; '.join(differences)}; "
                             "gate a run of the baseline's task, data and problems (same -T args and --limit), or save a "
                             "baseline from a comparable run with `bonbench gate --save-baseline --run RUN_DIR`")
-    gated = _gated_metrics(baseline, run, metrics)
+    skipped: list[str] = []
+    gated = _gated_metrics(baseline, run, metrics, skipped)
     notes = _notes(baseline, run, [n for n, _ in gated])
+    notes += [f"{name} is closed-form in the run (a function of n and k, no sampling noise): not gated" for name in skipped]
     rows = []
     for name, direction in gated:
         row = compare_directed(name, direction, baseline, run, alpha, tolerance)

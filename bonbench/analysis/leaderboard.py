@@ -38,6 +38,7 @@ from bonbench.errors import BonbenchError
 from bonbench.estimators import metric_sort_key, paired_bootstrap_diff
 from bonbench.metricinfo import LOWER, footnotes, metric_info
 from bonbench.analysis.html import _img, page, table_html
+from bonbench.analysis.baseline import load_gate_run
 from bonbench.analysis.rundir import RunData, load_run
 from bonbench.store import atomic_write_json, find_run_dirs
 
@@ -200,7 +201,7 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
     if base_runs and base_slug is None:
         raise BonbenchError("--base-run names the base's run: add --base MODEL")
     for path in base_runs:
-        run = load_run(path)
+        run = load_gate_run(path)  # a checkpoint folder is refused naming `bonbench run` to evaluate it
         if run.model_slug != base_slug:
             raise BonbenchError(f"--base-run {path} is a run of {run.model_slug}, not of the base {base_slug}; "
                                 f"pass a run under runs/<task>/{base_slug}/")

@@ -2,6 +2,11 @@
 ``winrate@k`` against reference answers or another run's samples, and ``kl_bon@k``, the KL of
 best-of-k selection (the measured counterpart of the analytic log k - (k-1)/k).
 
+``kl`` and ``kl_bon@k`` carry ``direction: lower`` (``bonbench.metricinfo``); ``kl`` also the
+description of its estimator, which can be negative near 0; a ``kl_bon@k`` to the run's own
+policy that is the same closed form of n and k on every problem is stored ``closed_form: true``
+with no interval.
+
 Each function returns a ``MetricsPatch`` and writes no metrics: ``pipeline.score`` merges the patch
 into metrics.json in the one write it makes. The rows these need are stored like any other stage's
 (policy and reference log-probabilities as scores, reference answers' rewards as grades), so a

@@ -461,3 +461,13 @@ def test_changed_defaults_keep_old_records_meaning():
     for name, changed in CHANGED_DEFAULTS.items():  # every entry is a real option whose default moved
         for key, old in changed.items():
             assert key in REGISTRY[name].options and REGISTRY[name].options[key] != old
+
+
+def test_rlb_plugin_options_without_plugin_are_refused():
+    """sign / p_clip mean nothing to the exact default: one line naming the fix, not a silent ignore."""
+    for kw in ({"sign": "minus"}, {"p_clip": 0.9}):
+        with pytest.raises(BonbenchError, match="p_estimate=plugin") as e:
+            make_objective("bon_rlb", **kw)
+        assert "\n" not in str(e.value)
+        make_objective("bon_rlb", p_estimate="plugin", **kw)
+        make_objective("bon_rlb", p_source="value", **kw)

@@ -186,6 +186,10 @@ def bon_rlb(N: int = 4, p_estimate: str = "unbiased", sign: str = "plus", p_clip
         raise BonbenchError(f"bon_rlb: p_clip must lie in [0, 1), got {p_clip!r}")
     by_value = p_source == "value"
     unbiased = p_estimate == "unbiased" and not by_value
+    if unbiased and (sign != "plus" or p_clip != 0.95):
+        # the exact form has no p to clip and no sign to choose: say so rather than ignore the option
+        raise BonbenchError("bon_rlb: sign and p_clip apply to the plug-in (g+, g-) weights; add -O p_estimate=plugin "
+                            "(or --p-source value) to use them")
 
     def weights(group: Group) -> np.ndarray:
         mask = policy_mask(group)

@@ -22,11 +22,11 @@ def run_curve_label(run: Any) -> str:
 
 def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[str, dict]:
     """The k-curves of every run of ``task`` on shared axes (base and checkpoints side by side), and
-    the values at k = 1, 2, 4, ... up to the largest n; nothing for fewer than two runs."""
+    the values at k = 1, 2, 4, ... up to the largest n; nothing unless two or more models ran it."""
     from bonbench.analysis.plots import plot_k_curve_comparison
 
-    if len(runs) < 2:
-        return "", {}
+    if len({r.model_slug for r in runs}) < 2:
+        return "", {}  # one model's runs at several temperatures are the sweep section's figure
     labels = {run_curve_label(r): r for r in runs}
     png = plot_k_curve_comparison({label: r.curves for label, r in labels.items()},
                                   out_dir / f"compare_{task.replace('/', '_')}.png", title=f"{task}: k-curves of {len(runs)} runs")

@@ -145,7 +145,7 @@ def test_learned_verifier_in_a_run(verifier: Path, data_dir: Path, tmp_path: Pat
     out = tmp_path / "results"
     run = _scripted_run(out, data_dir, {}, "policy", limit=6, task="math500")
     spec = f"learned:{verifier}"
-    assert main(["score", str(run), "--metric", "bon@4", "--verifier", spec, "--n-boot", "50"]) == 0
+    assert main(["score", str(run), "--metric", "bon@4", "--verifier", spec, "--n-boot", "50", "--data-dir", str(data_dir)]) == 0
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["metrics"]["bon@4"]["verifier"] == "learned:v"
     assert metrics["metrics"]["bon@4"]["verifier_fingerprint"].startswith("w:" + vf.read_verifier_manifest(verifier)["weights_sha256"][:16])
@@ -158,7 +158,7 @@ def test_learned_verifier_in_a_run(verifier: Path, data_dir: Path, tmp_path: Pat
 def test_config_records_the_verifier_used(data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "results"
     run = _scripted_run(out, data_dir, {}, "policy", limit=2, task="math500")
-    assert main(["score", str(run), "--metric", "bon@2", "--verifier", "oracle", "--n-boot", "20"]) == 0
+    assert main(["score", str(run), "--metric", "bon@2", "--verifier", "oracle", "--n-boot", "20", "--data-dir", str(data_dir)]) == 0
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["config"]["verifier"] == "oracle" and cfg["verifiers"] == ["oracle"]
 

@@ -103,6 +103,7 @@ def test_kl_is_gated_lower_is_better_and_closed_form_kl_bon_is_not_gated(tmp_pat
     # a baseline saved before closed forms were recognised holds kl_bon@4: the gate says it skips it
     old = json.loads(baseline.read_text())
     old["metrics"]["kl_bon@4"] = {"value": 0.636, "ci95": [0.636, 0.636], "n_problems": 200}
+    del old["default_metrics"], old["problem_ids"]  # fields such files lack
     old_file = tmp_path / "old.json"
     old_file.write_text(json.dumps(old))
     assert main(["gate", "--baseline", str(old_file), "--run", str(base)]) == GATE_PASS
@@ -120,7 +121,7 @@ def test_kl_is_gated_lower_is_better_and_closed_form_kl_bon_is_not_gated(tmp_pat
     assert row.rstrip().endswith("improved") and "-0." in row
 
 
-def test_save_baseline_stores_the_requested_metrics_only(tmp_path: Path) -> None:
+def test_save_baseline_stores_the_requested_metrics_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = write_synthetic_run(tmp_path, np.full(30, 0.5), n=4, metrics=("pass@1", "pass@4"), n_boot=20)
     # a per-group metric the task added beside the requested ones, and a report without a better side
     ids = sorted(json.loads((run / "metrics.json").read_text())["per_problem"]["pass@1"])
@@ -131,7 +132,14 @@ def test_save_baseline_stores_the_requested_metrics_only(tmp_path: Path) -> None
     (run / "metrics.json").write_text(json.dumps(doc))
     out = tmp_path / "b.json"
     assert main(["gate", "--save-baseline", "--run", str(run), "--out", str(out)]) == GATE_PASS
-    assert list(json.loads(out.read_text())["metrics"]) == ["pass@1", "pass@4"]
+    saved = json.loads(out.read_text())
+    assert list(saved["metrics"]) == ["pass@1", "pass@4", "pass@1[level=1]"]  # not the report, not kl_bon
+    assert saved["default_metrics"] == ["pass@1", "pass@4"]  # groups only when named with --metric
+    assert main(["gate", "--baseline", str(out), "--run", str(run)]) == GATE_PASS
+    assert main(["gate", "--baseline", str(out), "--run", str(run), "--metric", "pass@1[level=1]"]) == GATE_PASS
+    capsys.readouterr()
+    assert main(["gate", "--baseline", str(out), "--run", str(run)]) == GATE_PASS
+    assert "gate: PASS (2 metric(s) checked)" in capsys.readouterr().out
     assert main(["gate", "--save-baseline", "--run", str(run), "--out", str(out), "--metric", "gold_abstained"]) == GATE_ERROR
 
 

@@ -3,9 +3,11 @@
 ``save_baseline`` stores one run's gated metrics (value, CI, problem count, direction), their
 per-problem values, the run's problem ids, config, grading and provenance, to be committed under
 ``results/baselines/``. Which metrics: those named, else those the run was asked for
-(config.json's ``metrics``), in both cases only metrics with a better side that are not closed-form
-(``bonbench.metricinfo``): ``kl_bon@k`` beside ``max@k`` is neither requested nor a model
-measurement, and is left out. ``load_baseline`` reads files of this schema, including those written
+(config.json's ``metrics``) and their per-group values, in both cases only metrics with a better
+side that are not closed-form (``bonbench.metricinfo``): ``kl_bon@k`` beside ``max@k`` is neither
+requested nor a model measurement, and is left out. ``default_metrics`` (what the gate checks
+without ``--metric``) are the dataset-level ones: gating every group by default would multiply
+the tests and with them the false alarms. ``load_baseline`` reads files of this schema, including those written
 before ``problem_ids``/``grading``/``direction`` were stored (the problem ids are then the
 per-problem values' ids, the direction the metric's known one).
 
@@ -26,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from bonbench import outputs
 from bonbench.errors import BonbenchError
+from bonbench.estimators import split_metric_name
 from bonbench.metricinfo import MetricInfo, metric_info
 from bonbench.analysis.rundir import Metric, RunData, load_run
 
@@ -48,6 +51,8 @@ class Baseline:
     problem_ids: tuple[str, ...] = ()
     grading: Mapping[str, Any] = field(default_factory=dict)
     directions: Mapping[str, str | None] = field(default_factory=dict)
+    # gated when no --metric is given (files before this field: every metric)
+    default_metrics: tuple[str, ...] = ()
 
 
 def is_checkpoint_dir(path: Path) -> bool:
@@ -124,7 +129,10 @@ def _saved_metric_names(run: RunData, metrics: Sequence[str] | None) -> list[str
                                     "bon@k, mean or kl instead")
         return names
     requested = [m for m in run.config.get("metrics") or [] if m in run.metrics] or list(run.metrics)
-    names = [m for m in requested if run_metric_info(run, m).gateable]
+    # with each requested metric its per-group values (pass@1[level=3]), so that `gate --metric` can
+    # name one; the gate's default set is the requested ones only (``default_metrics``)
+    groups = [m for m in run.metrics if split_metric_name(m)[1] is not None and split_metric_name(m)[0] in requested]
+    names = [m for m in dict.fromkeys(requested + groups) if run_metric_info(run, m).gateable]
     if not names:
         raise BonbenchError(f"{run.path} has no metric to gate (has: {', '.join(run.metrics) or 'none'}); "
                             "score it with --metric pass@1 (or mean on a reward task) first")
@@ -151,6 +159,8 @@ def save_baseline(run_dir: Path, out: Path | None = None, metrics: Sequence[str]
         "provenance": dict(run.provenance),
         "grading": dict(run.meta.get("grading") or {}),
         "problem_ids": list(run_problem_ids(run)),
+        # what `gate` checks without --metric: the dataset-level metrics, not every group's
+        "default_metrics": [m for m in names if split_metric_name(m)[1] is None] or names,
         "metrics": {m: {"value": run.metrics[m].value, "ci95": list(run.metrics[m].ci95),
                         "n_problems": run.metrics[m].n_problems, "direction": run_metric_info(run, m).direction}
                     for m in names},
@@ -185,4 +195,5 @@ def load_baseline(path: Path) -> Baseline:
     return Baseline(path=path, task=str(doc.get("task", "")), model=str(doc.get("model", "")), metrics=metrics,
                     per_problem=per_problem, config=doc.get("config") or {}, provenance=doc.get("provenance") or {},
                     dataset_fingerprint=str(doc.get("dataset_fingerprint") or ""), problem_ids=tuple(str(i) for i in ids),
-                    grading=doc.get("grading") or {}, directions=directions)
+                    grading=doc.get("grading") or {}, directions=directions,
+                    default_metrics=tuple(m for m in doc.get("default_metrics") or metrics if m in metrics))

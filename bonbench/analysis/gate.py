@@ -226,7 +226,7 @@ def _gated_metrics(baseline: Baseline, run: RunData, metrics: Sequence[str] | No
                    skipped: list[str]) -> list[tuple[str, str]]:
     """(name, direction) of every metric to gate; one-line errors for missing, closed-form or undirected
     ones; closed-form metrics an older baseline holds are appended to ``skipped``."""
-    names = list(dict.fromkeys(metrics)) if metrics else list(baseline.metrics)
+    names = list(dict.fromkeys(metrics)) if metrics else list(baseline.default_metrics or baseline.metrics)
     out = []
     for name in names:
         if name not in baseline.metrics:

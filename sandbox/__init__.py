@@ -11,6 +11,7 @@ from bonbench_sandbox.execution import (
     STATUSES,
     ExecResult,
     SandboxUnavailable,
+    accounting_mode,
     ensure_available,
     execute,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "Job",
     "ResultCache",
     "SandboxUnavailable",
+    "accounting_mode",
     "ensure_available",
     "execute",
     "job_key",

@@ -24,8 +24,9 @@ from bonbench_sandbox.execution import SANDBOX_VERSION, ExecResult, Interpreter,
 
 
 def job_key(program: str, stdin: str | None, files: dict[str, str], limits: Limits, interpreter: Interpreter,
-            unsafe: bool) -> str:
-    """The cache key of one execution (hex sha256)."""
+            unsafe: bool, accounting: str = "rlimit") -> str:
+    """The cache key of one execution (hex sha256); ``accounting`` is the mode it runs under (a
+    memory limit the kernel enforces can turn "ok" into "memory")."""
     payload = {
         "v": SANDBOX_VERSION,
         "program": program,
@@ -35,6 +36,7 @@ def job_key(program: str, stdin: str | None, files: dict[str, str], limits: Limi
                    limits.max_file_mb, limits.max_open_files, limits.tmpfs_mb],
         "python": interpreter.identity,
         "unsafe": unsafe,
+        "accounting": accounting,
     }
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()

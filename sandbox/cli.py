@@ -3,7 +3,7 @@
     bonbench sandbox run PROGRAM.py [--stdin FILE] [--timeout S] [--memory-mb M] [--unsafe-no-sandbox]
     bonbench sandbox check
 
-``run`` prints ``{"status", "exit_code", "stdout", "stderr", "wall_s", "signal", ...}`` on stdout
+``run`` prints ``{"status", "exit_code", "stdout", "stderr", "wall_s", "signal", ..., "accounting"}`` on stdout
 and exits 0 when the status is "ok", 1 otherwise (and 1 with a one-line message on stderr when
 bubblewrap is unusable). ``check`` runs the bubblewrap self-check and prints the per-execution
 overhead. The bonbench CLI mounts ``run`` as ``bonbench sandbox run`` through `add_arguments`
@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from bonbench_sandbox.execution import SandboxUnavailable, ensure_available, execute
+from bonbench_sandbox import accounting as _acct
+from bonbench_sandbox.execution import SandboxUnavailable, accounting_mode, ensure_available, execute
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,6 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cpu-s", type=float, default=None, help="CPU-seconds limit (default: timeout + 1)")
     parser.add_argument("--max-output-bytes", type=int, default=1 << 20, help="bytes kept per stream (default 1 MiB)")
     parser.add_argument("--python", default=None, help="interpreter to run inside (default /usr/bin/python3)")
+    parser.add_argument("--accounting", choices=("auto", "rlimit"), default="auto",
+                        help="auto: a cgroup leaf (memory incl. shared memory and kernel objects, pids) and an "
+                             "inode-capped work dir where the machine allows; rlimit: rlimits only. The mode used "
+                             "is the result's 'accounting' field")
     parser.add_argument("--unsafe-no-sandbox", action="store_true",
                         help="no namespaces: only rlimits, uid 65534, a temp dir and a process-group kill")
 
@@ -47,7 +52,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         program = args.program.read_text(encoding="utf-8")
         stdin = args.stdin.read_text(encoding="utf-8") if args.stdin is not None else None
         result = execute(program, stdin=stdin, timeout_s=args.timeout, memory_mb=args.memory_mb, cpu_s=args.cpu_s,
-                         max_output_bytes=args.max_output_bytes, python=args.python, unsafe=args.unsafe_no_sandbox)
+                         max_output_bytes=args.max_output_bytes, python=args.python, unsafe=args.unsafe_no_sandbox,
+                         accounting=args.accounting)
     except (SandboxUnavailable, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -65,7 +71,8 @@ def _check(python: str | None) -> int:
         if res.status != "ok":
             print(f"error: trivial program failed: {res.status} {res.stderr.strip()[-300:]}", file=sys.stderr)
             return 1
-    print(json.dumps({"bwrap": "ok", "trivial_execution_ms_median": round(statistics.median(walls) * 1e3, 1)}))
+    print(json.dumps({"bwrap": "ok", "accounting": accounting_mode(), "accounting_note": _acct.hierarchy().reason,
+                      "trivial_execution_ms_median": round(statistics.median(walls) * 1e3, 1)}))
     return 0
 
 

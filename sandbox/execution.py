@@ -64,10 +64,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bonbench_sandbox import accounting as _acct
 from bonbench_sandbox.seccomp import filter_program
 
 #: Bumped whenever isolation, limits or classification change: it is part of every cache key.
-SANDBOX_VERSION = "3"
+SANDBOX_VERSION = "4"
 
 STATUSES = ("ok", "timeout", "memory", "runtime_error", "killed", "output_limit", "file_limit", "sandbox_error")
 
@@ -102,6 +103,7 @@ class ExecResult:
     signal: int | None = None
     stdout_truncated: bool = False
     stderr_truncated: bool = False
+    accounting: str = ""  # "cgroup2" | "cgroup1" | "rlimit": what bounded memory (see accounting.py)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -241,13 +243,13 @@ def _env(tmp: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": tmp, "TMPDIR": tmp, "PYTHONHASHSEED": "0"}
 
 
-def _launcher_argv(interp: Interpreter, lim: Limits) -> list[str]:
-    return [interp.path, "-S", "-B", "-X", "utf8", "-c", _LAUNCHER,
-            str(lim.memory_mb), str(lim.cpu_s), str(lim.max_file_mb), str(lim.max_procs), str(lim.max_open_files)]
+def _launcher_argv(interp: Interpreter, lim: Limits, started_fd: int) -> list[str]:
+    return [interp.path, "-S", "-B", "-X", "utf8", "-c", _LAUNCHER, str(lim.memory_mb), str(lim.cpu_s),
+            str(lim.max_file_mb), str(lim.max_procs), str(lim.max_open_files), str(started_fd)]
 
 
 def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tuple[int, str]],
-                info_fd: int, seccomp_fd: int | None = None) -> list[str]:
+                info_fd: int, seccomp_fd: int | None, started_fd: int, work_mount: str | None) -> list[str]:
     # --info-fd: bwrap writes the host pid of the namespace's PID 1 there; see _ProcessTree.
     argv = [bwrap, "--info-fd", str(info_fd), "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
             "--uid", str(_NOBODY), "--gid", str(_NOBODY),
@@ -267,7 +269,10 @@ def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tup
     # writable place. /dev itself is a directory of the read-only root.
     for dev in ("null", "zero", "full", "random", "urandom"):
         argv += ["--dev-bind", f"/dev/{dev}", f"/dev/{dev}"]
-    argv += ["--size", str(lim.tmpfs_mb << 20), "--tmpfs", _SANDBOX_CWD]
+    if work_mount is not None:  # the host's tmpfs with an inode cap (accounting.WorkMount)
+        argv += ["--bind", work_mount, _SANDBOX_CWD]
+    else:
+        argv += ["--size", str(lim.tmpfs_mb << 20), "--tmpfs", _SANDBOX_CWD]
     made_dirs: set[str] = set()
     for fd, rel in file_fds:
         for parent in reversed(Path(rel).parents[:-1]):
@@ -284,7 +289,7 @@ def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tup
     if seccomp_fd is not None:
         # bwrap installs it right before exec'ing the launcher: bwrap's own set-up is not filtered
         argv += ["--seccomp", str(seccomp_fd)]
-    return argv + ["--"] + _launcher_argv(interp, lim)
+    return argv + ["--"] + _launcher_argv(interp, lim, started_fd)
 
 
 def _check_files(files: Mapping[str, str] | None) -> dict[str, str]:
@@ -337,7 +342,7 @@ def ensure_available(python: str | None = None) -> None:
         if key not in _checked:
             res = _run(b"import sys; sys.stdout.write('ok')", None, {}, resolve_limits(
                 timeout_s=30.0, memory_mb=1024, cpu_s=None, max_output_bytes=1 << 16, max_procs=16,
-                max_file_mb=1, max_open_files=64), interp, bwrap)
+                max_file_mb=1, max_open_files=64), interp, bwrap, "auto")
             _checked[key] = None if (res.status == "ok" and res.stdout == "ok") else (
                 f"status={res.status} exit={res.exit_code} stderr={res.stderr.strip()[-400:]!r}")
         error = _checked[key]
@@ -366,31 +371,57 @@ def execute(
     python: str | None = None,
     unsafe: bool = False,
     files: Mapping[str, str] | None = None,
+    accounting: str = "auto",
 ) -> ExecResult:
     """Run ``program`` as ``main.py`` in a fresh sandbox and return how it ended.
 
     ``stdin`` is fed in full (None = empty). ``timeout_s`` is wall clock, enforced by the host;
     ``cpu_s`` defaults to ceil(timeout_s)+1. ``memory_mb`` is the address-space limit per process
     (0 = none). At most ``max_output_bytes`` of each of stdout and stderr is kept (decoded as UTF-8
-    with replacement). ``files`` are extra text files placed next to main.py. Raises
-    `SandboxUnavailable` when bubblewrap cannot be used and ``unsafe`` is False.
+    with replacement). ``files`` are extra text files placed next to main.py. ``accounting``:
+    "auto" = a cgroup leaf and an inode-capped work dir where the machine allows them (see
+    `bonbench_sandbox.accounting`), "rlimit" = rlimits only (the fallback, forced; for comparisons).
+    Raises `SandboxUnavailable` when bubblewrap cannot be used and ``unsafe`` is False.
     """
+    if accounting not in ("auto", "rlimit"):
+        raise ValueError(f"accounting must be 'auto' or 'rlimit', not {accounting!r}")
     lim = resolve_limits(timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s, max_output_bytes=max_output_bytes,
                          max_procs=max_procs, max_file_mb=max_file_mb, max_open_files=max_open_files)
     extra = _check_files(files)
     interp = resolve_interpreter(python)
     stdin_bytes = stdin.encode("utf-8") if stdin is not None else None
     if unsafe:
-        return _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, None)
+        return _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, None, accounting)
     ensure_available(python)
-    return _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, _bwrap_path())
+    return _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, _bwrap_path(), accounting)
+
+
+def accounting_mode(accounting: str = "auto") -> str:
+    """The accounting an execution with this setting gets here: "cgroup2", "cgroup1" or "rlimit"."""
+    return "rlimit" if accounting == "rlimit" else _acct.hierarchy().mode
 
 
 def _run(program: bytes, stdin: bytes | None, files: dict[str, str], lim: Limits, interp: Interpreter,
-         bwrap: str | None) -> ExecResult:
+         bwrap: str | None, accounting: str) -> ExecResult:
     fds: list[int] = []
     workdir: str | None = None
+    where = _acct.hierarchy() if accounting == "auto" else _acct.Hierarchy("rlimit")
+    if where.mode != "rlimit" and _setpriv_path() is None:
+        # without setpriv the uid drop happens inside Popen, before /bin/sh could join the leaf as root
+        where = _acct.Hierarchy("rlimit", reason="setpriv (util-linux) is missing")
+    leaf: _acct.Leaf | None = None
+    mount: _acct.WorkMount | None = None
     try:
+        if where.mode != "rlimit":
+            try:
+                leaf = _acct.Leaf(where, lim.memory_mb, lim.max_procs)
+                if bwrap is not None:
+                    mount = _acct.WorkMount(lim.tmpfs_mb, _NOBODY)
+            except OSError as exc:
+                return ExecResult("sandbox_error", None, "", f"bonbench-sandbox: accounting set-up failed: {exc}", 0.0,
+                                  accounting=where.mode)
+        started_r, started_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        fds += [started_r, started_w]
         stdin_fd = _memfd(stdin, "stdin") if stdin is not None else subprocess.DEVNULL
         if stdin is not None:
             fds.append(stdin_fd)
@@ -407,15 +438,22 @@ def _run(program: bytes, stdin: bytes | None, files: dict[str, str], lim: Limits
                 fds.append(seccomp_fd)
             info_r, info_w = os.pipe2(os.O_CLOEXEC)
             fds.append(info_r)  # info_w is closed by _supervise right after the start
-            argv, cwd, env = _bwrap_argv(bwrap, interp, lim, file_fds, info_w, seccomp_fd), None, None
+            argv, cwd, env = _bwrap_argv(bwrap, interp, lim, file_fds, info_w, seccomp_fd, started_w,
+                                         str(mount.path) if mount is not None else None), None, None
             # info_w must stay last: _supervise closes pass_fds[-1] once bwrap has started
-            pass_fds = tuple(fd for fd, _ in file_fds) + ((seccomp_fd,) if seccomp_fd is not None else ()) + (info_w,)
+            pass_fds = (tuple(fd for fd, _ in file_fds) + ((seccomp_fd,) if seccomp_fd is not None else ())
+                        + (started_w, info_w))
         else:
             workdir = _make_workdir(program, files)
-            argv, cwd, env = _launcher_argv(interp, lim), workdir, _env(workdir)
-            pass_fds = ()
-        return _supervise(argv, cwd, env, stdin_fd, pass_fds, info_r, lim)
+            argv, cwd, env = _launcher_argv(interp, lim, started_w), workdir, _env(workdir)
+            pass_fds = (started_w,)
+        result = _supervise(argv, cwd, env, stdin_fd, pass_fds, info_r, lim, leaf, started_r)
+        return dataclasses.replace(result, accounting=where.mode)
     finally:
+        if leaf is not None:
+            leaf.close()
+        if mount is not None:
+            mount.close()
         for fd in fds:
             os.close(fd)
         if workdir is not None:
@@ -470,8 +508,9 @@ class _ProcessTree:
     finishes exiting only after everything in its namespace is gone.
     """
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], leaf: _acct.Leaf | None = None) -> None:
         self.proc = proc
+        self.leaf = leaf
         self.init_pidfd: int | None = None
         self._info = bytearray()
 
@@ -497,6 +536,8 @@ class _ProcessTree:
             os.killpg(self.proc.pid, _signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if self.leaf is not None:
+            self.leaf.kill()  # everything in the cgroup, setsid escapees of unsafe mode included
         if self.init_pidfd is not None:
             fd, self.init_pidfd = self.init_pidfd, None
             try:
@@ -530,11 +571,13 @@ class _ProcessTree:
 
 
 def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, stdin_fd: int,
-               pass_fds: tuple[int, ...], info_fd: int | None, lim: Limits) -> ExecResult:
+               pass_fds: tuple[int, ...], info_fd: int | None, lim: Limits, leaf: _acct.Leaf | None,
+               started_fd: int) -> ExecResult:
     start = time.monotonic()
     deadline = start + lim.timeout_s
     try:
         full_argv, priv = _drop_privileges(argv)
+        full_argv = _acct.wrap_join(full_argv, leaf)  # joins the cgroup as root, before setpriv
         proc = subprocess.Popen(full_argv, stdin=stdin_fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=cwd, env=env if env is not None else {}, pass_fds=pass_fds,
                                 start_new_session=True, **priv)
@@ -543,7 +586,7 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
     finally:
         if info_fd is not None:
             os.close(pass_fds[-1])  # our copy of the write end: EOF must come when bwrap closes its own
-    tree = _ProcessTree(proc)
+    tree = _ProcessTree(proc, leaf)
     out, err = _Capture(lim.max_output_bytes), _Capture(lim.max_output_bytes)
     kill_at = 2 * lim.max_output_bytes
     timed_out = flooded = False
@@ -613,11 +656,16 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
         wall = time.monotonic() - start
         proc.stdout.close()
         proc.stderr.close()
-    return _classify(returncode, out, err, wall, timed_out, flooded)
+    try:  # the launcher writes one byte here once its limits are set: it, not bwrap, ran the program
+        launched = os.read(started_fd, 1) == b"1"
+    except BlockingIOError:
+        launched = False
+    oom = leaf is not None and leaf.oom_killed()
+    return _classify(returncode, out, err, wall, timed_out, flooded, launched, oom)
 
 
 def _classify(returncode: int, out: _Capture, err: _Capture, wall: float, timed_out: bool,
-              flooded: bool) -> ExecResult:
+              flooded: bool, launched: bool = True, oom: bool = False) -> ExecResult:
     stdout, stderr = out.text(), err.text()
     trunc = {"stdout_truncated": out.truncated, "stderr_truncated": err.truncated}
     if timed_out:
@@ -631,10 +679,14 @@ def _classify(returncode: int, out: _Capture, err: _Capture, wall: float, timed_
         sig, code = -returncode, 128 - returncode
     elif 128 < returncode <= 128 + 64:  # bwrap reports death by signal N as 128 + N
         sig = returncode - 128
+    if oom:  # the cgroup's limit was hit (even if the main process then exited 0)
+        return ExecResult("memory", code, stdout, stderr, wall, sig, **trunc)
     if returncode == 0:
         return ExecResult("ok", 0, stdout, stderr, wall, **trunc)
     tail = stderr[-4000:]
-    if (returncode == _LAUNCHER_FAILED and stderr.startswith("bonbench-sandbox:")) or stderr.startswith("bwrap:"):
+    if not launched:
+        # bwrap, the cgroup join or the launcher's limits failed before any program code ran; what
+        # the program prints (a line starting with "bwrap:") cannot make it a sandbox error
         status = "sandbox_error"
     elif "MemoryError" in tail or sig == _signal.SIGSEGV and "Cannot allocate memory" in tail:
         status = "memory"

@@ -1,7 +1,7 @@
 """The first Python code that runs inside the sandbox: apply rlimits, then run ``main.py`` in place.
 
 This file is never imported by the host. Its text is passed to the sandboxed interpreter with
-``python -S -B -X utf8 -c <this source> AS_MB CPU_S FSIZE_MB NPROC NOFILE``, so it must stay
+``python -S -B -X utf8 -c <this source> AS_MB CPU_S FSIZE_MB NPROC NOFILE STARTED_FD``, so it must stay
 self-contained (stdlib only, no bonbench imports) and must leave almost nothing behind in the
 ``__main__`` namespace that the user program then shares.
 
@@ -23,7 +23,7 @@ import sys as _s
 def _bonbench_setup() -> None:
     args = _s.argv
     mib = 1 << 20
-    as_mb, cpu_s, fsize_mb, nproc, nofile = (int(a) for a in args[1:6])
+    as_mb, cpu_s, fsize_mb, nproc, nofile, started_fd = (int(a) for a in args[1:7])
     limits = [
         (_r.RLIMIT_CPU, cpu_s, cpu_s + 1),
         (_r.RLIMIT_FSIZE, fsize_mb * mib, fsize_mb * mib),
@@ -41,6 +41,12 @@ def _bonbench_setup() -> None:
             _s.stderr.write(f"bonbench-sandbox: cannot set rlimit {res}: {exc}\n")
             _s.stderr.flush()
             raise SystemExit(125)
+    # Tell the host the limits are in place and the program is about to run: from here on, a
+    # failure is the program's (even if it prints "bwrap: ..."), not the sandbox's. posix is built in.
+    import posix
+
+    posix.write(started_fd, b"1")
+    posix.close(started_fd)
     _s.argv = ["main.py"]
     # sys.path[0] stays "" (the working directory, which holds main.py), as with `python main.py`.
     # Not importing os here on purpose: without site.py nothing has imported it yet, and it costs

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from bonbench_sandbox.cache import ResultCache, job_key
 from bonbench_sandbox.execution import (
     ExecResult,
+    accounting_mode,
     ensure_available,
     execute,
     resolve_interpreter,
@@ -41,12 +42,13 @@ class Job:
     python: str | None = None
     unsafe: bool = False
     files: Mapping[str, str] | None = field(default=None, hash=False)
+    accounting: str = "auto"
 
     def run(self) -> ExecResult:
         return execute(self.program, stdin=self.stdin, timeout_s=self.timeout_s, memory_mb=self.memory_mb,
                        cpu_s=self.cpu_s, max_output_bytes=self.max_output_bytes, max_procs=self.max_procs,
                        max_file_mb=self.max_file_mb, max_open_files=self.max_open_files, python=self.python,
-                       unsafe=self.unsafe, files=self.files)
+                       unsafe=self.unsafe, files=self.files, accounting=self.accounting)
 
     def key(self) -> str:
         """The `ResultCache` key: every input that can change the result, and nothing else."""
@@ -54,7 +56,7 @@ class Job:
                                 max_output_bytes=self.max_output_bytes, max_procs=self.max_procs,
                                 max_file_mb=self.max_file_mb, max_open_files=self.max_open_files)
         return job_key(self.program, self.stdin, dict(self.files or {}), limits, resolve_interpreter(self.python),
-                       self.unsafe)
+                       self.unsafe, accounting_mode(self.accounting))
 
 
 def _run_cached(job: Job, key: str | None, cache: ResultCache | None) -> ExecResult:

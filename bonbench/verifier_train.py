@@ -484,7 +484,6 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress | None = None) 
     model = vm.VerifierModel(base, method="head", dtype=req.dtype, max_length=req.max_length)
     outputs.ensure_dir(folder)
     atomic_write_json(cfg_path, settings)
-    (folder / vf.MANIFEST).unlink(missing_ok=True)  # unfinished until the manifest is written again
     t0 = time.time()
     n_cached = len(FeatureCache(folder / FEATURES).load())
     feats = extract_features(model, data.rows, FeatureCache(folder / FEATURES), req.batch_size, progress)
@@ -530,6 +529,9 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress | None = None) 
             val["head_auroc"] = val["auroc"]  # the starting head's, for comparison
             val["auroc"] = auroc([r.label for r in held_rows], scores)
         model = lora_model
+    # a finished verifier stays usable until its weights are about to change: a rerun that fails before
+    # this point (damaged training state, full disk) leaves the previous manifest and weights whole
+    (folder / vf.MANIFEST).unlink(missing_ok=True)  # unfinished until the manifest is written again
     model.save(folder)
     manifest = {
         "format": vf.FORMAT,

@@ -376,6 +376,13 @@ def test_lora_method_trains_saves_and_resumes(tiny: Path, train_run: Path, data_
     text = [verifier_text(train_run_problem(data_dir), "So the answer is $\\boxed{1}$.")]
     loaded = load_verifier_model(folder).score_texts(text)
     assert 0.0 < loaded[0] < 1.0
+    # a damaged saved training state: one line naming what to delete; the finished verifier stays as it was
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and "training_state" not in p.parts}
+    state_file = folder / "training_state" / "state.pt"
+    state_file.write_bytes(state_file.read_bytes()[:100])
+    with pytest.raises(BonbenchError, match=r"training state .*state.pt is damaged .*delete .*training_state and rerun"):
+        train_verifier(req)
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file() and "training_state" not in p.parts} == before
     # other settings under the same name: refused, naming the fix
     with pytest.raises(BonbenchError, match="trained with other settings or data \\(lr\\)"):
         train_verifier(TrainVerifierRequest(**{**req.__dict__, "lr": 1e-2}))

@@ -157,29 +157,45 @@ def test_eval_verifier_json_into_a_read_only_folder(tmp_path: Path, math_run: Pa
     assert snapshot(out) == before
 
 
-def test_plot_onto_a_full_disk_keeps_the_previous_report(tmp_path: Path, tree: Path) -> None:
+def run_on_full_disk(tmp_path: Path, previous: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict[str, str]]:
+    """``bonbench ARGS`` (``{disk}`` in an argument names the disk) with the disk a small tmpfs holding a
+    copy of ``previous``, filled up with zeros first; returns the command's result and the sha256 of
+    every file on the disk afterwards but the filler (the tmpfs is gone once the namespace ends)."""
     if not _can_unshare():
         pytest.skip("no mount namespaces: cannot mount a small tmpfs")
-    previous = tmp_path / "previous"
-    assert main(["plot", str(tree), "--out", str(previous)]) == 0
     disk, sums, err = tmp_path / "disk", tmp_path / "sums.json", tmp_path / "err.txt"
     disk.mkdir()
-    # in the namespace: a small tmpfs holding the previous report, filled up with zeros; then the plot,
-    # then the files' hashes (the tmpfs is gone once the namespace ends)
-    size_k = 64 + sum(p.stat().st_size // 1024 + 8 for p in previous.iterdir())
-    script = ('mount -t tmpfs -o size="$7"k tmpfs "$1" && cp -a "$2"/. "$1"/ && '
-              '(dd if=/dev/zero of="$1/filler" bs=4k 2>/dev/null; true) && '
-              '"$3" -m bonbench plot "$4" --out "$1" 2>"$5"; echo $? >"$5.rc"; '
-              '"$3" -c "import json,sys,hashlib,pathlib; d=pathlib.Path(sys.argv[1]); '
+    size_k = 64 + sum(p.stat().st_size // 1024 + 8 for p in previous.rglob("*"))
+    script = ('d="$1"; prev="$2"; py="$3"; err="$4"; size="$5"; shift 5; '
+              'mount -t tmpfs -o size="$size"k tmpfs "$d" && cp -a "$prev"/. "$d"/ && '
+              '(dd if=/dev/zero of="$d/filler" bs=4k 2>/dev/null; true) && '
+              '"$py" -m bonbench "$@" 2>"$err"; echo $? >"$err.rc"; '
+              '"$py" -c "import json,sys,hashlib,pathlib; d=pathlib.Path(sys.argv[1]); '
               'print(json.dumps({str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest() '
-              'for p in sorted(d.rglob(\'*\')) if p.is_file()}))" "$1" >"$6"')
-    subprocess.run([*_unshare(), "sh", "-c", script, "sh", str(disk), str(previous), sys.executable, str(tree), str(err),
-                    str(sums), str(size_k)], cwd=tmp_path, env=_env(), timeout=300, check=True)
-    proc = subprocess.CompletedProcess([], int((tmp_path / "err.txt.rc").read_text()), "", err.read_text())
+              'for p in sorted(d.rglob(\'*\')) if p.is_file() and p.name != \'filler\'}))" "$d" >"$err.sums"')
+    argv = [a.replace("{disk}", str(disk)) for a in args]
+    subprocess.run([*_unshare(), "sh", "-c", script, "sh", str(disk), str(previous), sys.executable, str(err),
+                    str(size_k), *argv], cwd=tmp_path, env=_env(), timeout=300, check=True)
+    rc = int(Path(f"{err}.rc").read_text())
+    return (subprocess.CompletedProcess(argv, rc, "", err.read_text()), json.loads(Path(f"{err}.sums").read_text()))
+
+
+def test_plot_onto_a_full_disk_keeps_the_previous_report(tmp_path: Path, tree: Path) -> None:
+    previous = tmp_path / "previous"
+    assert main(["plot", str(tree), "--out", str(previous)]) == 0
+    proc, after = run_on_full_disk(tmp_path, previous, "plot", str(tree), "--out", "{disk}")
     line = one_error_line(proc)
-    assert proc.returncode == 1 and line.startswith(f"error: no space left writing {disk}"), line
-    after = json.loads(sums.read_text())
-    assert {k: v for k, v in after.items() if k != "filler"} == snapshot(previous)  # and no staging left behind
+    assert proc.returncode == 1 and line.startswith(f"error: no space left writing {tmp_path / 'disk'}"), line
+    assert after == snapshot(previous)  # and no staging folder left behind
+
+
+def test_score_onto_a_full_disk_keeps_the_runs_there(tmp_path: Path, tree: Path, math_run: Path, data_dir: Path) -> None:
+    samples = math_run.parents[3].parent / "samples.jsonl"
+    proc, after = run_on_full_disk(tmp_path, tree, "score", "--task", "math500", "--samples", str(samples),
+                                   "--data-dir", str(data_dir), "--out", "{disk}", "--n-boot", "10")
+    line = one_error_line(proc)
+    assert proc.returncode == 1 and line.startswith(f"error: no space left writing {tmp_path / 'disk'}/runs/math500"), line
+    assert after == snapshot(tree)
 
 
 def test_plot_out_naming_an_existing_file_is_refused(tmp_path: Path, tree: Path) -> None:

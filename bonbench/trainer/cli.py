@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from typing import Any
 
 from bonbench.errors import BonbenchError
@@ -77,7 +78,10 @@ def register(subparsers: Any) -> None:
                    help="rollout server (repeatable): VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve BASE --enable-lora")
     t.add_argument("--sync-every", type=int, default=1, help="optimiser steps between adapter syncs to the servers")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--save-every", type=int, default=50)
+    t.add_argument("--save-every", type=int, default=None, metavar="N",
+                   help="steps between saves of the resumable state (the same command resumes from the last one); "
+                        "default: after every step, or less often when a save takes over a tenth of the time "
+                        "since the last one")
     t.add_argument("--data-dir", default=None)
     t.add_argument("--out", default=os.environ.get("BONBENCH_OUT", "results"))
     t.add_argument("--debug", action="store_true")
@@ -149,19 +153,39 @@ def cmd_train(args: argparse.Namespace) -> int:
         except BonbenchError:
             return 1  # found before the job started, by every rank alike: rank 0 prints it
         return 0
+    folder = _train_with_progress(cfg, train)
+    print(folder)
+    return 0
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _train_with_progress(cfg: Any, train: Any) -> Any:
+    """Progress on stderr (stdout keeps the checkpoint folder, the last line): a live bar on a
+    terminal, else one plain line per step (at most one per 10 s, and the last), so logs and CI
+    show the run as it goes."""
+    if not sys.stderr.isatty():
+        from transformers.utils import logging as hf_logging
+
+        from bonbench.trainer.watch import ProgressLines
+
+        hf_logging.disable_progress_bar()  # its loading / writing bars are noise in a log file
+        return train(cfg, ProgressLines(_say), _say)
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     with Progress(TextColumn("training {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), TextColumn("{task.fields[info]}"), transient=False) as bar:
+                  TimeRemainingColumn(), TextColumn("{task.fields[info]}"), transient=False,
+                  console=Console(stderr=True)) as bar:
         task_id = bar.add_task(cfg.name, total=cfg.steps, info="")
 
         def on_step(done: int, total: int, row: Any) -> None:
             info = "" if not row else f"reward {row['reward']:.3f}" + (f" kl {row['kl_ref']:.3f}" if "kl_ref" in row else "")
             bar.update(task_id, completed=done, info=info)
 
-        folder = train(cfg, on_step)
-    print(folder)
-    return 0
+        return train(cfg, on_step, lambda line: bar.console.print(line, highlight=False, markup=False))
 
 
 def list_objectives() -> list[str]:

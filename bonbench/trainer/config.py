@@ -91,7 +91,9 @@ class TrainConfig:
     endpoints: tuple[str, ...] = ()  # rollout servers (--rollout-backend openai)
     sync_every: int = 1  # optimiser steps between adapter syncs to the rollout servers
     seed: int = 0
-    save_every: int = 50
+    # steps between saves of the resumable state; None: after every step, unless saving took more than a
+    # tenth of the time since the last save (watch.SaveSchedule), so a kill loses little and saving costs little
+    save_every: int | None = None
     log_every: int = 1
     data_dir: str | None = None
     out: str = "results"
@@ -127,7 +129,7 @@ class TrainConfig:
             (self.ref_samples >= 0, "--ref-samples must be >= 0"),
             (self.micro_batch >= 1, "--micro-batch must be >= 1"),
             (self.dtype in ("bfloat16", "float16", "float32"), "--dtype must be bfloat16, float16 or float32"),
-            (self.save_every >= 1, "--save-every must be >= 1"),
+            (self.save_every is None or self.save_every >= 1, "--save-every must be >= 1"),
             (self.rollout_backend != "openai" or bool(self.endpoints),
              "--rollout-backend openai needs a server: --endpoint URL (repeatable) of `vllm serve BASE --enable-lora`"),
             (self.rollout_backend != "openai" or not self.full_finetune,

@@ -45,7 +45,7 @@ from bonbench.trainer.checkpoint import CheckpointDir
 from bonbench.trainer.config import TrainConfig
 from bonbench.trainer.distributed import Comm, RankError, check_batch, env_world, shard, start, stop
 from bonbench.trainer.objectives.base import NEEDS, Objective, make_objective
-from bonbench.trainer.policy import Policy
+from bonbench.trainer.policy import Policy, check_weight_files
 from bonbench.trainer.rollout import (
     build_groups,
     check_gold_answers,
@@ -53,10 +53,13 @@ from bonbench.trainer.rollout import (
     hinted,
     normalise_advantages,
     objective_weights,
+    sampled_kl,
 )
 from bonbench.trainer.value import ValueHead
+from bonbench.trainer.watch import SaveSchedule, SignalWatch, TrainingWarning, warmup_warning
 
 StepCallback = Callable[[int, int, Mapping[str, Any]], None]  # (steps done, total, last log row)
+Say = Callable[[str], None]  # one line to the user (the CLI prints it on stderr)
 
 
 @dataclass(frozen=True)
@@ -133,8 +136,9 @@ def prepare(cfg: TrainConfig) -> Prepared:
     if cfg.verifier:
         get_verifier(cfg.verifier, **({"data_dir": cfg.data_dir} if cfg.verifier.startswith("rm:") else {}))
     check_batch(cfg.prompts_per_step, env_world()[1])
-    model = resolve_model(cfg.model)
     ckpt = CheckpointDir(Path(cfg.out) / "checkpoints" / cfg.name)
+    model = resolve_model(cfg.model)
+    check_weight_files(model)
     return Prepared(cfg, task, objective, model, ckpt)
 
 
@@ -164,10 +168,13 @@ def _git_sha() -> str | None:
 class Trainer:
     """One training run (``train`` is the whole of it)."""
 
-    def __init__(self, prep: Prepared, on_step: StepCallback | None = None, comm: Comm | None = None) -> None:
+    def __init__(self, prep: Prepared, on_step: StepCallback | None = None, comm: Comm | None = None,
+                 say: Say | None = None) -> None:
         self.p, self.cfg, self.task, self.objective = prep, prep.cfg, prep.task, prep.objective
         self.comm = comm or Comm()
         self.on_step = on_step if self.comm.is_main else None
+        self.say = say if self.comm.is_main else None
+        self.saves = SaveSchedule(self.cfg.save_every)
         self.style = "chat" if prep.model.is_chat else "base"
         self.max_tokens = self.cfg.max_new_tokens or self.task.max_tokens
         self.verifier = None
@@ -220,23 +227,25 @@ class Trainer:
         comm.broadcast([p for p in self.policy.trainable()] + list((self.policy.ema or {}).values())
                        + (list(self.value.head.parameters()) if self.value is not None else []))
         if comm.is_main:
-            ck.truncate_after(start)
-        for row in ck.read_rows(ck.ref_samples_path):
-            self.ref_rewards.setdefault(row["problem_id"], []).append(float(row["reward"]))
+            ck.truncate_after(start)  # rows of steps the saved state does not cover; never earlier ones
+        self._load_ref_rewards()
+        # rank 0 watches for steps without a learning signal, counting the logged steps of a resumed run
+        watch = SignalWatch(history=ck.read_rows(ck.log_path)) if comm.is_main else None
         last: Mapping[str, Any] = {}
         if self.on_step is not None:
             self.on_step(start, cfg.steps, last)
+        self.saves.start()
         try:
             if start < cfg.steps:
                 self._sync_rollout_servers(start)
             for step in range(start, cfg.steps):
                 last = self.step(step)
                 done = step + 1
-                if comm.is_main:
+                if watch is not None:
                     ck.append_rows(ck.log_path, [last])
-                    if done % cfg.save_every == 0 or done == cfg.steps:
-                        ck.save_state(done, self.policy.trainable_state(), self.optimizer, self.scheduler, self.policy.ema,
-                                      self.value.state_dict() if self.value is not None else None)
+                    if self.saves.due(done, cfg.steps):
+                        self._save(done)
+                    self._warn(watch.update(last))
                 if done < cfg.steps and done % cfg.sync_every == 0:
                     self._sync_rollout_servers(done)
                 if self.on_step is not None:
@@ -245,10 +254,35 @@ class Trainer:
             if self.rollouts is not None:
                 self.rollouts.close()
                 self.rollouts = None
-        if comm.is_main and (start < cfg.steps or not ck.manifest_path.exists()):
+        if watch is not None and start < cfg.steps:
+            self._warn(watch.finish())
+        if comm.is_main and (start < cfg.steps or ck.exported_step() != ck.saved_step()):
             self.export()
         comm.barrier()  # the job ends when the export is complete
         return ck.root
+
+    def _save(self, done: int) -> None:
+        t = time.perf_counter()
+        self.p.ckpt.save_state(done, self.policy.trainable_state(), self.optimizer, self.scheduler, self.policy.ema,
+                               self.value.state_dict() if self.value is not None else None)
+        self.saves.saved(time.perf_counter() - t)
+
+    @staticmethod
+    def _warn(message: str | None) -> None:
+        if message:
+            warnings.warn(message, TrainingWarning, stacklevel=2)
+
+    def _load_ref_rewards(self) -> None:
+        """Reference rewards drawn before (a resumed run), in file order, one per key (problem_id,
+        sample_idx); a prompt with fewer than M (a kill mid-append) is drawn again: the same samples,
+        since their seeds derive from (seed, problem, index)."""
+        seen: dict[tuple[str, int], float] = {}
+        for row in self.p.ckpt.read_rows(self.p.ckpt.ref_samples_path):
+            seen.setdefault((str(row["problem_id"]), int(row["sample_idx"])), float(row["reward"]))
+        drawn: dict[str, list[float]] = {}
+        for (pid, _), reward in seen.items():
+            drawn.setdefault(pid, []).append(reward)
+        self.ref_rewards = {pid: r for pid, r in drawn.items() if len(r) >= self.cfg.ref_samples}
 
     def _sync_rollout_servers(self, step: int) -> None:
         """``--rollout-backend openai``: rank 0 loads the adapters as of ``step`` into the servers; no
@@ -369,7 +403,9 @@ class Trainer:
         prompts = {p.id: self.task.render(p, self.style) for p in uniq}  # rationalisations train without the hint
         pairs = [pol.encode(prompts[s.problem_id], s.completion) for s in samples]
         logp = pol.sequence_logprobs(pairs) if "logprobs" in needs else None
-        ref_lp = pol.sequence_logprobs(pairs, "reference") if "ref_logprobs" in needs or cfg.log_kl else None
+        ref_lp = ref_tok = None
+        if "ref_logprobs" in needs or cfg.log_kl:
+            ref_lp, ref_tok = pol.logprobs(pairs, "reference")
         features = values = None
         if self.value is not None:  # read before any update: V(x) does not depend on this step's samples
             features = (pol.prompt_features([pol.encode(prompts[p.id], "")[0] for p in uniq]) if uniq
@@ -406,8 +442,9 @@ class Trainer:
         policy_rows = [i for i, s in enumerate(samples) if s.sample_idx < per[s.problem_id]]
         rationale_keys = {s.key for s in rationales}
         rewards = np.array([grades[samples[i].key].value() for i in policy_rows])
-        seq_lp = stats.pop("_seq_logprobs")
-        kl_part = sum(seq_lp[i] - ref_lp[i] for i in policy_rows) if ref_lp is not None else 0.0
+        tok_lp = stats.pop("_token_logprobs")
+        # KL(pi || base) of each policy sample by the k3 estimator: unbiased and never negative (sampled_kl)
+        kl_part = sum(sampled_kl(tok_lp[i], ref_tok[i]) for i in policy_rows) if ref_tok is not None else 0.0
         solved = sum(max(grades[samples[i].key].value() for i in rows_of[p.id]) > 0 for p in uniq)
         # metrics over the global batch: sums over ranks, then the same ratios one process computes
         r_sum, r_sq, r_n, n_solved, w_abs, tokens, kl_sum = comm.sum([
@@ -430,8 +467,9 @@ class Trainer:
             "tokens": int(tokens), "tokens_per_s": tokens / max(elapsed, 1e-9), "sample_s": t_sample, "seconds": elapsed,
             "world_size": comm.world,
         }
-        if ref_lp is not None:
-            # KL(pi || pi_ref) estimated on this step's samples: mean over them of log pi - log pi_ref
+        if ref_tok is not None:
+            # KL(pi || pi_ref) per completion, the mean over this step's samples of sum_t e^r - 1 - r, r the
+            # token log-ratio log pi_ref - log pi (rollout.sampled_kl): >= 0, unlike the plain log-ratio
             row["kl_ref"] = kl_sum / r_n
         if cfg.rationalize:
             n_failed, n_rationales = comm.sum([len(failed), len(rationales)])
@@ -535,7 +573,7 @@ class Trainer:
         # micro-batches never mix prompts, so per-prompt gradients can be read off for their variance
         chunks = [list(g[s:s + cfg.micro_batch]) for g in groups for s in range(0, len(g), cfg.micro_batch)]
         chunk_prompt = [j for j, g in enumerate(groups) for _ in range(0, len(g), cfg.micro_batch)]
-        seq_lp = [0.0] * len(pairs)
+        tok_lp: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(pairs)  # per row, the first pass's
         kl_sum = ent_sum = clipped = tok_count = loss_sum = 0.0
         g_sq = 0.0
         prev: list[torch.Tensor] | None = None
@@ -549,8 +587,9 @@ class Trainer:
             tok = logp.gather(-1, b.targets[..., None]).squeeze(-1)
             if epoch == 0:
                 old[c] = tok.detach()
-            for r, v in zip(rows, (old[c] * b.tmask).sum(1).double().tolist()):
-                seq_lp[r] = v
+                got = old[c].float().cpu().numpy()
+                for i, r in enumerate(rows):
+                    tok_lp[r] = got[i, :len(pairs[r][1])].copy()
             ratio = torch.exp(tok - old[c])
             adv = torch.tensor(weights[rows], dtype=torch.float32, device=tok.device)[:, None]
             surr = torch.minimum(ratio * adv, ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv)
@@ -583,19 +622,62 @@ class Trainer:
                 g_sq += float(sum((x.double() ** 2).sum() for x in g_j))
                 prev = now
         return {"_loss": loss_sum, "_ent": ent_sum, "_clipped": clipped, "_tok": tok_count, "_kl": kl_sum, "_g_sq": g_sq,
-                "_grad_var_pass": cfg.log_grad_var and epoch == 0, "_seq_logprobs": seq_lp}
+                "_grad_var_pass": cfg.log_grad_var and epoch == 0, "_token_logprobs": tok_lp}
 
 
-def train(cfg: TrainConfig, on_step: StepCallback | None = None) -> Path:
+def _resume_line(ck: CheckpointDir, saved: int, steps: int) -> str:
+    """"resuming at step S of T", with what the resumed run redoes or has left to do."""
+    line = f"resuming at step {saved} of {steps} ({ck.root})"
+    if saved == steps:
+        return line + ": training is done, writing the export"
+    redo = len({int(r["step"]) for r in ck.read_rows(ck.log_path) if int(r["step"]) >= saved})
+    return line + (f"; {redo} logged step{'s' * (redo > 1)} after the last save {'are' if redo > 1 else 'is'} redone"
+                   if redo else "")
+
+
+def _before_start(prep: Prepared, main: bool, say: Say | None) -> bool:
+    """Checks before the model loads (every rank alike), and rank 0's (``main``) notices and warnings.
+    Returns whether the run is already complete (nothing to train or export)."""
+    cfg, ck = prep.cfg, prep.ckpt
+    restarted = ck.check_or_write_config(cfg, write=False)
+    saved = ck.check_state()
+    if saved > cfg.steps:
+        raise BonbenchError(f"checkpoint {cfg.name!r} has trained {saved} steps, more than --steps {cfg.steps}; pass "
+                            f"--steps {saved} or more to continue it, or use another --name")
+    say = say if main else None
+    if saved == cfg.steps and ck.exported_step() == saved:
+        if say is not None:
+            say(f"already complete: {cfg.name!r} has trained {saved} of {cfg.steps} steps ({ck.root}); a larger "
+                "--steps trains on")
+        return True
+    ck.check_writable(cfg.out)  # a read-only --out fails now, before the model loads and a step is lost
+    note = warmup_warning(cfg) if main else None
+    if note:
+        warnings.warn(note, TrainingWarning, stacklevel=3)
+    if say is not None:
+        if restarted:
+            say(f"starting {cfg.name!r} over with the new settings: its folder held no saved training state")
+        elif saved:
+            say(_resume_line(ck, saved, cfg.steps))
+    return False
+
+
+def train(cfg: TrainConfig, on_step: StepCallback | None = None, say: Say | None = None) -> Path:
     """Train (or resume) ``cfg``; returns the checkpoint folder. Bad input raises BonbenchError first.
-    Under a launcher (WORLD_SIZE > 1) this process is one data-parallel rank (``distributed``)."""
+    ``say`` gets the run's one-line notices (resuming, already complete); warnings go through
+    ``warnings`` as ``TrainingWarning``. Under a launcher (WORLD_SIZE > 1) this process is one
+    data-parallel rank (``distributed``)."""
     # before the process group starts: bad input is the same error on every rank, and none waits
     prep = prepare(cfg)
-    prep.ckpt.check_or_write_config(cfg, write=False)
+    main = env_world()[0] == 0
+    if _before_start(prep, main, say):
+        if on_step is not None and main:
+            on_step(cfg.steps, cfg.steps, {})  # a progress bar shows the run full
+        return prep.ckpt.root
     comm, started = start(cfg.prompts_per_step)
     try:
         torch.manual_seed(cfg.seed)
-        return Trainer(prep, on_step, comm).train()
+        return Trainer(prep, on_step, comm, say).train()
     except BonbenchError as exc:
         if comm.active and not isinstance(exc, RankError):
             raise RankError(f"rank {comm.rank}: {exc}") from exc

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+import numpy as np
 import torch
 
 from bonbench.errors import BonbenchError
@@ -29,6 +30,24 @@ from bonbench.records import Prompt
 from bonbench.sampler.hf import HFSampler
 from bonbench.sampler.hf_logprobs import encode_pair
 from bonbench.trainer.config import TrainConfig
+
+
+def check_weight_files(resolved: ResolvedModel) -> None:
+    """Every safetensors file of a local model folder must be complete: a truncated or garbled one is
+    a one-line error naming it, before anything loads (safetensors checks that the header's tensors
+    cover the file exactly; only the header is read)."""
+    folder = Path(resolved.path)
+    if not folder.is_dir():
+        return
+    from safetensors import SafetensorError, safe_open
+
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(path), framework="pt"):
+                pass
+        except (SafetensorError, OSError) as exc:
+            raise BonbenchError(f"{path} is truncated or not a safetensors file ({str(exc).splitlines()[0]}); copy or "
+                                f"download the model '{resolved.name}' again") from None
 
 
 @dataclass
@@ -201,17 +220,27 @@ class Policy:
         config = self.lm.config
         return int(getattr(config, "hidden_size", None) or config.get_text_config().hidden_size)
 
-    @torch.no_grad()
     def sequence_logprobs(self, pairs: Sequence[tuple[list[int], list[int]]], which: str = "policy") -> list[float]:
         """Summed log-probabilities of each completion (no gradient) under the policy or the reference."""
-        out: list[float] = []
+        return self.logprobs(pairs, which)[0]
+
+    @torch.no_grad()
+    def logprobs(self, pairs: Sequence[tuple[list[int], list[int]]],
+                 which: str = "policy") -> tuple[list[float], list[np.ndarray]]:
+        """Each completion's summed log-probability and its per-token log-probabilities (float32, one
+        array per completion), no gradient, under the policy or the reference."""
+        sums: list[float] = []
+        tokens: list[np.ndarray] = []
         ctx = contextlib.nullcontext(self.lm) if which == "policy" else self.reference()
         with ctx as module:
             for start in range(0, len(pairs), self.cfg.micro_batch):
-                b = self.batch(pairs[start:start + self.cfg.micro_batch])
+                chunk = pairs[start:start + self.cfg.micro_batch]
+                b = self.batch(chunk)
                 lp = self.log_softmax(module, b).gather(-1, b.targets[..., None]).squeeze(-1)
-                out += (lp * b.tmask).sum(-1).double().tolist()
-        return out
+                sums += (lp * b.tmask).sum(-1).double().tolist()
+                rows = lp.float().cpu().numpy()
+                tokens += [rows[i, :len(c)].copy() for i, (_, c) in enumerate(chunk)]
+        return sums, tokens
 
     # ---------------------------------------------------------------- sampling and export
 

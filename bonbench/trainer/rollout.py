@@ -127,3 +127,14 @@ def failed_prompts(problems: Sequence[Problem], samples: Sequence[Sample], per: 
     """Prompts none of whose policy samples is correct (value > 0): the ones STaR rationalises."""
     solved = {s.problem_id for s in samples if s.sample_idx < per[s.problem_id] and grades[s.key].value() > 0}
     return [p for p in problems if p.id not in solved]
+
+
+def sampled_kl(policy_tokens: np.ndarray, ref_tokens: np.ndarray) -> float:
+    """KL(pi || pi_ref) of one completion sampled from pi, estimated so that it cannot go negative:
+    sum_t exp(r_t) - 1 - r_t with r_t = log pi_ref(y_t | y<t) - log pi(y_t | y<t) (Schulman's "k3",
+    the estimator of TRL's GRPO). Each term is >= 0 (e^r >= 1 + r) and, y_t drawn from pi, its
+    expectation given the prefix is KL(pi(.|y<t) || pi_ref(.|y<t)) (E e^r = 1, E -r = that KL), so
+    the sum is an unbiased estimate of the sequence KL. The plain log-ratio sum (k1, -sum_t r_t) is
+    unbiased too, but one sample of it is negative whenever pi_ref gave the sample more probability."""
+    r = np.asarray(ref_tokens, dtype=np.float64) - np.asarray(policy_tokens, dtype=np.float64)
+    return float(np.sum(np.expm1(r) - r))

@@ -70,31 +70,30 @@ def ensure_dir(path: Path | str) -> Path:
     return path
 
 
-def check_writable(path: Path | str) -> Path:
-    """Fail now, before long work, if ``path`` could not be written later: its folder is created if
-    needed and a temp file is made and removed there; a folder at ``path`` is an error too."""
-    path = Path(path)
-    if path.is_dir():
-        raise BonbenchError(f"{path} is a folder, not a file: name a file inside it")
-    ensure_dir(path.parent)
+def _probe(folder: Path, named: Path) -> None:
+    """Make and remove a temp file in ``folder``; an error names ``named`` (what will be written)."""
+    ensure_dir(folder)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=".bonbench-check.", suffix=".tmp", dir=folder)
         os.close(fd)
         os.unlink(tmp)
     except OSError as exc:
-        raise write_error(path, exc) from None
-    return path
+        raise write_error(named, exc) from None
 
 
 def check_writable_dir(path: Path | str) -> Path:
-    """``check_writable`` for an output folder: created if needed, a temp file made and removed in it."""
-    path = ensure_dir(path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".bonbench-check.", suffix=".tmp", dir=path)
-        os.close(fd)
-        os.unlink(tmp)
-    except OSError as exc:
-        raise write_error(path, exc) from None
+    """Fail now, before long work, if files could not be written into the folder ``path`` later: it
+    is created if needed, and a temp file is made and removed in it."""
+    _probe(Path(path), Path(path))
+    return Path(path)
+
+
+def check_writable(path: Path | str) -> Path:
+    """``check_writable_dir`` for the file ``path``'s folder; a folder at ``path`` is an error too."""
+    path = Path(path)
+    if path.is_dir():
+        raise BonbenchError(f"{path} is a folder, not a file: name a file inside it")
+    _probe(path.parent, path)
     return path
 
 

@@ -246,7 +246,12 @@ def grade(run: PreparedRun, samples: dict[tuple[str, int], Sample], progress: Pr
     problems = {p.id: p for p in run.problems}
     for start in range(0, len(todo), GRADE_CHUNK):
         chunk = todo[start:start + GRADE_CHUNK]
-        new = [replace(g, grading_id=gid) for g in grader.grade(problems, chunk)]
+        try:
+            new = [replace(g, grading_id=gid) for g in grader.grade(problems, chunk)]
+        except KeyboardInterrupt as exc:
+            # a grader that stops on Ctrl-C hands over what it finished (CodeGrader does): keep it
+            table.append(replace(g, grading_id=gid) for g in getattr(exc, "grades", ()))
+            raise
         got = {g.key for g in new}
         if got != {s.key for s in chunk}:
             raise BonbenchError(f"grader {grader.name!r} returned {len(got)} grades for {len(chunk)} samples; this is a grader bug")

@@ -8,6 +8,7 @@ parallel runs and early stopping, `cache` for the persistent result cache and `c
 from bonbench_sandbox.cache import ResultCache, job_key
 from bonbench_sandbox.execution import (
     SANDBOX_VERSION,
+    Cancelled,
     STATUSES,
     ExecResult,
     SandboxUnavailable,
@@ -15,12 +16,14 @@ from bonbench_sandbox.execution import (
     ensure_available,
     execute,
 )
-from bonbench_sandbox.pool import Job, run_many, run_many_tests, run_tests
+from bonbench_sandbox.pool import Interrupted, Job, run_many, run_many_tests, run_tests
 
 __all__ = [
+    "Cancelled",
     "SANDBOX_VERSION",
     "STATUSES",
     "ExecResult",
+    "Interrupted",
     "Job",
     "ResultCache",
     "SandboxUnavailable",

@@ -85,6 +85,10 @@ class SandboxUnavailable(RuntimeError):
     """bubblewrap is missing or cannot create namespaces here; the message names the fix."""
 
 
+class Cancelled(Exception):
+    """The execution was stopped because its ``cancel`` event was set (Ctrl-C); it has no result."""
+
+
 @dataclass(frozen=True)
 class ExecResult:
     """What one execution did. ``status`` is "ok" only for exit code 0 within every limit.
@@ -372,6 +376,7 @@ def execute(
     unsafe: bool = False,
     files: Mapping[str, str] | None = None,
     accounting: str = "auto",
+    cancel: threading.Event | None = None,
 ) -> ExecResult:
     """Run ``program`` as ``main.py`` in a fresh sandbox and return how it ended.
 
@@ -381,7 +386,8 @@ def execute(
     with replacement). ``files`` are extra text files placed next to main.py. ``accounting``:
     "auto" = a cgroup leaf and an inode-capped work dir where the machine allows them (see
     `bonbench_sandbox.accounting`), "rlimit" = rlimits only (the fallback, forced; for comparisons).
-    Raises `SandboxUnavailable` when bubblewrap cannot be used and ``unsafe`` is False.
+    Raises `SandboxUnavailable` when bubblewrap cannot be used and ``unsafe`` is False, and
+    `Cancelled` (after killing the program) within half a second of ``cancel`` being set.
     """
     if accounting not in ("auto", "rlimit"):
         raise ValueError(f"accounting must be 'auto' or 'rlimit', not {accounting!r}")
@@ -391,9 +397,9 @@ def execute(
     interp = resolve_interpreter(python)
     stdin_bytes = stdin.encode("utf-8") if stdin is not None else None
     if unsafe:
-        return _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, None, accounting)
+        return _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, None, accounting, cancel)
     ensure_available(python)
-    return _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, _bwrap_path(), accounting)
+    return _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, _bwrap_path(), accounting, cancel)
 
 
 def accounting_mode(accounting: str = "auto") -> str:
@@ -402,7 +408,7 @@ def accounting_mode(accounting: str = "auto") -> str:
 
 
 def _run(program: bytes, stdin: bytes | None, files: dict[str, str], lim: Limits, interp: Interpreter,
-         bwrap: str | None, accounting: str) -> ExecResult:
+         bwrap: str | None, accounting: str, cancel: threading.Event | None = None) -> ExecResult:
     fds: list[int] = []
     workdir: str | None = None
     where = _acct.hierarchy() if accounting == "auto" else _acct.Hierarchy("rlimit")
@@ -447,7 +453,7 @@ def _run(program: bytes, stdin: bytes | None, files: dict[str, str], lim: Limits
             workdir = _make_workdir(program, files)
             argv, cwd, env = _launcher_argv(interp, lim, started_w), workdir, _env(workdir)
             pass_fds = (started_w,)
-        result = _supervise(argv, cwd, env, stdin_fd, pass_fds, info_r, lim, leaf, started_r)
+        result = _supervise(argv, cwd, env, stdin_fd, pass_fds, info_r, lim, leaf, started_r, cancel)
         return dataclasses.replace(result, accounting=where.mode)
     finally:
         if leaf is not None:
@@ -572,7 +578,7 @@ class _ProcessTree:
 
 def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, stdin_fd: int,
                pass_fds: tuple[int, ...], info_fd: int | None, lim: Limits, leaf: _acct.Leaf | None,
-               started_fd: int) -> ExecResult:
+               started_fd: int, cancel: threading.Event | None = None) -> ExecResult:
     start = time.monotonic()
     deadline = start + lim.timeout_s
     try:
@@ -602,9 +608,13 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
     pidfd = os.pidfd_open(proc.pid)
     sel.register(pidfd, selectors.EVENT_READ)
     exited_at: float | None = None
+    cancelled = False
     try:
         while streams:
             now = time.monotonic()
+            if cancel is not None and cancel.is_set():
+                cancelled = True
+                break
             if exited_at is None and tree.has_exited():
                 exited_at = now
                 # Orphans left behind (setsid daemons; in unsafe mode also plain children) would
@@ -656,6 +666,8 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
         wall = time.monotonic() - start
         proc.stdout.close()
         proc.stderr.close()
+    if cancelled:
+        raise Cancelled("execution cancelled")
     try:  # the launcher writes one byte here once its limits are set: it, not bwrap, ran the program
         launched = os.read(started_fd, 1) == b"1"
     except BlockingIOError:

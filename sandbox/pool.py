@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from bonbench_sandbox.cache import ResultCache, job_key
 from bonbench_sandbox.execution import (
+    Cancelled,
     ExecResult,
     accounting_mode,
     ensure_available,
@@ -44,11 +46,11 @@ class Job:
     files: Mapping[str, str] | None = field(default=None, hash=False)
     accounting: str = "auto"
 
-    def run(self) -> ExecResult:
+    def run(self, cancel: threading.Event | None = None) -> ExecResult:
         return execute(self.program, stdin=self.stdin, timeout_s=self.timeout_s, memory_mb=self.memory_mb,
                        cpu_s=self.cpu_s, max_output_bytes=self.max_output_bytes, max_procs=self.max_procs,
                        max_file_mb=self.max_file_mb, max_open_files=self.max_open_files, python=self.python,
-                       unsafe=self.unsafe, files=self.files, accounting=self.accounting)
+                       unsafe=self.unsafe, files=self.files, accounting=self.accounting, cancel=cancel)
 
     def key(self) -> str:
         """The `ResultCache` key: every input that can change the result, and nothing else."""
@@ -59,8 +61,23 @@ class Job:
                        self.unsafe, accounting_mode(self.accounting))
 
 
-def _run_cached(job: Job, key: str | None, cache: ResultCache | None) -> ExecResult:
-    result = job.run()
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C while executing: running programs were killed and queued ones never started.
+
+    ``done`` maps the index of each job (`run_many`) or test list (`run_many_tests`) that finished
+    before the interrupt to its result(s), so the caller can keep them.
+    """
+
+    def __init__(self, done: dict[int, Any]) -> None:
+        super().__init__(f"interrupted; {len(done)} finished")
+        self.done = done
+
+
+def _run_cached(job: Job, key: str | None, cache: ResultCache | None,
+                cancel: threading.Event | None = None) -> ExecResult:
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("execution cancelled")
+    result = job.run(cancel)
     if cache is not None and key is not None:
         cache.put(key, result)
     return result
@@ -100,9 +117,11 @@ def run_many(
     if todo:
         _check_sandboxes([jobs[idx[0]] for idx in todo.values()])
         n_workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
-        with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="bonbench-sandbox") as pool:
+        cancel = threading.Event()
+        pool = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="bonbench-sandbox")
+        try:
             futures: dict[Future[ExecResult], list[int]] = {
-                pool.submit(_run_cached, jobs[idx[0]], keys[idx[0]], cache): idx for idx in todo.values()
+                pool.submit(_run_cached, jobs[idx[0]], keys[idx[0]], cache, cancel): idx for idx in todo.values()
             }
             pending = set(futures)
             while pending:
@@ -114,8 +133,21 @@ def run_many(
                     done += len(futures[fut])
                 if progress is not None:
                     progress(done)
+        except KeyboardInterrupt:
+            _stop(pool, cancel)
+            raise Interrupted({i: r for i, r in enumerate(results) if r is not None}) from None
+        finally:
+            pool.shutdown(wait=True)
     assert all(r is not None for r in results), "every job must have a result"
     return [r for r in results if r is not None]
+
+
+def _stop(pool: ThreadPoolExecutor, cancel: threading.Event) -> None:
+    # Queued jobs never start; running ones see `cancel` within half a second, kill their
+    # sandbox and raise Cancelled (no result, nothing cached). Without this, leaving the pool's
+    # `with` block would run every queued job first.
+    cancel.set()
+    pool.shutdown(wait=True, cancel_futures=True)
 
 
 def run_tests(
@@ -134,13 +166,14 @@ def run_tests(
 
 
 def _run_group(jobs: Sequence[Job], stop: bool, cache: ResultCache | None,
-               judge: Callable[[int, ExecResult], bool] | None) -> list[ExecResult]:
+               judge: Callable[[int, ExecResult], bool] | None,
+               cancel: threading.Event | None = None) -> list[ExecResult]:
     out: list[ExecResult] = []
     for i, job in enumerate(jobs):
         key = job.key() if cache is not None else None
         res = cache.get(key) if cache is not None and key is not None else None
         if res is None:
-            res = _run_cached(job, key, cache)
+            res = _run_cached(job, key, cache, cancel)
         out.append(res)
         passed = res.status == "ok" and (judge is None or judge(i, res))
         if stop and not passed:
@@ -160,22 +193,24 @@ def run_many_tests(
 
     ``judge(group_idx, test_idx, result)`` decides whether a test passed (default: status "ok");
     with ``stop_on_first_failure`` the first failing test ends its group. ``progress(n)`` reports
-    finished groups.
+    finished groups. Ctrl-C (KeyboardInterrupt in the calling thread) kills the running programs
+    and raises `Interrupted` with the finished groups' results within about a second.
     """
     _check_sandboxes([j for g in groups for j in g[:1]])
     results: list[list[ExecResult]] = [[] for _ in groups]
     lock = threading.Lock()
-    done = 0
+    finished_groups: set[int] = set()
+    cancel = threading.Event()
 
     def one(gi: int) -> None:
-        nonlocal done
         g_judge = (lambda ti, r: judge(gi, ti, r)) if judge is not None else None
-        results[gi] = _run_group(groups[gi], stop_on_first_failure, cache, g_judge)
+        results[gi] = _run_group(groups[gi], stop_on_first_failure, cache, g_judge, cancel)
         with lock:
-            done += 1
+            finished_groups.add(gi)
 
     n_workers = max(1, min(workers or os.cpu_count() or 1, len(groups) or 1))
-    with ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="bonbench-sandbox") as pool:
+    pool = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="bonbench-sandbox")
+    try:
         pending = {pool.submit(one, gi) for gi in range(len(groups))}
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -183,6 +218,13 @@ def run_many_tests(
                 fut.result()
             if progress is not None:
                 with lock:
-                    n = done
+                    n = len(finished_groups)
                 progress(n)
+    except KeyboardInterrupt:
+        _stop(pool, cancel)
+        with lock:
+            done = {gi: results[gi] for gi in sorted(finished_groups)}
+        raise Interrupted(done) from None
+    finally:
+        pool.shutdown(wait=True)
     return results

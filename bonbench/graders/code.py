@@ -400,6 +400,21 @@ class GroupExecutor(Protocol):
 # --------------------------------------------------------------------------- grader
 
 
+class GradingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `CodeGrader.grade`: ``grades`` holds every grade finished before it (the
+    pipeline stores them before exiting); running sandboxes were killed."""
+
+    def __init__(self, grades: list[Grade]) -> None:
+        super().__init__(f"grading interrupted; {len(grades)} grades finished")
+        self.grades = grades
+
+
+class _Partial(Exception):
+    def __init__(self, verdicts: dict[int, list[CaseVerdict]]) -> None:
+        super().__init__("partial")
+        self.verdicts = verdicts
+
+
 def _load_key(cache_dir: Path | None) -> bytes:
     if cache_dir is None:
         return secrets.token_bytes(32)
@@ -510,8 +525,30 @@ class CodeGrader:
         return self._run_groups([list(cases)], report=lambda n: None)[0]
 
     def _run_groups(self, groups: list[list[ExecCase]], report: Callable[[int], None]) -> list[list[CaseVerdict]]:
+        """Verdicts per group. Ctrl-C raises `_Partial` with the verdicts of the groups that finished."""
         sandbox = self._setup()
         jobs = [[self.job_for(c) for c in cases] for cases in groups]
+        try:
+            results = self._execute(sandbox, groups, jobs, report)
+        except sandbox.Interrupted as exc:
+            done = sorted(exc.done)
+            sub = [groups[gi] for gi in done]
+            verdicts = [[judge(groups[gi][ti], jobs[gi][ti][1], r) for ti, r in enumerate(exc.done[gi])] for gi in done]
+            try:  # a second or two for the trusted checks of what finished; a second Ctrl-C skips them
+                self._check_recordings(sub, [[s for _, s in jobs[gi]] for gi in done], [exc.done[gi] for gi in done], verdicts)
+            except KeyboardInterrupt:
+                pass
+            final = {gi: vs for gi, vs in zip(done, verdicts) if all(v.status != RECORDED for v in vs)}
+            raise _Partial(final) from None
+        verdicts = [[judge(groups[gi][ti], jobs[gi][ti][1], r) for ti, r in enumerate(rs)] for gi, rs in enumerate(results)]
+        try:
+            self._check_recordings(groups, [[s for _, s in g] for g in jobs], results, verdicts)
+        except KeyboardInterrupt:
+            raise _Partial({gi: vs for gi, vs in enumerate(verdicts) if all(v.status != RECORDED for v in vs)}) from None
+        return verdicts
+
+    def _execute(self, sandbox: Any, groups: list[list[ExecCase]], jobs: list[list[tuple[Any, str]]],
+                 report: Callable[[int], None]) -> list[list[Any]]:
 
         def passes(gi: int, ti: int, result: Any) -> bool:
             return judge(groups[gi][ti], jobs[gi][ti][1], result).passed
@@ -528,9 +565,7 @@ class CodeGrader:
                                                  cache=self._cache, judge=passes)
         except sandbox.SandboxUnavailable as exc:
             raise BonbenchError(f"code execution needs the sandbox: {exc}") from None
-        verdicts = [[judge(groups[gi][ti], jobs[gi][ti][1], r) for ti, r in enumerate(rs)] for gi, rs in enumerate(results)]
-        self._check_recordings(groups, [[s for _, s in g] for g in jobs], results, verdicts)
-        return verdicts
+        return results
 
     def _check_recordings(self, groups: list[list[ExecCase]], secrets_: list[list[str]], results: list[list[Any]],
                           verdicts: list[list[CaseVerdict]]) -> None:
@@ -623,6 +658,10 @@ class CodeGrader:
             report, close = self._progress(len(groups))
             try:
                 verdicts = self._run_groups(groups, report)
+            except _Partial as exc:
+                for gi, vs in exc.verdicts.items():
+                    out[owners[gi]] = self._verdict_grade(samples[owners[gi]], groups[gi], vs)
+                raise GradingInterrupted([g for g in out if g is not None]) from None
             finally:
                 close()
             for i, cases, vs in zip(owners, groups, verdicts):

@@ -423,3 +423,35 @@ def test_maj_at_k_on_a_code_task_is_refused(tmp_path: Path, data_dir: Path, caps
     _, doc = _doc(out)
     assert "maj@2" not in doc["metrics"] and doc["metrics"]["pass@2"]["value"] == 1.0
     assert "verifier: oracle (--verifier)" in err
+
+
+REAL_LM_EVAL = Path(__file__).parent / "data" / "lm_eval_samples_math500_two_filters.jsonl"
+
+
+def test_a_real_lm_eval_file_with_two_filters(tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real ``lm_eval --log_samples`` file (lm-eval 0.4.13, hf model = the embedded Gemma 3 270M,
+    float32, CPU, seed 0; a generate_until task on the first 3 MATH-500 problems with repeats: 2, 16
+    tokens, T = 0.7, and two filters, ``score-first`` and ``maj@2``, as self-consistency tasks have):
+    6 rows, 3 docs x 2 filters, each row with the doc's same 2 generations. Command:
+    ``lm_eval --model hf --model_args pretrained=<gemma-3-270m-bf16>,dtype=float32 --device cpu
+    --batch_size 1 --include_path <task dir> --tasks bonbench_m500_two_filters --limit 3 --log_samples
+    --output_path OUT --seed 0``."""
+    rows = [json.loads(line) for line in REAL_LM_EVAL.read_text().splitlines()]
+    assert len(rows) == 6 and [r["filter"] for r in rows] == ["score-first"] * 3 + ["maj@2"] * 3
+    task = get_task("math500", data_dir=str(data_dir))
+    imported = read_samples(REAL_LM_EVAL, "math500", task.problems)
+    assert imported.counts() == {r["doc"]["unique_id"]: 2 for r in rows[:3]}  # 2 repeats, not 4
+    assert imported.filters == ("score-first", "maj@2") and imported.copies == 3
+    assert imported.generation == {"until": ["Problem:"], "do_sample": True, "temperature": 0.7, "max_gen_toks": 16}
+    by_key = {s.key: s.completion for s in imported.samples}
+    for r in rows[:3]:  # sample i of a problem is the i-th generation lm-eval made for it
+        assert [by_key[(r["doc"]["unique_id"], i)] for i in range(2)] == r["resps"][0]
+    gz = tmp_path / "samples_lm_eval"  # gzipped, no suffix: the same content, the same fingerprint
+    gz.write_bytes(gzip.compress(REAL_LM_EVAL.read_bytes()))
+    assert read_samples(gz, "math500", task.problems).fingerprint == imported.fingerprint
+    code, out, err = _score(tmp_path, data_dir, capsys, "--task", "math500", "--samples", str(gz), "--model", "gemma-lm-eval")
+    assert code == 0, err
+    run_dir, doc = _doc(out)
+    assert doc["n"] == 2 and doc["n_problems"] == 3 and set(doc["metrics"]) >= {"pass@1"}
+    c = json.loads((run_dir / "config.json").read_text())["config"]
+    assert (c["temperature"], c["max_tokens"], c["stop"], c["n"]) == (0.7, 16, ["Problem:"], 2)

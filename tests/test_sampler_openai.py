@@ -53,6 +53,7 @@ class FakeServer:
         self.stopping = threading.Event()  # releases hanging and trickling handlers when the test ends
         self.faults: deque[str] = deque()
         self.fail_after: int | None = None  # answer 400 to every generation request after this many
+        self.models_fault: str | None = None  # "html": GET /v1/models answers a proxy's HTML page
         self.bodies: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         server = self
@@ -91,7 +92,9 @@ class FakeServer:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/") == "/v1/models":
+                if self.path.rstrip("/") == "/v1/models" and server.models_fault == "html":
+                    self._send(200, "<html><body>Sign in to continue</body></html>", content_type="text/html")
+                elif self.path.rstrip("/") == "/v1/models":
                     self._send(200, {"object": "list", "data": [
                         {"id": server.model, "object": "model", "created": 0, "owned_by": "test", "root": "/models/x"}]})
                 else:
@@ -373,6 +376,16 @@ def test_other_served_model_is_a_one_line_error() -> None:
             served_model("served-model", fast(s.url))
     msg = str(err.value)
     assert "\n" not in msg and "other-model" in msg and "--model" in msg
+
+
+def test_an_html_model_list_is_one_line_naming_the_endpoint() -> None:
+    with FakeServer() as s:
+        s.models_fault = "html"
+        with pytest.raises(BonbenchError) as err:
+            served_model("served-model", fast(s.url, max_attempts=2))
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(f"endpoint {s.url}: no answer after 2 attempts (HTTP 200 with an HTML page")
+    assert "OpenAI-compatible server" in msg
 
 
 def test_fingerprint_is_model_and_root_not_endpoint() -> None:

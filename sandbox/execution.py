@@ -31,10 +31,16 @@
   clock, ...) fails with EPERM; calls from a foreign ABI (i386, x32) kill the process. x86-64 and
   aarch64; elsewhere no filter is installed.
 
+* Accounting (``accounting.py``): where the machine allows it (root and a writable cgroup v2 or
+  v1 hierarchy) every execution runs in its own cgroup leaf, joined before bubblewrap starts, with
+  ``memory_mb`` as the limit on all memory its processes cause (shared memory, work-dir files and
+  kernel objects included) and a pids limit, and its work dir is a host tmpfs with an inode cap.
+  Otherwise (``accounting == "rlimit"``) only the rlimits bound memory: ``max_procs`` ×
+  ``memory_mb`` plus the tmpfs, with shared memory and kernel objects unbounded.
+
 Not covered: the filter is a deny-list, so the rest of the kernel's syscall surface is reachable
-(a kernel exploit through an allowed call would escape); no cgroup memory/CPU accounting
-(``RLIMIT_AS`` bounds each process's address space, so ``max_procs`` × ``memory_mb`` is the worst
-case); tmpfs pages count against host RAM up to the tmpfs cap; timing side channels and CPU
+(a kernel exploit through an allowed call would escape); no CPU share accounting (no cpu
+controller); timing side channels and CPU
 identification (``cpuid``) are visible; no ``/dev/shm``, so ``multiprocessing`` locks and pools
 fail (plain ``os.fork`` and threads work). If the *host* process is SIGKILLed, a running sandbox
 lives on until its CPU limit (a sleeping one until it wakes); normal exits and exceptions do kill

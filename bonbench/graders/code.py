@@ -1,22 +1,25 @@
 """Host side of code execution: code extraction, program assembly with a secret sentinel,
 output comparison, verdicts, and the ``CodeGrader`` that runs it all through the sandbox.
 
-A test *passes* only if the test code ran to its end. The assembled program is a small harness
-that (1) reads a secret line from the front of stdin before any user code exists, (2) moves the rest
-of stdin to a fresh anonymous file on fd 0 (so the secret cannot be re-read through ``/proc/self/fd/0``
-or ``lseek``), (3) compiles and ``exec``-s solution + tests in a fresh globals dict, and (4) only if
-that returns normally, flushes stdout and writes the secret with a reference to ``os.write`` saved
-before user code ran. The secret never appears in the program text, argv or environment, so a
-program that exits early (``exit(0)``, ``os._exit(0)``, ``sys.exit()``, ``raise SystemExit``),
-prints from ``atexit``, patches builtins, closes or redirects stdout, reads its own source, or prints
-a guessed or previously seen sentinel cannot produce it. See docs/code-tasks.md for the limits of
-this design (a program that walks interpreter frames or memory to find the secret is out of scope,
-as is one that returns an object whose ``__eq__`` is always true: no assert-based harness stops those).
+Where each verdict is decided:
 
-The sentinel is ``HMAC(key, program, stdin)``: unpredictable to the program, but the same for the
-same execution, so the sandbox ``ResultCache`` (keyed by program, stdin and limits) can serve
-re-scoring without re-executing. The key lives next to the cache (``sentinel.key``) and never
-enters the sandbox; without a cache it is fresh per grader.
+* **stdin/stdout tests** (CodeContests, TACO stdin problems): the program's stdout is compared with
+  the expected output here, on the host; the expected output never enters the sandbox.
+* **function-call tests** (HumanEval, MBPP, TACO ``fn_name`` problems; ``ExecCase.calls``): the
+  sandbox only records the calls the tests make and their results as plain data; a separate
+  trusted run of the tests replays that recording and its assertions decide
+  (``bonbench.graders.replay``). Nothing the untrusted process does to its own interpreter (an
+  always-true ``__eq__``, frame walks, ``sys.settrace``, patched builtins) reaches that run.
+
+The sentinel frames the program's own output: the harness reads a secret line (from a file deleted
+before any user code exists) and writes it after the program, so a program that exits early
+(``exit(0)``, ``os._exit(0)``, ``raise SystemExit``), prints from ``atexit`` or closes stdout cannot
+produce it. The sentinel is ``HMAC(key, program, stdin)``: unpredictable to the program, but the
+same for the same execution, so the sandbox ``ResultCache`` (keyed by program, stdin and limits)
+can serve re-scoring without re-executing. The key lives next to the cache (``sentinel.key``) and
+never enters the sandbox; without a cache it is fresh per grader. A program that finds the secret
+(it is in the harness's frame) gains nothing for function-call tests (it can only end its own
+recording) and, for stdin tests, still needs the expected output.
 
 This module does not know any benchmark's schema (``bonbench_tasks.*`` build the test cases) and
 does not isolate anything itself (``bonbench_sandbox`` does).

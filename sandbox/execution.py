@@ -259,9 +259,13 @@ def _launcher_argv(interp: Interpreter, lim: Limits, started_fd: int) -> list[st
 
 
 def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tuple[int, str]],
-                info_fd: int, seccomp_fd: int | None, started_fd: int, work_mount: str | None) -> list[str]:
+                info_fd: int, seccomp_fd: int | None, started_fd: int, work_mount: str | None,
+                block_fd: int | None = None) -> list[str]:
     # --info-fd: bwrap writes the host pid of the namespace's PID 1 there; see _ProcessTree.
-    argv = [bwrap, "--info-fd", str(info_fd), "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+    # --block-fd: PID 1 waits there, after its set-up and before it forks the program, until the
+    # host has moved it into the execution's cgroup leaf (see _join_leaf).
+    block = ["--block-fd", str(block_fd)] if block_fd is not None else []
+    argv = [bwrap, "--info-fd", str(info_fd), *block, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
             "--uid", str(_NOBODY), "--gid", str(_NOBODY),
             "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib64", "sbin"):
@@ -450,16 +454,23 @@ def _run(program: bytes, stdin: bytes | None, files: dict[str, str], lim: Limits
                 fds.append(seccomp_fd)
             info_r, info_w = os.pipe2(os.O_CLOEXEC)
             fds.append(info_r)  # info_w is closed by _supervise right after the start
+            block: tuple[int, ...] = ()
+            if leaf is not None:
+                block_r, block_w = os.pipe2(os.O_CLOEXEC)
+                fds += [block_r, block_w]
+                block = (block_r,)
             argv, cwd, env = _bwrap_argv(bwrap, interp, lim, file_fds, info_w, seccomp_fd, started_w,
-                                         str(mount.path) if mount is not None else None), None, None
+                                         str(mount.path) if mount is not None else None,
+                                         block[0] if block else None), None, None
             # info_w must stay last: _supervise closes pass_fds[-1] once bwrap has started
             pass_fds = (tuple(fd for fd, _ in file_fds) + ((seccomp_fd,) if seccomp_fd is not None else ())
-                        + (started_w, info_w))
+                        + block + (started_w, info_w))
         else:
             workdir = _make_workdir(program, files)
             argv, cwd, env = _launcher_argv(interp, lim, started_w), workdir, _env(workdir)
             pass_fds = (started_w,)
-        result = _supervise(argv, cwd, env, stdin_fd, pass_fds, info_r, lim, leaf, started_r, cancel)
+        result = _supervise(argv, cwd, env, stdin_fd, pass_fds, info_r, lim, leaf, started_r, cancel,
+                            block_w if bwrap is not None and leaf is not None else None)
         return dataclasses.replace(result, accounting=where.mode)
     finally:
         _acct.release(leaf, mount)  # in the background: nothing runs in them any more
@@ -526,6 +537,9 @@ class _ProcessTree:
     def feed_info(self, chunk: bytes) -> None:
         self._info += chunk
 
+    def info_text(self) -> str:
+        return self._info.decode("utf-8", "replace")
+
     def info_done(self) -> None:
         try:
             pid = int(json.loads(self._info.decode())["child-pid"])
@@ -582,12 +596,13 @@ class _ProcessTree:
 
 def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, stdin_fd: int,
                pass_fds: tuple[int, ...], info_fd: int | None, lim: Limits, leaf: _acct.Leaf | None,
-               started_fd: int, cancel: threading.Event | None = None) -> ExecResult:
+               started_fd: int, cancel: threading.Event | None = None, block_fd: int | None = None) -> ExecResult:
     start = time.monotonic()
     deadline = start + lim.timeout_s
     try:
         full_argv, priv = _drop_privileges(argv)
-        full_argv = _acct.wrap_join(full_argv, leaf)  # joins the cgroup as root, before setpriv
+        if block_fd is None:  # unsafe mode: /bin/sh joins the leaf as root, before setpriv
+            full_argv = _acct.wrap_join(full_argv, leaf)
         proc = subprocess.Popen(full_argv, stdin=stdin_fd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=cwd, env=env if env is not None else {}, pass_fds=pass_fds,
                                 start_new_session=True, **priv)
@@ -597,6 +612,11 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
         if info_fd is not None:
             os.close(pass_fds[-1])  # our copy of the write end: EOF must come when bwrap closes its own
     tree = _ProcessTree(proc, leaf)
+    join_error = None
+    if block_fd is not None and leaf is not None and info_fd is not None:
+        join_error = _join_leaf(tree, info_fd, leaf, block_fd, deadline)
+        if join_error is not None:
+            tree.kill()  # nothing may run outside the leaf
     out, err = _Capture(lim.max_output_bytes), _Capture(lim.max_output_bytes)
     kill_at = 2 * lim.max_output_bytes
     timed_out = flooded = False
@@ -672,12 +692,53 @@ def _supervise(argv: list[str], cwd: str | None, env: dict[str, str] | None, std
         proc.stderr.close()
     if cancelled:
         raise Cancelled("execution cancelled")
+    if join_error is not None:
+        return ExecResult("sandbox_error", None, out.text(), err.text() + f"bonbench-sandbox: {join_error}\n",
+                          time.monotonic() - start)
     try:  # the launcher writes one byte here once its limits are set: it, not bwrap, ran the program
         launched = os.read(started_fd, 1) == b"1"
     except BlockingIOError:
         launched = False
     oom = leaf is not None and leaf.oom_killed()
     return _classify(returncode, out, err, wall, timed_out, flooded, launched, oom)
+
+
+def _join_leaf(tree: _ProcessTree, info_fd: int, leaf: _acct.Leaf, block_fd: int, deadline: float) -> str | None:
+    """Move bubblewrap's PID 1 into ``leaf`` while it waits on ``--block-fd``, then release it.
+
+    PID 1 forks the program only after the release, so every process of the program is born in
+    the leaf. The move (a cgroup migration, which waits for an RCU grace period on cgroup v1)
+    overlaps with bubblewrap's own set-up instead of delaying the start. The info bytes read here
+    stay in ``tree`` for `_ProcessTree.info_done`. Returns an error message, or None.
+    """
+    sel = selectors.DefaultSelector()
+    try:
+        sel.register(info_fd, selectors.EVENT_READ)
+        while True:
+            try:
+                pid = int(json.loads(tree.info_text())["child-pid"])
+                break
+            except (ValueError, KeyError):
+                pass
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "bubblewrap did not start the sandbox in time"
+            if not sel.select(timeout=min(remaining, 1.0)):
+                continue
+            chunk = os.read(info_fd, _CHUNK)
+            if not chunk:
+                return None  # bwrap ended before starting the sandbox; its own error is on stderr
+            tree.feed_info(chunk)
+    finally:
+        sel.close()
+    try:
+        for path in leaf.procs_files:
+            with open(path, "w") as fh:
+                fh.write(str(pid))
+        os.write(block_fd, b"1")
+    except OSError as exc:
+        return f"cannot move the sandbox into its cgroup: {exc}"
+    return None
 
 
 def _classify(returncode: int, out: _Capture, err: _Capture, wall: float, timed_out: bool,

@@ -141,6 +141,7 @@ class Leaf:
         assert where.memory is not None
         self.mode = where.mode
         self.where = where
+        self.owner = os.getpid()  # a forked child (Ray, multiprocessing) must not use or remove these
         name = f"x{next(_counter)}"
         self.dirs = [where.memory / name] + ([where.pids / name] if where.pids is not None else [])
         self.limits: tuple[int, int] | None = None
@@ -251,8 +252,10 @@ _free_leaves: dict[Hierarchy, list[Leaf]] = {}
 def acquire_leaf(where: Hierarchy, memory_mb: int, max_procs: int) -> Leaf:
     """An empty leaf with these limits (from the pool, else new). Give it back with `release`."""
     with _lock:
-        free = _free_leaves.get(where)
-        leaf = free.pop() if free else None
+        free = [x for x in _free_leaves.get(where, []) if x.owner == os.getpid()]
+        leaf = free[-1] if free else None
+        if leaf is not None:
+            _free_leaves[where].remove(leaf)
     if leaf is None:
         leaf = Leaf(where)
     try:
@@ -303,6 +306,7 @@ class WorkMount:
             if not base.is_dir():
                 base.mkdir(mode=0o711, exist_ok=True)
         self.size_mb, self.uid = size_mb, uid
+        self.owner = os.getpid()
         self.path = base / f"w{next(_counter)}"
         self.path.mkdir(mode=0o700)
         opts = f"size={size_mb}m,nr_inodes={WORK_INODES},mode=0700,uid={uid},gid={uid}".encode()
@@ -352,15 +356,18 @@ _free_mounts: dict[tuple[int, int], list[WorkMount]] = {}
 def acquire_mount(size_mb: int, uid: int) -> WorkMount:
     """An empty work-dir tmpfs of this size (from the pool, else new). Give it back with `release`."""
     with _lock:
-        free = _free_mounts.get((size_mb, uid))
-        mount = free.pop() if free else None
+        free = [x for x in _free_mounts.get((size_mb, uid), []) if x.owner == os.getpid()]
+        mount = free[-1] if free else None
+        if mount is not None:
+            _free_mounts[(size_mb, uid)].remove(mount)
     return mount if mount is not None else WorkMount(size_mb, uid)
 
 
 def _destroy_pools() -> None:
+    pid = os.getpid()
     with _lock:
-        leaves = [leaf for free in _free_leaves.values() for leaf in free]
-        mounts = [m for free in _free_mounts.values() for m in free]
+        leaves = [leaf for free in _free_leaves.values() for leaf in free if leaf.owner == pid]
+        mounts = [m for free in _free_mounts.values() for m in free if m.owner == pid]
         _free_leaves.clear()
         _free_mounts.clear()
     for item in leaves + mounts:

@@ -180,7 +180,7 @@ def bonbon_J(N, alpha):
 
 
 def default_cases():
-    d = {n: dict(REGISTRY[n].options) for n in REGISTRY}
+    d = {n: dict(REGISTRY[n].options) for n in BUILTIN}
     N_rl, N_rlb, k = d["bon_rl_s"]["N"], d["bon_rlb"]["N"], d["passk"]["k"]
     lam = lambda_n(d["bon_sft"]["N"], d["bon_sft"]["lambda_rule"])
     kl_beta = d["kl_rl"]["beta"]
@@ -229,11 +229,15 @@ def default_update(name):
     return expected_update(THETA, G, weights_of, q), grad(J, THETA), unbiased
 
 
+# the built-in objectives (other tests register plugin objectives into the same registry)
+BUILTIN = sorted(n for n, info in REGISTRY.items() if info.factory.__module__.startswith("bonbench.trainer.objectives"))
+
+
 def test_every_registered_objective_has_a_case():
-    assert set(default_cases()) == set(REGISTRY)
+    assert set(default_cases()) == set(BUILTIN) and len(BUILTIN) >= 17
 
 
-@pytest.mark.parametrize("name", sorted(REGISTRY))
+@pytest.mark.parametrize("name", BUILTIN)
 def test_every_default_ascends_its_objective(name):
     update, g, unbiased = default_update(name)
     c, cos, rel = ascent_coefficient(update, g)

@@ -457,7 +457,8 @@ class CodeGrader:
     """
 
     name = "code"
-    version = 1
+    # 2: function-call verdicts come from the trusted replay (grades of version 1 could be forged)
+    version = 2
 
     def __init__(
         self,

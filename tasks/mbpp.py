@@ -107,7 +107,8 @@ def build_jobs(problem: Problem, completion: str) -> list[ExecCase]:
     # build trees from the Node class that the solution defines
     setup_code = "\n" + setup + "\n" if setup.strip() else "\n"
     tests = problem.meta["test_code"]
-    test = CallTest(names=called_functions(problem.meta["code"], tests), tests=tests, trusted=problem.meta["code"] + setup_code,
+    names = called_functions(problem.meta["code"], tests) or (problem.meta["entry_point"],)
+    test = CallTest(names=names, tests=tests, trusted=problem.meta["code"] + setup_code,
                     seed_random="random" in tests)
     return [ExecCase(source=code + setup_code, calls=test, label="asserts")]
 

@@ -100,3 +100,10 @@ def test_mbpp_verdicts_equal_the_single_process_harness(data_dir: Path, tmp_path
     old = [v.passed for v in (old_grader.run_cases([ExecCase(source=src)])[0] for src in old_cases)]
     assert new == old
     assert sum(new) == len(problems)  # every reference passes, every wrong answer fails
+
+
+def test_a_call_test_must_name_what_it_replays() -> None:
+    with pytest.raises(ValueError):
+        CallTest(names=(), tests="assert True")
+    with pytest.raises(ValueError):
+        CallTest(names=("Solution().f",), tests="assert True")

@@ -62,6 +62,11 @@ class CallTest:
     untrusted_tests: str | None = None
     seed_random: bool = False
 
+    def __post_init__(self) -> None:
+        # with nothing replayed, the trusted run would test the trusted code, not the candidate
+        if not self.names or not all(n.isidentifier() for n in self.names):
+            raise ValueError(f"CallTest needs the names of the tested functions, got {self.names!r}")
+
 
 # The plain-data codec, shared by both processes (the text below is pasted into their programs).
 CODEC = r'''

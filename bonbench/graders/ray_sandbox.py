@@ -15,6 +15,11 @@ Ray's task retries are for. The judge of each test list (a picklable ``judge(tes
 Ray Data would fit a stream of independent rows too, but it adds a dataset layer for what is a
 list of tasks the driver waits on; plain tasks keep the driver's cache and progress simple.
 
+The trusted replays of function-call tests (``bonbench.graders.replay``) go through the same
+``run_many_tests`` as lone jobs with a judge that always passes; their verdicts are read by the
+grader afterwards. Ctrl-C is not forwarded to running tasks: the driver stops, and executions
+already returned are in the cache.
+
 This module does not judge outputs itself or build test cases (``bonbench.graders.code`` does).
 """
 

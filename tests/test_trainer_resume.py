@@ -10,6 +10,7 @@ progress lines where stderr is not a terminal; warnings for runs that cannot lea
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -305,15 +306,16 @@ def test_a_truncated_model_file_is_one_line_naming_it(tiny: str, tmp_path: Path,
     assert not (tmp_path / "out").exists()  # checked before anything was written
 
 
-def test_settings_of_a_run_that_saved_nothing_are_replaced(tiny: str, tmp_path: Path) -> None:
+def test_settings_of_a_run_that_saved_nothing_are_replaced(tiny: str, tmp_path: Path,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
     """A run stopped before its first save (no state, no export) is no reason to refuse new settings."""
     ck = CheckpointDir(tmp_path / "checkpoints" / "t")
     ck.root.mkdir(parents=True)
     (ck.root / "train_config.json").write_text(json.dumps(_cfg(tiny, tmp_path, lr=1e-3).to_json()))
     ck.append_rows(ck.log_path, [{"step": 0, "reward": 0.0}])
-    said: list[str] = []
-    train(_cfg(tiny, tmp_path, steps=1), say=said.append)
-    assert said == ["starting 't' over with the new settings: its folder held no saved training state"]
+    with caplog.at_level(logging.INFO, logger="bonbench.trainer"):
+        train(_cfg(tiny, tmp_path, steps=1))
+    assert caplog.messages == ["starting 't' over with the new settings: its folder held no saved training state"]
     assert json.loads((ck.root / "train_config.json").read_text())["lr"] == 5e-2
     with pytest.raises(BonbenchError, match=r"other settings \(lr\)"):  # now it has a state: refused
         train(_cfg(tiny, tmp_path, steps=2, lr=1e-3))

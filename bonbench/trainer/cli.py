@@ -9,10 +9,12 @@ the checkpoint folder and reports bad input found before the job starts (every r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import sys
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from bonbench.errors import BonbenchError
 
@@ -162,17 +164,44 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+class _Lines(logging.Handler):
+    """The trainer's notices (``setup.NOTICES``: resuming, already complete), one line each."""
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        super().__init__(logging.INFO)
+        self.write = write
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.write(record.getMessage())
+
+
+@contextlib.contextmanager
+def _notices(write: Callable[[str], None]) -> Iterator[None]:
+    from bonbench.trainer.setup import NOTICES
+
+    handler, saved = _Lines(write), (NOTICES.level, NOTICES.propagate)
+    NOTICES.addHandler(handler)
+    NOTICES.setLevel(logging.INFO)
+    NOTICES.propagate = False  # exactly one line, whatever handlers the root logger has
+    try:
+        yield
+    finally:
+        NOTICES.removeHandler(handler)
+        NOTICES.level, NOTICES.propagate = saved
+
+
 def _train_with_progress(cfg: Any, train: Any) -> Any:
     """Progress on stderr (stdout keeps the checkpoint folder, the last line): a live bar on a
     terminal, else one plain line per step (at most one per 10 s, and the last), so logs and CI
-    show the run as it goes."""
+    show the run as it goes; the trainer's notices as lines above it."""
     if not sys.stderr.isatty():
         from transformers.utils import logging as hf_logging
 
         from bonbench.trainer.watch import ProgressLines
 
         hf_logging.disable_progress_bar()  # its loading / writing bars are noise in a log file
-        return train(cfg, ProgressLines(_say), _say)
+        with _notices(_say):
+            return train(cfg, ProgressLines(_say))
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
@@ -185,7 +214,8 @@ def _train_with_progress(cfg: Any, train: Any) -> Any:
             info = "" if not row else f"reward {row['reward']:.3f}" + (f" kl {row['kl_ref']:.3f}" if "kl_ref" in row else "")
             bar.update(task_id, completed=done, info=info)
 
-        return train(cfg, on_step, lambda line: bar.console.print(line, highlight=False, markup=False))
+        with _notices(lambda line: bar.console.print(line, highlight=False, markup=False)):
+            return train(cfg, on_step)
 
 
 def list_objectives() -> list[str]:

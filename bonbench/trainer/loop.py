@@ -28,7 +28,6 @@ import hashlib
 import subprocess
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -37,109 +36,29 @@ import torch
 
 from bonbench import __version__
 from bonbench.errors import BonbenchError
-from bonbench.models import ResolvedModel, resolve_model
 from bonbench.records import Grade, Problem, Sample
-from bonbench.registry import Task, get_task, get_verifier
+from bonbench.registry import get_verifier
 from bonbench.sampler.base import SampleRequest, SamplingParams
-from bonbench.trainer.checkpoint import CheckpointDir
 from bonbench.trainer.config import TrainConfig
-from bonbench.trainer.distributed import Comm, RankError, check_batch, env_world, shard, start, stop
-from bonbench.trainer.objectives.base import NEEDS, Objective, make_objective
-from bonbench.trainer.policy import Policy, check_weight_files
+from bonbench.trainer.distributed import Comm, RankError, env_world, shard, start, stop
+from bonbench.trainer.policy import Policy
 from bonbench.trainer.rollout import (
     build_groups,
-    check_gold_answers,
     failed_prompts,
     hinted,
     normalise_advantages,
     objective_weights,
     sampled_kl,
 )
+from bonbench.trainer.setup import Prepared, before_start, expert_completion, load_train_task, prepare
+from bonbench.trainer.update import PolicyUpdate
 from bonbench.trainer.value import ValueHead
-from bonbench.trainer.watch import SaveSchedule, SignalWatch, TrainingWarning, warmup_warning
+from bonbench.trainer.watch import SaveSchedule, SignalWatch, TrainingWarning
+
+__all__ = ["Prepared", "StepCallback", "Trainer", "expert_completion", "load_train_task", "prepare", "prompt_batch",
+           "train"]
 
 StepCallback = Callable[[int, int, Mapping[str, Any]], None]  # (steps done, total, last log row)
-Say = Callable[[str], None]  # one line to the user (the CLI prints it on stderr)
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What a training run needs before its first step (all bad input found here)."""
-
-    cfg: TrainConfig
-    task: Task
-    objective: Objective
-    model: ResolvedModel
-    ckpt: CheckpointDir
-
-
-def load_train_task(cfg: TrainConfig) -> Task:
-    """The task's train split; a task without one is a one-line error naming the fix."""
-    from bonbench.registry import task_parameters
-
-    if "split" not in task_parameters(cfg.task) and cfg.task in _task_names():
-        raise BonbenchError(f"task {cfg.task!r} has no train split; train on a task that has one (math, imdb) "
-                            "or give it a split argument")
-    args: dict[str, Any] = {"split": "train", **dict(cfg.task_args)}
-    try:
-        return get_task(cfg.task, data_dir=cfg.data_dir, **args)
-    except BonbenchError as exc:
-        if "unknown split" in str(exc):
-            raise BonbenchError(f"task {cfg.task!r} has no train split ({exc}); train on a task that has one") from exc
-        raise
-
-
-def _task_names() -> list[str]:
-    from bonbench.registry import load_plugins, task_names
-
-    load_plugins()
-    return list(task_names())
-
-
-def expert_completion(task: Task, problem: Problem) -> str:
-    """A demonstration for SFT-style objectives: the problem's worked solution, else (reward-judged
-    tasks) its reference answer."""
-    text = problem.meta.get("solution") or (problem.target if task.judged_by == "reward" else "")
-    if not text:
-        raise BonbenchError(f"task {task.name!r} has no reference solutions for expert rows; pick an objective "
-                            "without demonstrations (see `bonbench list objectives`)")
-    return " " + str(text).strip()
-
-
-def prepare(cfg: TrainConfig) -> Prepared:
-    """Check everything a run needs, load nothing heavy (the model is resolved, not loaded)."""
-    objective = make_objective(cfg.objective, **dict(cfg.objective_options))
-    if objective.min_group > cfg.group:
-        raise BonbenchError(f"objective {cfg.objective!r} needs groups of at least {objective.min_group} samples "
-                            f"(k or N), but --group is {cfg.group}; raise --group or lower k / N")
-    needs = set(objective.needs)
-    if "scores" in needs and not cfg.verifier:
-        raise BonbenchError(f"objective {cfg.objective!r} needs a verifier: add {NEEDS['scores']}")
-    if "ref_rewards" in needs and cfg.ref_samples < 1:
-        raise BonbenchError(f"objective {cfg.objective!r} needs reference rewards: add {NEEDS['ref_rewards']} (e.g. --ref-samples 32)")
-    task = load_train_task(cfg)
-    if "answers" in needs and task.judged_by == "reward":
-        raise BonbenchError(f"objective {cfg.objective!r} votes on extracted answers, and task {task.name!r} is judged by "
-                            "a reward model (free text); use passk (max@k) or mean instead")
-    if "expert" in needs:
-        expert_completion(task, task.problems[0])
-    if cfg.rationalize:
-        if cfg.objective != "star":
-            raise BonbenchError("--rationalize is STaR's rationalisation step: use it with --objective star")
-        check_gold_answers(task)
-    if cfg.rollout_backend == "vllm":
-        from bonbench.sampler.vllm import import_vllm
-        from bonbench.trainer.vllm_rollout import vllm_max_lora_rank
-
-        import_vllm()  # a broken or missing install is one line naming the fix, before the model loads
-        vllm_max_lora_rank(cfg.lora_rank)
-    if cfg.verifier:
-        get_verifier(cfg.verifier, **({"data_dir": cfg.data_dir} if cfg.verifier.startswith("rm:") else {}))
-    check_batch(cfg.prompts_per_step, env_world()[1])
-    ckpt = CheckpointDir(Path(cfg.out) / "checkpoints" / cfg.name)
-    model = resolve_model(cfg.model)
-    check_weight_files(model)
-    return Prepared(cfg, task, objective, model, ckpt)
 
 
 def _seed(*parts: Any) -> int:
@@ -165,15 +84,13 @@ def _git_sha() -> str | None:
         return None
 
 
-class Trainer:
-    """One training run (``train`` is the whole of it)."""
+class Trainer(PolicyUpdate):
+    """One training run (``train`` is the whole of it; the optimiser steps are ``update.PolicyUpdate``'s)."""
 
-    def __init__(self, prep: Prepared, on_step: StepCallback | None = None, comm: Comm | None = None,
-                 say: Say | None = None) -> None:
+    def __init__(self, prep: Prepared, on_step: StepCallback | None = None, comm: Comm | None = None) -> None:
         self.p, self.cfg, self.task, self.objective = prep, prep.cfg, prep.task, prep.objective
         self.comm = comm or Comm()
         self.on_step = on_step if self.comm.is_main else None
-        self.say = say if self.comm.is_main else None
         self.saves = SaveSchedule(self.cfg.save_every)
         self.style = "chat" if prep.model.is_chat else "base"
         self.max_tokens = self.cfg.max_new_tokens or self.task.max_tokens
@@ -493,191 +410,22 @@ class Trainer:
         grades.update({s.key: got[s.key] for s in kept})
         return kept
 
-    def _optimise(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
-                  groups: Sequence[Sequence[int]], kl_coef: float, totals: tuple[int, int] | None = None) -> dict[str, Any]:
-        """``ppo_epochs`` optimiser steps on one rollout batch; returns the logged statistics. ``kl_coef``:
-        the step's scheduled KL coefficient; ``totals``: (prompt groups, rows) of the global batch
-        (default: these, one process)."""
-        totals = totals or (len(groups), len(pairs))
-        old: dict[int, torch.Tensor] = {}
-        stats: dict[str, Any] = {}
-        comm_s = 0.0
-        for epoch in range(self.cfg.ppo_epochs):
-            self.optimizer.zero_grad(set_to_none=True)
-            got = self._backward(pairs, weights, groups, old, epoch, kl_coef, totals)
-            t = time.perf_counter()
-            self.comm.sum_grads(self.policy.trainable())
-            comm_s += time.perf_counter() - t
-            got = self._reduce_stats(got, totals, kl_coef)
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(self.policy.trainable(), self.cfg.max_grad_norm))
-            # the norm is of the gradient summed over ranks, so every rank takes the same decision
-            skip = self.cfg.skip_zero_grad and grad_norm == 0.0
-            if not skip:
-                self.optimizer.step()
-            # the schedule follows the step index either way (a skipped step still uses up its warm-up slot);
-            # torch warns when the scheduler steps before any optimiser step, which is what a skip means
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
-                self.scheduler.step()
-            if epoch == 0:
-                stats = {**got, "grad_norm": grad_norm}
-                if self.cfg.skip_zero_grad:
-                    stats["skipped"] = int(skip)
-            stats["clip_frac"] = got["clip_frac"]  # of the last pass: how far the policy moved off the rollout's
-        self.optimizer.zero_grad(set_to_none=True)
-        if self.comm.active:
-            stats["allreduce_s"] = comm_s
-        return stats
 
-    def _optimise_grads(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
-                        groups: Sequence[Sequence[int]], step: int = 0,
-                        totals: tuple[int, int] | None = None) -> dict[str, Any]:
-        """The first pass's gradients of step ``step``, summed over ranks and left in ``.grad`` without
-        a step (tests, diagnostics)."""
-        totals = totals or (len(groups), len(pairs))
-        kl_coef = self.cfg.kl_at(step)
-        self.optimizer.zero_grad(set_to_none=True)
-        stats = self._backward(pairs, weights, groups, {}, 0, kl_coef, totals)
-        self.comm.sum_grads(self.policy.trainable())
-        stats = self._reduce_stats(stats, totals, kl_coef)
-        grads = [p.grad for p in self.policy.trainable() if p.grad is not None]
-        stats["grad_norm"] = float(torch.norm(torch.stack([g.norm() for g in grads]))) if grads else 0.0
-        return stats
-
-    def _reduce_stats(self, local: dict[str, Any], totals: tuple[int, int], kl_coef: float) -> dict[str, Any]:
-        """Per-pass statistics of the global batch from each rank's sums (``_backward``), after the
-        gradients were summed over ranks (the variance needs the total gradient)."""
-        n_prompts, n_rows = totals
-        loss, ent, clipped, tok, kl, g_sq = self.comm.sum([local.pop(k) for k in
-                                                           ("_loss", "_ent", "_clipped", "_tok", "_kl", "_g_sq")])
-        stats: dict[str, Any] = {**local, "loss": loss, "entropy": ent / max(tok, 1.0), "clip_frac": clipped / max(tok, 1.0)}
-        if kl_coef > 0:
-            stats["kl_anchor"] = kl / n_rows  # per sequence, summed over its tokens
-        if self.cfg.log_grad_var and n_prompts > 1 and local.get("_grad_var_pass"):
-            # trace of the covariance of per-prompt gradients (each scaled back by P), unbiased; the
-            # per-prompt gradients sum to the total one, whose squared norm is read off .grad
-            norm_sum = float(sum((p.grad.double() ** 2).sum() for p in self.policy.trainable() if p.grad is not None))
-            stats["grad_var"] = n_prompts ** 2 * (g_sq - norm_sum / n_prompts) / (n_prompts - 1)
-        stats.pop("_grad_var_pass", None)
-        return stats
-
-    def _backward(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray, groups: Sequence[Sequence[int]],
-                  old: dict[int, torch.Tensor], epoch: int, kl_coef: float, totals: tuple[int, int]) -> dict[str, Any]:
-        """Accumulate this rank's share of the loss's gradient over micro-batches (the module
-        docstring has the loss; beta is ``kl_coef``, the step's scheduled value; ``totals`` are its P
-        and R over all ranks). ``old`` holds the first pass's token log-probabilities (filled when
-        ``epoch`` is 0). Returns sums for ``_reduce_stats``."""
-        cfg, pol = self.cfg, self.policy
-        n_prompts, n_rows = totals
-        params = pol.trainable()
-        # micro-batches never mix prompts, so per-prompt gradients can be read off for their variance
-        chunks = [list(g[s:s + cfg.micro_batch]) for g in groups for s in range(0, len(g), cfg.micro_batch)]
-        chunk_prompt = [j for j, g in enumerate(groups) for _ in range(0, len(g), cfg.micro_batch)]
-        tok_lp: list[np.ndarray] = [np.zeros(0, dtype=np.float32)] * len(pairs)  # per row, the first pass's
-        kl_sum = ent_sum = clipped = tok_count = loss_sum = 0.0
-        g_sq = 0.0
-        prev: list[torch.Tensor] | None = None
-        for c, rows in enumerate(chunks):
-            b = pol.batch([pairs[i] for i in rows])
-            anchor_lp = None
-            if kl_coef > 0:  # before the policy's forward: an EMA anchor swaps the trainable weights
-                with torch.no_grad(), pol.anchor() as module:
-                    anchor_lp = pol.log_softmax(module, b)
-            logp = pol.log_softmax(pol.lm, b)
-            tok = logp.gather(-1, b.targets[..., None]).squeeze(-1)
-            if epoch == 0:
-                old[c] = tok.detach()
-                got = old[c].float().cpu().numpy()
-                for i, r in enumerate(rows):
-                    tok_lp[r] = got[i, :len(pairs[r][1])].copy()
-            ratio = torch.exp(tok - old[c])
-            adv = torch.tensor(weights[rows], dtype=torch.float32, device=tok.device)[:, None]
-            surr = torch.minimum(ratio * adv, ratio.clamp(1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv)
-            per_seq = (surr * b.tmask).sum(1)
-            if cfg.length_norm == "mean":
-                per_seq = per_seq / b.tmask.sum(1).clamp(min=1.0)
-            loss = -per_seq.sum() / n_prompts
-            # entropy enters the graph only when it is in the loss: a [B, W, V] product is the
-            # largest tensor of the step (Gemma's vocabulary is 262k)
-            with torch.set_grad_enabled(cfg.entropy_coef > 0 or anchor_lp is not None):
-                probs = logp.exp()
-            with torch.set_grad_enabled(cfg.entropy_coef > 0):
-                ent = -(probs * logp).sum(-1)
-            ent_sum += float((ent.detach() * b.tmask).sum())
-            if cfg.entropy_coef > 0:
-                loss = loss - cfg.entropy_coef * (ent * b.tmask).sum() / n_rows
-            if anchor_lp is not None:
-                kl = (probs * (logp - anchor_lp)).sum(-1)
-                kl_sum += float((kl.detach() * b.tmask).sum())
-                loss = loss + kl_coef * (kl * b.tmask).sum() / n_rows
-            clipped += float((((ratio.detach() - 1).abs() > cfg.clip_eps).float() * b.tmask).sum())
-            tok_count += float(b.tmask.sum())
-            loss_sum += float(loss.detach())
-            loss.backward()
-            del logp, probs, ent, anchor_lp
-            last_of_prompt = c + 1 == len(chunks) or chunk_prompt[c + 1] != chunk_prompt[c]
-            if cfg.log_grad_var and epoch == 0 and last_of_prompt:
-                now = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
-                g_j = now if prev is None else [x - y for x, y in zip(now, prev)]
-                g_sq += float(sum((x.double() ** 2).sum() for x in g_j))
-                prev = now
-        return {"_loss": loss_sum, "_ent": ent_sum, "_clipped": clipped, "_tok": tok_count, "_kl": kl_sum, "_g_sq": g_sq,
-                "_grad_var_pass": cfg.log_grad_var and epoch == 0, "_token_logprobs": tok_lp}
-
-
-def _resume_line(ck: CheckpointDir, saved: int, steps: int) -> str:
-    """"resuming at step S of T", with what the resumed run redoes or has left to do."""
-    line = f"resuming at step {saved} of {steps} ({ck.root})"
-    if saved == steps:
-        return line + ": training is done, writing the export"
-    redo = len({int(r["step"]) for r in ck.read_rows(ck.log_path) if int(r["step"]) >= saved})
-    return line + (f"; {redo} logged step{'s' * (redo > 1)} after the last save {'are' if redo > 1 else 'is'} redone"
-                   if redo else "")
-
-
-def _before_start(prep: Prepared, main: bool, say: Say | None) -> bool:
-    """Checks before the model loads (every rank alike), and rank 0's (``main``) notices and warnings.
-    Returns whether the run is already complete (nothing to train or export)."""
-    cfg, ck = prep.cfg, prep.ckpt
-    restarted = ck.check_or_write_config(cfg, write=False)
-    saved = ck.check_state()
-    if saved > cfg.steps:
-        raise BonbenchError(f"checkpoint {cfg.name!r} has trained {saved} steps, more than --steps {cfg.steps}; pass "
-                            f"--steps {saved} or more to continue it, or use another --name")
-    say = say if main else None
-    if saved == cfg.steps and ck.exported_step() == saved:
-        if say is not None:
-            say(f"already complete: {cfg.name!r} has trained {saved} of {cfg.steps} steps ({ck.root}); a larger "
-                "--steps trains on")
-        return True
-    ck.check_writable(cfg.out)  # a read-only --out fails now, before the model loads and a step is lost
-    note = warmup_warning(cfg) if main else None
-    if note:
-        warnings.warn(note, TrainingWarning, stacklevel=3)
-    if say is not None:
-        if restarted:
-            say(f"starting {cfg.name!r} over with the new settings: its folder held no saved training state")
-        elif saved:
-            say(_resume_line(ck, saved, cfg.steps))
-    return False
-
-
-def train(cfg: TrainConfig, on_step: StepCallback | None = None, say: Say | None = None) -> Path:
+def train(cfg: TrainConfig, on_step: StepCallback | None = None) -> Path:
     """Train (or resume) ``cfg``; returns the checkpoint folder. Bad input raises BonbenchError first.
-    ``say`` gets the run's one-line notices (resuming, already complete); warnings go through
-    ``warnings`` as ``TrainingWarning``. Under a launcher (WORLD_SIZE > 1) this process is one
-    data-parallel rank (``distributed``)."""
+    One-line notices (resuming, already complete) go to the ``bonbench.trainer`` logger at INFO,
+    warnings through ``warnings`` as ``TrainingWarning``. Under a launcher (WORLD_SIZE > 1) this
+    process is one data-parallel rank (``distributed``)."""
     # before the process group starts: bad input is the same error on every rank, and none waits
     prep = prepare(cfg)
-    main = env_world()[0] == 0
-    if _before_start(prep, main, say):
-        if on_step is not None and main:
+    if before_start(prep):
+        if on_step is not None and env_world()[0] == 0:
             on_step(cfg.steps, cfg.steps, {})  # a progress bar shows the run full
         return prep.ckpt.root
     comm, started = start(cfg.prompts_per_step)
     try:
         torch.manual_seed(cfg.seed)
-        return Trainer(prep, on_step, comm, say).train()
+        return Trainer(prep, on_step, comm).train()
     except BonbenchError as exc:
         if comm.active and not isinstance(exc, RankError):
             raise RankError(f"rank {comm.rank}: {exc}") from exc

@@ -105,13 +105,19 @@ def test_sigkill_at_any_step_resumes_by_default(tiny: str, tmp_path: Path) -> No
         assert resumed.stdout.strip().splitlines()[-1] == str(folder)
     assert resumes >= 2  # kills after 2 and 3 logged steps always find a saved state
     # the same command once more: one line, exit 0, nothing trained or rewritten
-    before = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+    before = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
     again = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-2000:]
     notes = [line for line in again.stderr.splitlines() if line.strip()]
     assert len(notes) == 1 and notes[0].startswith("already complete:"), again.stderr
     assert again.stdout.strip() == str(folder)
-    assert {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()} == before
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
+    # fewer steps than the folder holds: one line, nothing changed
+    fewer = subprocess.run(CLI + _args(tiny, out, steps=3), capture_output=True, text=True, timeout=600)
+    assert fewer.returncode == 1 and fewer.stderr.strip().splitlines() == [
+        f"error: checkpoint 'run' has trained 4 steps, more than --steps 3; pass --steps 4 or more to continue it, "
+        "or use another --name"]
+    assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
 
 
 def test_progress_lines_where_stderr_is_not_a_terminal(tiny: str, tmp_path: Path) -> None:
@@ -123,6 +129,7 @@ def test_progress_lines_where_stderr_is_not_a_terminal(tiny: str, tmp_path: Path
     assert steps[0].startswith("step 1/2  reward ") and steps[-1].startswith("step 2/2  reward ")
     assert all(" kl_ref " in line and " s/step " in line and " elapsed " in line for line in steps)
     assert "\r" not in res.stderr and "Loading weights" not in res.stderr and "━" not in res.stderr
+    assert res.stdout.splitlines() == [str(tmp_path / "checkpoints" / "run")]  # stdout: the folder alone
 
 
 def test_progress_lines_one_per_step_when_slow_and_throttled_when_fast() -> None:
@@ -256,6 +263,30 @@ def test_a_kill_between_the_two_renames_keeps_the_previous_state(tmp_path: Path)
     assert ck.state_dir.is_dir() and not ck.old_state_dir.exists()
     _state(ck, 3)
     assert ck.saved_step() == 3 and not (ck.root / "training_state.tmp").exists()
+
+
+def test_a_full_disk_while_saving_is_one_line_and_keeps_the_previous_state(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from bonbench.trainer import checkpoint
+
+    ck = CheckpointDir(tmp_path / "c")
+    ck.root.mkdir()
+    _state(ck, 1)
+    real = checkpoint._save
+
+    def full(obj: Any, path: Path) -> None:
+        if path.name == "optimizer.pt":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        real(obj, path)
+
+    monkeypatch.setattr(checkpoint, "_save", full)
+    with pytest.raises(BonbenchError, match="no space left") as got:
+        _state(ck, 2)
+    assert len(str(got.value).splitlines()) == 1
+    assert ck.saved_step() == 1 and torch.equal(ck.load_state()["weights"]["a"], torch.full((3,), 1.0))
+    assert sorted(p.name for p in ck.root.iterdir()) == ["training_state"]  # no half-written folder left
 
 
 def test_rows_are_cut_back_to_the_saved_step_only_and_torn_lines_repaired(tmp_path: Path) -> None:

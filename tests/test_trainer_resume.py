@@ -125,6 +125,7 @@ def test_progress_lines_where_stderr_is_not_a_terminal(tiny: str, tmp_path: Path
     among them, and no progress bar or transformers loading bars."""
     res = subprocess.run(CLI + _args(tiny, tmp_path, steps=2), capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stderr.splitlines()[0] == "training 'run' from step 0 of 2, 2 prompts x 4 samples per step"
     steps = [line for line in res.stderr.splitlines() if line.startswith("step ")]
     assert steps[0].startswith("step 1/2  reward ") and steps[-1].startswith("step 2/2  reward ")
     assert all(" kl_ref " in line and " s/step " in line and " elapsed " in line for line in steps)
@@ -135,9 +136,11 @@ def test_progress_lines_where_stderr_is_not_a_terminal(tiny: str, tmp_path: Path
 def test_progress_lines_one_per_step_when_slow_and_throttled_when_fast() -> None:
     now = [0.0]
     lines: list[str] = []
-    progress = ProgressLines(lines.append, min_gap_s=10.0, clock=lambda: now[0])
+    progress = ProgressLines(lines.append, min_gap_s=10.0, clock=lambda: now[0], title="from {done} of {total}")
     row = {"reward": 0.5, "kl_ref": 0.25, "seconds": 12.0}
     progress(0, 10, {})
+    assert lines == ["from 0 of 10"]
+    lines.clear()
     for done in range(1, 4):  # slow steps (12 s): a line each
         now[0] += 12.0
         progress(done, 10, row)

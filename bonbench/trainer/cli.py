@@ -201,7 +201,9 @@ def _train_with_progress(cfg: Any, train: Any) -> Any:
 
         hf_logging.disable_progress_bar()  # its loading / writing bars are noise in a log file
         with _notices(_say):
-            return train(cfg, ProgressLines(_say))
+            title = (f"training {cfg.name!r} from step {{done}} of {{total}}, {cfg.prompts_per_step} prompts x "
+                     f"{cfg.group} samples per step")
+            return train(cfg, ProgressLines(_say, title=title))
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 

@@ -114,11 +114,13 @@ def _clock_text(seconds: float) -> str:
 
 class ProgressLines:
     """``on_step`` callback printing one plain line per step through ``write`` (see the module
-    docstring); the first call (steps already done, an empty row) starts the clock."""
+    docstring); the first call (steps already done, an empty row) starts the clock and prints
+    ``title`` (its ``{done}`` and ``{total}`` filled in) when there are steps left: the first
+    step's line may be minutes away."""
 
     def __init__(self, write: Callable[[str], None], min_gap_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.write, self.min_gap_s, self.clock = write, min_gap_s, clock
+                 clock: Callable[[], float] = time.monotonic, title: str = "") -> None:
+        self.write, self.min_gap_s, self.clock, self.title = write, min_gap_s, clock, title
         self.t0 = clock()
         self.start_step: int | None = None
         self.last_line: float | None = None
@@ -127,6 +129,8 @@ class ProgressLines:
         now = self.clock()
         if self.start_step is None or not row:
             self.start_step, self.t0 = done, now
+            if self.title and done < total:
+                self.write(self.title.format(done=done, total=total))
             return
         if self.last_line is not None and done < total and now - self.last_line < self.min_gap_s:
             return

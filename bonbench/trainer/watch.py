@@ -3,7 +3,7 @@
 * ``SaveSchedule``: when the resumable state is written. With ``--save-every N``, every N steps; by
   default after every step, unless the last save took more than a tenth of the time trained since
   it (then as soon as that much time has passed). Saving then costs at most about 10% of the
-  run, and a kill loses less than max(one step, 10 x one save) of work plus the step it hit.
+  run, and a kill loses less than ten times the last save's duration plus one step of work.
 * ``SignalWatch``: warns when no prompt group carried a learning signal (every objective weight of
   a step was 0) for ``FLAT_STRETCH`` consecutive steps, or for a whole shorter run.
 * ``warmup_warning``: the warm-up is as long as the run or longer.

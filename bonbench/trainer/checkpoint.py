@@ -42,6 +42,7 @@ from bonbench.errors import BonbenchError
 from bonbench.models import CHECKPOINT_MANIFEST, TRAINING_STATE
 from bonbench.store import atomic_write_json
 from bonbench.trainer.config import TrainConfig
+from bonbench.trainer.objectives.base import recorded_options
 
 TRAIN_CONFIG = "train_config.json"
 STATE_FILES = ("weights.pt", "optimizer.pt", "rng.pt")
@@ -109,7 +110,8 @@ class CheckpointDir:
             diff = cfg.differences(old)
             if diff and (self.saved_step() > 0 or self.manifest_path.exists()):
                 raise BonbenchError(f"checkpoint {self.root.name!r} was trained with other settings ({', '.join(diff)}); "
-                                    "use another --name, or the settings in its train_config.json to resume")
+                                    f"use another --name, or the settings in its train_config.json to resume"
+                                    f"{_options_hint(old) if 'objective_options' in diff else ''}")
             restarted = bool(diff)
         if write:
             self.root.mkdir(parents=True, exist_ok=True)
@@ -279,3 +281,12 @@ def _cut_torn_tail(path: Path) -> None:
             return
         fh.seek(0)
         fh.truncate(fh.read().rfind(b"\n") + 1)
+
+
+def _options_hint(old: Mapping[str, Any]) -> str:
+    """The recorded objective options as -O flags: a record from before a default changed (issue 24)
+    names none, yet trained with the old default, which resuming must name."""
+    options = recorded_options(str(old.get("objective", "")), old.get("objective_options") or {})
+    flags = " ".join(f"-O {key}={json.dumps(value) if not isinstance(value, str) else value}"
+                     for key, value in sorted(options.items()))
+    return f" (it trained with {flags})" if flags else ""

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 from bonbench.errors import BonbenchError
+from bonbench.trainer.objectives.base import pinned_options, recorded_options
 
 KL_ANCHORS = ("ref", "ema")
 KL_SCHEDULES = ("constant", "linear")
@@ -142,6 +143,10 @@ class TrainConfig:
         for ok, message in checks:
             if not ok:
                 raise BonbenchError(message)
+        # a default that changed (objectives/base.py CHANGED_DEFAULTS) is written into the config, so the
+        # recorded settings name the estimator this run trains with and an older record (which names
+        # none, and meant the old default) compares as different instead of resuming under the new one
+        object.__setattr__(self, "objective_options", pinned_options(self.objective, self.objective_options))
 
     # ---------------------------------------------------------------- the KL schedule
 
@@ -179,6 +184,8 @@ def training_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
     its default (a missing one counts as its default), no ``ONLY_WITH`` field whose switch is off."""
     later = {f.name: f.default for f in fields(TrainConfig) if f.name in LATER}
     full = {**later, **doc}
+    if "objective" in full:  # a record that names no value of a changed default trained with the old one
+        full["objective_options"] = recorded_options(str(full["objective"]), full.get("objective_options") or {})
     out = {}
     for key, value in full.items():
         if key in RESUMABLE:

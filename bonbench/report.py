@@ -16,6 +16,7 @@ from rich.table import Table
 
 from bonbench.errors import BonbenchError
 from bonbench.estimators import metric_sort_key
+from bonbench.metricinfo import footnotes, metric_info
 
 
 def _fmt(x: float | None) -> str:
@@ -36,6 +37,9 @@ def metrics_table(doc: Mapping[str, Any], title: str | None = None) -> Table:
         lo, hi = m.get("ci95") or [float("nan"), float("nan")]
         # escape: per-group names like pass@1[variant=static] would otherwise be read as rich markup
         ci = "" if lo is None and hi is None else escape(f"[{_fmt(lo)}, {_fmt(hi)}]")  # withheld: no interval either
+        per_problem = (doc.get("per_problem") or {}).get(name) if isinstance(doc.get("per_problem"), Mapping) else None
+        if metric_info(name, m, per_problem if isinstance(per_problem, Mapping) else None).closed_form:
+            ci = "closed form"  # a function of n and k, not a sample statistic: no interval to show
         table.add_row(escape(name), _fmt(m["value"]), ci, str(m.get("n_problems", "")))
     return table
 
@@ -68,3 +72,5 @@ def print_metrics(doc: Mapping[str, Any], console: Console | None = None, path: 
     if (doc.get("shards") or {}).get("partial"):
         title += f" · partial: shards {', '.join(doc['shards'].get('missing', []))} missing"
     console.print(metrics_table(doc, title=title))
+    for note in footnotes(doc["metrics"]):  # what a negative kl or a closed-form value means
+        console.print(escape(note), style="dim")

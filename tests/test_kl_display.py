@@ -52,3 +52,23 @@ def test_the_html_report_explains_a_negative_kl(tmp_path) -> None:  # noqa: ANN0
     (run / "metrics.json").write_text(json.dumps(doc))
     html = write_report([run], tmp_path / "report").read_text()
     assert "-0.0014" in html and "can fall below 0" in html
+
+
+def test_the_terminal_table_explains_kl_and_closed_forms() -> None:
+    import io
+
+    from rich.console import Console
+
+    from bonbench.metricinfo import CLOSED_FORM_FOOTNOTE, KL_FOOTNOTE
+    from bonbench.report import print_metrics
+
+    def table(metrics: dict) -> str:
+        buffer = io.StringIO()
+        print_metrics({"task": "imdb", "model": "m", "n": 4, "metrics": metrics}, Console(file=buffer, width=400))
+        return buffer.getvalue()
+
+    kl = {"value": -0.0014, "ci95": [-0.0128, 0.0078], "n_problems": 8}
+    assert KL_FOOTNOTE[:40] in table({"kl": kl})
+    closed = table({"kl_bon@4": {"value": 0.63, "ci95": [0.63, 0.63], "n_problems": 8, "closed_form": True}})
+    assert CLOSED_FORM_FOOTNOTE[:40] in closed and "closed form" in closed and "[0.6300, 0.6300]" not in closed
+    assert KL_FOOTNOTE[:40] not in table({"mean": {"value": 0.5, "ci95": [0.4, 0.6], "n_problems": 8}})

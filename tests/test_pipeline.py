@@ -155,7 +155,9 @@ def test_malformed_samples_row_is_one_line_error(tmp_path: Path) -> None:
     samples.write_text(samples.read_text() + "{not json}\n")
     before = samples.read_bytes()
     proc = toy_cli(tmp_path, "run", "--task", "toy", "--backend", "hf", "--metric", "pass@2")
-    assert proc.returncode == 1 and "malformed row" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    assert "samples.jsonl:25: the row is not valid JSON" in lines[0]  # names the file and the line
     assert samples.read_bytes() == before
 
 

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from bonbench_sandbox import accounting as _acct
+import bonbench_sandbox.accounting as _acct
 from bonbench_sandbox.execution import SandboxUnavailable, accounting_mode, ensure_available, execute
 
 

@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bonbench_sandbox import accounting as _acct
+import bonbench_sandbox.accounting as _acct
 from bonbench_sandbox.seccomp import filter_program
 from bonbench_sandbox.supervise import Cancelled, ExecResult, supervise  # Cancelled, ExecResult: re-exported
 

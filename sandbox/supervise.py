@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from bonbench_sandbox import accounting as _acct
+import bonbench_sandbox.accounting as _acct
 
 _CHUNK = 1 << 16
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
@@ -32,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("program", type=Path, help="Python file to run (as main.py in the sandbox)")
     parser.add_argument("--stdin", type=Path, default=None, help="file whose contents are fed on stdin")
     parser.add_argument("--timeout", type=float, default=10.0, help="wall-clock limit in seconds (default 10)")
-    parser.add_argument("--memory-mb", type=int, default=1024, help="address-space limit in MiB (default 1024)")
+    parser.add_argument("--memory-mb", type=int, default=1024, help="memory limit in MiB (default 1024): the cgroup's memory.max "
+                        "(shared memory and kernel objects included) where accounting applies, and the address-space rlimit")
     parser.add_argument("--cpu-s", type=float, default=None, help="CPU-seconds limit (default: timeout + 1)")
     parser.add_argument("--max-output-bytes", type=int, default=1 << 20, help="bytes kept per stream (default 1 MiB)")
     parser.add_argument("--python", default=None, help="interpreter to run inside (default /usr/bin/python3)")
@@ -49,6 +51,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         if getattr(args, "sandbox_command", "run") == "check":
             return _check(args.python)
+        _check_limits(args)
         program = args.program.read_text(encoding="utf-8")
         stdin = args.stdin.read_text(encoding="utf-8") if args.stdin is not None else None
         result = execute(program, stdin=stdin, timeout_s=args.timeout, memory_mb=args.memory_mb, cpu_s=args.cpu_s,
@@ -59,6 +62,14 @@ def run_from_args(args: argparse.Namespace) -> int:
         return 1
     print(json.dumps(result.to_dict(), ensure_ascii=False))
     return 0 if result.status == "ok" else 1
+
+
+def _check_limits(args: argparse.Namespace) -> None:
+    """Refuse meaningless limits before anything runs (a negative CPU limit would be no limit)."""
+    for flag, value, low, strict in (("--timeout", args.timeout, 0, True), ("--memory-mb", args.memory_mb, 16, False),
+                                     ("--cpu-s", args.cpu_s, 0, True), ("--max-output-bytes", args.max_output_bytes, 1, False)):
+        if value is not None and not (math.isfinite(value) and (value > low if strict else value >= low)):
+            raise ValueError(f"{flag} must be {'>' if strict else '>='} {low} (got {value})")
 
 
 def _check(python: str | None) -> int:

@@ -339,3 +339,15 @@ def test_a_closed_stdout_pipe_is_not_a_traceback(tmp_path: Path) -> None:
     proc.stdout.close()
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141 and err == ""
+
+
+@pytest.mark.parametrize("flag,value", [("--cpu-s", "-2"), ("--timeout", "0"), ("--timeout", "nan"),
+                                        ("--memory-mb", "3"), ("--max-output-bytes", "0")])
+def test_sandbox_run_refuses_meaningless_limits(tmp_path: Path, flag: str, value: str) -> None:
+    program = tmp_path / "prog.py"
+    program.write_text("print(1)\n")
+    proc = subprocess.run([str(Path(sys.executable).with_name("bonbench")), "sandbox", "run", str(program), flag, value],
+                          capture_output=True, text=True, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith(f"error: {flag} must be"), proc.stderr
+    assert proc.stdout == ""  # nothing ran

@@ -27,6 +27,7 @@ from typing import Any
 
 from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.graders.code import HUMANEVAL_STOP, CodeGrader, ExecCase, default_cache_dir, extract_code
+from bonbench.graders.blind import blind_asserts
 from bonbench.graders.replay import CallTest
 from bonbench.records import Problem, Prompt
 from bonbench.registry import PromptStyle, Task, register_task
@@ -75,8 +76,11 @@ def call_test(problem: Problem) -> CallTest:
     """``check(entry_point)`` with the prompt + canonical solution as the trusted code (the test's
     helpers, e.g. ``poly`` of HumanEval/32, come from there, not from the candidate)."""
     entry = problem.meta["entry_point"]
-    return CallTest(names=(entry,), tests=problem.target + f"\ncheck({entry})\n",
-                    trusted=problem.input + problem.meta["canonical_solution"], seed_random="random" in problem.target)
+    tests = problem.target + f"\ncheck({entry})\n"
+    # the recording process sees the test's calls, never its expected values (bonbench.graders.blind)
+    blinded = blind_asserts(tests, ("candidate", entry))
+    return CallTest(names=(entry,), tests=tests, trusted=problem.input + problem.meta["canonical_solution"],
+                    untrusted_tests=blinded[0] if blinded else None, seed_random="random" in problem.target)
 
 
 def build_jobs(problem: Problem, completion: str) -> list[ExecCase]:

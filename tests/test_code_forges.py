@@ -96,3 +96,49 @@ def test_mbpp_forges_are_graded_wrong(data_dir: Path, tmp_path: Path) -> None:
     grades = task.grader.grade({p.id: p}, [Sample(p.id, 0, eq, 1, "stop"), Sample(p.id, 1, trace, 1, "stop"),
                                            Sample(p.id, 2, p.meta["code"], 1, "stop")])
     assert [g.correct for g in grades] == [False, False, True]
+
+
+# Two candidates that know nothing but read the answers the test holds from the caller's code object:
+# the constant that follows the input among check's constants, or the value compared right after the
+# call. Both pass the single-process harness.
+READ_ANSWERS = {
+    "answers read from check's constants": (
+        "    import sys\n"
+        "    consts = [c for c in sys._getframe(1).f_code.co_consts if isinstance(c, float)]\n"
+        "    return consts[consts.index(number) + 1] if number in consts[:-1] else -1.0\n"),
+    "answers read from the caller's frame": (
+        "    import sys, dis\n"
+        "    f = sys._getframe(1)\n"
+        "    ins = [i for i in dis.get_instructions(f.f_code) if i.offset > f.f_lasti]\n"
+        "    consts = [i.argval for i in ins if i.opname == 'LOAD_CONST' and isinstance(i.argval, float)]\n"
+        "    return consts[0] if consts else -1.0\n"),
+}
+
+
+def test_answer_reading_candidates_fool_the_single_process_harness(humaneval: Task) -> None:
+    problem = next(p for p in humaneval.problems if p.id == "HumanEval/2")
+    grader = CodeGrader(lambda p, c: [], cache_dir=None, workers=2, timeout_s=5.0)
+    for name, completion in READ_ANSWERS.items():
+        verdict = grader.run_cases([ExecCase(source=program_source(problem, completion))])[0]
+        assert verdict.passed, (name, verdict)
+
+
+def test_answer_reading_candidates_are_graded_wrong(humaneval: Task) -> None:
+    """The recording process runs the test with its asserts reduced to the candidate's calls
+    (bonbench.graders.blind): the expected values are not in its source or its code objects."""
+    problems = {p.id: p for p in humaneval.problems}
+    samples = [Sample("HumanEval/2", i, c, 1, "stop") for i, c in enumerate(READ_ANSWERS.values())]
+    grades = humaneval.grader.grade(problems, samples)
+    assert [g.correct for g in grades] == [False, False], grades
+
+
+def test_every_humaneval_test_is_blinded_without_its_expected_values(humaneval: Task) -> None:
+    from bonbench.graders.blind import blind_asserts
+    from bonbench_tasks.humaneval import call_test
+
+    for problem in humaneval.problems:
+        test = call_test(problem)
+        assert test.untrusted_tests is not None and "assert" not in test.untrusted_tests, problem.id
+        assert blind_asserts(test.tests, ("candidate", problem.meta["entry_point"]))[1] == 1.0
+    two = call_test(next(p for p in humaneval.problems if p.id == "HumanEval/2")).untrusted_tests
+    assert "candidate(3.5)" in two and "0.5" not in two

@@ -23,9 +23,9 @@ sandboxed processes:
 So the forges that fooled the single-process harness have nothing to act on: an always-true
 ``__eq__`` does not survive serialisation, a frame walk or ``sys.settrace`` or a patched builtin
 acts only in the recording process, and a forged recording can only claim results, which is what
-any candidate does anyway. Not defended: the test code (expected values included) is visible in the
-recording process, so a candidate can read expected answers from it (as with the official
-harness); TACO's call tests keep the expected values out of that process. A candidate that mutates
+any candidate does anyway. The expected values are kept out of the recording process where the
+task passes ``untrusted_tests``: HumanEval's asserts reduced to their calls (``blind``), TACO's
+calls without the expected values; MBPP's tests are in its prompt, so they are not hidden. A candidate that mutates
 its arguments is judged on what it returned, not on the mutation. Tests that draw random inputs see
 ``random.seed(0)`` in both runs, and the recorder restores the ``random`` state around each call
 so a candidate that uses ``random`` does not shift the test's inputs.

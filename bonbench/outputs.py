@@ -159,15 +159,20 @@ def staged_dir(out: Path | str) -> Iterator[Path]:
         shutil.rmtree(stage, ignore_errors=True)
 
 
-def read_text(path: Path | str, fix: str = "restore it from a copy or delete it") -> str:
-    """The UTF-8 text of ``path``; missing, unreadable or non-UTF-8 is a one-line error ending in ``fix``."""
-    path = Path(path)
+def _read_bytes(path: Path) -> bytes:
+    """The bytes of ``path``; missing or unreadable is a one-line error."""
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise BonbenchError(f"{path} not found") from None
     except OSError as exc:
         raise BonbenchError(os_error_message(path, exc, what="reading") or f"cannot read {path}: {exc}") from None
+
+
+def read_text(path: Path | str, fix: str = "restore it from a copy or delete it") -> str:
+    """The UTF-8 text of ``path``; missing, unreadable or non-UTF-8 is a one-line error ending in ``fix``."""
+    path = Path(path)
+    data = _read_bytes(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -191,13 +196,7 @@ def read_jsonl(path: Path | str, fix: str = "delete that line and rerun", *, ski
     ``skip_torn`` (logs appended to again after a killed run, without repair). Any other bad line
     (bytes that are not UTF-8 anywhere) is a one-line error naming the file and line."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise BonbenchError(f"{path} not found") from None
-    except OSError as exc:
-        raise BonbenchError(os_error_message(path, exc, what="reading") or f"cannot read {path}: {exc}") from None
-    lines = raw.split(b"\n")
+    lines = _read_bytes(path).split(b"\n")
     rows: list[Any] = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():

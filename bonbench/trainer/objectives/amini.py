@@ -37,10 +37,8 @@ from bonbench.trainer.objectives.common import (
     check_choice,
     check_int,
     centred,
-    policy_mask,
+    policy_rows_with_ref,
     require,
-    rewards_of,
-    row_values,
     scatter,
 )
 # BoNBoN lives in its own module; re-exported here, where it was first defined
@@ -272,10 +270,7 @@ def _vbon_objective(name: str, N: int, baseline: str, cdf: str, ties: str, seed:
     check_choice(name, "cdf", cdf, CDFS)
 
     def weights(group: Group) -> np.ndarray:
-        mask = policy_mask(group)
-        r = rewards_of(group, name)[mask]
-        lp = row_values(group, "logprobs", name)[mask]
-        lr = row_values(group, "ref_logprobs", name)[mask]
+        mask, r, lp, lr = policy_rows_with_ref(group, name)
         t = terms(r, require(group, "ref_rewards", name), lp, lr)
         return scatter(mask, centred(t, baseline, name) / t.size)
 
@@ -373,10 +368,7 @@ def kl_rl(beta: float = 0.05, baseline: str = "loo") -> Objective:
     check_choice("kl_rl", "baseline", baseline, BASELINES)
 
     def weights(group: Group) -> np.ndarray:
-        mask = policy_mask(group)
-        r = rewards_of(group, "kl_rl")[mask]
-        lp = row_values(group, "logprobs", "kl_rl")[mask]
-        lr = row_values(group, "ref_logprobs", "kl_rl")[mask]
+        mask, r, lp, lr = policy_rows_with_ref(group, "kl_rl")
         return scatter(mask, kl_rl_weights(r, lp, lr, beta, baseline))
 
     return Objective("kl_rl", weights, frozenset({"logprobs", "ref_logprobs"}), {"beta": beta, "baseline": baseline},

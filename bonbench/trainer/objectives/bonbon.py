@@ -16,7 +16,7 @@ import numpy as np
 
 from bonbench.errors import BonbenchError
 from bonbench.trainer.objectives.base import Group, Objective, objective
-from bonbench.trainer.objectives.common import check_int, policy_mask, rewards_of, row_values, scatter
+from bonbench.trainer.objectives.common import check_int, policy_rows_with_ref, scatter
 
 GUI = "Gui, Garbacea, Veitch 2024 (BoNBoN), arXiv 2406.00832"
 
@@ -121,10 +121,7 @@ def bonbon(N: int = 8, alpha: float = 0.5) -> Objective:
         raise BonbenchError(f"bonbon: alpha must lie in [0, 1], got {alpha!r}")
 
     def weights(group: Group) -> np.ndarray:
-        mask = policy_mask(group)
-        r = rewards_of(group, "bonbon")[mask]
-        lp = row_values(group, "logprobs", "bonbon")[mask]
-        lr = row_values(group, "ref_logprobs", "bonbon")[mask]
+        mask, r, lp, lr = policy_rows_with_ref(group, "bonbon")
         return scatter(mask, bonbon_weights(lp, lr, r, N, alpha))
 
     return Objective("bonbon", weights, frozenset({"logprobs", "ref_logprobs"}), {"N": N, "alpha": alpha}, N)

@@ -56,6 +56,14 @@ def row_values(group: Group, field: str, what: str) -> np.ndarray:
     return arr
 
 
+def policy_rows_with_ref(group: Group, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The policy rows' mask and their rewards, log-probabilities and reference log-probabilities
+    (what every objective with a KL to the reference reads)."""
+    mask = policy_mask(group)
+    return (mask, rewards_of(group, what)[mask], row_values(group, "logprobs", what)[mask],
+            row_values(group, "ref_logprobs", what)[mask])
+
+
 def centred(t: np.ndarray, baseline: str, what: str) -> np.ndarray:
     """t_i - b_i with b_i = 0 (none) or the mean of the other samples' t (loo, RLOO: b_i does not
     depend on y_i, so E[b_i grad log pi(y_i)] = 0 and the estimate stays exactly unbiased)."""

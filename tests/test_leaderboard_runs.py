@@ -72,7 +72,8 @@ def test_the_imdb_sweep_varies_one_setting_per_method(tmp_path: Path, data_dir: 
     seen.clear()
     sweep = {c.name: c for c in _prepared(tmp_path, data_dir, seen, "imdb-sweep")}
     assert {n: (c.objective, c.objective_options) for n, c in sweep.items()} == {
-        "imdb-vbon2": ("vbon", {"N": 2}), "imdb-vbon4": ("vbon", {"N": 4}),
+        # a changed default (issue 24) is recorded with the value the run trains with
+        "imdb-vbon2": ("vbon", {"N": 2, "ties": "uniform"}), "imdb-vbon4": ("vbon", {"N": 4, "ties": "uniform"}),
         "imdb-bonsft2": ("bonbon", {"N": 2, "alpha": 1}), "imdb-bonsft4": ("bonbon", {"N": 4, "alpha": 1}),
         "imdb-klrl-b0.03": ("kl_rl", {"beta": 0.03}), "imdb-klrl-b0.3": ("kl_rl", {"beta": 0.3})}
     # each sweep point is its method's leaderboard run with only N or beta changed (same budget, seed, G)

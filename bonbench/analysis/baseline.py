@@ -82,12 +82,6 @@ def load_gate_run(path: Path | str, task: str | None = None) -> RunData:
     return load_run(path)
 
 
-def _write_json(path: Path, doc: Mapping[str, Any]) -> None:
-    """Atomic write (``bonbench.outputs``): a read-only folder or a full disk is one line and the
-    old file stays as it was."""
-    outputs.write_json(path, doc)
-
-
 def read_json_file(path: Path, what: str, fix: str) -> Any:
     """JSON from ``path``, or one line naming the file, the problem (missing, not UTF-8, not JSON) and ``fix``."""
     if not Path(path).exists():
@@ -167,7 +161,7 @@ def save_baseline(run_dir: Path, out: Path | None = None, metrics: Sequence[str]
         "per_problem": {m: dict(run.per_problem[m]) for m in names if m in run.per_problem},
     }
     path = Path(out) if out is not None else default_baseline_path(run)
-    _write_json(path, doc)
+    outputs.write_json(path, doc)  # atomic: a read-only folder or a full disk is one line, the old file stays
     return path
 
 

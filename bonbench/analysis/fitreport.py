@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict
 from typing import Any, Sequence
 
-from bonbench.analysis.html import _f, table_html
+from bonbench.analysis.html import fmt_value, table_html
 from bonbench.analysis.laws import FORMULAS, FamilySelection, describe
 from bonbench.analysis.temperature import SweepFit, TStarFit
 
@@ -24,7 +24,7 @@ def selection_rows(label: str, sel: FamilySelection | None, error: str = "") -> 
     for fam, fit in sel.fits.items():
         ho = sel.held_out[fam]
         rows.append((label, fam, describe(fit) if fit is not None else f"no fit: {sel.fit_errors.get(fam, '')[:60]}",
-                     _f(fit.r2) if fit is not None else "—", _f(ho.mean_abs_error), _f(ho.max_abs_error),
+                     fmt_value(fit.r2) if fit is not None else "—", fmt_value(ho.mean_abs_error), fmt_value(ho.max_abs_error),
                      "chosen" if fam == sel.chosen else ""))
     return rows
 
@@ -61,7 +61,7 @@ def sweep_fit_html(sf: SweepFit, holdout_fraction: float) -> str:
     trend_rows = []
     for fam, trends in sf.trends.items():
         for p in trends.values():
-            trend_rows.append((fam, p.param, p.transform, p.degree, ", ".join(f"{c:.4g}" for c in p.coef), _f(p.r2),
+            trend_rows.append((fam, p.param, p.transform, p.degree, ", ".join(f"{c:.4g}" for c in p.coef), fmt_value(p.r2),
                                ", ".join(f"{t:g}: {v:.4g}" for t, v in zip(p.temperatures, p.values))))
     for fam, err in sf.trend_errors.items():
         trend_rows.append((fam, "—", "—", "—", err[:100], "—", "—"))
@@ -73,8 +73,8 @@ def sweep_fit_html(sf: SweepFit, holdout_fraction: float) -> str:
         parts.append(f"<p class=\"note\">Continuous T*(N) from the {sf.family} trends (the family with the lowest total "
                      f"held-out error), between the lowest and highest temperature run; fitted on "
                      f"{sf.t_star.n_points} budgets with an interior optimum (N {sf.t_star.N_min:g}–{sf.t_star.N_max:g}): "
-                     f"<b>{html_lib.escape(t_star_text(sf.t_star))}</b>, R² = {_f(sf.t_star.r2)}, "
-                     f"max |residual| = {_f(sf.t_star.max_abs_residual)}.</p>")
+                     f"<b>{html_lib.escape(t_star_text(sf.t_star))}</b>, R² = {fmt_value(sf.t_star.r2)}, "
+                     f"max |residual| = {fmt_value(sf.t_star.max_abs_residual)}.</p>")
     else:
         parts.append(f"<p class=\"note\">Continuous T*(N) from the {sf.family} trends; no T*(N) curve fitted: "
                      f"{html_lib.escape(sf.t_star_error)}</p>")

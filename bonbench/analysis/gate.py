@@ -41,10 +41,11 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy import stats
 
+from bonbench import outputs
 from bonbench.errors import BonbenchError
 from bonbench.metricinfo import HIGHER, LOWER
 from bonbench.analysis.baseline import (  # noqa: F401  (re-exported: the CLI imports them from here)
-    BASELINE_SCHEMA, Baseline, _write_json, default_baseline_path, is_checkpoint_dir, load_baseline, load_gate_run,
+    BASELINE_SCHEMA, Baseline, default_baseline_path, is_checkpoint_dir, load_baseline, load_gate_run,
     run_metric_info, run_problem_ids, save_baseline)
 from bonbench.analysis.rundir import Metric, RunData
 
@@ -340,4 +341,4 @@ def report_json(report: GateReport) -> str:
 
 def write_report_json(report: GateReport, path: Path) -> None:
     """``report_json`` into ``path`` (atomic; a read-only or full folder is one line)."""
-    _write_json(Path(path), json.loads(report_json(report)))
+    outputs.write_text(path, report_json(report) + "\n")

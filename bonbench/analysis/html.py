@@ -33,6 +33,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from bonbench import outputs
 from bonbench.errors import BonbenchError
 from bonbench.estimators import metric_sort_key
 from bonbench.metricinfo import footnotes, metric_info
@@ -70,16 +71,16 @@ def table_html(header: Sequence[str], rows: Sequence[Sequence[Any]], raw: bool =
     return "\n".join(out)
 
 
-def _img(path: Path, alt: str) -> str:
+def img_tag(path: Path, alt: str) -> str:
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
     return f"<p><img alt=\"{html_lib.escape(alt)}\" src=\"data:image/png;base64,{data}\"></p>"
 
 
-def _f(x: float | None, digits: int = 4) -> str:
+def fmt_value(x: float | None, digits: int = 4) -> str:
     return "—" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
 
 
-def _powers_of_two(upto: int) -> list[int]:
+def powers_of_two(upto: int) -> list[int]:
     out, k = [], 1
     while k <= upto:
         out.append(k)
@@ -116,7 +117,7 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
     parts = [f"<section><h2>{html_lib.escape(run.label())}</h2>", table_html(["setting", "value"], settings)]
     parts.append("<h3>Metrics</h3>")
     parts.append(table_html(["metric", "value", "95% CI", "problems"],
-                            [(name, _f(m.value), _ci_text(run, name), m.n_problems)
+                            [(name, fmt_value(m.value), _ci_text(run, name), m.n_problems)
                              for name, m in sorted(run.metrics.items(), key=lambda kv: metric_sort_key(kv[0]))]))
     parts += [f"<p class=\"note\">{html_lib.escape(n)}</p>" for n in footnotes(run.metrics)]
     fits, fit_rows, sel_rows, info = {}, [], [], {"run_dir": str(run.path), "hash": run.hash, "fits": {}}
@@ -140,14 +141,14 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
             entry["selection"] = sel.to_json()
         try:
             ex = extrapolation_check(c.k, c.value, fit_fraction=fit_fraction, n_points=n_points)
-            ex_cells = (f"k ≤ {ex.k_cut:g}: a={ex.fit.a:.3f}, b={ex.fit.b:.3f}", _f(ex.mean_abs_error), _f(ex.max_abs_error),
+            ex_cells = (f"k ≤ {ex.k_cut:g}: a={ex.fit.a:.3f}, b={ex.fit.b:.3f}", fmt_value(ex.mean_abs_error), fmt_value(ex.max_abs_error),
                         f"{ex.error_at_max_k:+.4f}" if math.isfinite(ex.error_at_max_k) else "—")
             entry["extrapolation"] = {"k_cut": ex.k_cut, "a": ex.fit.a, "b": ex.fit.b, "mean_abs_error": ex.mean_abs_error,
                                       "max_abs_error": ex.max_abs_error, "error_at_max_k": ex.error_at_max_k}
         except FitError as exc:
             ex_cells = ("not enough small-k points", "—", "—", "—")
             entry["extrapolation"] = {"error": str(exc)}
-        fit_rows.append((kind, _f(fit.a), _f(fit.b), _f(fit.r2), fit.n_points, f"{fit.k_min:g}–{fit.k_max:g}", *ex_cells))
+        fit_rows.append((kind, fmt_value(fit.a), fmt_value(fit.b), fmt_value(fit.r2), fit.n_points, f"{fit.k_min:g}–{fit.k_max:g}", *ex_cells))
         info["fits"][kind] = entry
     if run.curves:
         parts.append("<h3>Scaling fits: log c(k) = a·k<sup>b</sup></h3>")
@@ -156,7 +157,7 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
         parts.append("<h3>Family per curve: power law vs power law plus linear trend</h3>")
         parts.append(selection_table(sel_rows, "curve", holdout_fraction))
         png = plot_k_curves(run.curves, out_dir / f"run{idx:02d}_{run.hash}_curves.png", title=run.label(), fits=fits)
-        parts.append(_img(png, f"k-curves of {run.label()}"))
+        parts.append(img_tag(png, f"k-curves of {run.label()}"))
     else:
         parts.append("<p class=\"note\">No curves.json in this run: no k-curves or fits.</p>")
     bon_html, bon_info = _bon_references(run, idx, out_dir)
@@ -172,15 +173,15 @@ def _ci_text(run: Any, name: str) -> str:
     m = run.metrics[name]
     if metric_info(name, m.notes, run.per_problem.get(name)).closed_form or not all(map(math.isfinite, m.ci95)):
         return "— (closed form)" if metric_info(name, m.notes, run.per_problem.get(name)).closed_form else "—"
-    return f"[{_f(m.ci95[0])}, {_f(m.ci95[1])}]"
+    return f"[{fmt_value(m.ci95[0])}, {fmt_value(m.ci95[1])}]"
 
 
 def _metric_cell(m: Any) -> str:
     if m is None:
         return "—"
     if not all(map(math.isfinite, m.ci95)):
-        return _f(m.value)
-    return f"{_f(m.value)} [{_f(m.ci95[0])}, {_f(m.ci95[1])}]"
+        return fmt_value(m.value)
+    return f"{fmt_value(m.value)} [{fmt_value(m.ci95[0])}, {fmt_value(m.ci95[1])}]"
 
 
 def _bon_references(run: Any, idx: int, out_dir: Path) -> tuple[str, list[dict]]:
@@ -199,10 +200,10 @@ def _bon_references(run: Any, idx: int, out_dir: Path) -> tuple[str, list[dict]]
              f"Win rates here are against {html_lib.escape(against or '—')}; kl_bon@k is the KL of reward-best-of-k "
              f"selection to {html_lib.escape(kl_ref or '—')} (docs/rewards.md).</p>",
              table_html(["N", "winrate@N [95% CI]", "N/(N+1)", "kl_bon@N [95% CI]", "log N − (N−1)/N"],
-                        [(r.k, _metric_cell(r.winrate), _f(r.winrate_analytic), _metric_cell(r.kl_bon), _f(r.kl_analytic))
+                        [(r.k, _metric_cell(r.winrate), fmt_value(r.winrate_analytic), _metric_cell(r.kl_bon), fmt_value(r.kl_analytic))
                          for r in rows])]
     png = plot_bon_references(rows, out_dir / f"run{idx:02d}_{run.hash}_bon_references.png", title=run.label())
-    parts.append(_img(png, f"best-of-N references of {run.label()}"))
+    parts.append(img_tag(png, f"best-of-N references of {run.label()}"))
     info = [{"k": r.k, "winrate": None if r.winrate is None else {"value": r.winrate.value, "ci95": r.winrate.ci95},
              "winrate_analytic": r.winrate_analytic, "against": r.against,
              "kl_bon": None if r.kl_bon is None else {"value": r.kl_bon.value, "ci95": r.kl_bon.ci95},
@@ -223,8 +224,8 @@ def _plane_section(key: tuple[str, str], points: list[Any], idx: int, out_dir: P
              "<p class=\"note\">Policies at (kl, mean reward); their best-of-k selections at (kl_bon@k, max@k). "
              "A point is on the Pareto front when no other point has both lower KL and higher reward.</p>",
              table_html(["point", "run", "method", "KL [95% CI]", "reward [95% CI]", "Pareto front"],
-                        [(p.label, p.run, p.method, f"{_f(p.kl)} [{_f(p.kl_ci[0])}, {_f(p.kl_ci[1])}]",
-                          f"{_f(p.reward)} [{_f(p.reward_ci[0])}, {_f(p.reward_ci[1])}]", "yes" if id(p) in on_front else "")
+                        [(p.label, p.run, p.method, f"{fmt_value(p.kl)} [{fmt_value(p.kl_ci[0])}, {fmt_value(p.kl_ci[1])}]",
+                          f"{fmt_value(p.reward)} [{fmt_value(p.reward_ci[0])}, {fmt_value(p.reward_ci[1])}]", "yes" if id(p) in on_front else "")
                          for p in points])]
     parts += [f"<p class=\"note\">{html_lib.escape(n)}</p>" for n in footnotes(["kl"])]
     if bon is not None:
@@ -233,7 +234,7 @@ def _plane_section(key: tuple[str, str], points: list[Any], idx: int, out_dir: P
                      "(exact estimate from that run's samples), with its 95% band.</p>")
     png = plot_reward_kl(points, front, out_dir / f"plane{idx:02d}_{task}.png", title=f"{task}: reward vs KL",
                          reference=reference, bon=bon)
-    parts.append(_img(png, f"reward vs KL on {task}"))
+    parts.append(img_tag(png, f"reward vs KL on {task}"))
     parts.append("</section>")
     info = {"task": task, "reference": reference, "points": [asdict(p) for p in points],
             "pareto_front": [p.label for p in front],
@@ -290,9 +291,9 @@ def _sweep_section(key: tuple[str, str], runs: list[Any], idx: int, out_dir: Pat
     n_max = max(r.n for r in by_t.values()) or int(max(c.k.max() for c in curves.values()))
     parts.append(f"<h3>Per-temperature fits: {kind}@N(T) ≈ exp(a(T)·N<sup>b(T)</sup>)</h3>")
     parts.append(table_html(["T", "a(T)", "b(T)", "R²", "points", "run"],
-                            [(f"{t:g}", _f(f.a) if f else "—", _f(f.b) if f else "—", _f(f.r2) if f else "no fit",
+                            [(f"{t:g}", fmt_value(f.a) if f else "—", fmt_value(f.b) if f else "—", fmt_value(f.r2) if f else "no fit",
                               f.n_points if f else 0, by_t[t].hash) for t, f in fits.items()]))
-    Ns = _powers_of_two(4 * n_max)
+    Ns = powers_of_two(4 * n_max)
     # the continuous T* is found on a log-spaced grid (what T*(N) is fitted to) plus the table's powers of two
     Ns_fit = sorted(set(int(n) for n in log_spaced_ks(4 * n_max, 40)) | set(Ns))
     sf = analyse_sweep({t: (c.k, c.value) for t, c in curves.items()}, Ns_fit, families=families,
@@ -301,7 +302,7 @@ def _sweep_section(key: tuple[str, str], runs: list[Any], idx: int, out_dir: Pat
     chosen = {t: s for t, s in sf.selections.items() if s is not None}
     png = plot_temperature_curves(curves, {t: s.best for t, s in chosen.items()}, out_dir / f"sweep{idx:02d}_curves.png",
                                   kind=kind, title=title, extrapolate_to=4 * n_max)
-    parts.append(_img(png, f"{kind}@N by temperature"))
+    parts.append(img_tag(png, f"{kind}@N by temperature"))
     opt = optimal_temperature({t: (c.k, c.value) for t, c in curves.items()}, Ns, chosen)
     cont = {o.N: o for o in sf.optima}
     parts.append(f"<h3>Optimal temperature per budget N</h3><p class=\"note\">Measured: argmax over the temperatures "
@@ -311,17 +312,17 @@ def _sweep_section(key: tuple[str, str], runs: list[Any], idx: int, out_dir: Pat
                  "marked and left out of the T*(N) fit); T*(N) curve: the fit above. Ties go to the lower T.</p>")
     parts.append(table_html(["N", "T* measured", f"{kind}@N at T*", "T* fitted", "fitted value", "T* continuous",
                              "T*(N) curve"],
-                            [(o.N, _f(o.t_measured, 2), _f(o.value_measured), _f(o.t_fitted, 2), _f(o.value_fitted),
-                              (_f(cont[o.N].t_star, 3) + (" (edge)" if cont[o.N].at_boundary else "")) if o.N in cont else "—",
-                              _f(float(sf.t_star.predict(o.N)), 3) if sf.t_star is not None else "—")
+                            [(o.N, fmt_value(o.t_measured, 2), fmt_value(o.value_measured), fmt_value(o.t_fitted, 2), fmt_value(o.value_fitted),
+                              (fmt_value(cont[o.N].t_star, 3) + (" (edge)" if cont[o.N].at_boundary else "")) if o.N in cont else "—",
+                              fmt_value(float(sf.t_star.predict(o.N)), 3) if sf.t_star is not None else "—")
                              for o in opt]))
-    parts.append(_img(plot_optimal_temperature(opt, out_dir / f"sweep{idx:02d}_tstar.png", title=title,
+    parts.append(img_tag(plot_optimal_temperature(opt, out_dir / f"sweep{idx:02d}_tstar.png", title=title,
                                                continuous=sf.optima, t_star_fit=sf.t_star), "T*(N)"))
     info["fits"] = {str(t): (asdict(f) if f else None) for t, f in fits.items()}
     info["optimal_temperature"] = [asdict(o) for o in opt]
     info.update(sweep_fit_json(sf))
     n_min = min(r.n for r in by_t.values())
-    Ns_cs = _powers_of_two(n_min) + ([n_min] if n_min not in _powers_of_two(n_min) else [])
+    Ns_cs = powers_of_two(n_min) + ([n_min] if n_min not in powers_of_two(n_min) else [])
     try:
         values = {t: per_problem_curves(r, kind, Ns_cs, verifier=verifiers.get(t)) for t, r in by_t.items()}
         cs = coscaling(values, Ns_cs, tol=tol)
@@ -333,7 +334,7 @@ def _sweep_section(key: tuple[str, str], runs: list[Any], idx: int, out_dir: Pat
                      "T* are the temperatures reaching it at N* (ties share the problem). "
                      f"{cs.n_counted} problems counted, {cs.n_unsolved} never solved (excluded), "
                      f"{cs.n_missing} not in every run (excluded). See docs/scaling.md.</p>")
-        parts.append(_img(plot_coscaling(cs, out_dir / f"sweep{idx:02d}_coscaling.png", title=title), "co-scaling"))
+        parts.append(img_tag(plot_coscaling(cs, out_dir / f"sweep{idx:02d}_coscaling.png", title=title), "co-scaling"))
         parts.append(table_html(["T*"] + [f"N*={n}" for n in cs.Ns] + ["all N"],
                                 [[f"{t:g}"] + [f"{100 * v:.1f}%" for v in cs.freq[i]] + [f"{100 * cs.freq[i].sum():.1f}%"]
                                  for i, t in enumerate(cs.temperatures)]))
@@ -415,6 +416,6 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
         body.append(html_part)
         doc["runs"].append(info)
     path = out_dir / "report.html"
-    path.write_text(page("bonbench report", "\n".join(body)), encoding="utf-8")
-    (out_dir / "report.json").write_text(json.dumps(_jsonable(doc), indent=2) + "\n", encoding="utf-8")
+    outputs.write_text(path, page("bonbench report", "\n".join(body)))
+    outputs.write_text(out_dir / "report.json", json.dumps(_jsonable(doc), indent=2) + "\n")
     return path

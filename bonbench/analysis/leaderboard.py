@@ -34,10 +34,11 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from bonbench.config import model_slug
+from bonbench import outputs
 from bonbench.errors import BonbenchError
 from bonbench.estimators import metric_sort_key, paired_bootstrap_diff
 from bonbench.metricinfo import LOWER, footnotes, metric_info
-from bonbench.analysis.html import _img, page, table_html
+from bonbench.analysis.html import img_tag, page, table_html
 from bonbench.analysis.baseline import load_gate_run
 from bonbench.analysis.rundir import RunData, load_run
 from bonbench.store import atomic_write_json, find_run_dirs
@@ -353,7 +354,7 @@ def render_html(board: Leaderboard, figures: Sequence[Path] = ()) -> str:
     parts.append(table_html(header, body_rows, raw=True))
     parts.append("<p>Cells: value ± half-width of the 95% bootstrap CI over problems.</p>")
     parts += [f"<p>{html_lib.escape(n)}</p>" for n in board.notes]
-    parts += [_img(f, f.stem) for f in figures]
+    parts += [img_tag(f, f.stem) for f in figures]
     parts.append("<h2>Runs used</h2><ul>" + "".join(f"<li>{html_lib.escape(x)}</li>" for x in _selection_lines(board)) + "</ul>")
     return page("bonbench leaderboard", "\n".join(parts))
 
@@ -364,8 +365,8 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     md = out_dir / "leaderboard.md"
     html = out_dir / "leaderboard.html"
-    md.write_text(render_markdown(board), encoding="utf-8")
-    html.write_text(render_html(board, write_k_curve_figures(board, out_dir)), encoding="utf-8")
+    outputs.write_text(md, render_markdown(board))
+    outputs.write_text(html, render_html(board, write_k_curve_figures(board, out_dir)))
     atomic_write_json(out_dir / "leaderboard.json", {
         "base": board.base,
         "columns": [list(c) for c in board.columns],

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from bonbench.analysis.html import _f, _img, _powers_of_two, table_html
+from bonbench.analysis.html import fmt_value, img_tag, powers_of_two, table_html
 
 
 def run_curve_label(run: Any) -> str:
@@ -31,7 +31,7 @@ def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[s
     png = plot_k_curve_comparison({label: r.curves for label, r in labels.items()},
                                   out_dir / f"compare_{task.replace('/', '_')}.png", title=f"{task}: k-curves of {len(runs)} runs")
     kinds = [k for k in ("pass", "bon", "maj", "max") if any(k in r.curves for r in runs)]
-    ks = _powers_of_two(max(r.n for r in runs) or 1)
+    ks = powers_of_two(max(r.n for r in runs) or 1)
     rows = []
     for label, r in labels.items():
         for kind in kinds:
@@ -39,12 +39,12 @@ def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[s
             if c is None:
                 continue
             at = {int(k): (v, lo, hi) for k, v, lo, hi in zip(c.k, c.value, c.lo, c.hi)}
-            rows.append([label, f"{kind}@k"] + [f"{_f(at[k][0], 3)} [{_f(at[k][1], 3)}, {_f(at[k][2], 3)}]" if k in at else "—"
+            rows.append([label, f"{kind}@k"] + [f"{fmt_value(at[k][0], 3)} [{fmt_value(at[k][1], 3)}, {fmt_value(at[k][2], 3)}]" if k in at else "—"
                                               for k in ks])
     parts = [f"<section><h2>Comparison: {html_lib.escape(task)}, {len(runs)} runs on shared axes</h2>",
              "<p class=\"note\">Every run of this task that has k-curves, one colour each, with 95% bootstrap bands over "
              "problems. Runs on different problems or settings are not paired here; the leaderboard pairs them.</p>",
-             _img(png, f"k-curves of the {task} runs"), table_html(["run", "curve"] + [f"k={k}" for k in ks], rows), "</section>"]
+             img_tag(png, f"k-curves of the {task} runs"), table_html(["run", "curve"] + [f"k={k}" for k in ks], rows), "</section>"]
     return "\n".join(parts), {"task": task, "runs": [str(r.path) for r in runs], "figure": png.name}
 
 
@@ -63,10 +63,10 @@ def training_section(folders: Sequence[Path], out_dir: Path) -> tuple[str, dict]
         cfg = read_json(f / "train_config.json")
         last = log[-1] if log else {}
         rows.append((f.name, cfg.get("task"), cfg.get("objective"), json.dumps(cfg.get("objective_options") or {}),
-                     len(log), _f(last.get("reward")), _f(last.get("kl_ref"))))
+                     len(log), fmt_value(last.get("reward")), fmt_value(last.get("kl_ref"))))
     parts = ["<section><h2>Training</h2>",
              table_html(["checkpoint", "task", "objective", "options", "steps logged", "last reward", "last KL to base"], rows)]
     png = plot_training_curves(logs, out_dir / "training_curves.png", title="training curves")
-    parts.append(_img(png, "training curves"))
+    parts.append(img_tag(png, "training curves"))
     parts.append("</section>")
     return "\n".join(parts), {"checkpoints": [str(f) for f in folders], "logs": logs}

@@ -85,9 +85,12 @@ def model_slug(model: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "--", text).strip("-") or "model"
 
 
-def policy_name(model: str, temperature: float, top_p: float) -> str:
+def policy_name(model: str, temperature: float | None, top_p: float | None) -> str:
     """The name of the policy that drew a run's samples, as a KL reference: the model, with its
-    sampling settings where they change the distribution (T = 1 and top-p = 1 are the model itself)."""
+    sampling settings where they change the distribution (T = 1 and top-p = 1 are the model itself);
+    an imported run whose file did not give them (None) says they are unknown."""
+    if temperature is None or top_p is None:
+        return f"{model} (sampling settings unknown)"
     if float(temperature) == 1.0 and float(top_p) == 1.0:
         return model
     return f"{model} (T={float(temperature):g}, top_p={float(top_p):g})"

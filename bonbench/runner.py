@@ -651,18 +651,12 @@ def _comparisons(p: Plan, run: pipeline.PreparedRun, progress: Progress = _noop)
                 comparison, against = compare.reference_rewards(run), "reference answers"
             patch += compare.winrates(run, grades, comparison, p.winrate_ks, against, n_boot=p.n_boot)
         if bon_ks:
-            reference = p.ref_model.name if p.ref_model is not None else _own_policy(run.cfg)
+            reference = p.ref_model.name if p.ref_model is not None else policy_name(run.cfg.model, run.cfg.temperature,
+                                                                                      run.cfg.top_p)
             patch += compare.bon_kls(run, grades, bon_ks, ratios, reference, n_boot=p.n_boot)
         return patch
 
     return extras
-
-
-def _own_policy(cfg: RunConfig) -> str:
-    """The policy that drew a run's samples, by name; an imported run's settings may be unknown (None)."""
-    if cfg.temperature is None or cfg.top_p is None:
-        return f"{cfg.model} (sampling settings unknown)"
-    return policy_name(cfg.model, cfg.temperature, cfg.top_p)
 
 
 def _logprob_scorers(p: Plan, run: pipeline.PreparedRun) -> tuple[Verifier, Verifier]:

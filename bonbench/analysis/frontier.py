@@ -81,10 +81,8 @@ def reference_of(run: RunData) -> str:
 
 def own_policy(run: RunData) -> str:
     """The name of the policy that drew ``run``'s samples, as ``bonbench run`` names a KL reference
-    (``runner._own_policy``): an imported run whose file did not give its settings is "unknown"."""
-    if "temperature" not in run.config or run.config["temperature"] is None or run.config.get("top_p", 1.0) is None:
-        return f"{run.model} (sampling settings unknown)"
-    return policy_name(run.model, float(run.config["temperature"]), float(run.config.get("top_p", 1.0)))
+    (``config.policy_name``; an imported run whose file did not give its settings is "unknown")."""
+    return policy_name(run.model, run.config.get("temperature"), run.config.get("top_p", 1.0))
 
 
 def _short(run: RunData) -> str:

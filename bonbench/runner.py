@@ -161,9 +161,8 @@ def load_task(name: str | None, task_args: Mapping[str, str], *, data_dir: str |
 def votes_on_answers(task: Task) -> bool:
     """Whether maj@k means something on ``task``: its grader extracts answers to vote on. Code
     graders run programs and extract none (``Grade.answer`` is None), so every sample abstains; a
-    grader says so with ``extracts_answers = False`` (the code grader, named "code", is known)."""
-    grader = task.grader
-    return bool(getattr(grader, "extracts_answers", getattr(grader, "name", "") != "code"))
+    grader says so with ``extracts_answers = False`` (``CodeGrader`` does)."""
+    return bool(getattr(task.grader, "extracts_answers", True))
 
 
 def metric_specs(requested: Sequence[str], default: Sequence[str], judged_by: str = "correctness",

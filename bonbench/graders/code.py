@@ -348,6 +348,7 @@ class CodeGrader:
     """
 
     name = "code"
+    extracts_answers = False  # every Grade.answer is None: maj@k has nothing to vote on (runner.votes_on_answers)
     # 2: function-call verdicts come from the trusted replay (grades of version 1 could be forged)
     version = 2
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Mapping
+from typing import Any, Mapping
 
 from bonbench.errors import BonbenchError
 
@@ -62,9 +62,10 @@ def in_range(value: float, r: Range) -> bool:
     return hi is None or value < hi or (value == hi and hi_in)
 
 
-def check(args: argparse.Namespace, ranges: Mapping[str, Range] | None = None) -> None:
-    """Raise a one-line BonbenchError for the first numeric flag of ``args`` out of its range
-    (``ranges``, default ``RANGES[args.command]``)."""
+def check(args: argparse.Namespace | Any, ranges: Mapping[str, Range] | None = None) -> None:
+    """Raise a one-line BonbenchError for the first numeric flag of ``args`` (parsed flags, or a
+    request dataclass with the same field names) out of its range (``ranges``, default
+    ``RANGES[args.command]``)."""
     table = RANGES.get(getattr(args, "command", ""), {}) if ranges is None else ranges
     for dest, r in table.items():
         value = getattr(args, dest, None)

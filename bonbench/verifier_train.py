@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 import torch
 
-from bonbench import outputs
+from bonbench import flags, outputs
 from bonbench import verifier_folder as vf
 from bonbench import verifier_model as vm
 from bonbench.errors import BonbenchError
@@ -456,12 +456,7 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress | None = None) 
     progress = progress or (lambda stage, advance, total: None)
     if req.method not in ("head", "lora"):
         raise BonbenchError(f"unknown --method {req.method!r}; use head (frozen backbone + trained head) or lora")
-    if not 0.0 <= req.val_fraction < 1.0:
-        raise BonbenchError(f"--val-fraction must be in [0, 1), got {req.val_fraction}")
-    for name, least in (("folds", 2), ("min_class", 1), ("batch_size", 1), ("max_length", 1), ("epochs", 1),
-                        ("micro_batch", 1), ("save_every", 1), ("lora_rank", 1), ("lora_alpha", 1)):
-        if getattr(req, name) < least:  # the CLI checks these when parsing (bonbench.flags); callers of the API too
-            raise BonbenchError(f"--{name.replace('_', '-')} must be >= {least} (got {getattr(req, name)})")
+    flags.check(req, flags.RANGES["train-verifier"])  # the CLI checks the same ranges when parsing; API callers too
     data = assemble(req.run_dirs, data_dir=req.data_dir, family=req.task)
     data, excluded = check_no_eval_problems(data, data_dir=req.data_dir, drop=req.drop_eval_overlap)
     check_class_counts(data.rows, req.min_class)

@@ -211,6 +211,12 @@ class Leaf:
                 pass
         return out
 
+    def _pids_current(self) -> int:
+        try:
+            return int((self.dirs[-1] / "pids.current").read_text())
+        except (OSError, ValueError):
+            return 0  # no pids controller here: nothing counts against a limit
+
     def kill(self) -> None:
         """SIGKILL every process in the leaf (v2: ``cgroup.kill``; v1: each pid listed)."""
         if self.mode == "cgroup2":
@@ -233,7 +239,9 @@ class Leaf:
     def close(self) -> None:
         """Back to the pool when empty (the sandbox's processes take a moment to leave), else removed."""
         for _ in range(200):
-            if not self.pids():
+            # pids.current too: an exiting task leaves cgroup.procs before it stops counting against
+            # pids.max, and the next execution in this leaf would find fork() failing with EAGAIN
+            if not self.pids() and self._pids_current() == 0:
                 with _lock:
                     _free_leaves.setdefault(self.where, []).append(self)
                 return

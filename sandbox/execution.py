@@ -61,6 +61,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +74,7 @@ from bonbench_sandbox.supervise import Cancelled, ExecResult, supervise  # Cance
 #: Bumped whenever isolation, limits or classification change: it is part of every cache key.
 SANDBOX_VERSION = "4"
 
+_EAGAIN_TRIES = 4  # attempts when the sandbox itself could not fork (see execute)
 STATUSES = ("ok", "timeout", "memory", "runtime_error", "killed", "output_limit", "file_limit", "sandbox_error")
 
 # The launcher's docstring is left out of the command line (it would only lengthen `ps` output).
@@ -371,7 +373,14 @@ def execute(
     if unsafe:
         return _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, None, accounting, cancel)
     ensure_available(python)
-    return _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, _bwrap_path(), accounting, cancel)
+    for attempt in range(_EAGAIN_TRIES):
+        result = _run(program.encode("utf-8"), stdin_bytes, extra, lim, interp, _bwrap_path(), accounting, cancel)
+        # bwrap could not fork its PID 1 (EAGAIN: a busy host, or processes of the previous execution
+        # still leaving a pooled cgroup): no program code ran, so running it again is safe
+        if result.status != "sandbox_error" or "Resource temporarily unavailable" not in result.stderr:
+            break
+        time.sleep(0.05 * (attempt + 1))
+    return result
 
 
 def accounting_mode(accounting: str = "auto") -> str:

@@ -42,7 +42,7 @@ import numpy as np  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from bonbench.trainer.objectives import tang  # noqa: E402
+from bonbench.plugins.objectives import tang  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -12,9 +12,9 @@ import argparse
 import sys
 import time
 
-from bonbench.graders.code import CodeGrader, ExecCase
-from bonbench.records import Sample
-from bonbench.registry import get_task
+from bonbench.plugins.graders.code import CodeGrader, ExecCase
+from bonbench.core.records import Sample
+from bonbench.api.task import get_task
 from bonbench_tasks.humaneval import build_jobs, program_source
 
 

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from bonbench.estimators import _WINS_CACHE, _maj_terms, bon_at_k, bon_curve, maj_at_k, maj_curve, pass_at_k, pass_curve
+from bonbench.metrics.estimators import _WINS_CACHE, _maj_terms, bon_at_k, bon_curve, maj_at_k, maj_curve, pass_at_k, pass_curve
 
 
 def synthetic(P: int, n: int, seed: int) -> tuple[list[list[float]], list[list[object]], list[list[float]]]:

@@ -31,8 +31,8 @@ import sys
 import time
 from pathlib import Path
 
-from bonbench.graders.math import MathGrader, extract_answer, is_equiv
-from bonbench.records import Problem, Sample
+from bonbench.plugins.graders.math import MathGrader, extract_answer, is_equiv
+from bonbench.core.records import Problem, Sample
 
 REPO = Path(__file__).resolve().parents[1]
 

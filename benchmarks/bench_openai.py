@@ -36,11 +36,11 @@ from typing import Callable
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_sampler import CPU, QUESTIONS, compare, few_shot, ratio_line  # noqa: E402  (a sibling script)
 
-from bonbench.models import resolve_model  # noqa: E402
-from bonbench.records import Prompt  # noqa: E402
-from bonbench.sampler.base import SampleRequest, SamplingParams  # noqa: E402
-from bonbench.sampler.local_server import vllm_serve  # noqa: E402
-from bonbench.sampler.openai_backend import OpenAIOptions, OpenAISampler, served_model  # noqa: E402
+from bonbench.core.models import resolve_model  # noqa: E402
+from bonbench.core.records import Prompt  # noqa: E402
+from bonbench.api.sampler import SampleRequest, SamplingParams  # noqa: E402
+from bonbench.plugins.samplers.local_server import vllm_serve  # noqa: E402
+from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, served_model  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SERVED = "gemma-3-270m"
@@ -60,7 +60,7 @@ def wall_only(best: dict[str, float], per_round: list[dict[str, float]]) -> tupl
 
 def first_sample_seconds(url: str, out: Path, seed: int, data_dir: str | None) -> float:
     """Seconds from starting ``bonbench run --backend openai`` (a fresh process) to its first stored sample."""
-    cmd = [sys.executable, "-m", "bonbench.cli", "run", "--task", "math", "--limit", "2", "--n", "4",
+    cmd = [sys.executable, "-m", "bonbench.apps.cli", "run", "--task", "math", "--limit", "2", "--n", "4",
            "--metric", "pass@1,4", "--max-tokens", "32", "--seed", str(seed), "--backend", "openai",
            "--endpoint", url, "--model", SERVED, "--out", str(out)]
     if data_dir:
@@ -107,7 +107,7 @@ def main() -> None:
         one = OpenAIOptions(endpoints=(url,), concurrency=total)
         api = OpenAISampler(served_model(SERVED, one), seed=0, options=one)
 
-        from bonbench.sampler.vllm import VLLMSampler
+        from bonbench.plugins.samplers.vllm import VLLMSampler
 
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # the server's KV cache size
         t0 = time.perf_counter()

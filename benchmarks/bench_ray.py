@@ -25,12 +25,13 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from ray_helpers import LocalCluster  # noqa: E402
 
-from bonbench import models, pipeline, ray_cluster  # noqa: E402
-from bonbench.graders.ray_sandbox import RaySandbox  # noqa: E402
-from bonbench.runner import RunRequest, plan  # noqa: E402
-from bonbench.sampler.base import SamplingParams  # noqa: E402
-from bonbench.sampler.ray_backend import RaySampler, SamplerSpec  # noqa: E402
-from bonbench.sampler.select import HFOptions  # noqa: E402
+from bonbench.core import models, ray_cluster  # noqa: E402
+from bonbench.pipeline import stages as pipeline
+from bonbench.plugins.graders.ray_sandbox import RaySandbox  # noqa: E402
+from bonbench.run.runner import RunRequest, plan  # noqa: E402
+from bonbench.api.sampler import SamplingParams  # noqa: E402
+from bonbench.plugins.samplers.ray_backend import RaySampler, SamplerSpec  # noqa: E402
+from bonbench.plugins.samplers.select import HFOptions  # noqa: E402
 
 
 def always_passes(test_idx: int, result: Any) -> bool:

@@ -28,8 +28,8 @@ from typing import Callable
 
 import numpy as np
 
-from bonbench.data import read_jsonl
-from bonbench.rewards.registry import get_reward_model
+from bonbench.core.data import read_jsonl
+from bonbench.plugins.rewards.registry import get_reward_model
 
 
 def load_avg() -> str:

@@ -16,7 +16,7 @@ variant does what ``pipeline.sample`` does with each yielded group: append it to
 
 The vLLM pair runs twice, each in its own subprocess (``LD_PRELOAD`` only takes effect when a
 process starts): with the preload off (``BONBENCH_NO_PRELOAD=1``, no tcmalloc) and on (the
-``LD_PRELOAD`` that ``bonbench.sampler.cpu_preload`` plans, i.e. what ``bonbench run`` uses); each
+``LD_PRELOAD`` that ``bonbench.plugins.samplers.cpu_preload`` plans, i.e. what ``bonbench run`` uses); each
 child reports whether tcmalloc is really mapped into it, and a combined summary comes last. Usage:
 
     python benchmarks/bench_sampler.py [--only vllm|hf] [--preload both|off|on] [--compile] [--rounds 2]
@@ -38,11 +38,11 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from bonbench.models import ResolvedModel, resolve_model
-from bonbench.records import Prompt, Sample
-from bonbench.sampler import cpu_preload
-from bonbench.sampler.base import SampleRequest, SamplingParams
-from bonbench.store import JsonlTable
+from bonbench.core.models import ResolvedModel, resolve_model
+from bonbench.core.records import Prompt, Sample
+from bonbench.plugins.samplers import cpu_preload
+from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.core.store import JsonlTable
 
 QUESTIONS = ["What is 12*13?", "What is 45+78?", "What is 9*9-7?", "What is 144/12?", "What is 3^4?", "What is 17+26?"]
 
@@ -117,7 +117,7 @@ VLLM_RATIOS = [("bonbench / raw n", 0, 1, "(goal >= 0.95x)"), ("bonbench / raw n
 
 def bench_vllm(model: ResolvedModel, requests: list[SampleRequest], params: SamplingParams, compile_: bool,
                rounds: int) -> tuple[dict[str, float], list[dict[str, float]]]:
-    from bonbench.sampler.vllm import VLLMSampler
+    from bonbench.plugins.samplers.vllm import VLLMSampler
 
     t0 = time.perf_counter()
     sampler = VLLMSampler(model, seed=params.seed, max_model_len=1024, enforce_eager=not compile_)
@@ -236,7 +236,7 @@ def run_vllm_configs(args: argparse.Namespace, configs: list[str]) -> None:
 def bench_hf(model: ResolvedModel, requests: list[SampleRequest], params: SamplingParams, rounds: int) -> None:
     import torch
 
-    from bonbench.sampler.hf import HFSampler
+    from bonbench.plugins.samplers.hf import HFSampler
 
     t0 = time.perf_counter()
     sampler = HFSampler(model, seed=params.seed, batch_size=64)

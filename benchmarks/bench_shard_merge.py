@@ -27,10 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from bonbench import models, runner
-from bonbench.sampler import select
-from bonbench.sampler.scripted import ScriptedSampler
-from bonbench.shard import ShardSpec
+from bonbench.core import models
+from bonbench.run import runner
+from bonbench.plugins.samplers import select
+from bonbench.plugins.samplers.scripted import ScriptedSampler
+from bonbench.pipeline.shard import ShardSpec
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from bonbench.records import Sample
-from bonbench.store import JsonlTable
+from bonbench.core.records import Sample
+from bonbench.core.store import JsonlTable
 
 
 def _rows(n: int, chars: int, seed: int = 0) -> list[Sample]:

@@ -41,8 +41,8 @@ def main() -> int:
 
     import trainer_plugin  # noqa: F401  (registers tiny_train)
 
-    from bonbench.trainer.config import TrainConfig
-    from bonbench.trainer.loop import Trainer, prepare
+    from bonbench.apps.trainer.config import TrainConfig
+    from bonbench.apps.trainer.loop import Trainer, prepare
 
     with tempfile.TemporaryDirectory() as tmp:
         model = None

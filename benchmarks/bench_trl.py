@@ -18,7 +18,7 @@ What differs (inherent to the two trainers, not settings):
 * TRL's RLOO always runs one extra no-grad forward over the rollout batch for the "old"
   log-probabilities of its (here inactive) ratio clip; bonbench takes them from the gradient pass.
 * Generation: TRL calls ``model.generate`` on the left-padded batch of all P*G prompts; bonbench's
-  hf sampler (``bonbench.sampler.hf``) on the live weights, with per-(step, problem, sample) seeds.
+  hf sampler (``bonbench.plugins.samplers.hf``) on the live weights, with per-(step, problem, sample) seeds.
 * bonbench re-tokenises each completion's text after the rendered prompt (the KL-scoring
   convention); TRL trains on the generated ids. Tokens are counted here the same way for both:
   the completion text re-tokenised without special tokens.
@@ -78,8 +78,8 @@ def peak_rss_gb() -> float:
 
 def _prompts(setup: Setup) -> tuple[Any, list[Any]]:
     """bonbench's IMDB train task and the prompts of every step, in bonbench's order."""
-    from bonbench.trainer.config import TrainConfig
-    from bonbench.trainer.loop import load_train_task, prompt_batch
+    from bonbench.apps.trainer.config import TrainConfig
+    from bonbench.apps.trainer.loop import load_train_task, prompt_batch
 
     cfg = TrainConfig(task="imdb", objective="mean", name="bench-trl", data_dir=setup.data_dir)
     task = load_train_task(cfg)
@@ -93,8 +93,8 @@ def _count_tokens(tokenizer: Any, completions: list[str]) -> int:
 
 def run_bonbench(setup: Setup) -> dict[str, Any]:
     """``bonbench train --objective mean`` driven step by step (the CLI's loop without saving)."""
-    from bonbench.trainer.config import TrainConfig
-    from bonbench.trainer.loop import Trainer, prepare
+    from bonbench.apps.trainer.config import TrainConfig
+    from bonbench.apps.trainer.loop import Trainer, prepare
 
     out = tempfile.mkdtemp(prefix="bench-trl-bonbench-")
     cfg = TrainConfig(task="imdb", objective="mean", name="bench", steps=setup.warmup + setup.steps,
@@ -125,8 +125,8 @@ def run_trl(setup: Setup) -> dict[str, Any]:
     from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-    from bonbench.models import resolve_model
-    from bonbench.rewards.imdb import build as build_reward
+    from bonbench.core.models import resolve_model
+    from bonbench.plugins.rewards.imdb import build as build_reward
 
     try:
         from trl import RLOOConfig, RLOOTrainer

@@ -3,7 +3,7 @@
 
 import sys
 
-from bonbench.cli import main
+from bonbench.apps.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

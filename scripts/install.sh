@@ -34,7 +34,7 @@ done
 
 apt_missing=()
 command -v bwrap >/dev/null 2>&1 || apt_missing+=(bubblewrap)
-# the same names the preload looks for (bonbench/sampler/cpu_preload.py); GPU machines do not need it
+# the same names the preload looks for (bonbench/plugins/samplers/cpu_preload.py); GPU machines do not need it
 ldcache="$(ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null || true)"
 if [ "$flavour" = cpu ] && ! grep -q 'libtcmalloc\(_minimal\)\?\.so\.4 ' <<<"$ldcache"; then
   apt_missing+=(libtcmalloc-minimal4)
@@ -66,7 +66,7 @@ fi
   || { echo "error: the install did not import cleanly; see the messages above" >&2; exit 1; }
 if [ "$flavour" = cpu ]; then
   # what `bonbench run --backend vllm` will preload (empty, with the reason, if nothing)
-  echo "vLLM CPU preload: LD_PRELOAD=$(.venv/bin/python -m bonbench.sampler.cpu_preload --print)" >&2
+  echo "vLLM CPU preload: LD_PRELOAD=$(.venv/bin/python -m bonbench.plugins.samplers.cpu_preload --print)" >&2
 fi
 
 if [ "$run_main" = 1 ]; then

@@ -39,7 +39,7 @@ export PYTHONPATH="$CODE${PYTHONPATH:+:$PYTHONPATH}"
 # (tests/test_leaderboard_runs.py checks every printed command against bonbench's own parsers)
 bb() {
   if [ -n "${DRY_RUN:-}" ]; then printf 'bonbench'; printf ' %q' "$@"; printf '\n'; return; fi
-  (set -x; nice -n "${NICE:-15}" "$PY" -m bonbench.cli "$@")
+  (set -x; nice -n "${NICE:-15}" "$PY" -m bonbench.apps.cli "$@")
 }
 
 CK="$OUT/checkpoints"

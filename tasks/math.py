@@ -15,7 +15,7 @@ and local runs of ``math`` do not share problem ids; MATH-500 has its ids in bot
 Filters ``level`` and ``subject`` select problems without changing any problem's prompt, so they
 stay out of ``hash_args`` (runs share samples); ``fewshot`` changes the base prompt and is hashed.
 
-This module loads and renders; grading is ``bonbench.graders.math.MathGrader``.
+This module loads and renders; grading is ``bonbench.plugins.graders.math.MathGrader``.
 """
 
 from __future__ import annotations
@@ -24,12 +24,12 @@ import hashlib
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
-from bonbench.errors import BonbenchError
-from bonbench.graders.math import MathGrader, extract_answer
-from bonbench.prompts import MATH_FEWSHOT, math_prompt
-from bonbench.records import Problem, Prompt
-from bonbench.registry import PromptStyle, Task, register_task
+from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
+from bonbench.core.errors import BonbenchError
+from bonbench.plugins.graders.math import MathGrader, extract_answer
+from bonbench.core.prompts import MATH_FEWSHOT, math_prompt
+from bonbench.core.records import Problem, Prompt
+from bonbench.api.task import PromptStyle, Task, register_task
 
 VERSION = 1
 PROMPT_ID = "math-prompt-v1"

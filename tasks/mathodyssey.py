@@ -38,11 +38,11 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
-from bonbench.errors import BonbenchError
-from bonbench.prompts import MATH_FEWSHOT
-from bonbench.records import Grade, Problem
-from bonbench.registry import Task, register_task
+from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
+from bonbench.core.errors import BonbenchError
+from bonbench.core.prompts import MATH_FEWSHOT
+from bonbench.core.records import Grade, Problem
+from bonbench.api.task import Task, register_task
 from bonbench_tasks.math import math_style_task
 
 TASK_NAME = "mathodyssey"
@@ -194,7 +194,7 @@ def abstention_reason(gold: str) -> str | None:
     answer from ``\\boxed{gold}`` or cannot canonicalise it); ``not self-equivalent`` (the gold,
     boxed and re-extracted, is not equivalent to itself); ``grader error: ...`` (it raised).
     """
-    from bonbench.graders.math import canonical_answer, extract_answer, is_equiv
+    from bonbench.plugins.graders.math import canonical_answer, extract_answer, is_equiv
 
     cleaned = clean_answer(gold)
     if not cleaned:

@@ -14,7 +14,7 @@ Prompts: base models get the standard 3-shot prompt (prompt-split tasks 2, 3, 4 
 variant) ending in ``[BEGIN]`` and stop at ``[DONE]``; chat models get the same task text and tests
 and are asked for a ```python block. Grading: code + setup + asserts run sandboxed with the entry
 point's calls recorded as plain data; a trusted run of reference code + setup + asserts replays them
-and its asserts decide (``bonbench.graders.replay``).
+and its asserts decide (``bonbench.plugins.graders.replay``).
 
 This module does not execute anything itself.
 """
@@ -27,12 +27,12 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
-from bonbench.errors import BonbenchError
-from bonbench.graders.code import CodeGrader, ExecCase, default_cache_dir, extract_code
-from bonbench.graders.replay import CallTest
-from bonbench.records import Problem, Prompt
-from bonbench.registry import PromptStyle, Task, register_task
+from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
+from bonbench.core.errors import BonbenchError
+from bonbench.plugins.graders.code import CodeGrader, ExecCase, default_cache_dir, extract_code
+from bonbench.plugins.graders.replay import CallTest
+from bonbench.core.records import Problem, Prompt
+from bonbench.api.task import PromptStyle, Task, register_task
 
 TASK_NAME = "mbpp"
 VERSION = 1

@@ -14,7 +14,7 @@ test calls the function (``Solution().<fn_name>`` when the starter code has ``cl
 the JSON-decoded argument list; tuples in the result become lists, and the result passes if it
 equals the expected value or, when that is a non-empty list, its first element (TACO wraps
 single return values in a list). The call runs in the sandbox with its result recorded as plain
-data; the comparison runs in a trusted process (``bonbench.graders.replay``), and the expected value
+data; the comparison runs in a trusted process (``bonbench.plugins.graders.replay``), and the expected value
 never enters the sandbox. Programs get TACO's usual standard-library imports prepended
 (``typing.List`` for LeetCode signatures, ``math``, ``collections`` ...; numpy is not available).
 
@@ -29,12 +29,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bonbench.data import file_fingerprint, load_hub, read_jsonl, resolve_data_dir
-from bonbench.errors import BonbenchError
-from bonbench.graders.code import CodeGrader, ExecCase, default_cache_dir
-from bonbench.graders.replay import CallTest
-from bonbench.records import Problem
-from bonbench.registry import Task, register_task
+from bonbench.core.data import file_fingerprint, load_hub, read_jsonl, resolve_data_dir
+from bonbench.core.errors import BonbenchError
+from bonbench.plugins.graders.code import CodeGrader, ExecCase, default_cache_dir
+from bonbench.plugins.graders.replay import CallTest
+from bonbench.core.records import Problem
+from bonbench.api.task import Task, register_task
 from bonbench_tasks.code_contests import build_stdin_jobs, float_tolerance, limits, render_stdin, solution_code
 
 TASK_NAME = "taco"

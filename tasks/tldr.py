@@ -10,7 +10,7 @@ at a newline; chat models are asked for a one-sentence summary.
 Source: ``tldr/oai_ppo1.3b_samples.jsonl`` under the data dir (1,945 posts), else the hub
 ``trl-lib/tldr`` (fields ``prompt``, ``completion``), split ``-T split`` (default ``test``).
 
-Grading: ``bonbench.rewards.RewardGrader`` on ``-T reward_model`` (default ``tldr-proxy-eval``, the
+Grading: ``bonbench.plugins.rewards.RewardGrader`` on ``-T reward_model`` (default ``tldr-proxy-eval``, the
 offline evaluation proxy: see docs/rewards.md for what it measures; a real reward model such as a
 Pythia TL;DR RM is ``hf:<hub id or folder>``). Keep it different from any reward a policy was
 trained on (``tldr-proxy-train`` is the training proxy). This module does not score anything itself.
@@ -21,10 +21,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bonbench.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
-from bonbench.errors import BonbenchError
-from bonbench.records import Problem, Prompt
-from bonbench.registry import PromptStyle, Task, register_task
+from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Problem, Prompt
+from bonbench.api.task import PromptStyle, Task, register_task
 
 TASK_NAME = "tldr"
 VERSION = 1
@@ -69,8 +69,8 @@ def tldr_task(data_dir: Path | None = None, split: str = "test", max_new_tokens:
     root = resolve_data_dir(data_dir)
     rows, fingerprint = _rows(root, split)
     problems = tuple(to_problem(r, f"{split}/{i}") for i, r in enumerate(rows))
-    from bonbench.rewards.base import RewardGrader
-    from bonbench.rewards.registry import get_reward_model
+    from bonbench.plugins.rewards.base import RewardGrader
+    from bonbench.plugins.rewards.registry import get_reward_model
 
     grader = RewardGrader(get_reward_model(reward_model, data_dir=root))
     return Task(name=TASK_NAME, version=VERSION, problems=problems, render=render, grader=grader, prompt_id=PROMPT_ID,

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from bonbench import ray_cluster
-from bonbench.records import Problem, Sample
-from bonbench.sampler.base import SampleRequest, SamplingParams
-from bonbench.sampler.ray_backend import SamplerSpec
-from bonbench.sampler.scripted import ScriptedSampler
+from bonbench.core import ray_cluster
+from bonbench.core.records import Problem, Sample
+from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.plugins.samplers.ray_backend import SamplerSpec
+from bonbench.plugins.samplers.scripted import ScriptedSampler
 
 
 def math_script(problems: Sequence[Problem]) -> dict[str, list[str]]:

@@ -12,17 +12,17 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import toy_plugin  # noqa: E402  (registers the toy task)
 
-import bonbench.models  # noqa: E402
-import bonbench.sampler.select  # noqa: E402
-from bonbench import cli  # noqa: E402
+import bonbench.core.models  # noqa: E402
+import bonbench.plugins.samplers.select  # noqa: E402
+from bonbench.apps import cli  # noqa: E402
 
 
 def main() -> int:
     delay = float(sys.argv[1])
     args = sys.argv[sys.argv.index("--") + 1:]
-    bonbench.models.resolve_model = lambda name: bonbench.models.ResolvedModel(  # type: ignore[assignment]
+    bonbench.core.models.resolve_model = lambda name: bonbench.core.models.ResolvedModel(  # type: ignore[assignment]
         name="toy-model", path="toy-model", is_chat=False, fingerprint="toy", revision=None)
-    bonbench.sampler.select.get_sampler = lambda *a, **k: toy_plugin.SlowScripted(delay)  # type: ignore[assignment]
+    bonbench.plugins.samplers.select.get_sampler = lambda *a, **k: toy_plugin.SlowScripted(delay)  # type: ignore[assignment]
     return cli.main(args)
 
 

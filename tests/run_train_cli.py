@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
 
-from bonbench import cli  # noqa: E402
+from bonbench.apps import cli  # noqa: E402
 
 if __name__ == "__main__":
     args = sys.argv[1:]

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.analysis.fits import (FitError, coscaling, extrapolation_check, fit_power_law, fit_temperatures,
+from bonbench.apps.analysis.fits import (FitError, coscaling, extrapolation_check, fit_power_law, fit_temperatures,
                                     log_spaced_ks, optimal_temperature)
-from bonbench.analysis.synthetic import power_law_curve, write_sweep_file, write_synthetic_run
+from bonbench.apps.analysis.synthetic import power_law_curve, write_sweep_file, write_synthetic_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -154,7 +154,7 @@ def _two_temperature_sweep(root: Path, P: int = 40, n: int = 8) -> list[Path]:
 
 
 def test_coscaling_from_run_directories_and_tolerance(tmp_path: Path) -> None:
-    from bonbench.analysis.rundir import load_run, per_problem_curves
+    from bonbench.apps.analysis.rundir import load_run, per_problem_curves
 
     runs = [load_run(d) for d in _two_temperature_sweep(tmp_path)]
     Ns = [1, 2, 4, 8]
@@ -175,7 +175,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 def test_report_for_a_sweep_embeds_valid_pngs_and_tables(tmp_path: Path) -> None:
-    from bonbench.analysis.cli import main
+    from bonbench.apps.analysis.cli import main
 
     runs = _two_temperature_sweep(tmp_path / "results")
     sweep = write_sweep_file(tmp_path / "sweep", runs)
@@ -198,7 +198,7 @@ def test_report_for_a_sweep_embeds_valid_pngs_and_tables(tmp_path: Path) -> None
 
 
 def test_plot_rejects_a_path_that_is_not_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bonbench.analysis.cli import main
+    from bonbench.apps.analysis.cli import main
 
     assert main(["plot", str(tmp_path / "nope")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -211,7 +211,7 @@ def test_plot_reads_a_real_pipeline_sweep(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from bonbench.analysis.cli import main
+    from bonbench.apps.analysis.cli import main
 
     here = Path(__file__).parent
     proc = subprocess.run([sys.executable, str(here / "run_toy_cli.py"), "0", "--", "run", "--task", "toy", "--backend",

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.analysis.fits import FitError, log_spaced_ks
-from bonbench.analysis.laws import (DEFAULT_FAMILIES, EXP_POWER, EXP_POWER_LINEAR, FAMILIES, POWER_LINEAR,
+from bonbench.apps.analysis.fits import FitError, log_spaced_ks
+from bonbench.apps.analysis.laws import (DEFAULT_FAMILIES, EXP_POWER, EXP_POWER_LINEAR, FAMILIES, POWER_LINEAR,
                                     exp_power_linear_curve, fit_law, power_linear_curve, select_family)
-from bonbench.analysis.synthetic import power_law_curve, write_sweep_file, write_synthetic_run
-from bonbench.analysis.temperature import (analyse_sweep, continuous_optimal_temperature, fit_parameter_trends,
+from bonbench.apps.analysis.synthetic import power_law_curve, write_sweep_file, write_synthetic_run
+from bonbench.apps.analysis.temperature import (analyse_sweep, continuous_optimal_temperature, fit_parameter_trends,
                                            fit_t_star, fits_of, sweep_family, t_star_curve)
 
 K = np.arange(1, 257)
@@ -213,8 +213,8 @@ def _bon_sweep(root: Path, P: int = 40, n: int = 32) -> list[Path]:
 
 
 def test_kind_curve_rebuilds_bon_for_any_verifier(tmp_path: Path) -> None:
-    from bonbench.analysis.rundir import bon_verifier, kind_curve, load_run
-    from bonbench.errors import BonbenchError
+    from bonbench.apps.analysis.rundir import bon_verifier, kind_curve, load_run
+    from bonbench.core.errors import BonbenchError
 
     run = load_run(_bon_sweep(tmp_path)[0])
     assert bon_verifier(run) == "synthetic"  # the one metrics.json names
@@ -234,7 +234,7 @@ def test_kind_curve_rebuilds_bon_for_any_verifier(tmp_path: Path) -> None:
 
 def test_plot_bon_with_a_learned_verifier_writes_the_new_fields(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from bonbench.analysis.cli import main
+    from bonbench.apps.analysis.cli import main
 
     sweep = write_sweep_file(tmp_path / "sweep", _bon_sweep(tmp_path / "results"))
     out = tmp_path / "report"

@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from bonbench.analysis.synthetic import write_synthetic_run
-from bonbench.cli import main
+from bonbench.apps.analysis.synthetic import write_synthetic_run
+from bonbench.apps.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 ROOT = os.geteuid() == 0

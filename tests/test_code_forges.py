@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.graders.code import CodeGrader, ExecCase
-from bonbench.records import Sample
-from bonbench.registry import Task, get_task
+from bonbench.plugins.graders.code import CodeGrader, ExecCase
+from bonbench.core.records import Sample
+from bonbench.api.task import Task, get_task
 from bonbench_tasks.humaneval import program_source
 
 # Wrong solutions of HumanEval/0 (has_close_elements) and HumanEval/2 (truncate_number), each with a
@@ -125,7 +125,7 @@ def test_answer_reading_candidates_fool_the_single_process_harness(humaneval: Ta
 
 def test_answer_reading_candidates_are_graded_wrong(humaneval: Task) -> None:
     """The recording process runs the test with its asserts reduced to the candidate's calls
-    (bonbench.graders.blind): the expected values are not in its source or its code objects."""
+    (bonbench.plugins.graders.blind): the expected values are not in its source or its code objects."""
     problems = {p.id: p for p in humaneval.problems}
     samples = [Sample("HumanEval/2", i, c, 1, "stop") for i, c in enumerate(READ_ANSWERS.values())]
     grades = humaneval.grader.grade(problems, samples)
@@ -133,7 +133,7 @@ def test_answer_reading_candidates_are_graded_wrong(humaneval: Task) -> None:
 
 
 def test_every_humaneval_test_is_blinded_without_its_expected_values(humaneval: Task) -> None:
-    from bonbench.graders.blind import blind_asserts
+    from bonbench.plugins.graders.blind import blind_asserts
     from bonbench_tasks.humaneval import call_test
 
     for problem in humaneval.problems:

@@ -1,4 +1,4 @@
-"""bonbench.graders.code: sentinel harness against pass-forging tricks, output comparison, extraction,
+"""bonbench.plugins.graders.code: sentinel harness against pass-forging tricks, output comparison, extraction,
 caching and grade shape. Executions go through the real sandbox (bubblewrap)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.graders.code import (
+from bonbench.plugins.graders.code import (
     CodeGrader,
     ExecCase,
     NoCode,
@@ -16,7 +16,7 @@ from bonbench.graders.code import (
     outputs_match,
     truncate_at_stop,
 )
-from bonbench.records import Problem, Sample
+from bonbench.core.records import Problem, Sample
 
 TESTS = "assert add(1, 2) == 3\nassert add(2, 2) == 4\n"
 CORRECT = "def add(a, b):\n    return a + b\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.registry import get_task
+from bonbench.api.task import get_task
 
 SLEEP_S = 4.0
 
@@ -31,7 +31,7 @@ def test_sigint_stops_grading_and_keeps_finished_grades(data_dir: Path, tmp_path
     samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "results"
     env = dict(os.environ, BONBENCH_EXEC_CACHE=str(tmp_path / "exec"), PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "bonbench.cli", "score", "--samples", str(samples), "--task", "humaneval",
+    cmd = [sys.executable, "-m", "bonbench.apps.cli", "score", "--samples", str(samples), "--task", "humaneval",
            "--data-dir", str(data_dir), "--limit", str(len(problems)), "--out", str(out), "--metric", "pass@1",
            "-T", f"exec_cache={tmp_path / 'exec'}", "-T", "workers=2", "-T", "timeout_s=30"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,4 +1,4 @@
-"""bonbench.graders.replay through the real grader: the plain-data codec keeps Python's comparison
+"""bonbench.plugins.graders.replay through the real grader: the plain-data codec keeps Python's comparison
 semantics (tuple vs list, exact floats, big ints, containers, exceptions), refuses look-alikes, and
 the record/replay verdicts equal the single-process harness's on real MBPP references and wrong
 answers (the verdicts the redesign must not change)."""
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.graders.code import CodeGrader, ExecCase
-from bonbench.graders.replay import CallTest
-from bonbench.records import Sample
-from bonbench.registry import get_task
+from bonbench.plugins.graders.code import CodeGrader, ExecCase
+from bonbench.plugins.graders.replay import CallTest
+from bonbench.core.records import Sample
+from bonbench.api.task import get_task
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +54,7 @@ def test_trusted_run_checks_arguments_names_and_length() -> None:
     """Recordings handed straight to the trusted program: only the honest one passes."""
     from bonbench_sandbox import execute
 
-    from bonbench.graders.replay import RECORDINGS_FILE, parse_verdicts, recordings_file, trusted_program
+    from bonbench.plugins.graders.replay import RECORDINGS_FILE, parse_verdicts, recordings_file, trusted_program
 
     test = CallTest(names=("f",), tests="assert f(1) == 2\nassert f(2) == 3\n")
     good = [{"f": "f", "a": [[1], {"$d": []}], "r": 2}, {"f": "f", "a": [[2], {"$d": []}], "r": 3}]

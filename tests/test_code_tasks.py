@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.graders.code import HUMANEVAL_STOP
-from bonbench.records import Grade, Problem, Sample
-from bonbench.registry import Task, get_task
-from bonbench.readers import read_samples
+from bonbench.plugins.graders.code import HUMANEVAL_STOP
+from bonbench.core.records import Grade, Problem, Sample
+from bonbench.api.task import Task, get_task
+from bonbench.pipeline.readers import read_samples
 
 FIXTURE = Path(__file__).parent / "data" / "taco_fixture.jsonl"
 
@@ -209,7 +209,7 @@ def test_code_contests_sample(data_dir: Path, tmp_path: Path) -> None:
 
 
 def test_code_contests_offline_rejects_test_subsets(data_dir: Path) -> None:
-    from bonbench.errors import BonbenchError
+    from bonbench.core.errors import BonbenchError
 
     with pytest.raises(BonbenchError, match="tests=all"):
         get_task("code_contests", data_dir=str(data_dir), tests="public")
@@ -271,7 +271,7 @@ def test_taco_correct_and_wrong(taco: Task) -> None:
 
 
 def test_taco_filters_and_missing_file(taco: Task, tmp_path: Path) -> None:
-    from bonbench.errors import BonbenchError
+    from bonbench.core.errors import BonbenchError
 
     assert [p.id for p in taco.problems] == ["taco/0", "taco/1", "taco/2", "taco/3"]
     root = tmp_path / "data"

@@ -1,4 +1,4 @@
-"""The tcmalloc preload for vLLM's CPU backend (bonbench/sampler/cpu_preload.py).
+"""The tcmalloc preload for vLLM's CPU backend (bonbench/plugins/samplers/cpu_preload.py).
 
 Fast tests: the decision (which libraries, opt-out, already set, CUDA, loop guard), the library
 search, a real re-exec of a small Python process (tcmalloc must then be mapped into it), the loop
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from bonbench.sampler import cpu_preload
-from bonbench.sampler.cpu_preload import (
+from bonbench.plugins.samplers import cpu_preload
+from bonbench.plugins.samplers.cpu_preload import (
     GUARD_ENV,
     IOMP_ENV,
     OPT_OUT_ENV,
@@ -125,7 +125,7 @@ def test_mapped_libraries_reads_proc_maps() -> None:
 
 _SCRIPT = r"""
 import os, sys
-from bonbench.sampler import cpu_preload
+from bonbench.plugins.samplers import cpu_preload
 if os.environ.get("FAKE_LIB"):
     cpu_preload.find_library = lambda names, *a, **k: os.environ["FAKE_LIB"]
 plan = cpu_preload.maybe_reexec_with_preload()
@@ -183,15 +183,15 @@ def test_loop_guard_when_the_loader_refuses_the_library(tmp_path: Path) -> None:
 
 
 def test_print_wrapper_prints_the_value_or_nothing(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "bonbench.sampler.cpu_preload", "--print"], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "bonbench.plugins.samplers.cpu_preload", "--print"], capture_output=True,
                           text=True, timeout=60, env=_child_env(BONBENCH_NO_PRELOAD="1"))
     assert proc.returncode == 0 and proc.stdout == "\n" and "BONBENCH_NO_PRELOAD=1" in proc.stderr
 
 
 @needs_tcmalloc
 def test_command_wrapper_runs_the_command_with_tcmalloc(tmp_path: Path) -> None:
-    code = "from bonbench.sampler.cpu_preload import tcmalloc_mapped; print(tcmalloc_mapped())"
-    proc = subprocess.run([sys.executable, "-m", "bonbench.sampler.cpu_preload", sys.executable, "-c", code],
+    code = "from bonbench.plugins.samplers.cpu_preload import tcmalloc_mapped; print(tcmalloc_mapped())"
+    proc = subprocess.run([sys.executable, "-m", "bonbench.plugins.samplers.cpu_preload", sys.executable, "-c", code],
                           capture_output=True, text=True, timeout=60, env=_child_env())
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True"
@@ -207,19 +207,19 @@ def cli_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Run cli.main on the toy task with a scripted stand-in sampler and record preload calls."""
     import toy_plugin  # noqa: F401  (registers the toy task)
 
-    import bonbench.models
-    import bonbench.sampler.select
+    import bonbench.core.models
+    import bonbench.plugins.samplers.select
 
     calls: list[str] = []
-    monkeypatch.setattr(bonbench.models, "resolve_model", lambda name: bonbench.models.ResolvedModel(
+    monkeypatch.setattr(bonbench.core.models, "resolve_model", lambda name: bonbench.core.models.ResolvedModel(
         name="toy-model", path="toy-model", is_chat=False, fingerprint="toy", revision=None))
-    monkeypatch.setattr(bonbench.sampler.select, "get_sampler", lambda *a, **k: toy_plugin.SlowScripted(0.0))
+    monkeypatch.setattr(bonbench.plugins.samplers.select, "get_sampler", lambda *a, **k: toy_plugin.SlowScripted(0.0))
     monkeypatch.setattr(cpu_preload, "maybe_reexec_with_preload", lambda **k: calls.append("reexec"))
     return calls
 
 
 def _toy(tmp_path: Path, *extra: str) -> int:
-    from bonbench import cli
+    from bonbench.apps import cli
 
     return cli.main(["run", "--task", "toy", "--metric", "pass@2", "--out", str(tmp_path / "results"), *extra])
 
@@ -242,7 +242,7 @@ def test_cli_preloads_only_when_vllm_has_samples_to_draw(cli_calls: list[str], t
 @needs_tcmalloc
 def test_bonbench_vllm_run_has_tcmalloc_in_the_engine_process(tmp_path: Path, data_dir: Path) -> None:
     """`bonbench run --backend vllm`: the process that holds the engine has tcmalloc mapped."""
-    cmd = [sys.executable, "-m", "bonbench.cli", "run", "--task", "math", "--limit", "1", "--n", "2", "--metric", "pass@1,2", "--max-tokens", "8",
+    cmd = [sys.executable, "-m", "bonbench.apps.cli", "run", "--task", "math", "--limit", "1", "--n", "2", "--metric", "pass@1,2", "--max-tokens", "8",
            "--backend", "vllm", "--data-dir", str(data_dir), "--out", str(tmp_path / "results")]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env())
     seen_engine_with_tcmalloc = seen_engine = False

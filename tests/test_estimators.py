@@ -14,9 +14,9 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from bonbench import estimators, estimators_checks, estimators_maj
-from bonbench.errors import BonbenchError
-from bonbench.estimators import (
+from bonbench.metrics import estimators, checks as estimators_checks, maj as estimators_maj
+from bonbench.core.errors import BonbenchError
+from bonbench.metrics.estimators import (
     MetricSpec,
     ProblemOutcome,
     bon_at_k,
@@ -171,7 +171,7 @@ def test_maj_both_level_strategies_match_brute_force(band_terms: int, brute: lis
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """maj@k sums a band of levels either as one tensor or level by level (polynomial products);
     force each strategy everywhere, on the small cases and on larger ones with several bands."""
-    # patched where the machinery reads it (bonbench.estimators only re-exports maj@k)
+    # patched where the machinery reads it (bonbench.metrics.estimators only re-exports maj@k)
     monkeypatch.setattr(estimators_maj, "_BAND_TERMS_PER_LEVEL", band_terms)
     estimators_maj._WINS_CACHE.clear()
     try:
@@ -481,7 +481,7 @@ def test_metric_sort_key_orders_kinds_then_k_then_groups_then_task_metrics() -> 
 
 
 def test_estimators_reexports_the_maj_module_without_a_cycle() -> None:
-    # the names callers import from bonbench.estimators are the maj module's own objects (so the
+    # the names callers import from bonbench.metrics.estimators are the maj module's own objects (so the
     # benchmark's _WINS_CACHE.clear() empties the cache the machinery uses)
     for name in ("maj_at_k", "maj_curve", "FLOAT64_MAX_N", "_WINS_CACHE", "_maj_terms"):
         assert getattr(estimators, name) is getattr(estimators_maj, name), name
@@ -489,8 +489,8 @@ def test_estimators_reexports_the_maj_module_without_a_cycle() -> None:
     import ast
     from pathlib import Path
 
-    for module, forbidden in ((estimators_checks, {"bonbench.estimators", "bonbench.estimators_maj"}),
-                              (estimators_maj, {"bonbench.estimators"})):
+    for module, forbidden in ((estimators_checks, {"bonbench.metrics.estimators", "bonbench.metrics.maj"}),
+                              (estimators_maj, {"bonbench.metrics.estimators"})):
         tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from bonbench.analysis.frontier import PlanePoint, bon_curves, bon_reference_rows, pareto_front, plane_points
-from bonbench.analysis.plots import plot_reward_kl
-from bonbench.analysis.rundir import Curve, Metric, RunData, load_run
-from bonbench.estimators import pass_curve
-from bonbench.cli import main
+from bonbench.apps.analysis.frontier import PlanePoint, bon_curves, bon_reference_rows, pareto_front, plane_points
+from bonbench.apps.analysis.plots import plot_reward_kl
+from bonbench.apps.analysis.rundir import Curve, Metric, RunData, load_run
+from bonbench.metrics.estimators import pass_curve
+from bonbench.apps.cli import main
 
 
 def _point(i: int, kl: float, reward: float) -> PlanePoint:
@@ -127,7 +127,7 @@ def test_bon_curve_is_the_references_own_max_curve_at_the_analytic_kl() -> None:
 
 def test_report_has_the_plane_and_the_references_for_an_imdb_run(tmp_path: Path, data_dir: Path,
                                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from bonbench.registry import get_task
+    from bonbench.api.task import get_task
 
     problems = get_task("imdb", data_dir=str(data_dir), n_prompts=6).problems
     texts = [" is wonderful, I loved it.", " is awful and boring.", " was fine, I guess.", " is a moving masterpiece.",

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.errors import BonbenchError
-from bonbench.graders.math import MathGrader
-from bonbench.records import Grade, Problem, Sample
+from bonbench.core.errors import BonbenchError
+from bonbench.plugins.graders.math import MathGrader
+from bonbench.core.records import Grade, Problem, Sample
 from bonbench_tasks import functional_math as fm
 
 SNAPS = fm.SNAPSHOTS
@@ -375,7 +375,7 @@ def test_cis_come_from_the_shared_bootstrap_with_the_given_seed() -> None:
     """Static and functional intervals are ``bootstrap_ci`` of the per-id values (same seed, same
     resamples); the gap's is that of its linearisation, which agrees with a percentile bootstrap of
     the ratio itself (the same resamples) to within 0.05 points on 1,745 ids."""
-    from bonbench.estimators import bootstrap_ci
+    from bonbench.metrics.estimators import bootstrap_ci
 
     grades = _random_grades(1745, 4, seed=1)
     m = _functional(grades, seed=7)
@@ -476,7 +476,7 @@ def test_renders_with_the_math_task_prompts(task) -> None:
 
 
 def test_registered_and_t_args_coerce(data_dir: Path) -> None:
-    from bonbench.registry import get_task, task_names
+    from bonbench.api.task import get_task, task_names
 
     assert "functional_math" in task_names()
     t = get_task("functional_math", data_dir=str(data_dir), snapshots="Oct-2023", level="Level 3", subject="Prealgebra")
@@ -493,10 +493,10 @@ def test_pipeline_end_to_end_with_scripted_completions(data_dir: Path, tmp_path:
     import hashlib
     import json
 
-    from bonbench import pipeline
-    from bonbench.config import RunConfig
-    from bonbench.estimators import ProblemOutcome, compute_metrics, parse_metrics
-    from bonbench.sampler.scripted import ScriptedSampler
+    from bonbench.pipeline import stages as pipeline
+    from bonbench.core.config import RunConfig
+    from bonbench.metrics.estimators import ProblemOutcome, compute_metrics, parse_metrics
+    from bonbench.plugins.samplers.scripted import ScriptedSampler
 
     t = fm.functional_math_task(data_dir=data_dir, level=1, subject="algebra")
     targets = {p.id: p.target for p in t.problems}
@@ -572,8 +572,8 @@ def test_a_withheld_gap_reads_as_nan_and_prints_as_withheld(tmp_path: Path) -> N
 
     from rich.console import Console
 
-    from bonbench.analysis.rundir import load_run
-    from bonbench.report import print_metrics
+    from bonbench.apps.analysis.rundir import load_run
+    from bonbench.pipeline.report import print_metrics
 
     m = fm.functional_metrics(_table({_uid("A"): _all_solved(True), _uid("E"): {"static": [True]}}), SNAPS,
                               n_boot=50, seed=0)

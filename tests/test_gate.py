@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
-from bonbench.analysis.gate import compare_metric, paired_test, verdict
-from bonbench.analysis.rundir import Metric
-from bonbench.analysis.synthetic import per_problem_pass, write_synthetic_run
-from bonbench.errors import BonbenchError
+from bonbench.apps.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
+from bonbench.apps.analysis.gate import compare_metric, paired_test, verdict
+from bonbench.apps.analysis.rundir import Metric
+from bonbench.apps.analysis.synthetic import per_problem_pass, write_synthetic_run
+from bonbench.core.errors import BonbenchError
 
 ALPHA = 0.05
 P, N = 500, 16
@@ -175,12 +175,12 @@ def test_committed_math_baseline_is_reproduced_by_the_pipeline_and_passes_the_ga
     sample; test/algebra/2.json has none right. Real MATH problems, the MATH grader and the pipeline
     with the baseline's seed and the CLI's default bootstrap size must give exactly its metrics and
     per-problem values, and `bonbench gate` must pass on the run."""
-    from bonbench import pipeline
-    from bonbench.cli import main as bonbench_main
-    from bonbench.config import RunConfig
-    from bonbench.estimators import parse_metrics
-    from bonbench.records import Sample
-    from bonbench.registry import get_task, get_verifier
+    from bonbench.pipeline import stages as pipeline
+    from bonbench.apps.cli import main as bonbench_main
+    from bonbench.core.config import RunConfig
+    from bonbench.metrics.estimators import parse_metrics
+    from bonbench.core.records import Sample
+    from bonbench.api.task import get_task, get_verifier
 
     base = json.loads(BASELINE.read_text())
     c = base["config"]

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
-from bonbench.analysis.synthetic import write_synthetic_run
+from bonbench.apps.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
+from bonbench.apps.analysis.synthetic import write_synthetic_run
 
 
 def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
@@ -25,11 +25,11 @@ def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
 def _math_run(data_dir: Path, out: Path, split: str, limit: int) -> Path:
     """A scored MATH run of ``split`` (first ``limit`` problems) through the real task, grader and
     pipeline; the samples are scripted: the first two of four answer with the gold answer."""
-    from bonbench import pipeline
-    from bonbench.config import RunConfig
-    from bonbench.estimators import parse_metrics
-    from bonbench.records import Sample
-    from bonbench.registry import get_task
+    from bonbench.pipeline import stages as pipeline
+    from bonbench.core.config import RunConfig
+    from bonbench.metrics.estimators import parse_metrics
+    from bonbench.core.records import Sample
+    from bonbench.api.task import get_task
 
     task = get_task("math", data_dir=str(data_dir), split=split)
     cfg = RunConfig(task="math", model="org/m", backend="scripted", n=4, limit=limit, task_args={"split": split},
@@ -157,8 +157,8 @@ def test_a_checkpoint_folder_is_not_a_run(tmp_path: Path, capsys: pytest.Capture
     capsys.readouterr()
     assert main(["gate", "--baseline", str(baseline), "--run", str(ckpt)]) == GATE_ERROR
     assert "--task synthetic --model" in _one_error_line(capsys)
-    from bonbench.analysis.leaderboard import build_leaderboard
-    from bonbench.errors import BonbenchError
+    from bonbench.apps.analysis.leaderboard import build_leaderboard
+    from bonbench.core.errors import BonbenchError
 
     with pytest.raises(BonbenchError, match="is a model checkpoint, not a run directory"):
         build_leaderboard(tmp_path, base="synthetic/model", base_runs=[ckpt])
@@ -185,7 +185,7 @@ def test_a_read_only_out_as_root_is_simulated(tmp_path: Path, capsys: pytest.Cap
     read-only mount: one line, exit 2, the old file kept."""
     import errno
 
-    from bonbench import outputs
+    from bonbench.core import outputs
 
     run = write_synthetic_run(tmp_path, np.full(20, 0.5), n=2, n_boot=20)
     old = tmp_path / "b.json"

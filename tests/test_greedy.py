@@ -18,15 +18,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from test_sampler_hf import build_tiny_model  # noqa: E402
 
-from bonbench import runner  # noqa: E402
-from bonbench.cli import main  # noqa: E402
-from bonbench.config import config_hash  # noqa: E402
-from bonbench.errors import BonbenchError  # noqa: E402
-from bonbench.records import Grade, Problem, Prompt, Sample  # noqa: E402
-from bonbench.registry import Task, register_task  # noqa: E402
-from bonbench.sampler import select  # noqa: E402
-from bonbench.sampler.base import SampleRequest, SamplingParams  # noqa: E402
-from bonbench.sampler.scripted import ScriptedSampler  # noqa: E402
+from bonbench.run import runner  # noqa: E402
+from bonbench.apps.cli import main  # noqa: E402
+from bonbench.core.config import config_hash  # noqa: E402
+from bonbench.core.errors import BonbenchError  # noqa: E402
+from bonbench.core.records import Grade, Problem, Prompt, Sample  # noqa: E402
+from bonbench.api.task import Task, register_task  # noqa: E402
+from bonbench.plugins.samplers import select  # noqa: E402
+from bonbench.api.sampler import SampleRequest, SamplingParams  # noqa: E402
+from bonbench.plugins.samplers.scripted import ScriptedSampler  # noqa: E402
 
 WORDS = ["abc", "dd e", "cab a", "e:P", "b b"]
 
@@ -190,7 +190,7 @@ def test_openai_backend_sends_temperature_0(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_vllm_request_at_temperature_0_is_greedy() -> None:
     """The vLLM request a greedy run sends is vLLM's greedy sampling type (argmax; top-p unused)."""
-    from bonbench.sampler.vllm import VLLMSampler, import_vllm
+    from bonbench.plugins.samplers.vllm import VLLMSampler, import_vllm
 
     vllm = import_vllm()
     sampler = object.__new__(VLLMSampler)  # no engine: only the request-building method is exercised

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from bonbench.cli import main
-from bonbench.errors import BonbenchError
-from bonbench.readers import read_samples
-from bonbench.registry import get_task
+from bonbench.apps.cli import main
+from bonbench.core.errors import BonbenchError
+from bonbench.pipeline.readers import read_samples
+from bonbench.api.task import get_task
 
 
 @pytest.fixture(scope="module")
@@ -338,7 +338,7 @@ def test_lm_eval_two_filters_count_each_generation_once(tmp_path: Path, data_dir
 
 
 def test_lm_eval_greedy_rows_record_temperature_zero(tmp_path: Path, data_dir: Path) -> None:
-    from bonbench.runner import imported_settings
+    from bonbench.run.runner import imported_settings
 
     assert imported_settings({"until": "Q:", "do_sample": False, "temperature": 0.7})["temperature"] == 0.0
     assert imported_settings({"until": "Q:"})["stop"] == ("Q:",)
@@ -368,7 +368,7 @@ def test_runs_imported_before_unknown_settings_still_rescore(tmp_path: Path, dat
     hashed config) keeps its run id and rescoring it works."""
     import shutil
 
-    from bonbench.config import RunConfig, config_hash
+    from bonbench.core.config import RunConfig, config_hash
 
     path = _jsonl(tmp_path / "he.jsonl", [{"task_id": r["task_id"], "completion": r["canonical_solution"]} for r in he_rows[:2]])
     code, out, err = _score(tmp_path, data_dir, capsys, "--task", "humaneval", "--samples", str(path))

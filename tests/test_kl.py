@@ -16,12 +16,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from test_sampler_hf import SPECIALS, build_tiny_model  # noqa: E402
 
-from bonbench import runner  # noqa: E402
-from bonbench.errors import BonbenchError  # noqa: E402
-from bonbench.records import Problem, Prompt  # noqa: E402
-from bonbench.registry import Task, register_task  # noqa: E402
-from bonbench.sampler import select  # noqa: E402
-from bonbench.sampler.scripted import ScriptedSampler  # noqa: E402
+from bonbench.run import runner  # noqa: E402
+from bonbench.core.errors import BonbenchError  # noqa: E402
+from bonbench.core.records import Problem, Prompt  # noqa: E402
+from bonbench.api.task import Task, register_task  # noqa: E402
+from bonbench.plugins.samplers import select  # noqa: E402
+from bonbench.plugins.samplers.scripted import ScriptedSampler  # noqa: E402
 
 
 class _Exact:
@@ -29,7 +29,7 @@ class _Exact:
     version = 1
 
     def grade(self, problems, samples):  # type: ignore[no-untyped-def]
-        from bonbench.records import Grade
+        from bonbench.core.records import Grade
 
         return [Grade(s.problem_id, s.sample_idx, self.name, 1, correct=s.completion.startswith("a")) for s in samples]
 

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from bonbench.metricinfo import CLOSED_FORM_FOOTNOTE, KL_FOOTNOTE, LOWER, footnotes, metric_info
+from bonbench.metrics.info import CLOSED_FORM_FOOTNOTE, KL_FOOTNOTE, LOWER, footnotes, metric_info
 
 
 def test_the_mean_log_ratio_is_unbiased_and_often_negative_near_zero_kl() -> None:
@@ -43,8 +43,8 @@ def test_metric_directions_and_closed_forms() -> None:
 def test_the_html_report_explains_a_negative_kl(tmp_path) -> None:  # noqa: ANN001 - pytest fixture
     import json
 
-    from bonbench.analysis.html import write_report
-    from bonbench.analysis.synthetic import write_synthetic_run
+    from bonbench.apps.analysis.html import write_report
+    from bonbench.apps.analysis.synthetic import write_synthetic_run
 
     run = write_synthetic_run(tmp_path, np.full(10, 0.5), n=2, n_boot=20)
     doc = json.loads((run / "metrics.json").read_text())
@@ -59,8 +59,8 @@ def test_the_terminal_table_explains_kl_and_closed_forms() -> None:
 
     from rich.console import Console
 
-    from bonbench.metricinfo import CLOSED_FORM_FOOTNOTE, KL_FOOTNOTE
-    from bonbench.report import print_metrics
+    from bonbench.metrics.info import CLOSED_FORM_FOOTNOTE, KL_FOOTNOTE
+    from bonbench.pipeline.report import print_metrics
 
     def table(metrics: dict) -> str:
         buffer = io.StringIO()

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.analysis.leaderboard import DOWN, UP, build_leaderboard, render_markdown, write_leaderboard
-from bonbench.analysis.synthetic import write_synthetic_run
-from bonbench.errors import BonbenchError
+from bonbench.apps.analysis.leaderboard import DOWN, UP, build_leaderboard, render_markdown, write_leaderboard
+from bonbench.apps.analysis.synthetic import write_synthetic_run
+from bonbench.core.errors import BonbenchError
 
 P = 300
 
@@ -83,7 +83,7 @@ def test_markdown_and_html_content(results: Path, tmp_path: Path) -> None:
 
 
 def test_cli_and_user_errors(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bonbench.analysis.cli import main
+    from bonbench.apps.analysis.cli import main
 
     assert main(["leaderboard", str(results), "--base", "org/base", "--metric", "pass@4", "--out", str(tmp_path),
                  "--n-boot", "200"]) == 0
@@ -126,7 +126,7 @@ def test_base_run_pins_the_row_every_checkpoint_is_paired_against(tmp_path: Path
         build_leaderboard(tmp_path, base_runs=[first])
     with pytest.raises(BonbenchError, match="two runs for task t"):
         build_leaderboard(tmp_path, base="org/base", base_runs=[first, first])
-    from bonbench.analysis.cli import main
+    from bonbench.apps.analysis.cli import main
 
     assert main(["leaderboard", str(tmp_path), "--base", "org/base", "--base-run", str(first), "--n-boot", "200",
                  "--out", str(tmp_path / "out")]) == 0
@@ -160,7 +160,7 @@ def test_the_base_run_is_the_one_matching_the_checkpoints_not_the_latest(tmp_pat
 
 
 def _add_kl(run: Path, kl: np.ndarray) -> None:
-    """Give a synthetic run a per-problem ``kl`` and a closed-form ``kl_bon@4`` (as bonbench.compare writes them)."""
+    """Give a synthetic run a per-problem ``kl`` and a closed-form ``kl_bon@4`` (as bonbench.pipeline.compare writes them)."""
     import json
 
     doc = json.loads((run / "metrics.json").read_text())
@@ -188,7 +188,7 @@ def test_kl_columns_lower_is_better_closed_form_without_interval(tmp_path: Path)
     row = next(line for line in md_text.splitlines() if line.startswith("| org--ckpt"))
     assert "| 0.636 |" in row  # no "±", no Δ
     assert "can fall below 0" in md_text and "Lower is better for kl, kl_bon@4" in md_text
-    from bonbench.analysis.leaderboard import render_html
+    from bonbench.apps.analysis.leaderboard import render_html
 
     page = render_html(board)
     kl_td = next(td for td in page.split("<td") if "Δ +" in td and UP in td)

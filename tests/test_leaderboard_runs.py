@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from bonbench import cli
-from bonbench.trainer import loop
+from bonbench.apps import cli
+from bonbench.apps.trainer import loop
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "leaderboard_runs.sh"
 

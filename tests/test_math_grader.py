@@ -1,4 +1,4 @@
-"""Tests of the math grader (bonbench.graders.math and its modules math_extract, math_numeric,
+"""Tests of the math grader (bonbench.plugins.graders.math and its modules math_extract, math_numeric,
 math_canonical, math_equiv): the labelled case file, gold self-agreement on real MATH data,
 canonical-form properties, the module split, and MathGrader (dedupe, timeouts, threads, never
 raising)."""
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.graders import math as gm
-from bonbench.graders import math_equiv as meq
-from bonbench.graders import math_numeric as mnum
-from bonbench.graders.math import MathGrader, canonical_answer, extract_answer, is_equiv
-from bonbench.records import Problem, Sample
+from bonbench.plugins.graders import math as gm
+from bonbench.plugins.graders import math_equiv as meq
+from bonbench.plugins.graders import math_numeric as mnum
+from bonbench.plugins.graders.math import MathGrader, canonical_answer, extract_answer, is_equiv
+from bonbench.core.records import Problem, Sample
 
 CASES_PATH = Path(__file__).parent / "data" / "math_cases.jsonl"
 CASES = [json.loads(line) for line in CASES_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]
@@ -314,14 +314,14 @@ def test_v3_evaluator_reads_functions_as_latex_does() -> None:
 @pytest.mark.parametrize("module", ["math_extract", "math_numeric", "math_canonical", "math_equiv", "math"])
 def test_each_grader_module_imports_on_its_own(module: str) -> None:
     # a fresh interpreter importing one module first: an import cycle between them would fail here
-    code = f"import bonbench.graders.{module} as m; print(m.__doc__.splitlines()[0])"
+    code = f"import bonbench.plugins.graders.{module} as m; print(m.__doc__.splitlines()[0])"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()
 
 
 def test_public_names_stay_importable_from_graders_math() -> None:
-    from bonbench.graders import math_canonical, math_extract
+    from bonbench.plugins.graders import math_canonical, math_extract
 
     assert gm.extract_answer is math_extract.extract_answer
     assert gm.canonical_answer is math_canonical.canonical_answer
@@ -347,7 +347,7 @@ def test_grader_modules_import_only_downwards() -> None:
         imported = {
             node.module.rsplit(".", 1)[1]
             for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bonbench.graders.")
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("bonbench.plugins.graders.")
         }
         assert imported <= deps, (module, imported - deps)
 
@@ -388,7 +388,7 @@ def test_degenerate_answers_canonicalise_in_linear_time() -> None:
     import subprocess
     import sys
 
-    code = ("from bonbench.graders.math_canonical import canonical_answer\n"
+    code = ("from bonbench.plugins.graders.math_canonical import canonical_answer\n"
             "print(canonical_answer('5 ' + 'valuevalue ' * 40 + '='))\n"
             "print(canonical_answer('12 ' + 'value of ' * 200 + 'value units'))\n")
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

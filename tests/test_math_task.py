@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 import bonbench_tasks.math as mt
-from bonbench.errors import BonbenchError
-from bonbench.prompts import MATH_FEWSHOT, MATH_STOP, chat_messages, fewshot_text
-from bonbench.records import Sample
-from bonbench.registry import get_task
-from bonbench.graders.math import extract_answer, is_equiv
+from bonbench.core.errors import BonbenchError
+from bonbench.core.prompts import MATH_FEWSHOT, MATH_STOP, chat_messages, fewshot_text
+from bonbench.core.records import Sample
+from bonbench.api.task import get_task
+from bonbench.plugins.graders.math import extract_answer, is_equiv
 
 
 def test_loads_full_test_split(data_dir: Path) -> None:
@@ -135,6 +135,6 @@ def test_grader_on_real_solutions(data_dir: Path) -> None:
 
 
 def test_registered_under_both_names() -> None:
-    from bonbench.registry import task_names
+    from bonbench.api.task import task_names
 
     assert {"math", "math500"} <= set(task_names())

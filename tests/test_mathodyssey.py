@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.errors import BonbenchError
-from bonbench.graders.math import MathGrader
-from bonbench.records import Grade, Sample
+from bonbench.core.errors import BonbenchError
+from bonbench.plugins.graders.math import MathGrader
+from bonbench.core.records import Grade, Sample
 from bonbench_tasks import mathodyssey as mo
 
 # (raw answer exactly as in mathodyssey/test.jsonl, cleaned answer)
@@ -226,7 +226,7 @@ def test_grades_are_passed_through_unchanged_for_metrics(data_dir: Path) -> None
 
 
 def test_registered_and_t_args_coerce(data_dir: Path) -> None:
-    from bonbench.registry import get_task, task_names
+    from bonbench.api.task import get_task, task_names
 
     assert "mathodyssey" in task_names()
     t = get_task("mathodyssey", data_dir=str(data_dir), level="university", subject="Statistics", include_abstained="true")
@@ -274,10 +274,10 @@ def test_pipeline_scores_levels_and_subjects_with_the_shared_estimators(data_dir
     gold_abstained stays a report."""
     import hashlib
 
-    from bonbench import pipeline
-    from bonbench.config import RunConfig
-    from bonbench.estimators import ProblemOutcome, compute_metrics, parse_metrics
-    from bonbench.sampler.scripted import ScriptedSampler
+    from bonbench.pipeline import stages as pipeline
+    from bonbench.core.config import RunConfig
+    from bonbench.metrics.estimators import ProblemOutcome, compute_metrics, parse_metrics
+    from bonbench.plugins.samplers.scripted import ScriptedSampler
 
     task = mo.mathodyssey_task(data_dir=data_dir)
     targets = {p.id: p.target for p in task.problems}

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-import bonbench.models as models
-from bonbench.errors import BonbenchError
-from bonbench.models import EMBEDDED_FOLDER, MARKER, embedded_model_dir, is_known_base, resolve_model
+import bonbench.core.models as models
+from bonbench.core.errors import BonbenchError
+from bonbench.core.models import EMBEDDED_FOLDER, MARKER, embedded_model_dir, is_known_base, resolve_model
 
 
 def _folder(path: Path, template: bool = False, weights: bytes = b"x" * 10) -> Path:

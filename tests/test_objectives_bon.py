@@ -1,4 +1,4 @@
-"""Exactness of Chow et al.'s and Amini et al.'s objectives (bonbench.trainer.objectives.chow / .amini).
+"""Exactness of Chow et al.'s and Amini et al.'s objectives (bonbench.plugins.objectives.chow / .amini).
 
 Every estimator's expectation is computed exactly on a tabular softmax policy (every G-tuple of
 outcomes enumerated, tests/objective_harness.py) and compared with the gradient of the objective it
@@ -17,9 +17,9 @@ import pytest
 import torch
 from scipy.stats import binom
 
-from bonbench.errors import BonbenchError
-from bonbench.trainer.objectives import amini, chow
-from bonbench.trainer.objectives.base import NEEDS, REGISTRY, Group, make_objective
+from bonbench.core.errors import BonbenchError
+from bonbench.plugins.objectives import amini, chow
+from bonbench.api.objective import NEEDS, REGISTRY, Group, make_objective
 from tests.objective_harness import autograd, expected_estimate, k_sample_gradient, softmax
 
 TOL = 1e-10

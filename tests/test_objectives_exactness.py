@@ -32,10 +32,10 @@ from objective_exact import (
     tuple_expectation,
 )
 
-from bonbench.errors import BonbenchError
-from bonbench.trainer.objectives import REGISTRY, Group, amini, make_objective
-from bonbench.trainer.objectives.chow import lambda_n
-from bonbench.trainer.objectives.ksample import majority_value, softmax_value
+from bonbench.core.errors import BonbenchError
+from bonbench.plugins.objectives import REGISTRY, Group, amini, make_objective
+from bonbench.plugins.objectives.chow import lambda_n
+from bonbench.plugins.objectives.ksample import majority_value, softmax_value
 
 THETA = np.array([0.3, -0.7, 0.5, 0.1])
 R_REAL = np.array([0.2, 0.9, 0.5, 0.7])
@@ -230,7 +230,7 @@ def default_update(name):
 
 
 # the built-in objectives (other tests register plugin objectives into the same registry)
-BUILTIN = sorted(n for n, info in REGISTRY.items() if info.factory.__module__.startswith("bonbench.trainer.objectives"))
+BUILTIN = sorted(n for n, info in REGISTRY.items() if info.factory.__module__.startswith("bonbench.plugins.objectives"))
 
 
 def test_every_registered_objective_has_a_case():
@@ -327,7 +327,7 @@ def test_bon_sft_sampled_bias_as_documented():
 
 def test_bon_sft_sigmoid_population_form_is_exact():
     """With the whole support as rows (mass = pi) the sigmoid form is exactly grad log pi_lambda(y*)."""
-    from bonbench.trainer.objectives.chow import bon_sft_weights
+    from bonbench.plugins.objectives.chow import bon_sft_weights
 
     lam, pi = 3.0, softmax(THETA)
     w_exp, w_pol = bon_sft_weights(R_REAL[[2]], R_REAL, lam, mass=pi, win="sigmoid")
@@ -450,7 +450,7 @@ def test_changed_defaults_keep_old_records_meaning():
     """A run recorded before issue 24 named only N (``bonbench train --objective bon_rlb --N 4``), and
     its manifest the full old options; read through ``recorded_options`` both still build the plug-in
     estimator they trained with, while ``pinned_options`` makes a new run name the new default."""
-    from bonbench.trainer.objectives.base import CHANGED_DEFAULTS, pinned_options, recorded_options
+    from bonbench.api.objective import CHANGED_DEFAULTS, pinned_options, recorded_options
 
     old_cli, old_manifest = {"N": 4}, {"N": 4, "sign": "plus", "p_clip": 0.95, "p_source": "group"}
     g = Group(rewards=np.zeros(8))

@@ -1,4 +1,4 @@
-"""``bonbench.outputs`` in-process: atomic writers keep the old file on a full disk or a read-only folder
+"""``bonbench.core.outputs`` in-process: atomic writers keep the old file on a full disk or a read-only folder
 (errors raised by monkeypatched os calls, so these run as any user, root included), staged output
 folders, and the JSON/JSONL readers' one-line errors."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bonbench import outputs
-from bonbench.errors import BonbenchError
+from bonbench.core import outputs
+from bonbench.core.errors import BonbenchError
 
 
 def _fail(code: int):

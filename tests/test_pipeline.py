@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import toy_plugin  # noqa: E402,F401  (registers the toy task)
 
-from bonbench import estimators  # noqa: E402
-from bonbench.cli import main  # noqa: E402
-from bonbench.records import Problem  # noqa: E402
+from bonbench.metrics import estimators  # noqa: E402
+from bonbench.apps.cli import main  # noqa: E402
+from bonbench.core.records import Problem  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -191,7 +191,7 @@ def test_entry_point_plugin_registration(monkeypatch: pytest.MonkeyPatch) -> Non
     """An outside package's module listed in the entry-point group registers its task on load."""
     from importlib.metadata import EntryPoint
 
-    from bonbench import registry
+    from bonbench.api import task as registry
 
     ep = EntryPoint(name="toy2", value="toy_plugin", group=registry.ENTRY_POINT_GROUP)
     broken = EntryPoint(name="broken", value="no_such_module_xyz", group=registry.ENTRY_POINT_GROUP)
@@ -331,10 +331,10 @@ def _scored_toy(out: Path, problems: tuple | None = None, seed: int = 3, breakdo
     """The toy task through prepare/sample/evaluate in-process (n = 8, oracle verifier, 300 resamples)."""
     from dataclasses import replace
 
-    from bonbench import pipeline
-    from bonbench.config import RunConfig
-    from bonbench.registry import get_verifier
-    from bonbench.sampler.scripted import ScriptedSampler
+    from bonbench.pipeline import stages as pipeline
+    from bonbench.core.config import RunConfig
+    from bonbench.api.task import get_verifier
+    from bonbench.plugins.samplers.scripted import ScriptedSampler
 
     task = toy_plugin.toy_task()
     task = replace(task, problems=problems or task.problems, breakdowns=breakdowns or {})
@@ -373,11 +373,11 @@ def test_group_metrics_reach_report_leaderboard_and_gate(tmp_path: Path, capsys:
     """The readers need nothing new: per-group metrics are ordinary metric names with per-problem
     values, listed in the one display order by the report table, the leaderboard and report.html."""
     import html
-    from bonbench.analysis.cli import GATE_PASS
-    from bonbench.analysis.cli import main as analysis_main
-    from bonbench.analysis.html import write_report
-    from bonbench.analysis.leaderboard import build_leaderboard
-    from bonbench.report import metrics_table
+    from bonbench.apps.analysis.cli import GATE_PASS
+    from bonbench.apps.analysis.cli import main as analysis_main
+    from bonbench.apps.analysis.html import write_report
+    from bonbench.apps.analysis.leaderboard import build_leaderboard
+    from bonbench.pipeline.report import metrics_table
 
     _scored_toy(tmp_path / "results", breakdowns={"parity": _parity})
     run_dir = next((tmp_path / "results" / "runs" / "toy").glob("*/*"))

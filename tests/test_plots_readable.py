@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from bonbench.analysis.plots import _plain_log_axis, _plain_symlog_axis, place_labels, training_figure
-from bonbench.analysis.synthetic import write_synthetic_run
+from bonbench.apps.analysis.plots import _plain_log_axis, _plain_symlog_axis, place_labels, training_figure
+from bonbench.apps.analysis.synthetic import write_synthetic_run
 
 
 def _labels(ax, axis: str = "x") -> list[str]:  # noqa: ANN001 - matplotlib axes
@@ -95,7 +95,7 @@ def test_reward_kl_labels_do_not_overlap() -> None:
 
 
 def test_plot_puts_base_and_checkpoint_k_curves_on_shared_axes(tmp_path: Path) -> None:
-    from bonbench.analysis.cli import main
+    from bonbench.apps.analysis.cli import main
 
     p = 0.1 + 0.6 * np.random.default_rng(2).random(60)
     base = write_synthetic_run(tmp_path / "r", p, n=8, model="org/base", seed=1, metrics=("pass@1", "bon@8"), n_boot=50)
@@ -113,7 +113,7 @@ def test_plot_puts_base_and_checkpoint_k_curves_on_shared_axes(tmp_path: Path) -
 
 
 def test_leaderboard_draws_base_and_checkpoints_on_shared_axes(tmp_path: Path) -> None:
-    from bonbench.analysis.leaderboard import build_leaderboard, write_leaderboard
+    from bonbench.apps.analysis.leaderboard import build_leaderboard, write_leaderboard
 
     p = 0.1 + 0.6 * np.random.default_rng(3).random(60)
     write_synthetic_run(tmp_path, p, n=8, task="t", model="org/base", seed=1, metrics=("pass@1",), n_boot=50)

@@ -16,15 +16,16 @@ from typing import Any, Iterator
 
 import pytest
 
-from bonbench import pipeline, ray_cluster
-from bonbench.errors import BonbenchError
-from bonbench.graders.ray_sandbox import RaySandbox
-from bonbench.records import Prompt, Sample
-from bonbench.registry import GraderOptions, get_task
-from bonbench.runner import RunRequest, plan
-from bonbench.sampler.base import SampleRequest
-from bonbench.sampler.ray_backend import RaySampler, units
-from bonbench.sampler.scripted import ScriptedSampler
+from bonbench.pipeline import stages as pipeline
+from bonbench.core import ray_cluster
+from bonbench.core.errors import BonbenchError
+from bonbench.plugins.graders.ray_sandbox import RaySandbox
+from bonbench.core.records import Prompt, Sample
+from bonbench.api.task import GraderOptions, get_task
+from bonbench.run.runner import RunRequest, plan
+from bonbench.api.sampler import SampleRequest
+from bonbench.plugins.samplers.ray_backend import RaySampler, units
+from bonbench.plugins.samplers.scripted import ScriptedSampler
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -75,7 +76,7 @@ def test_ray_options_are_checked() -> None:
 def test_unreachable_address_is_one_line_error_and_writes_nothing(tmp_path: Path, data_dir: Path) -> None:
     port = free_port()  # nothing listens there once the probe socket is closed
     out = tmp_path / "results"
-    cmd = [sys.executable, "-m", "bonbench.cli", "run", "--task", "math", "--limit", "1", "--backend", "hf",
+    cmd = [sys.executable, "-m", "bonbench.apps.cli", "run", "--task", "math", "--limit", "1", "--backend", "hf",
            "--metric", "pass@1", "--ray", f"127.0.0.1:{port}", "--out", str(out), "--data-dir", str(data_dir)]
     res = subprocess.run(cmd, env=node_env(), capture_output=True, text=True, timeout=300)
     assert res.returncode == 1, res.stderr
@@ -95,7 +96,7 @@ def test_score_with_local_ray_equals_score_without(tmp_path: Path, data_dir: Pat
     docs = []
     for flags in ([], ["--ray"]):
         out = tmp_path / ("ray" if flags else "pool")
-        cmd = [sys.executable, "-m", "bonbench.cli", "score", "--task", "humaneval", "--samples", str(path), "--metric",
+        cmd = [sys.executable, "-m", "bonbench.apps.cli", "score", "--task", "humaneval", "--samples", str(path), "--metric",
                "pass@1,2", "--n-boot", "100", "--out", str(out), "--data-dir", str(data_dir), *flags]
         res = subprocess.run(cmd, env=node_env(), capture_output=True, text=True, timeout=600)
         assert res.returncode == 0, res.stderr[-3000:]
@@ -168,6 +169,6 @@ def test_worker_node_killed_mid_run_same_keys_and_metrics(cluster: tuple[LocalCl
 
 
 def models_resolved(run: pipeline.PreparedRun) -> Any:
-    from bonbench import models
+    from bonbench.core import models
 
     return models.ResolvedModel(name=run.cfg.model, path="", is_chat=False, fingerprint=run.cfg.model_fingerprint)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.cli import build_parser
+from bonbench.apps.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bonbench.cli import main
-from bonbench.registry import get_task
+from bonbench.apps.cli import main
+from bonbench.api.task import get_task
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +60,9 @@ def test_imdb_rewards_positive_continuations_higher(tmp_path: Path, data_dir: Pa
     assert doc["metrics"]["max@2"]["value"] > doc["metrics"]["mean"]["value"]
     assert doc["grading"]["grade_args"]["reward_model"] == "imdb-sentiment"
     # beside max@2, the KL of reward-best-of-2 selection (to the run's own policy: no --ref-model)
-    from bonbench import compare, pipeline, runner
-    from bonbench.winrate import bon_kl, bon_kl_bound
+    from bonbench.pipeline import compare, stages as pipeline
+    from bonbench.run import runner
+    from bonbench.metrics.winrate import bon_kl, bon_kl_bound
 
     per = {p.id: bon_kl([g["score"] for g in sorted(grades, key=lambda g: g["sample_idx"]) if g["problem_id"] == p.id], 2)
            for p in problems}
@@ -118,7 +119,7 @@ def test_reward_model_flag_only_for_reward_tasks(tmp_path: Path, data_dir: Path,
 
 def test_winrate_against_references_and_a_reference_run(tmp_path: Path, data_dir: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    from bonbench.winrate import winrate_curve
+    from bonbench.metrics.winrate import winrate_curve
 
     task = get_task("tldr", data_dir=str(data_dir))
     problems = task.problems[:8]

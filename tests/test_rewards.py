@@ -15,18 +15,19 @@ from typing import Sequence
 import numpy as np
 import pytest
 
-from bonbench import pipeline, registry
-from bonbench.cli import main
-from bonbench.config import RunConfig
-from bonbench.errors import BonbenchError
-from bonbench.estimators import parse_metrics
-from bonbench.records import Problem, Prompt, Sample
-from bonbench.registry import Task
-from bonbench import cache
-from bonbench.rewards import imdb, tldr
-from bonbench.rewards import registry as rm_registry
-from bonbench.rewards.base import RewardGrader, RewardVerifier
-from bonbench.rewards.registry import get_reward_model, parse_spec, reward_verifier
+from bonbench.pipeline import stages as pipeline
+from bonbench.api import task as registry
+from bonbench.apps.cli import main
+from bonbench.core.config import RunConfig
+from bonbench.core.errors import BonbenchError
+from bonbench.metrics.estimators import parse_metrics
+from bonbench.core.records import Problem, Prompt, Sample
+from bonbench.api.task import Task
+from bonbench.core import cache
+from bonbench.plugins.rewards import imdb, tldr
+from bonbench.plugins.rewards import registry as rm_registry
+from bonbench.plugins.rewards.base import RewardGrader, RewardVerifier
+from bonbench.plugins.rewards.registry import get_reward_model, parse_spec, reward_verifier
 
 WORDS = ("the a movie film was is great awful good bad boring loved hated plot acting i it and not very "
          "summary post title my girlfriend friend job").split()

@@ -1,4 +1,4 @@
-"""The run as a library call (bonbench.runner), versioned verifier scores, real-valued rewards
+"""The run as a library call (bonbench.run.runner), versioned verifier scores, real-valued rewards
 through the estimators, verifier entry points, and the import graph (no circles)."""
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import toy_plugin  # noqa: E402  (registers the toy task)
 
-from bonbench import models, registry, runner  # noqa: E402
-from bonbench.records import Grade, Problem, Sample, Score  # noqa: E402
-from bonbench.registry import Task, register_task, register_verifier  # noqa: E402
-from bonbench.sampler import select  # noqa: E402
+from bonbench.core import models  # noqa: E402
+from bonbench.api import task as registry
+from bonbench.run import runner
+from bonbench.core.records import Grade, Problem, Sample, Score  # noqa: E402
+from bonbench.api.task import Task, register_task, register_verifier  # noqa: E402
+from bonbench.plugins.samplers import select  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,7 +74,7 @@ class CountingVerifier:
 
 
 def test_scores_are_reused_only_for_the_same_verifier_version_and_fingerprint(tmp_path: Path, toy_engine: None) -> None:
-    from bonbench import pipeline
+    from bonbench.pipeline import stages as pipeline
 
     plan = runner.plan(runner.RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf", out=tmp_path))
     runner.execute(plan)
@@ -101,8 +103,8 @@ def test_scores_are_reused_only_for_the_same_verifier_version_and_fingerprint(tm
 
 def test_oracle_scores_follow_the_grading(tmp_path: Path, toy_engine: None) -> None:
     """oracle scores are a function of the grades: a new grader version re-scores them."""
-    from bonbench import pipeline
-    from bonbench.verifiers import OracleVerifier
+    from bonbench.pipeline import stages as pipeline
+    from bonbench.plugins.verifiers.builtin import OracleVerifier
 
     plan = runner.plan(runner.RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf", out=tmp_path))
     runner.execute(plan)
@@ -178,8 +180,8 @@ def test_real_valued_rewards_reach_the_estimators_exactly(tmp_path: Path, toy_en
 
 
 def test_a_reward_task_refuses_grades_without_a_reward(tmp_path: Path, toy_engine: None) -> None:
-    from bonbench import pipeline
-    from bonbench.errors import BonbenchError
+    from bonbench.pipeline import stages as pipeline
+    from bonbench.core.errors import BonbenchError
 
     plan = runner.plan(runner.RunRequest(task="toy_reward", metrics=("mean",), n=2, backend="hf", out=tmp_path))
     runner.execute(plan)
@@ -205,7 +207,7 @@ def test_verifiers_come_from_the_entry_point_group(monkeypatch: pytest.MonkeyPat
     assert registry.verifier_names() == ["broken_rm", "counting", "logprob", "oracle"]
     assert isinstance(registry.get_verifier("counting"), CountingVerifier)
     assert registry.get_verifier("oracle").name == "oracle"  # built-ins without installed metadata
-    from bonbench.errors import BonbenchError
+    from bonbench.core.errors import BonbenchError
 
     with pytest.raises(BonbenchError, match="verifier 'broken_rm' .* failed to load"):
         registry.get_verifier("broken_rm")
@@ -269,12 +271,12 @@ def test_no_import_circles() -> None:
     for m in sorted(graph):
         if m not in state:
             visit(m)
-    assert "bonbench.registry" not in graph["bonbench.verifiers"]
-    assert not any(m.startswith("bonbench.runner") or m.startswith("bonbench.cli") for m in graph["bonbench.pipeline"])
+    assert "bonbench.api.task" not in graph["bonbench.verifiers"]
+    assert not any(m.startswith("bonbench.run.runner") or m.startswith("bonbench.apps.cli") for m in graph["bonbench.pipeline.stages"])
 
 
 def test_reward_tasks_report_max_at_k_and_refuse_pass_and_maj(tmp_path: Path, toy_engine: None) -> None:
-    from bonbench.errors import BonbenchError
+    from bonbench.core.errors import BonbenchError
 
     plan = runner.plan(runner.RunRequest(task="toy_reward", metrics=("bon@3",), n=5, backend="hf", out=tmp_path))
     assert [s.name for s in plan.specs] == ["bon@3", "mean", "max@3"]  # reward companions, not pass/maj
@@ -294,9 +296,9 @@ def test_reward_tasks_report_max_at_k_and_refuse_pass_and_maj(tmp_path: Path, to
 
 
 def test_backends_have_typed_options_and_one_builder(tmp_path: Path) -> None:
-    from bonbench.errors import BonbenchError
-    from bonbench.records import Prompt
-    from bonbench.sampler.base import SampleRequest, SamplingParams
+    from bonbench.core.errors import BonbenchError
+    from bonbench.core.records import Prompt
+    from bonbench.api.sampler import SampleRequest, SamplingParams
 
     assert select.backend_options("vllm", max_model_len=2048, dtype="float16") == select.VLLMOptions(dtype="float16", max_model_len=2048)
     assert select.backend_options("hf", batch_size=None) == select.HFOptions()  # None = not given
@@ -316,8 +318,8 @@ def test_backends_have_typed_options_and_one_builder(tmp_path: Path) -> None:
 
 def test_the_pipeline_never_imports_the_trainer() -> None:
     """The trainer sits beside the pipeline: only the trainer itself and the CLI front (which
-    registers `bonbench train` and lists objectives) may import bonbench.trainer, lazily or not."""
-    allowed = ("bonbench/trainer/", "bonbench/cli.py")
+    registers `bonbench train` and lists objectives) may import bonbench.apps.trainer, lazily or not."""
+    allowed = ("bonbench/apps/trainer/", "bonbench/apps/cli.py")
     offenders = []
     for f in sorted((REPO / "bonbench").rglob("*.py")):
         rel = f.relative_to(REPO).as_posix()
@@ -326,10 +328,10 @@ def test_the_pipeline_never_imports_the_trainer() -> None:
         for node in ast.walk(ast.parse(f.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            offenders += [f"{rel}: {n}" for n in names if n.startswith("bonbench.trainer")]
+            offenders += [f"{rel}: {n}" for n in names if n.startswith("bonbench.apps.trainer")]
     for root in (REPO / "tasks", REPO / "sandbox"):
         for f in root.rglob("*.py"):
-            if "bonbench.trainer" in f.read_text():
+            if "bonbench.apps.trainer" in f.read_text():
                 offenders.append(str(f.relative_to(REPO)))
     assert not offenders, offenders
 
@@ -341,7 +343,7 @@ def test_score_of_a_run_with_a_torn_last_line_names_the_run_command(tmp_path: Pa
     """``score RUN`` never samples: a sample lost to a torn last line (a writer killed mid-line, the
     store's resume rule drops it) is one error naming the ``bonbench run`` that resumes, not the
     engine's own complaint (it used to build a sampler and ask for --endpoint, a flag score lacks)."""
-    from bonbench.errors import BonbenchError
+    from bonbench.core.errors import BonbenchError
 
     plan = runner.plan(runner.RunRequest(task="toy", metrics=("pass@1,2",), backend="hf",
                                          out=tmp_path, temperatures=(0.5,)))
@@ -360,7 +362,7 @@ def test_score_of_a_run_with_a_torn_last_line_names_the_run_command(tmp_path: Pa
     cmd = msg.split("`")[3]
     assert cmd.startswith("bonbench run --task toy --model toy-model --backend hf --n 2") and "--temperature 0.5" in cmd
     # the command it names resumes the same run directory and then the score works
-    from bonbench.cli import build_parser
+    from bonbench.apps.cli import build_parser
 
     args = build_parser().parse_args(cmd.split()[1:])
     assert (args.task, args.model, args.backend, args.n, args.temperature) == ("toy", "toy-model", "hf", 2, "0.5")
@@ -373,7 +375,7 @@ def test_score_of_a_run_with_a_torn_last_line_names_the_run_command(tmp_path: Pa
 
 
 def test_reopen_refuses_n_below_one(tmp_path: Path, toy_engine: None) -> None:
-    from bonbench.errors import BonbenchError
+    from bonbench.core.errors import BonbenchError
 
     plan = runner.plan(runner.RunRequest(task="toy", metrics=("pass@2",), backend="hf", out=tmp_path))
     runner.execute(plan)
@@ -382,7 +384,7 @@ def test_reopen_refuses_n_below_one(tmp_path: Path, toy_engine: None) -> None:
 
 
 def test_every_bon_run_says_which_verifier_and_why(tmp_path: Path, toy_engine: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from bonbench import verifier_folder
+    from bonbench.plugins.verifiers import folder as verifier_folder
 
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "elsewhere"
@@ -413,7 +415,7 @@ def test_every_bon_run_says_which_verifier_and_why(tmp_path: Path, toy_engine: N
 
 
 def test_the_cli_prints_the_verifier_line(tmp_path: Path, toy_engine: None, capsys: pytest.CaptureFixture[str]) -> None:
-    from bonbench.cli import main
+    from bonbench.apps.cli import main
 
     assert main(["run", "--task", "toy", "--metric", "bon@2", "--backend", "hf", "--out", str(tmp_path)]) == 0
     err = capsys.readouterr().err

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.errors import BonbenchError
-from bonbench.sampler import engine_log
-from bonbench.sampler.engine_log import engine_output, quiet_log_level
+from bonbench.core.errors import BonbenchError
+from bonbench.plugins.samplers import engine_log
+from bonbench.plugins.samplers.engine_log import engine_output, quiet_log_level
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -88,7 +88,7 @@ def test_a_real_vllm_run_prints_no_engine_chatter(tmp_path: Path, data_dir: Path
     pytest.importorskip("vllm")
     pp = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": pp, "BONBENCH_CACHE": os.environ.get("BONBENCH_CACHE", str(Path.home() / ".cache/bonbench"))}
-    cmd = [sys.executable, "-m", "bonbench.cli", "run", "--task", "math", "--limit", "1", "--n", "1", "--metric", "pass@1",
+    cmd = [sys.executable, "-m", "bonbench.apps.cli", "run", "--task", "math", "--limit", "1", "--n", "1", "--metric", "pass@1",
            "--max-tokens", "8", "--backend", "vllm", "--data-dir", str(data_dir), "--out", str(tmp_path)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -12,10 +12,10 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from bonbench.models import ResolvedModel, resolve_model
-from bonbench.records import Prompt
-from bonbench.sampler.base import SampleRequest, SamplingParams
-from bonbench.sampler.hf import HFSampler, find_stop, policy_logits, sample_tokens
+from bonbench.core.models import ResolvedModel, resolve_model
+from bonbench.core.records import Prompt
+from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.plugins.samplers.hf import HFSampler, find_stop, policy_logits, sample_tokens
 
 CHARS = list("abcde \n:P")
 SPECIALS = ["<pad>", "<bos>", "<eos>"]
@@ -230,7 +230,7 @@ def test_greedy_is_deterministic_and_reports_raw_logprob(tiny: ResolvedModel) ->
 
 
 def test_chat_prompt_without_template_is_a_user_error(tiny: ResolvedModel) -> None:
-    from bonbench.errors import BonbenchError
+    from bonbench.core.errors import BonbenchError
 
     sampler = _sampler(tiny)
     req = SampleRequest(Prompt("p", messages=({"role": "user", "content": "hi"},)), (0,))
@@ -286,7 +286,7 @@ def test_dry_run_picks_the_default_backend_without_importing_vllm(tmp_path: Path
 
     folder = tmp_path / "tiny"
     build_tiny_model(folder)
-    code = ("import sys; from bonbench.cli import main; "
+    code = ("import sys; from bonbench.apps.cli import main; "
             f"rc = main(['run', '--task', 'math500', '--limit', '1', '--model', {str(folder)!r}, '--data-dir', {str(data_dir)!r}, "
             f"'--out', {str(tmp_path / 'results')!r}, '--dry-run']); "
             "print('VLLM_IMPORTED', 'vllm' in sys.modules); sys.exit(rc)")

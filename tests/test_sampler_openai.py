@@ -25,11 +25,11 @@ from typing import Any, Iterator
 
 import pytest
 
-from bonbench.errors import BonbenchError
-from bonbench.records import Prompt
-from bonbench.sampler.base import SampleRequest, SamplingParams
-from bonbench.sampler.openai_answers import retry_after
-from bonbench.sampler.openai_backend import OpenAIOptions, OpenAISampler, base_url, sample_seed, served_model
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Prompt
+from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.plugins.samplers.openai_answers import retry_after
+from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, base_url, sample_seed, served_model
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN_LPS = (-0.5, -0.25, -0.125)  # the script's three "tokens"
@@ -275,7 +275,7 @@ def test_retry_after_parsing() -> None:
 
 def test_a_long_retry_after_is_capped_and_said(server: FakeServer, monkeypatch: pytest.MonkeyPatch,
                                                capfd: pytest.CaptureFixture[str]) -> None:
-    from bonbench.sampler import openai_backend
+    from bonbench.plugins.samplers import openai_backend
 
     monkeypatch.setattr(openai_backend, "RETRY_AFTER_CAP_S", 0.2)
     server.faults.append("retry-after=3600")
@@ -398,7 +398,7 @@ def test_fingerprint_is_model_and_root_not_endpoint() -> None:
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     pp = os.pathsep.join(filter(None, [str(REPO), str(REPO / ".pp"), os.environ.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "bonbench.cli", "run", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "bonbench.apps.cli", "run", *args], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHONPATH": pp, **(env or {})})
 
 
@@ -465,8 +465,8 @@ def test_cli_kill_and_resume_each_key_once(tmp_path: Path, data_dir: Path) -> No
 @pytest.fixture(scope="module")
 def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("vllm")
-    from bonbench.models import resolve_model
-    from bonbench.sampler.local_server import vllm_serve
+    from bonbench.core.models import resolve_model
+    from bonbench.plugins.samplers.local_server import vllm_serve
 
     log = tmp_path_factory.mktemp("vllm") / "serve.log"
     try:

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from bonbench.errors import BonbenchError
-from bonbench.models import ResolvedModel, resolve_model
-from bonbench.records import Prompt
-from bonbench.sampler.base import SampleRequest, SamplingParams
-from bonbench.sampler.select import get_sampler
-from bonbench.sampler.vllm import _cpu_ranges, import_vllm, set_cpu_env_defaults
+from bonbench.core.errors import BonbenchError
+from bonbench.core.models import ResolvedModel, resolve_model
+from bonbench.core.records import Prompt
+from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.plugins.samplers.select import get_sampler
+from bonbench.plugins.samplers.vllm import _cpu_ranges, import_vllm, set_cpu_env_defaults
 
 
 def test_cpu_ranges() -> None:
@@ -80,7 +80,7 @@ def _run_engine(model: ResolvedModel, early_stop_too: bool) -> dict[str, Any]:
     """One engine: both requests in one generate call; then the three requests with a window of
     WINDOW samples, so one is topped up while another may still be decoding; then (optionally) a
     consumer that stops after the first group, followed by one more call."""
-    from bonbench.sampler.vllm import VLLMSampler
+    from bonbench.plugins.samplers.vllm import VLLMSampler
 
     sampler = VLLMSampler(model, seed=0, max_model_len=512, enforce_eager=True)
     try:

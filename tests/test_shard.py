@@ -20,12 +20,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import toy_plugin  # noqa: E402  (registers the toy task)
 
-from bonbench import models, runner, shard, store  # noqa: E402
-from bonbench.cli import main  # noqa: E402
-from bonbench.errors import BonbenchError  # noqa: E402
-from bonbench.records import Problem  # noqa: E402
-from bonbench.sampler import select  # noqa: E402
-from bonbench.sampler.scripted import ScriptedSampler  # noqa: E402
+from bonbench.core import models, store  # noqa: E402
+from bonbench.run import runner
+from bonbench.pipeline import shard
+from bonbench.apps.cli import main  # noqa: E402
+from bonbench.core.errors import BonbenchError  # noqa: E402
+from bonbench.core.records import Problem  # noqa: E402
+from bonbench.plugins.samplers import select  # noqa: E402
+from bonbench.plugins.samplers.scripted import ScriptedSampler  # noqa: E402
 
 HERE = Path(__file__).parent
 # 11 of the toy task's 12 problems: slices of 6/5 (n=2) and 4/4/3 (n=3), and --limit is exercised

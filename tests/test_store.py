@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.analysis.rundir import expand_run_dirs
-from bonbench.analysis.synthetic import write_sweep_file, write_synthetic_run
-from bonbench.cli import main
-from bonbench.errors import BonbenchError
-from bonbench.store import find_run_dirs, is_run_dir
+from bonbench.apps.analysis.rundir import expand_run_dirs
+from bonbench.apps.analysis.synthetic import write_sweep_file, write_synthetic_run
+from bonbench.apps.cli import main
+from bonbench.core.errors import BonbenchError
+from bonbench.core.store import find_run_dirs, is_run_dir
 
 
 @pytest.fixture()
@@ -59,8 +59,8 @@ def test_cli_and_analysis_use_the_same_rule(tree: dict[str, Path], capsys: pytes
 
 
 def _samples_table(tmp_path: Path):
-    from bonbench.records import Sample
-    from bonbench.store import JsonlTable
+    from bonbench.core.records import Sample
+    from bonbench.core.store import JsonlTable
 
     return JsonlTable(tmp_path / "samples.jsonl", Sample), Sample
 
@@ -107,7 +107,7 @@ def test_torn_non_utf8_tail_is_an_interrupted_write(tmp_path: Path) -> None:
 
 
 def test_non_utf8_json_files_are_one_line(tmp_path: Path) -> None:
-    from bonbench.store import read_json
+    from bonbench.core.store import read_json
 
     path = tmp_path / "metrics.json"
     path.write_bytes(b'{"metrics": "\xff"}')

@@ -22,11 +22,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
 from test_sampler_hf import build_tiny_model  # noqa: E402
 
-from bonbench.cli import main  # noqa: E402
-from bonbench.errors import BonbenchError  # noqa: E402
-from bonbench.models import resolve_model  # noqa: E402
-from bonbench.trainer.config import TrainConfig  # noqa: E402
-from bonbench.trainer.loop import Trainer, prepare, train  # noqa: E402
+from bonbench.apps.cli import main  # noqa: E402
+from bonbench.core.errors import BonbenchError  # noqa: E402
+from bonbench.core.models import resolve_model  # noqa: E402
+from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
+from bonbench.apps.trainer.loop import Trainer, prepare, train  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -242,7 +242,7 @@ def test_every_objective_trains_a_step_with_what_it_needs(tiny: str, tmp_path: P
 
 
 def test_checkpoint_folders_are_named_by_their_folder() -> None:
-    from bonbench.config import model_slug
+    from bonbench.core.config import model_slug
 
     assert model_slug("results/checkpoints/math-passk4") == "math-passk4"
     assert model_slug("/abs/results/checkpoints/math-passk4/") == "math-passk4"
@@ -294,7 +294,7 @@ def test_skip_zero_grad_from_the_command_line(tiny: str, tmp_path: Path, capsys:
     plain = json.loads((Path(capsys.readouterr().out.strip().splitlines()[-1]) / "bonbench_manifest.json").read_text())
     assert all("skipped" not in r for r in plain["log"])
     # the default stays out of the hash (checkpoints written before the setting resume); on, it is in it
-    from bonbench.trainer.config import training_doc
+    from bonbench.apps.trainer.config import training_doc
 
     older = {k: v for k, v in plain["config"].items() if k != "skip_zero_grad"}
     assert training_doc(older) == training_doc(plain["config"])

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.errors import BonbenchError
-from bonbench.trainer.checkpoint import CheckpointDir
-from bonbench.trainer.config import TrainConfig, training_doc
-from bonbench.trainer.objectives.base import CHANGED_DEFAULTS, REGISTRY
+from bonbench.core.errors import BonbenchError
+from bonbench.apps.trainer.checkpoint import CheckpointDir
+from bonbench.apps.trainer.config import TrainConfig, training_doc
+from bonbench.api.objective import CHANGED_DEFAULTS, REGISTRY
 
 
 @pytest.mark.parametrize("objective", sorted(CHANGED_DEFAULTS))

@@ -18,13 +18,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 import trainer_plugin  # noqa: E402,F401  (registers tiny_train, tiny_rates, tiny_nogold)
 from test_sampler_hf import build_tiny_model  # noqa: E402
 
-from bonbench.cli import main  # noqa: E402
-from bonbench.errors import BonbenchError  # noqa: E402
-from bonbench.records import Grade, Problem, Sample  # noqa: E402
-from bonbench.sampler.scripted import ScriptedSampler  # noqa: E402
-from bonbench.trainer.config import TrainConfig  # noqa: E402
-from bonbench.trainer.loop import Trainer, prepare, train  # noqa: E402
-from bonbench.trainer.rollout import failed_prompts, hinted, normalise_advantages  # noqa: E402
+from bonbench.apps.cli import main  # noqa: E402
+from bonbench.core.errors import BonbenchError  # noqa: E402
+from bonbench.core.records import Grade, Problem, Sample  # noqa: E402
+from bonbench.plugins.samplers.scripted import ScriptedSampler  # noqa: E402
+from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
+from bonbench.apps.trainer.loop import Trainer, prepare, train  # noqa: E402
+from bonbench.apps.trainer.rollout import failed_prompts, hinted, normalise_advantages  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
 from test_sampler_hf import build_tiny_model  # noqa: E402
 
-from bonbench.cli import main  # noqa: E402
-from bonbench.trainer.config import TrainConfig  # noqa: E402
-from bonbench.trainer.distributed import shard  # noqa: E402
-from bonbench.trainer.loop import train  # noqa: E402
+from bonbench.apps.cli import main  # noqa: E402
+from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
+from bonbench.apps.trainer.distributed import shard  # noqa: E402
+from bonbench.apps.trainer.loop import train  # noqa: E402
 
 HERE = Path(__file__).parent
 STEPS = 4

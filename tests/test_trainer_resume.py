@@ -30,12 +30,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
 from test_sampler_hf import build_tiny_model  # noqa: E402
 
-from bonbench.cli import main  # noqa: E402
-from bonbench.errors import BonbenchError  # noqa: E402
-from bonbench.trainer.checkpoint import CheckpointDir  # noqa: E402
-from bonbench.trainer.config import TrainConfig  # noqa: E402
-from bonbench.trainer.loop import train  # noqa: E402
-from bonbench.trainer.watch import ProgressLines, SaveSchedule, SignalWatch, TrainingWarning, warmup_warning  # noqa: E402
+from bonbench.apps.cli import main  # noqa: E402
+from bonbench.core.errors import BonbenchError  # noqa: E402
+from bonbench.apps.trainer.checkpoint import CheckpointDir  # noqa: E402
+from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
+from bonbench.apps.trainer.loop import train  # noqa: E402
+from bonbench.apps.trainer.watch import ProgressLines, SaveSchedule, SignalWatch, TrainingWarning, warmup_warning  # noqa: E402
 
 HERE = Path(__file__).parent
 CLI = [sys.executable, str(HERE / "run_train_cli.py"), "--"]
@@ -217,7 +217,7 @@ def test_logged_kl_is_never_negative_and_moves_with_the_policy(tiny: str, tmp_pa
 def test_sampled_kl_is_unbiased_and_non_negative_by_enumeration() -> None:
     """Over every sequence of a 2-token autoregressive model with 3 symbols: E_pi[sum_t k3_t] equals
     KL(pi || ref) exactly, every k3 sum is >= 0, and the plain log-ratio (k1) is negative on some."""
-    from bonbench.trainer.rollout import sampled_kl
+    from bonbench.apps.trainer.rollout import sampled_kl
 
     rng = np.random.default_rng(0)
     v = 3
@@ -272,7 +272,7 @@ def test_a_full_disk_while_saving_is_one_line_and_keeps_the_previous_state(tmp_p
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from bonbench.trainer import checkpoint
+    from bonbench.apps.trainer import checkpoint
 
     ck = CheckpointDir(tmp_path / "c")
     ck.root.mkdir()
@@ -347,7 +347,7 @@ def test_settings_of_a_run_that_saved_nothing_are_replaced(tiny: str, tmp_path: 
     ck.root.mkdir(parents=True)
     (ck.root / "train_config.json").write_text(json.dumps(_cfg(tiny, tmp_path, lr=1e-3).to_json()))
     ck.append_rows(ck.log_path, [{"step": 0, "reward": 0.0}])
-    with caplog.at_level(logging.INFO, logger="bonbench.trainer"):
+    with caplog.at_level(logging.INFO, logger="bonbench.apps.trainer"):
         train(_cfg(tiny, tmp_path, steps=1))
     assert caplog.messages == ["starting 't' over with the new settings: its folder held no saved training state"]
     assert json.loads((ck.root / "train_config.json").read_text())["lr"] == 5e-2

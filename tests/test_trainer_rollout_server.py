@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
 from test_sampler_hf import build_tiny_model  # noqa: E402
 
-from bonbench.cli import main  # noqa: E402
-from bonbench.errors import BonbenchError  # noqa: E402
-from bonbench.trainer.config import TrainConfig  # noqa: E402
-from bonbench.trainer.loop import train  # noqa: E402
+from bonbench.apps.cli import main  # noqa: E402
+from bonbench.core.errors import BonbenchError  # noqa: E402
+from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
+from bonbench.apps.trainer.loop import train  # noqa: E402
 
 
 class FakeLoraServer:
@@ -111,8 +111,8 @@ def _cfg(tiny: str, out: Path, url: str, **kw: Any) -> TrainConfig:
 
 def test_each_step_samples_from_the_adapter_synced_after_the_last_update(tiny: str, tmp_path: Path,
                                                                           server: FakeLoraServer) -> None:
-    from bonbench.sampler.openai_backend import sample_seed
-    from bonbench.trainer.loop import _seed
+    from bonbench.plugins.samplers.openai_backend import sample_seed
+    from bonbench.apps.trainer.loop import _seed
 
     folder = train(_cfg(tiny, tmp_path, server.url))
     assert server.loads == ["srv-step0", "srv-step1", "srv-step2"]  # none after the last step: nothing samples it
@@ -172,7 +172,7 @@ def test_real_vllm_cpu_server_serves_the_synced_adapter(data_dir: Path, tmp_path
     import time
     import urllib.request
 
-    from bonbench.models import resolve_model
+    from bonbench.core.models import resolve_model
 
     base = resolve_model(None).path
     with socket.socket() as s:

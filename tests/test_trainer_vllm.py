@@ -19,12 +19,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
 from test_sampler_hf import build_tiny_model  # noqa: E402
 
-from bonbench.errors import BonbenchError  # noqa: E402
-from bonbench.records import Prompt  # noqa: E402
-from bonbench.sampler.base import SampleRequest, SamplingParams  # noqa: E402
-from bonbench.trainer.config import TrainConfig  # noqa: E402
-from bonbench.trainer.policy import Policy  # noqa: E402
-from bonbench.trainer.vllm_rollout import engine_args, export_adapter, vllm_max_lora_rank  # noqa: E402
+from bonbench.core.errors import BonbenchError  # noqa: E402
+from bonbench.core.records import Prompt  # noqa: E402
+from bonbench.api.sampler import SampleRequest, SamplingParams  # noqa: E402
+from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
+from bonbench.apps.trainer.policy import Policy  # noqa: E402
+from bonbench.apps.trainer.vllm_rollout import engine_args, export_adapter, vllm_max_lora_rank  # noqa: E402
 
 
 def _cfg(**kw: Any) -> TrainConfig:
@@ -68,7 +68,7 @@ def _assert_holds_live_weights(folder: Path, pol: Policy) -> None:
 
 def test_lora_request_and_engine_args() -> None:
     pytest.importorskip("vllm")
-    from bonbench.trainer.vllm_rollout import lora_request
+    from bonbench.apps.trainer.vllm_rollout import lora_request
 
     req = lora_request(Path("/x/rollout_adapter"))
     assert (req.lora_name, req.lora_int_id, req.lora_path, req.load_inplace) == ("live", 1, "/x/rollout_adapter", True)
@@ -85,7 +85,7 @@ def test_vllm_rollouts_with_the_live_adapter_equal_hf_greedy_on_merged_weights(t
                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Two training steps on the embedded Gemma with rollouts through vLLM and the live adapter; then
     greedy completions of three prompts through the same engine equal HF greedy on the merged weights."""
-    from bonbench.trainer.loop import Trainer, prepare
+    from bonbench.apps.trainer.loop import Trainer, prepare
 
     if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
         monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # the 270M model needs little; shared machines have little

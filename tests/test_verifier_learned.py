@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 import torch
 
-from bonbench import verifier_folder as vf
-from bonbench.cli import main
-from bonbench.errors import BonbenchError
-from bonbench.records import Problem, Sample
-from bonbench.runner import RunRequest, execute, plan
-from bonbench.verifier_train import (LabelledSample, TrainingData, TrainVerifierRequest, assemble, auroc,
+from bonbench.plugins.verifiers import folder as vf
+from bonbench.apps.cli import main
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Problem, Sample
+from bonbench.run.runner import RunRequest, execute, plan
+from bonbench.apps.verifier_training import (LabelledSample, TrainingData, TrainVerifierRequest, assemble, auroc,
                                      check_class_counts, check_no_eval_problems, split_problems, train_verifier)
 
 CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
@@ -85,7 +85,7 @@ def _code_completions(problem: Problem, n: int) -> list[str]:
 
 def _scripted_run(out: Path, data_dir: Path, task_args: dict[str, str], name: str, limit: int, n: int = 4,
                   task: str = "math") -> Path:
-    from bonbench.runner import load_task
+    from bonbench.run.runner import load_task
 
     t = load_task(task, task_args, data_dir=str(data_dir), out=out)
     make = _completions if task.startswith("math") else _code_completions
@@ -127,8 +127,8 @@ def test_train_verifier_end_to_end(verifier: Path, train_run: Path) -> None:
 
 
 def test_save_load_round_trip_identical_scores(verifier: Path, train_run: Path, data_dir: Path) -> None:
-    from bonbench.verifier_model import load_verifier_model, verifier_text
-    from bonbench.runner import load_task
+    from bonbench.plugins.verifiers.model import load_verifier_model, verifier_text
+    from bonbench.run.runner import load_task
 
     task = load_task("math", {"split": "train", "level": "1"}, data_dir=str(data_dir), out=verifier.parent)
     texts = [verifier_text(p, c) for p in task.problems[:5] for c in _completions(p, 2)]
@@ -164,8 +164,8 @@ def test_config_records_the_verifier_used(data_dir: Path, tmp_path: Path) -> Non
 
 
 def test_default_verifier_is_learned_when_one_exists_for_task_and_model(verifier: Path, train_run: Path) -> None:
-    from bonbench.estimators import parse_metrics
-    from bonbench.runner import default_verifier
+    from bonbench.metrics.estimators import parse_metrics
+    from bonbench.run.runner import default_verifier
 
     specs = parse_metrics(["bon@4"])
     fp = json.loads((train_run / "config.json").read_text())["config"]["model_fingerprint"]
@@ -178,7 +178,7 @@ def test_default_verifier_is_learned_when_one_exists_for_task_and_model(verifier
 
 
 def test_eval_verifier_reports_curves_auroc_and_paired_diff(verifier: Path, data_dir: Path, tmp_path: Path) -> None:
-    from bonbench.analysis.verifiers import evaluate
+    from bonbench.apps.analysis.verifiers import evaluate
 
     out = tmp_path / "results"
     run = _scripted_run(out, data_dir, {}, "policy", limit=8, task="math500")
@@ -194,7 +194,7 @@ def test_eval_verifier_reports_curves_auroc_and_paired_diff(verifier: Path, data
 def test_code_verifier_mbpp_train_to_humaneval(tiny: Path, data_dir: Path, tmp_path: Path) -> None:
     # the code family end to end: MBPP train samples labelled by the sandbox, the four MBPP train problems
     # that repeat test problems dropped, then the verifier scores and is evaluated on HumanEval
-    from bonbench.analysis.verifiers import evaluate
+    from bonbench.apps.analysis.verifiers import evaluate
 
     out = tmp_path / "results"
     train = _scripted_run(out, data_dir, {"split": "train"}, "coder", limit=8, task="mbpp")  # ids 601..608
@@ -267,7 +267,7 @@ def _rows(problems: list[Problem]) -> tuple[LabelledSample, ...]:
 
 
 def test_eval_exclusion_by_text_on_real_ids(data_dir: Path) -> None:
-    from bonbench.runner import load_task
+    from bonbench.run.runner import load_task
 
     train = load_task("math", {"split": "train", "level": "1"}, data_dir=str(data_dir), out=Path("results")).problems
     ok = TrainingData(rows=_rows(list(train)), family="math", tasks=("math",), policy={})
@@ -288,7 +288,7 @@ def test_eval_exclusion_by_text_on_real_ids(data_dir: Path) -> None:
 
 
 def test_eval_exclusion_code_family_on_real_ids(data_dir: Path) -> None:
-    from bonbench.runner import load_task
+    from bonbench.run.runner import load_task
 
     train = load_task("mbpp", {"split": "train"}, data_dir=str(data_dir), out=Path("results")).problems
     data = TrainingData(rows=_rows(list(train)), family="code", tasks=("mbpp",), policy={})
@@ -321,7 +321,7 @@ def test_verifier_for_another_model_family_refused(verifier: Path, tiny: Path, d
 
 
 def test_verifier_whose_base_model_changed_refused(verifier: Path, tiny: Path, tmp_path: Path) -> None:
-    from bonbench.verifier_model import load_verifier_model
+    from bonbench.plugins.verifiers.model import load_verifier_model
 
     other = tmp_path / "moved"
     shutil.copytree(verifier, other)
@@ -348,7 +348,7 @@ def test_auroc_matches_brute_force_pair_count() -> None:
 
 
 def test_lora_method_trains_saves_and_resumes(tiny: Path, train_run: Path, data_dir: Path, tmp_path: Path) -> None:
-    from bonbench.verifier_model import load_verifier_model, verifier_text
+    from bonbench.plugins.verifiers.model import load_verifier_model, verifier_text
 
     req = TrainVerifierRequest(run_dirs=(train_run,), model=str(tiny), out=tmp_path, data_dir=str(data_dir), name="lv",
                                method="lora", batch_size=8, folds=3, dtype="float32", max_length=128, micro_batch=16,
@@ -389,13 +389,13 @@ def test_lora_method_trains_saves_and_resumes(tiny: Path, train_run: Path, data_
 
 
 def train_run_problem(data_dir: Path) -> Problem:
-    from bonbench.runner import load_task
+    from bonbench.run.runner import load_task
 
     return load_task("math", {"split": "train", "level": "1"}, data_dir=str(data_dir), out=Path("results")).problems[0]
 
 
 def test_killed_feature_extraction_resumes(tiny: Path, train_run: Path, data_dir: Path, tmp_path: Path) -> None:
-    from bonbench.verifier_train import FeatureCache
+    from bonbench.apps.verifier_training import FeatureCache
 
     req = TrainVerifierRequest(run_dirs=(train_run,), model=str(tiny), out=tmp_path, data_dir=str(data_dir), name="r",
                                batch_size=8, folds=3, dtype="float32", max_length=256)
@@ -425,8 +425,8 @@ def test_killed_feature_extraction_resumes(tiny: Path, train_run: Path, data_dir
 def test_verifier_figure_has_short_distinct_legends_and_a_fitted_axis(tmp_path: Path) -> None:
     """Small bon@k values (a weak policy) stay readable: the y axis fits the bands, every curve has
     its own colour, and a learned verifier is named by its folder, not its path."""
-    from bonbench.analysis import plots
-    from bonbench.analysis.rundir import Curve
+    from bonbench.apps.analysis import plots
+    from bonbench.apps.analysis.rundir import Curve
     assert vf.display_name("learned:/a/b/verifiers/math-gemma-3-270m-head/") == "learned:math-gemma-3-270m-head"
     assert vf.display_name("logprob") == "logprob"
     k = np.arange(1, 17, dtype=float)
@@ -493,7 +493,7 @@ def test_meaningless_train_verifier_numbers_refused_before_any_work(flag: str, v
 
 
 def test_damaged_feature_cache_is_one_line(tmp_path: Path) -> None:
-    from bonbench.verifier_train import FeatureCache
+    from bonbench.apps.verifier_training import FeatureCache
 
     cache = FeatureCache(tmp_path / "features")
     cache.append([("r", "p", 0)], torch.zeros(1, 4))

@@ -11,8 +11,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from bonbench.estimators import bon_at_k
-from bonbench.winrate import bon_kl, bon_kl_bound, bon_winrate_reference, win_values, winrate_curve
+from bonbench.metrics.estimators import bon_at_k
+from bonbench.metrics.winrate import bon_kl, bon_kl_bound, bon_winrate_reference, win_values, winrate_curve
 
 
 def _win(r: Fraction, q: list[Fraction]) -> Fraction:

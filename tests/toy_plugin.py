@@ -10,9 +10,9 @@ import hashlib
 import time
 from typing import Mapping, Sequence
 
-from bonbench.records import Grade, Problem, Prompt, Sample
-from bonbench.registry import Task, register_task
-from bonbench.sampler.scripted import ScriptedSampler
+from bonbench.core.records import Grade, Problem, Prompt, Sample
+from bonbench.api.task import Task, register_task
+from bonbench.plugins.samplers.scripted import ScriptedSampler
 
 
 def toy_answer(problem_id: str, idx: int) -> str:

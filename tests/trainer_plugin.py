@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from bonbench.records import Grade, Problem, Prompt
-from bonbench.registry import Task, register_task
-from bonbench.trainer.objectives.base import Objective, objective
+from bonbench.core.records import Grade, Problem, Prompt
+from bonbench.api.task import Task, register_task
+from bonbench.api.objective import Objective, objective
 
 WORDS = ["abc", "dd e", "cab a", "e e", "bad", "ce", "a b c", "dab"]
 

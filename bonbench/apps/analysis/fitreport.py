@@ -1,0 +1,96 @@
+"""HTML tables and JSON for the scaling-law families, their per-curve choice, the parameter trends
+in temperature and the fitted T*(N), as ``report.html`` / ``report.json`` show them.
+
+Only formatting: the numbers come from ``laws`` and ``temperature``; ``html`` places the pieces.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import math
+from dataclasses import asdict
+from typing import Any, Sequence
+
+from bonbench.apps.analysis.html import fmt_value, table_html
+from bonbench.apps.analysis.laws import FORMULAS, FamilySelection, describe
+from bonbench.apps.analysis.temperature import SweepFit, TStarFit
+
+
+def selection_rows(label: str, sel: FamilySelection | None, error: str = "") -> list[tuple]:
+    """One row per family: fit, R², held-out errors and whether it was chosen."""
+    if sel is None:
+        return [(label, "—", f"no family fits: {error[:80]}", "—", "—", "—", "")]
+    rows = []
+    for fam, fit in sel.fits.items():
+        ho = sel.held_out[fam]
+        rows.append((label, fam, describe(fit) if fit is not None else f"no fit: {sel.fit_errors.get(fam, '')[:60]}",
+                     fmt_value(fit.r2) if fit is not None else "—", fmt_value(ho.mean_abs_error), fmt_value(ho.max_abs_error),
+                     "chosen" if fam == sel.chosen else ""))
+    return rows
+
+
+def selection_table(rows: Sequence[tuple], first: str, holdout_fraction: float) -> str:
+    note = (f"<p class=\"note\">Each family is fitted to the whole curve (fit, R²) and, separately, to k ≤ "
+            f"{holdout_fraction:g}·k<sub>max</sub>; the held-out columns are |predicted − observed| on the larger k. "
+            "The family with the lower held-out mean error is chosen, but a family listed later (more parameters) must "
+            "beat an earlier one by more than 5%. Families: " + "; ".join(f"{k} = {v}" for k, v in FORMULAS.items()) + ".</p>")
+    return note + table_html([first, "family", "fit", "R²", "held-out mean |err|", "held-out max |err|", "choice"], rows)
+
+
+def t_star_text(fit: TStarFit) -> str:
+    """The fitted T*(N) in the paper's form, and in the form that was fitted when they differ."""
+    a, b, g, d = fit.paper_form()
+    if not fit.offset:
+        return f"T*(N) = {a:.4g}·N^{b:.4g} + {g:.4g}·N"
+    fitted = f"{fit.alpha:.4g}·(N^{fit.beta:.4g} − 1)/{fit.beta:.4g} + {fit.gamma:.4g}·N + {fit.delta:.4g}"
+    if not math.isfinite(a):
+        return f"T*(N) = {fit.alpha:.4g}·ln N + {fit.gamma:.4g}·N + {fit.delta:.4g} (the β → 0 limit)"
+    return f"T*(N) = {a:.4g}·N^{b:.4g} + {g:.4g}·N + {d:.4g}  (fitted as {fitted})"
+
+
+def sweep_fit_html(sf: SweepFit, holdout_fraction: float) -> str:
+    """Family choice per temperature, parameter trends in T and the fitted T*(N)."""
+    rows: list[tuple] = []
+    for t, sel in sf.selections.items():
+        rows += selection_rows(f"T={t:g}", sel, sf.selection_errors.get(t, ""))
+    parts = ["<h3>Family per temperature: power law vs power law plus linear trend</h3>",
+             selection_table(rows, "T", holdout_fraction)]
+    parts.append("<h3>Law parameters as functions of temperature</h3><p class=\"note\">Each parameter's "
+                 "per-temperature values fitted with a polynomial in T (degree 2 with four or more temperatures, "
+                 "else 1); a is trended as log(−a). Coefficients are for 1, T, T². See docs/scaling.md.</p>")
+    trend_rows = []
+    for fam, trends in sf.trends.items():
+        for p in trends.values():
+            trend_rows.append((fam, p.param, p.transform, p.degree, ", ".join(f"{c:.4g}" for c in p.coef), fmt_value(p.r2),
+                               ", ".join(f"{t:g}: {v:.4g}" for t, v in zip(p.temperatures, p.values))))
+    for fam, err in sf.trend_errors.items():
+        trend_rows.append((fam, "—", "—", "—", err[:100], "—", "—"))
+    parts.append(table_html(["family", "parameter", "trended as", "degree", "coefficients", "R²", "values by T"],
+                            trend_rows))
+    if sf.family is None:
+        parts.append(f"<p class=\"note\">No continuous T*: {html_lib.escape(sf.t_star_error)}</p>")
+    elif sf.t_star is not None:
+        parts.append(f"<p class=\"note\">Continuous T*(N) from the {sf.family} trends (the family with the lowest total "
+                     f"held-out error), between the lowest and highest temperature run; fitted on "
+                     f"{sf.t_star.n_points} budgets with an interior optimum (N {sf.t_star.N_min:g}–{sf.t_star.N_max:g}): "
+                     f"<b>{html_lib.escape(t_star_text(sf.t_star))}</b>, R² = {fmt_value(sf.t_star.r2)}, "
+                     f"max |residual| = {fmt_value(sf.t_star.max_abs_residual)}.</p>")
+    else:
+        parts.append(f"<p class=\"note\">Continuous T*(N) from the {sf.family} trends; no T*(N) curve fitted: "
+                     f"{html_lib.escape(sf.t_star_error)}</p>")
+    return "\n".join(parts)
+
+
+def sweep_fit_json(sf: SweepFit) -> dict[str, Any]:
+    t_star: dict[str, Any] | None = None
+    if sf.t_star is not None:
+        a, b, g, d = sf.t_star.paper_form()
+        t_star = {**asdict(sf.t_star), "paper_form": {"alpha": a, "beta": b, "gamma": g, "delta": d},
+                  "text": t_star_text(sf.t_star)}
+    return {"selections": {str(t): (s.to_json() if s is not None else {"error": sf.selection_errors.get(t)})
+                           for t, s in sf.selections.items()},
+            "family": sf.family,
+            "trends": {fam: {p: asdict(tr) for p, tr in trends.items()} for fam, trends in sf.trends.items()},
+            "trend_errors": dict(sf.trend_errors),
+            "continuous_optimum": [asdict(o) for o in sf.optima],
+            "t_star_fit": t_star, "t_star_error": sf.t_star_error or None}

@@ -1,0 +1,380 @@
+"""The leaderboard: checkpoints (model slugs) x (task, metric), optionally as differences to a base.
+
+Rows are models, columns are ``(task, metric)``; a cell shows ``value ± half-width of the 95% CI``.
+With a base model each other cell also shows ``Δ = model - base`` with a 95% paired-bootstrap
+interval over the problems both runs scored (their ids' intersection; the count is in the cell),
+and ▲ / ▼ when that interval lies entirely above / below 0 (a two-sided 95% test). Where either run
+lacks per-problem values the difference falls back to a normal approximation from the two CIs
+(marked ``≈``).
+
+Which run fills a (model, task) cell when several exist (different settings, n, problems or seeds):
+
+1. with ``--base``: the base's run is the one ``--base-run`` names for that task, else its only
+   run, else the one run whose comparison key (``comparison_key``: sampling settings, n, problem
+   set, dataset) the most other models' runs share. Never "the latest": that would switch the row
+   every checkpoint is paired against whenever the base is re-scored. When no run or several runs
+   tie, the leaderboard refuses in one line listing the candidates and asking for ``--base-run``.
+   Every other model's cell is its latest run with the base run's comparison key, else its latest
+   run with the base's sampling settings (``rundir.SAMPLING_KEYS``), else its latest run, marked †;
+2. without ``--base``: the latest run (provenance timestamp, else metrics.json mtime).
+
+Each choice is listed under the table. This module reads runs and writes two files; it does not
+rescore anything.
+"""
+
+from __future__ import annotations
+
+import html as html_lib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from bonbench.core.config import model_slug
+from bonbench.core import outputs
+from bonbench.core.errors import BonbenchError
+from bonbench.metrics.estimators import metric_sort_key, paired_bootstrap_diff
+from bonbench.metrics.info import LOWER, footnotes, metric_info
+from bonbench.apps.analysis.html import img_tag, page, table_html
+from bonbench.apps.analysis.baseline import load_gate_run
+from bonbench.apps.analysis.rundir import RunData, load_run
+from bonbench.core.store import atomic_write_json, find_run_dirs
+
+UP, DOWN, MISMATCH = "▲", "▼", "†"
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Cell:
+    value: float
+    lo: float
+    hi: float
+    n_problems: int
+    diff: float | None = None
+    diff_lo: float | None = None
+    diff_hi: float | None = None
+    p_improve: float | None = None
+    n_shared: int | None = None
+    paired: bool = True
+    settings_match: bool = True
+
+    @property
+    def marker(self) -> str:
+        if self.diff_lo is None or self.diff_hi is None:
+            return ""
+        if self.diff_lo > 0:
+            return UP
+        if self.diff_hi < 0:
+            return DOWN
+        return ""
+
+
+@dataclass(frozen=True)
+class Selection:
+    model: str
+    task: str
+    run: RunData
+    rule: str
+    n_candidates: int
+
+
+@dataclass
+class Leaderboard:
+    models: list[str]
+    columns: list[tuple[str, str]]
+    cells: dict[tuple[str, str, str], Cell]
+    selections: list[Selection]
+    base: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _latest(runs: Sequence[RunData]) -> RunData:
+    return max(runs, key=lambda r: (r.created, str(r.path)))
+
+
+def comparison_key(run: RunData) -> str:
+    """What two runs must share for their cells to be the same comparison: sampling settings, n,
+    the problem set and the dataset (seeds may differ: they are replicas)."""
+    ids = run.meta.get("problem_set") or sorted({pid for vals in run.per_problem.values() for pid in vals})
+    return json.dumps([run.sampling_settings(), run.n, ids, run.dataset_fingerprint], sort_keys=True, default=str)
+
+
+def _describe(run: RunData) -> str:
+    n_problems = run.meta.get("n_problems") or max((m.n_problems for m in run.metrics.values()), default=0)
+    return (f"{run.path} (T={run.temperature:g}, n={run.n}, seed={run.seed}, {n_problems} problems, "
+            f"scored {run.created:%Y-%m-%d %H:%M})")
+
+
+def _base_run(base_slug: str, task: str, runs: Sequence[RunData], others: Sequence[tuple[str, RunData]]) -> tuple[RunData, str]:
+    """The base's run for ``task`` among ``runs`` when nothing pins it: see the module docstring."""
+    if len(runs) == 1:
+        return runs[0], "base: its only run"
+    support = {}
+    for r in runs:
+        key = comparison_key(r)
+        support[r.path] = len({m for m, o in others if comparison_key(o) == key})
+    best = max(support.values())
+    tied = [r for r in runs if support[r.path] == best]
+    if best > 0 and len(tied) == 1:
+        return tied[0], f"base: the run whose settings, n and problems {best} other model(s) share"
+    why = "none matches another model's settings, n and problems" if best == 0 else \
+        f"{len(tied)} match {best} other model(s) equally"
+    raise BonbenchError(f"the base {base_slug} has {len(runs)} runs of task {task} and {why}: "
+                        + "; ".join(_describe(r) for r in sorted(tied if best else runs, key=lambda r: str(r.path)))
+                        + f"; pick one with --base-run RUN_DIR")
+
+
+def _select(groups: Mapping[tuple[str, str], list[RunData]], base_slug: str | None,
+            pinned: Mapping[str, RunData] | None = None) -> list[Selection]:
+    out: list[Selection] = []
+    base_runs: dict[str, RunData] = {}
+    pinned = pinned or {}
+    if base_slug is not None:
+        for (model, task), runs in groups.items():
+            if model == base_slug:
+                if task in pinned:
+                    base_runs[task], rule = pinned[task], "base: the run --base-run names"
+                else:
+                    others = [(m, r) for (m, t), rs in groups.items() if t == task and m != base_slug for r in rs]
+                    base_runs[task], rule = _base_run(base_slug, task, runs, others)
+                out.append(Selection(model, task, base_runs[task], rule, len(runs)))
+    for (model, task), runs in sorted(groups.items()):
+        if model == base_slug:
+            continue
+        base_run = base_runs.get(task)
+        if base_run is None:
+            out.append(Selection(model, task, _latest(runs), "latest run", len(runs)))
+            continue
+        same = [r for r in runs if comparison_key(r) == comparison_key(base_run)]
+        close = [r for r in runs if r.sampling_settings() == base_run.sampling_settings()]
+        if same:
+            out.append(Selection(model, task, _latest(same), "latest run with the base run's settings, n and problems",
+                                 len(runs)))
+        elif close:
+            out.append(Selection(model, task, _latest(close), "latest run with the base's sampling settings "
+                                 "(n or problems differ)", len(runs)))
+        else:
+            out.append(Selection(model, task, _latest(runs), f"latest run; {MISMATCH} no run matches the base's settings",
+                                 len(runs)))
+    return out
+
+
+def _diff(run_pp: Mapping[str, float] | None, base_pp: Mapping[str, float] | None, run_cell: Cell, base_cell: Cell,
+          n_boot: int, seed: int) -> tuple[float, float, float, float | None, int, bool]:
+    if run_pp and base_pp:
+        shared = sorted(set(run_pp) & set(base_pp))
+        if len(shared) >= 2:
+            a = np.array([run_pp[i] for i in shared])
+            b = np.array([base_pp[i] for i in shared])
+            d, lo, hi, p_le0 = paired_bootstrap_diff(a, b, n_boot=n_boot, seed=seed)
+            return d, lo, hi, p_le0, len(shared), True
+    # no per-problem values on one side: independent normal approximation from the reported CIs
+    se = math.hypot((run_cell.hi - run_cell.lo) / (2 * Z95), (base_cell.hi - base_cell.lo) / (2 * Z95))
+    d = run_cell.value - base_cell.value
+    return d, d - Z95 * se, d + Z95 * se, None, 0, False
+
+
+def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequence[str] | None = None,
+                      metrics: Sequence[str] | None = None, n_boot: int = 2000, seed: int = 0,
+                      base_runs: Sequence[Path] = ()) -> Leaderboard:
+    """Collect every scored run under ``results_dir`` into a leaderboard (see the module docstring).
+    ``base_runs``: run directories of the base, at most one per task, that pin its run there."""
+    wanted = set(tasks or ())
+    runs = [load_run(d) for d in find_run_dirs(results_dir, scored=True)]
+    if wanted:
+        runs = [r for r in runs if r.task in wanted]
+    if not runs:
+        what = f" for task(s) {', '.join(tasks)}" if tasks else ""
+        raise BonbenchError(f"no scored runs under {results_dir}{what}; run `bonbench run ...` first")
+    groups: dict[tuple[str, str], list[RunData]] = {}
+    for r in runs:
+        groups.setdefault((r.model_slug, r.task), []).append(r)
+    base_slug = None
+    if base is not None:
+        base_slug = model_slug(base)
+        if not any(m == base_slug for m, _ in groups):
+            have = sorted({m for m, _ in groups})
+            raise BonbenchError(f"--base {base!r} has no runs under {results_dir} (models: {', '.join(have)})")
+    pinned: dict[str, RunData] = {}
+    if base_runs and base_slug is None:
+        raise BonbenchError("--base-run names the base's run: add --base MODEL")
+    for path in base_runs:
+        run = load_gate_run(path)  # a checkpoint folder is refused naming `bonbench run` to evaluate it
+        if run.model_slug != base_slug:
+            raise BonbenchError(f"--base-run {path} is a run of {run.model_slug}, not of the base {base_slug}; "
+                                f"pass a run under runs/<task>/{base_slug}/")
+        if run.task in pinned:
+            raise BonbenchError(f"--base-run names two runs for task {run.task}; keep one per task")
+        if wanted and run.task not in wanted:
+            continue
+        if not run.metrics:
+            raise BonbenchError(f"--base-run {path} has no scores; run `bonbench score {path}` first")
+        pinned[run.task] = run
+    selections = _select(groups, base_slug, pinned)
+    chosen = {(s.model, s.task): s for s in selections}
+
+    all_tasks = sorted({t for _, t in groups})
+    columns: list[tuple[str, str]] = []
+    for task in all_tasks:
+        present = {m for (mod, t), s in chosen.items() if t == task for m in s.run.metrics}
+        wanted = [m for m in metrics if m in present] if metrics else sorted(present, key=metric_sort_key)
+        columns.extend((task, m) for m in wanted)
+    if metrics:
+        missing = [m for m in metrics if not any(c[1] == m for c in columns)]
+        if missing:
+            raise BonbenchError(f"no run has metric(s) {', '.join(missing)}; check --metric (e.g. pass@1)")
+
+    models = sorted({m for m, _ in groups}, key=lambda m: (m != base_slug, m))
+    cells: dict[tuple[str, str, str], Cell] = {}
+    closed: set[tuple[str, str, str]] = set()
+    for (model, task), sel in chosen.items():
+        for t, metric in columns:
+            if t != task or metric not in sel.run.metrics:
+                continue
+            m = sel.run.metrics[metric]
+            if metric_info(metric, m.notes, sel.run.per_problem.get(metric)).closed_form:
+                closed.add((model, task, metric))  # no interval and no Δ: not a measurement of the model
+                cells[(model, task, metric)] = Cell(m.value, math.nan, math.nan, m.n_problems)
+            else:
+                cells[(model, task, metric)] = Cell(m.value, m.ci95[0], m.ci95[1], m.n_problems)
+    notes: list[str] = []
+    if base_slug is not None:
+        for (model, task), sel in chosen.items():
+            base_sel = chosen.get((base_slug, task))
+            if model == base_slug or base_sel is None:
+                continue
+            for t, metric in columns:
+                key, bkey = (model, task, metric), (base_slug, task, metric)
+                if t != task or key not in cells or bkey not in cells or key in closed:
+                    continue
+                d, lo, hi, p, n_shared, paired = _diff(sel.run.per_problem.get(metric), base_sel.run.per_problem.get(metric),
+                                                       cells[key], cells[bkey], n_boot, seed)
+                c = cells[key]
+                cells[key] = Cell(c.value, c.lo, c.hi, c.n_problems, d, lo, hi, p, n_shared, paired,
+                                  sel.run.sampling_settings() == base_sel.run.sampling_settings())
+        notes.append(f"Δ = model - {base_slug} on the problems both runs scored (n = shared problems); "
+                     f"{UP}/{DOWN}: the 95% paired-bootstrap interval of Δ ({n_boot} resamples) excludes 0; "
+                     f"≈: no per-problem values, normal approximation from the two CIs; "
+                     f"{MISMATCH}: sampling settings differ from the base run.")
+        lower = sorted({m for _, m in columns if metric_info(m).direction == LOWER})
+        if lower:
+            notes.append(f"Lower is better for {', '.join(lower)}: there {UP} (a significant increase) is a move away from "
+                         "the reference, shown red in the HTML page.")
+    notes += footnotes(m for _, m in columns)
+    return Leaderboard(models=models, columns=columns, cells=cells, selections=selections, base=base_slug, notes=notes)
+
+
+def _cell_text(cell: Cell | None, is_base: bool, sep: str) -> str:
+    if cell is None:
+        return "—"
+    half = (cell.hi - cell.lo) / 2 if math.isfinite(cell.hi - cell.lo) else math.nan
+    text = f"{cell.value:.3f} ± {half:.3f}" if math.isfinite(half) else f"{cell.value:.3f}"
+    if is_base:
+        return text + f"{sep}(base)"
+    if cell.diff is None:
+        return text
+    approx = "" if cell.paired else "≈"
+    n = f", n={cell.n_shared}" if cell.paired else ""
+    mark = f" {cell.marker}" if cell.marker else ""
+    flag = f" {MISMATCH}" if not cell.settings_match else ""
+    return (f"{text}{sep}Δ {approx}{cell.diff:+.3f} [{cell.diff_lo:+.3f}, {cell.diff_hi:+.3f}]{mark}{n}{flag}")
+
+
+def _rows(board: Leaderboard, sep: str) -> tuple[list[str], list[list[str]]]:
+    header = ["model"] + [f"{task} {metric}" for task, metric in board.columns]
+    rows = []
+    for model in board.models:
+        rows.append([model] + [_cell_text(board.cells.get((model, t, m)), model == board.base, sep)
+                               for t, m in board.columns])
+    return header, rows
+
+
+def _selection_lines(board: Leaderboard) -> list[str]:
+    lines = []
+    for s in sorted(board.selections, key=lambda s: (s.task, s.model)):
+        extra = f" ({s.n_candidates - 1} other run(s) ignored)" if s.n_candidates > 1 else ""
+        lines.append(f"{s.model} / {s.task}: run {s.run.hash} (T={s.run.temperature:g}, n={s.run.n}) — {s.rule}{extra}")
+    return lines
+
+
+def render_markdown(board: Leaderboard) -> str:
+    """The leaderboard as a GitHub-flavoured markdown table with its notes and run choices."""
+    header, rows = _rows(board, "<br>")
+    lines = ["# bonbench leaderboard", ""]
+    if board.base:
+        lines += [f"Base: **{board.base}**", ""]
+    lines.append("| " + " | ".join(header) + " |")
+    lines.append("|" + "|".join(["---"] + [":---:"] * (len(header) - 1)) + "|")
+    for row in rows:
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+    lines.append("")
+    lines.append("Cells: value ± half-width of the 95% bootstrap CI over problems.")
+    lines += [f"{n}" for n in board.notes]
+    lines += ["", "## Runs used", ""]
+    lines += [f"- {line}" for line in _selection_lines(board)]
+    return "\n".join(lines) + "\n"
+
+
+def write_k_curve_figures(board: Leaderboard, out_dir: Path) -> list[Path]:
+    """Per task with two or more chosen runs that have k-curves, those runs' curves on shared axes
+    (the base first), as ``leaderboard_<task>_kcurves.png``."""
+    from bonbench.apps.analysis.sections import run_curve_label
+    from bonbench.apps.analysis.plots import plot_k_curve_comparison
+
+    out = []
+    for task in dict.fromkeys(t for t, _ in board.columns):
+        chosen = sorted((s for s in board.selections if s.task == task and s.run.curves),
+                        key=lambda s: (s.model != board.base, s.model))
+        if len(chosen) >= 2:
+            curves = {("base " if s.model == board.base else "") + run_curve_label(s.run): s.run.curves for s in chosen}
+            out.append(plot_k_curve_comparison(curves, Path(out_dir) / f"leaderboard_{task.replace('/', '_')}_kcurves.png",
+                                               title=f"{task}: the leaderboard's runs"))
+    return out
+
+
+def render_html(board: Leaderboard, figures: Sequence[Path] = ()) -> str:
+    """The leaderboard as a standalone HTML page (better green, worse red: ▲ green unless lower is
+    better), with ``figures`` embedded below the table."""
+    header, rows = _rows(board, "\n")
+    body_rows = []
+    lower = [False] + [metric_info(m).direction == LOWER for _, m in board.columns]
+    for row in rows:
+        cells = []
+        for c, flip in zip(row, lower):
+            good, bad = (DOWN, UP) if flip else (UP, DOWN)  # green is better, whichever way that is
+            cls = "up" if good in c else "down" if bad in c else ""
+            cells.append((html_lib.escape(c).replace("\n", "<br>"), cls))
+        body_rows.append(cells)
+    parts = [f"<h1>bonbench leaderboard</h1>"]
+    if board.base:
+        parts.append(f"<p>Base: <b>{html_lib.escape(board.base)}</b></p>")
+    parts.append(table_html(header, body_rows, raw=True))
+    parts.append("<p>Cells: value ± half-width of the 95% bootstrap CI over problems.</p>")
+    parts += [f"<p>{html_lib.escape(n)}</p>" for n in board.notes]
+    parts += [img_tag(f, f.stem) for f in figures]
+    parts.append("<h2>Runs used</h2><ul>" + "".join(f"<li>{html_lib.escape(x)}</li>" for x in _selection_lines(board)) + "</ul>")
+    return page("bonbench leaderboard", "\n".join(parts))
+
+
+def write_leaderboard(board: Leaderboard, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``leaderboard.md``, ``leaderboard.html`` and ``leaderboard.json`` into ``out_dir``."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md = out_dir / "leaderboard.md"
+    html = out_dir / "leaderboard.html"
+    outputs.write_text(md, render_markdown(board))
+    outputs.write_text(html, render_html(board, write_k_curve_figures(board, out_dir)))
+    atomic_write_json(out_dir / "leaderboard.json", {
+        "base": board.base,
+        "columns": [list(c) for c in board.columns],
+        "cells": [{"model": m, "task": t, "metric": k, **{f: getattr(c, f) for f in (
+            "value", "lo", "hi", "n_problems", "diff", "diff_lo", "diff_hi", "p_improve", "n_shared", "paired",
+            "settings_match")},
+                   "marker": c.marker} for (m, t, k), c in sorted(board.cells.items())],
+        "runs": [{"model": s.model, "task": s.task, "run_dir": str(s.run.path), "rule": s.rule}
+                 for s in board.selections],
+    })
+    return md, html

@@ -1,0 +1,149 @@
+"""Everything a training run checks before its model loads: the objective and its needs, the task's
+train split, the verifier, the batch split over ranks, the base model's files (``prepare``); then
+the checkpoint folder (``before_start``): the recorded settings, the saved state's files, whether
+the run is already complete, a writable ``--out``; and the run's one-line notices (resuming,
+already complete, starting over), logged to ``NOTICES`` (the CLI prints them on stderr).
+
+All bad input found here is a ``BonbenchError`` naming the fix, the same on every rank of a
+data-parallel job. Nothing here trains or writes; ``loop`` does.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bonbench.core.errors import BonbenchError
+from bonbench.core.models import ResolvedModel, resolve_model
+from bonbench.core.records import Problem
+from bonbench.api.task import Task, get_task, get_verifier
+from bonbench.apps.trainer.checkpoint import CheckpointDir
+from bonbench.apps.trainer.config import TrainConfig
+from bonbench.apps.trainer.distributed import check_batch, env_world
+from bonbench.api.objective import NEEDS, Objective, make_objective
+from bonbench.apps.trainer.policy import check_weight_files
+from bonbench.apps.trainer.rollout import check_gold_answers
+from bonbench.apps.trainer.watch import TrainingWarning, warmup_warning
+
+NOTICES = logging.getLogger("bonbench.apps.trainer")  # one line each: resuming, already complete, starting over
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """What a training run needs before its first step (all bad input found here)."""
+
+    cfg: TrainConfig
+    task: Task
+    objective: Objective
+    model: ResolvedModel
+    ckpt: CheckpointDir
+
+
+def load_train_task(cfg: TrainConfig) -> Task:
+    """The task's train split; a task without one is a one-line error naming the fix."""
+    from bonbench.api.task import task_parameters
+
+    if "split" not in task_parameters(cfg.task) and cfg.task in _task_names():
+        raise BonbenchError(f"task {cfg.task!r} has no train split; train on a task that has one (math, imdb) "
+                            "or give it a split argument")
+    args: dict[str, Any] = {"split": "train", **dict(cfg.task_args)}
+    try:
+        return get_task(cfg.task, data_dir=cfg.data_dir, **args)
+    except BonbenchError as exc:
+        if "unknown split" in str(exc):
+            raise BonbenchError(f"task {cfg.task!r} has no train split ({exc}); train on a task that has one") from exc
+        raise
+
+
+def _task_names() -> list[str]:
+    from bonbench.api.task import load_plugins, task_names
+
+    load_plugins()
+    return list(task_names())
+
+
+def expert_completion(task: Task, problem: Problem) -> str:
+    """A demonstration for SFT-style objectives: the problem's worked solution, else (reward-judged
+    tasks) its reference answer."""
+    text = problem.meta.get("solution") or (problem.target if task.judged_by == "reward" else "")
+    if not text:
+        raise BonbenchError(f"task {task.name!r} has no reference solutions for expert rows; pick an objective "
+                            "without demonstrations (see `bonbench list objectives`)")
+    return " " + str(text).strip()
+
+
+def prepare(cfg: TrainConfig) -> Prepared:
+    """Check everything a run needs, load nothing heavy (the model is resolved, not loaded)."""
+    objective = make_objective(cfg.objective, **dict(cfg.objective_options))
+    if objective.min_group > cfg.group:
+        raise BonbenchError(f"objective {cfg.objective!r} needs groups of at least {objective.min_group} samples "
+                            f"(k or N), but --group is {cfg.group}; raise --group or lower k / N")
+    needs = set(objective.needs)
+    if "scores" in needs and not cfg.verifier:
+        raise BonbenchError(f"objective {cfg.objective!r} needs a verifier: add {NEEDS['scores']}")
+    if "ref_rewards" in needs and cfg.ref_samples < 1:
+        raise BonbenchError(f"objective {cfg.objective!r} needs reference rewards: add {NEEDS['ref_rewards']} (e.g. --ref-samples 32)")
+    task = load_train_task(cfg)
+    if "answers" in needs and task.judged_by == "reward":
+        raise BonbenchError(f"objective {cfg.objective!r} votes on extracted answers, and task {task.name!r} is judged by "
+                            "a reward model (free text); use passk (max@k) or mean instead")
+    if "expert" in needs:
+        expert_completion(task, task.problems[0])
+    if cfg.rationalize:
+        if cfg.objective != "star":
+            raise BonbenchError("--rationalize is STaR's rationalisation step: use it with --objective star")
+        check_gold_answers(task)
+    if cfg.rollout_backend == "vllm":
+        from bonbench.plugins.samplers.vllm import import_vllm
+        from bonbench.apps.trainer.vllm_rollout import vllm_max_lora_rank
+
+        import_vllm()  # a broken or missing install is one line naming the fix, before the model loads
+        vllm_max_lora_rank(cfg.lora_rank)
+    if cfg.verifier:
+        get_verifier(cfg.verifier, **({"data_dir": cfg.data_dir} if cfg.verifier.startswith("rm:") else {}))
+    check_batch(cfg.prompts_per_step, env_world()[1])
+    ckpt = CheckpointDir(Path(cfg.out) / "checkpoints" / cfg.name)
+    model = resolve_model(cfg.model)
+    check_weight_files(model)
+    return Prepared(cfg, task, objective, model, ckpt)
+
+
+def _resume_line(ck: CheckpointDir, saved: int, steps: int) -> str:
+    """"resuming at step S of T", with what the resumed run redoes or has left to do."""
+    line = f"resuming at step {saved} of {steps} ({ck.root})"
+    if saved == steps:
+        return line + ": training is done, writing the export"
+    redo = len({int(r["step"]) for r in ck.read_rows(ck.log_path) if int(r["step"]) >= saved})
+    return line + (f"; {redo} logged step{'s' * (redo > 1)} after the last save {'are' if redo > 1 else 'is'} redone"
+                   if redo else "")
+
+
+def before_start(prep: Prepared) -> bool:
+    """Checks of the checkpoint folder before the model loads (every rank alike); rank 0's notices
+    (``NOTICES``) and warnings. Returns whether the run is already complete (nothing to train or export)."""
+    cfg, ck = prep.cfg, prep.ckpt
+    main = env_world()[0] == 0
+    restarted = ck.check_or_write_config(cfg, write=False)
+    saved = ck.check_state()
+    if saved > cfg.steps:
+        raise BonbenchError(f"checkpoint {cfg.name!r} has trained {saved} steps, more than --steps {cfg.steps}; pass "
+                            f"--steps {saved} or more to continue it, or use another --name")
+    if saved == cfg.steps and ck.exported_step() == saved:
+        if main:
+            NOTICES.info(f"already complete: {cfg.name!r} has trained {saved} of {cfg.steps} steps ({ck.root}); a "
+                         "larger --steps trains on")
+        return True
+    ck.check_writable(cfg.out)  # a read-only --out fails now, before the model loads and a step is lost
+    if not main:
+        return False
+    note = warmup_warning(cfg)
+    if note:
+        warnings.warn(note, TrainingWarning, stacklevel=3)
+    if restarted:
+        NOTICES.info(f"starting {cfg.name!r} over with the new settings: its folder held no saved training state")
+    elif saved:
+        NOTICES.info(_resume_line(ck, saved, cfg.steps))
+    return False

@@ -1,0 +1,76 @@
+"""metrics.json -> a terminal table (rich) or plain text; nothing else.
+
+The table lists every metric with its value and 95% bootstrap CI. A document that is not a
+metrics.json (no ``metrics`` table, a metric without a value) is a one-line BonbenchError naming the
+file, never a half-printed table. Plots, HTML and leaderboards live in bonbench.apps.analysis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from bonbench.core.errors import BonbenchError
+from bonbench.metrics.estimators import metric_sort_key
+from bonbench.metrics.info import footnotes, metric_info
+
+
+def _fmt(x: float | None) -> str:
+    # None: a value the task withholds (functional_math's reasoning_gap below its coverage rule)
+    if x is None:
+        return "withheld"
+    return "nan" if x != x else f"{x:.4f}"
+
+
+def metrics_table(doc: Mapping[str, Any], title: str | None = None) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("95% CI", justify="right")
+    table.add_column("problems", justify="right")
+    for name in sorted(doc["metrics"], key=metric_sort_key):
+        m = doc["metrics"][name]
+        lo, hi = m.get("ci95") or [float("nan"), float("nan")]
+        # escape: per-group names like pass@1[variant=static] would otherwise be read as rich markup
+        ci = "" if lo is None and hi is None else escape(f"[{_fmt(lo)}, {_fmt(hi)}]")  # withheld: no interval either
+        per_problem = (doc.get("per_problem") or {}).get(name) if isinstance(doc.get("per_problem"), Mapping) else None
+        if metric_info(name, m, per_problem if isinstance(per_problem, Mapping) else None).closed_form:
+            ci = "closed form"  # a function of n and k, not a sample statistic: no interval to show
+        table.add_row(escape(name), _fmt(m["value"]), ci, str(m.get("n_problems", "")))
+    return table
+
+
+def check_metrics_doc(doc: Any, path: Path | str | None = None) -> None:
+    """Raise a one-line BonbenchError unless ``doc`` has the shape of a metrics.json (a ``metrics``
+    table whose entries have a ``value`` that is a number or null)."""
+    where = f"{path}" if path is not None else "the metrics document"
+    metrics = doc.get("metrics") if isinstance(doc, Mapping) else None
+    bad = None if isinstance(metrics, Mapping) else "it has no \"metrics\" table"
+    for name, m in (metrics or {}).items() if bad is None else ():
+        value = m.get("value", "missing") if isinstance(m, Mapping) else "missing"
+        ci = m.get("ci95") if isinstance(m, Mapping) else None
+        if not (value is None or isinstance(value, (int, float))) or not (ci is None or (
+                isinstance(ci, (list, tuple)) and len(ci) == 2 and all(x is None or isinstance(x, (int, float)) for x in ci))):
+            bad = f"metric {name!r} has no numeric value and interval"
+            break
+    if bad:
+        raise BonbenchError(f"{where} is not a bonbench metrics.json ({bad}); rescore the run with `bonbench score RUN_DIR`")
+
+
+def print_metrics(doc: Mapping[str, Any], console: Console | None = None, path: Path | str | None = None) -> None:
+    """Print the metrics table to stdout (``path``: the file ``doc`` came from, named in errors)."""
+    check_metrics_doc(doc, path)
+    console = console or Console(soft_wrap=True)
+    verifier = doc.get("verifier")
+    title = f"{doc.get('task')} · {doc.get('model')} · n={doc.get('n')}" + (f" · verifier={verifier}" if verifier else "")
+    if doc.get("shard"):  # one shard's metrics (shard-metrics.json), not the run's
+        title += f" · shard {doc['shard'].get('label')} only"
+    if (doc.get("shards") or {}).get("partial"):
+        title += f" · partial: shards {', '.join(doc['shards'].get('missing', []))} missing"
+    console.print(metrics_table(doc, title=title))
+    for note in footnotes(doc["metrics"]):  # what a negative kl or a closed-form value means
+        console.print(escape(note), style="dim")

@@ -1,0 +1,604 @@
+"""Host side of code execution: code extraction, program assembly with a secret sentinel,
+output comparison, verdicts, and the ``CodeGrader`` that runs it all through the sandbox.
+
+Where each verdict is decided:
+
+* **stdin/stdout tests** (CodeContests, TACO stdin problems): the program's stdout is compared with
+  the expected output here, on the host; the expected output never enters the sandbox.
+* **function-call tests** (HumanEval, MBPP, TACO ``fn_name`` problems; ``ExecCase.calls``): the
+  sandbox only records the calls the tests make and their results as plain data; a separate
+  trusted run of the tests replays that recording and its assertions decide
+  (``bonbench.plugins.graders.replay``). Nothing the untrusted process does to its own interpreter (an
+  always-true ``__eq__``, frame walks, ``sys.settrace``, patched builtins) reaches that run.
+
+The sentinel frames the program's own output: the harness reads a secret line (from a file deleted
+before any user code exists) and writes it after the program, so a program that exits early
+(``exit(0)``, ``os._exit(0)``, ``raise SystemExit``), prints from ``atexit`` or closes stdout cannot
+produce it. The sentinel is ``HMAC(key, program, stdin)``: unpredictable to the program, but the
+same for the same execution, so the sandbox ``ResultCache`` (keyed by program, stdin and limits)
+can serve re-scoring without re-executing. The key lives next to the cache (``sentinel.key``) and
+never enters the sandbox; without a cache it is fresh per grader. A program that finds the secret
+(it is in the harness's frame) gains nothing for function-call tests (it can only end its own
+recording) and, for stdin tests, still needs the expected output.
+
+This module does not know any benchmark's schema (``bonbench_tasks.*`` build the test cases) and
+does not isolate anything itself (``bonbench_sandbox`` does).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import threading
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from bonbench.core.errors import BonbenchError
+from bonbench.plugins.graders.code_text import (  # re-exported: tasks import them from here
+    FLOAT_TOL,
+    defines,
+    extract_code,
+    fenced_blocks,
+    outputs_match,
+    truncate_at_stop,
+)
+from bonbench.plugins.graders.replay import (
+    RECORD_MARK,
+    RECORDINGS_FILE,
+    CallTest,
+    parse_recording,
+    parse_verdicts,
+    recording_source,
+    recordings_file,
+    trusted_program,
+)
+from bonbench.core.records import Grade, Problem, Sample
+
+# Stop strings of the HumanEval paper's completion setting: the function ends where the next
+# top-level statement begins.
+HUMANEVAL_STOP: tuple[str, ...] = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
+
+SECRET_HEX = 32  # 128 bits: not guessable
+KEYFILE = ".bb_sentinel"  # next to main.py in the sandbox; the harness deletes it before user code runs
+DEFAULT_CACHE_DIR = Path("results/cache/exec")
+ENV_EXEC_CACHE = "BONBENCH_EXEC_CACHE"
+
+ProgressCallback = Callable[[int, int], None]
+
+
+def default_cache_dir() -> Path:
+    """``$BONBENCH_EXEC_CACHE`` if set, else ``results/cache/exec`` (relative to the working directory)."""
+    return Path(os.environ.get(ENV_EXEC_CACHE) or DEFAULT_CACHE_DIR)
+
+
+# --------------------------------------------------------------------------- test cases
+
+
+@dataclass(frozen=True)
+class ExecCase:
+    """One execution of a test: ``source`` is solution + test code (no harness).
+
+    ``expected_stdout`` None means function-call style (pass = the code ran to its end); otherwise
+    the program's stdout must match it under the tolerance rules of ``outputs_match``.
+    ``as_main`` runs the code with ``__name__ == "__main__"`` (stdin programs); function-call tests
+    use another name, like the official HumanEval/MBPP harnesses, so demo ``__main__`` blocks in a
+    completion do not run. ``timeout_s`` (wall clock) / ``memory_mb`` None take the grader's defaults;
+    ``cpu_s`` None lets the sandbox derive the CPU limit from the wall clock.
+
+    ``calls`` makes it a function-call test decided outside the sandbox (``bonbench.plugins.graders.replay``):
+    ``source`` is then only the candidate's code; the sandbox records the calls ``calls.tests`` make
+    and a trusted run of the tests on that recording gives the verdict. Every task's function-call
+    tests use it; a case without ``calls`` and without ``expected_stdout`` passes when its code runs
+    to its end, which the untrusted code itself can influence (kept for programs, not for tasks).
+    """
+
+    source: str
+    stdin: str = ""
+    expected_stdout: str | None = None
+    timeout_s: float | None = None
+    cpu_s: float | None = None
+    memory_mb: int | None = None
+    float_tol: bool = False
+    as_main: bool = False
+    label: str = ""
+    calls: CallTest | None = None
+
+
+BuildJobs = Callable[[Problem, str], Sequence[ExecCase]]
+
+
+class NoCode(ValueError):
+    """Raised by a task's build_jobs when the completion holds no usable code (a wrong answer, not a bug)."""
+
+
+# --------------------------------------------------------------------------- program assembly
+
+_HARNESS = r'''import os as _bb_os, sys as _bb_sys
+
+
+def _bb_run():
+    write, stdout = _bb_os.write, _bb_sys.stdout
+    # the secret arrives as a file that is deleted before any user code exists
+    with open({keyfile!r}, "rb") as fh:
+        secret = fh.read()
+    _bb_os.unlink({keyfile!r})
+    src = {src!r}
+    import linecache
+    linecache.cache["<solution>"] = (len(src), None, src.splitlines(True), "<solution>")
+    code = compile(src, "<solution>", "exec")
+    del src
+    scope = {{"__name__": {name!r}, "__builtins__": __builtins__}}
+    exec(code, scope)
+    threading = _bb_sys.modules.get("threading")
+    if threading is not None:
+        # programs that do their work in a non-daemon thread (a common stack-size trick) finish first
+        for t in threading.enumerate():
+            if t is not threading.main_thread() and not t.daemon:
+                t.join()
+    try:
+        _bb_sys.stdout.flush()
+    except Exception:
+        pass
+    # the original stdout must still be usable: a program that closed it cannot vouch for its output
+    stdout.flush()
+    write(1, b"\n" + secret)  # secret carries its own trailing newline
+
+
+_bb_run()
+'''
+
+
+# Function-call tests: the recording is written after the tests whatever they did (an assertion
+# that failed here decides nothing; the trusted run does). ``_bb_dumps`` is the recorder's own
+# JSON writer, looked up before user code runs.
+_CALL_HARNESS = r'''import os as _bb_os, sys as _bb_sys
+
+
+def _bb_run():
+    write = _bb_os.write
+    with open({keyfile!r}, "rb") as fh:
+        secret = fh.read().strip()
+    _bb_os.unlink({keyfile!r})
+    src = {src!r}
+    import linecache
+    linecache.cache["<solution>"] = (len(src), None, src.splitlines(True), "<solution>")
+    code = compile(src, "<solution>", "exec")
+    del src
+    scope = {{"__name__": "__solution__", "__builtins__": __builtins__}}
+    try:
+        exec(code, scope)
+    finally:
+        try:
+            _bb_sys.stdout.flush()
+        except BaseException:
+            pass
+        try:
+            record = scope["_bb_dumps"](scope["_bb_calls"])
+        except BaseException:
+            record = "null"
+        write(1, b"\n" + secret + {mark!r}.encode() + record.encode() + b"\n")
+
+
+_bb_run()
+'''
+
+
+def assemble_program(case: ExecCase) -> str:
+    """The harness program that runs ``case.source`` (the secret comes in ``KEYFILE``, see module doc)."""
+    if case.calls is not None:
+        return _CALL_HARNESS.format(keyfile=KEYFILE, src=recording_source(case.calls, case.source), mark=RECORD_MARK)
+    return _HARNESS.format(keyfile=KEYFILE, src=case.source, name="__main__" if case.as_main else "__solution__")
+
+
+def make_secret(key: bytes, program: str, stdin: str) -> str:
+    """The per-execution sentinel: HMAC over the exact program and stdin (32 hex chars)."""
+    msg = hashlib.sha256(program.encode("utf-8", "surrogatepass")).digest() + stdin.encode("utf-8", "surrogatepass")
+    return hmac.new(key, msg, hashlib.sha256).hexdigest()[:SECRET_HEX]
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+@dataclass(frozen=True)
+class CaseVerdict:
+    """The verdict on one execution. ``status``: "ok", the sandbox's failure status ("timeout",
+    "memory", "runtime_error", ...), "incomplete" (exit 0 without the sentinel: the tests did not run
+    to their end) or "wrong_answer"."""
+
+    passed: bool
+    status: str
+    reason: str = ""
+    cached: bool = False
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _last_line(text: str, limit: int = 160) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
+def judge(case: ExecCase, secret: str, result: Any) -> CaseVerdict:
+    """Verdict from a sandbox ``ExecResult`` (needs ``status``, ``exit_code``, ``stdout``, ``stderr``)."""
+    status = str(getattr(result, "status", "error"))
+    stdout, stderr = _text(getattr(result, "stdout", "")), _text(getattr(result, "stderr", ""))
+    cached = bool(getattr(result, "cached", False))
+    if case.calls is not None:
+        # only a first stage: the trusted run decides (CodeGrader._check_recordings)
+        if recording(secret, result) is not None:
+            return CaseVerdict(True, RECORDED, "", cached)
+        if status == "ok":
+            return CaseVerdict(False, "incomplete", "exited before the tests finished", cached)
+        return CaseVerdict(False, status, _last_line(stderr) or status, cached)
+    if status != "ok" or getattr(result, "exit_code", None) != 0:
+        status = "runtime_error" if status == "ok" else status
+        return CaseVerdict(False, status, _last_line(stderr) or status, cached)
+    marker = "\n" + secret + "\n"
+    at = stdout.rfind(marker)
+    if at == -1:
+        return CaseVerdict(False, "incomplete", "exited 0 before the tests finished", cached)
+    if case.expected_stdout is None:
+        return CaseVerdict(True, "ok", "", cached)
+    program_out = stdout[:at] + stdout[at + len(marker):]
+    if outputs_match(program_out, case.expected_stdout, case.float_tol):
+        return CaseVerdict(True, "ok", "", cached)
+    return CaseVerdict(False, "wrong_answer", "output differs from the expected output", cached)
+
+
+RECORDED = "recorded"  # a function-call case whose recording awaits the trusted run
+
+
+def recording(secret: str, result: Any) -> list[dict[str, Any]] | None:
+    """The calls a function-call case recorded (after the last sentinel), or None."""
+    stdout = _text(getattr(result, "stdout", ""))
+    at = stdout.rfind("\n" + secret + RECORD_MARK)
+    if at == -1 or getattr(result, "status", "") in ("timeout", "output_limit", "sandbox_error"):
+        return None
+    return parse_recording(stdout[at + 1 + len(secret):])
+
+
+def case_judge(cases: Sequence[ExecCase], secrets_: Sequence[str], test_idx: int, result: Any) -> bool:
+    """Whether test ``test_idx`` of one program passed; module-level, so that ``partial(case_judge,
+    cases, secrets)`` can travel to another process (a Ray task) and stop early there."""
+    return judge(cases[test_idx], secrets_[test_idx], result).passed
+
+
+def always_passes(test_idx: int, result: Any) -> bool:
+    """The judge of a lone trusted-check job (picklable for Ray): its verdicts are read afterwards."""
+    return True
+
+
+TRUSTED_BATCH = 64  # recordings per trusted run
+TRUSTED_BATCH_BYTES = 16 << 20
+
+
+class GroupExecutor(Protocol):
+    """Runs test lists somewhere else than the local thread pool (``bonbench.plugins.graders.ray_sandbox``):
+    each list in order, stopping at its first failing test when asked; results per list, in order."""
+
+    def run_many_tests(self, groups: Sequence[Sequence[Any]], judges: Sequence[Callable[[int, Any], bool]], *,
+                       stop_on_first_failure: bool = True, cache: Any = None,
+                       progress: Callable[[int], None] | None = None) -> list[list[Any]]: ...
+
+
+# --------------------------------------------------------------------------- grader
+
+
+class GradingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `CodeGrader.grade`: ``grades`` holds every grade finished before it (the
+    pipeline stores them before exiting); running sandboxes were killed."""
+
+    def __init__(self, grades: list[Grade]) -> None:
+        super().__init__(f"grading interrupted; {len(grades)} grades finished")
+        self.grades = grades
+
+
+class _Partial(Exception):
+    def __init__(self, verdicts: dict[int, list[CaseVerdict]]) -> None:
+        super().__init__("partial")
+        self.verdicts = verdicts
+
+
+def _load_key(cache_dir: Path | None) -> bytes:
+    if cache_dir is None:
+        return secrets.token_bytes(32)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    path = cache_dir / "sentinel.key"
+    if not path.exists():
+        tmp = cache_dir / f".sentinel.key.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32))
+        try:
+            os.link(tmp, path)  # atomic: the first writer wins, concurrent graders read its key
+        except FileExistsError:
+            pass
+        finally:
+            tmp.unlink()
+    return bytes.fromhex(path.read_text().strip())
+
+
+class CodeGrader:
+    """Grader for code tasks: runs each sample's test cases in the sandbox.
+
+    ``build_jobs(problem, completion)`` (supplied by the task) turns a completion into the list of
+    ``ExecCase`` executions; it raises ``NoCode`` when there is nothing to run. Cases of one sample
+    run in order and stop at the first failure when ``early_stop``; samples run in parallel on
+    ``workers`` threads (each execution is a sandboxed subprocess). Every execution goes through the
+    sandbox ``ResultCache`` at ``cache_dir/results.sqlite`` (``cache_dir`` None disables it), so
+    re-scoring does not re-execute.
+
+    ``Grade.correct`` = every case passed; ``Grade.answer`` = None (maj@k abstains: agreement between
+    programs is not observable without running them on shared inputs); ``Grade.detail`` =
+    ``{"status", "passed", "total"}`` with the first failing status ("ok" when all passed) and the
+    number of cases passed before it; ``Grade.error`` = a short reason for the failure.
+
+    ``executor`` (a ``GroupExecutor``, e.g. Ray tasks for ``--ray``) runs the test lists instead of
+    the local pool; the verdicts are the same, only where the sandboxes run changes.
+    """
+
+    name = "code"
+    extracts_answers = False  # every Grade.answer is None: maj@k has nothing to vote on (runner.votes_on_answers)
+    # 2: function-call verdicts come from the trusted replay (grades of version 1 could be forged)
+    version = 2
+
+    def __init__(
+        self,
+        build_jobs: BuildJobs,
+        *,
+        cache_dir: str | os.PathLike[str] | None = DEFAULT_CACHE_DIR,
+        workers: int | None = None,
+        early_stop: bool = True,
+        timeout_s: float = 10.0,
+        memory_mb: int = 1024,
+        max_output_bytes: int = 1 << 22,
+        progress: bool | ProgressCallback | None = None,
+        unsafe: bool = False,
+        executor: GroupExecutor | None = None,
+    ) -> None:
+        self.build_jobs = build_jobs
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self.workers = workers or max(1, os.cpu_count() or 1)
+        self.early_stop = early_stop
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.max_output_bytes = max_output_bytes
+        self.progress = progress
+        self.unsafe = unsafe
+        self.executor = executor
+        self._key: bytes | None = None
+        self._cache: Any = None
+        self._lock = threading.Lock()
+
+    def with_options(self, options: Any) -> "CodeGrader":
+        """A copy using ``options.exec_cache`` (when given), ``options.unsafe`` and ``options.executor``
+        (when given) (``GraderOptions``)."""
+        cache_dir = options.exec_cache if options.exec_cache is not None else self.cache_dir
+        executor = getattr(options, "executor", None) or self.executor
+        return CodeGrader(self.build_jobs, cache_dir=cache_dir, workers=self.workers, early_stop=self.early_stop,
+                          timeout_s=self.timeout_s, memory_mb=self.memory_mb, max_output_bytes=self.max_output_bytes,
+                          progress=self.progress, unsafe=bool(options.unsafe or self.unsafe), executor=executor)
+
+    def _setup(self) -> Any:
+        sandbox = _sandbox()
+        with self._lock:
+            if self._key is None:
+                self._key = _load_key(self.cache_dir)
+                if self.cache_dir is not None:
+                    self._cache = sandbox.ResultCache(self.cache_dir / "results.sqlite")
+        return sandbox
+
+    def job_for(self, case: ExecCase) -> tuple[Any, str]:
+        """The sandbox ``Job`` of one case and the secret its harness must print."""
+        sandbox = self._setup()
+        assert self._key is not None
+        program = assemble_program(case)
+        secret = make_secret(self._key, program, case.stdin)
+        job = sandbox.Job(
+            program=program,
+            stdin=case.stdin,
+            timeout_s=case.timeout_s if case.timeout_s is not None else self.timeout_s,
+            cpu_s=case.cpu_s,
+            memory_mb=case.memory_mb if case.memory_mb is not None else self.memory_mb,
+            max_output_bytes=self.max_output_bytes,
+            unsafe=self.unsafe,
+            files={KEYFILE: secret + "\n"},
+        )
+        return job, secret
+
+    def run_cases(self, cases: Sequence[ExecCase]) -> list[CaseVerdict]:
+        """Execute and judge the cases of one program (in order, early stop as configured)."""
+        return self._run_groups([list(cases)], report=lambda n: None)[0]
+
+    def _run_groups(self, groups: list[list[ExecCase]], report: Callable[[int], None]) -> list[list[CaseVerdict]]:
+        """Verdicts per group. Ctrl-C raises `_Partial` with the verdicts of the groups that finished."""
+        sandbox = self._setup()
+        jobs = [[self.job_for(c) for c in cases] for cases in groups]
+        try:
+            results = self._execute(sandbox, groups, jobs, report)
+        except sandbox.Interrupted as exc:
+            done = sorted(exc.done)
+            sub = [groups[gi] for gi in done]
+            verdicts = [[judge(groups[gi][ti], jobs[gi][ti][1], r) for ti, r in enumerate(exc.done[gi])] for gi in done]
+            try:  # a second or two for the trusted checks of what finished; a second Ctrl-C skips them
+                self._check_recordings(sub, [[s for _, s in jobs[gi]] for gi in done], [exc.done[gi] for gi in done], verdicts)
+            except KeyboardInterrupt:
+                pass
+            final = {gi: vs for gi, vs in zip(done, verdicts) if all(v.status != RECORDED for v in vs)}
+            raise _Partial(final) from None
+        verdicts = [[judge(groups[gi][ti], jobs[gi][ti][1], r) for ti, r in enumerate(rs)] for gi, rs in enumerate(results)]
+        try:
+            self._check_recordings(groups, [[s for _, s in g] for g in jobs], results, verdicts)
+        except KeyboardInterrupt:
+            raise _Partial({gi: vs for gi, vs in enumerate(verdicts) if all(v.status != RECORDED for v in vs)}) from None
+        return verdicts
+
+    def _execute(self, sandbox: Any, groups: list[list[ExecCase]], jobs: list[list[tuple[Any, str]]],
+                 report: Callable[[int], None]) -> list[list[Any]]:
+
+        def passes(gi: int, ti: int, result: Any) -> bool:
+            return judge(groups[gi][ti], jobs[gi][ti][1], result).passed
+
+        try:
+            if self.executor is not None:
+                judges = [partial(case_judge, tuple(cases), tuple(s for _, s in g)) for cases, g in zip(groups, jobs)]
+                results = self.executor.run_many_tests([[j for j, _ in g] for g in jobs], judges,
+                                                       stop_on_first_failure=self.early_stop, cache=self._cache,
+                                                       progress=report)
+            else:
+                results = sandbox.run_many_tests([[j for j, _ in g] for g in jobs], workers=self.workers,
+                                                 stop_on_first_failure=self.early_stop, progress=report,
+                                                 cache=self._cache, judge=passes)
+        except sandbox.SandboxUnavailable as exc:
+            raise BonbenchError(f"code execution needs the sandbox: {exc}") from None
+        return results
+
+    def _check_recordings(self, groups: list[list[ExecCase]], secrets_: list[list[str]], results: list[list[Any]],
+                          verdicts: list[list[CaseVerdict]]) -> None:
+        """Replace every "recorded" verdict by the trusted run's verdict (``bonbench.plugins.graders.replay``)."""
+        pending: dict[tuple[CallTest, float], list[tuple[int, int, list[dict[str, Any]]]]] = {}
+        for gi, rs in enumerate(results):
+            for ti, r in enumerate(rs):
+                case = groups[gi][ti]
+                if case.calls is None or verdicts[gi][ti].status != RECORDED:
+                    continue
+                rec = recording(secrets_[gi][ti], r)
+                assert rec is not None, "a recorded verdict has a recording"
+                timeout = case.timeout_s if case.timeout_s is not None else self.timeout_s
+                pending.setdefault((case.calls, timeout), []).append((gi, ti, rec))
+        batches: list[tuple[CallTest, float, list[tuple[int, int, list[dict[str, Any]]]]]] = []
+        for (test, timeout), items in pending.items():
+            part: list[tuple[int, int, list[dict[str, Any]]]] = []
+            size = 0
+            for item in items:
+                n = len(recordings_file([item[2]]))
+                if part and (len(part) >= TRUSTED_BATCH or size + n > TRUSTED_BATCH_BYTES):
+                    batches.append((test, timeout, part))
+                    part, size = [], 0
+                part.append(item)
+                size += n
+            if part:
+                batches.append((test, timeout, part))
+        while batches:
+            retry: list[tuple[CallTest, float, list[tuple[int, int, list[dict[str, Any]]]]]] = []
+            jobs = [self._trusted_job(test, timeout, [rec for *_, rec in part]) for test, timeout, part in batches]
+            for (test, timeout, part), res in zip(batches, self._run_plain(jobs)):
+                found = parse_verdicts(_text(res.stdout), len(part)) if res.status == "ok" else None
+                if found is None and len(part) > 1:
+                    retry += [(test, timeout, [item]) for item in part]  # one bad recording must not sink the rest
+                    continue
+                for k, (gi, ti, _) in enumerate(part):
+                    first = verdicts[gi][ti]
+                    if found is None:
+                        status = "sandbox_error" if res.status == "sandbox_error" else str(res.status)
+                        if status == "ok":
+                            status = "runtime_error"
+                        verdicts[gi][ti] = CaseVerdict(False, status, "trusted check: " + (_last_line(_text(res.stderr)) or status), first.cached)
+                        continue
+                    status, reason = found[k]
+                    if status == "not_recorded":
+                        u = results[gi][ti]
+                        status = "incomplete" if u.status == "ok" else str(u.status)
+                        reason = _last_line(_text(u.stderr)) or reason
+                    verdicts[gi][ti] = CaseVerdict(status == "ok", status, reason, first.cached)
+            batches = retry
+
+    def _trusted_job(self, test: CallTest, timeout: float, recs: Sequence[list[dict[str, Any]]]) -> Any:
+        sandbox = self._setup()
+        return sandbox.Job(program=trusted_program(test, timeout), timeout_s=timeout * len(recs) + 5.0,
+                           memory_mb=max(self.memory_mb, 1024), max_output_bytes=self.max_output_bytes,
+                           max_file_mb=64, unsafe=self.unsafe, files={RECORDINGS_FILE: recordings_file(recs)})
+
+    def _run_plain(self, jobs: list[Any]) -> list[Any]:
+        sandbox = self._setup()
+        if self.executor is not None:
+            out = self.executor.run_many_tests([[j] for j in jobs], [always_passes] * len(jobs),
+                                               stop_on_first_failure=False, cache=self._cache)
+            return [r[0] for r in out]
+        return sandbox.run_many(jobs, workers=self.workers, cache=self._cache)
+
+    def grade(self, problems: Mapping[str, Problem], samples: Sequence[Sample]) -> list[Grade]:
+        """Grades in the order of ``samples``; build failures become error grades, never raise."""
+        out: list[Grade | None] = [None] * len(samples)
+        groups: list[list[ExecCase]] = []
+        owners: list[int] = []
+        for i, s in enumerate(samples):
+            problem = problems.get(s.problem_id)
+            if problem is None:
+                out[i] = self._grade(s, None, None, f"unknown problem {s.problem_id!r}")
+                continue
+            try:
+                cases = list(self.build_jobs(problem, s.completion))
+            except NoCode as exc:
+                out[i] = self._grade(s, False, {"status": "no_code", "passed": 0, "total": 0}, str(exc) or "no code found")
+                continue
+            except Exception as exc:  # a task bug must not abort a grading run; it is recorded per sample
+                out[i] = self._grade(s, None, None, f"build_jobs failed: {type(exc).__name__}: {exc}"[:300])
+                continue
+            if not cases:
+                out[i] = self._grade(s, None, None, "task produced no test cases")
+                continue
+            groups.append(cases)
+            owners.append(i)
+        if groups:
+            report, close = self._progress(len(groups))
+            try:
+                verdicts = self._run_groups(groups, report)
+            except _Partial as exc:
+                for gi, vs in exc.verdicts.items():
+                    out[owners[gi]] = self._verdict_grade(samples[owners[gi]], groups[gi], vs)
+                raise GradingInterrupted([g for g in out if g is not None]) from None
+            finally:
+                close()
+            for i, cases, vs in zip(owners, groups, verdicts):
+                out[i] = self._verdict_grade(samples[i], cases, vs)
+        return [g for g in out if g is not None]
+
+    def _verdict_grade(self, sample: Sample, cases: Sequence[ExecCase], verdicts: Sequence[CaseVerdict]) -> Grade:
+        passed = sum(v.passed for v in verdicts)
+        failing = [(i, v) for i, v in enumerate(verdicts) if not v.passed]
+        if not failing and len(verdicts) == len(cases):
+            return self._grade(sample, True, {"status": "ok", "passed": passed, "total": len(cases)}, None)
+        i, v = failing[0]
+        label = f" ({cases[i].label})" if cases[i].label else ""
+        reason = f"test {i + 1}/{len(cases)}{label}: {v.status}"
+        if v.reason and v.reason != v.status:
+            reason += f": {v.reason}"
+        if v.status == "sandbox_error":  # the host failed, not the program: undecided
+            return self._grade(sample, None, {"status": v.status, "passed": i, "total": len(cases)}, reason[:300])
+        return self._grade(sample, False, {"status": v.status, "passed": i, "total": len(cases)}, reason[:300])
+
+    def _grade(self, sample: Sample, correct: bool | None, detail: Mapping[str, Any] | None, error: str | None) -> Grade:
+        return Grade(problem_id=sample.problem_id, sample_idx=sample.sample_idx, grader=self.name,
+                     grader_version=self.version, correct=correct, answer=None, error=error, detail=detail)
+
+    def _progress(self, total: int) -> tuple[Callable[[int], None], Callable[[], None]]:
+        if callable(self.progress):
+            cb = self.progress
+            return (lambda d: cb(d, total)), (lambda: None)
+        if not self.progress:
+            return (lambda d: None), (lambda: None)
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        bar = Progress(TextColumn("executing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True)
+        task_id = bar.add_task("exec", total=total)
+        bar.start()
+        return (lambda d: bar.update(task_id, completed=d)), bar.stop
+
+
+def _sandbox() -> Any:
+    try:
+        import bonbench_sandbox
+    except ImportError as exc:
+        raise BonbenchError(f"the code sandbox (bonbench_sandbox) is not importable ({exc}); reinstall bonbench: pip install -e .") from None
+    return bonbench_sandbox

@@ -1,0 +1,320 @@
+"""Equivalence of two MATH answers, on their canonical forms.
+
+What it does: ``is_equiv`` canonicalises both answers and compares them: structures (lists, sets,
+tuples, intervals, unions, matrices, named values, ambiguous thousands) by our own rules, atoms
+first by cheap rules (``_atom_fast``: strings, exact numbers and the precision model, kinds,
+free variables, the numeric evaluator), then constants exactly in sympy (``_constant_verdict``)
+and the rest (expressions in variables, relations) with math-verify, its signal timeouts
+disabled so that it runs in threads and worker processes. ``_equiv_canonical(..., fast_only=True)``
+raises ``_NeedsSympy`` instead of calling sympy: ``MathGrader`` settles the rest in workers.
+
+What it does not do: no timeout (``MathGrader`` bounds untrusted comparisons); it does not read
+the problem, so question-dependent conventions are fixed rules (docs/math-grading.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from fractions import Fraction
+from typing import Any, Sequence
+
+from bonbench.plugins.graders.math_canonical import _BASE_RE, _canon_atom, _parse, _render, canonical_answer
+from bonbench.plugins.graders.math_numeric import (
+    _approx_interval,
+    _const_value,
+    _constant_at_points,
+    _float_in,
+    _has_free_variable,
+    _is_long,
+    _num_equiv,
+    _parse_number,
+    _surely_different,
+)
+
+# math-verify warns once that its timeouts are off; we enforce timeouts ourselves (MathGrader).
+logging.getLogger("math_verify").setLevel(logging.ERROR)
+
+
+class _NeedsSympy(Exception):
+    """Raised in fast-only mode when an atom comparison needs math-verify."""
+
+
+def _kind(atom: str) -> str:
+    if _parse_number(atom) is not None:
+        return "num"
+    if atom in ("\\infty", "-\\infty"):
+        return "inf"
+    if re.fullmatch(r"[A-E]", atom):
+        return "mc"
+    if _BASE_RE.fullmatch(atom) and re.search(r"\d", atom.split("_")[0]):
+        return "base"
+    if re.fullmatch(r"[a-z][a-z .'\-]*", atom) and re.search(r"[a-z]{2,}", atom):
+        return "text"
+    return "expr"
+
+
+def _atom_fast(pred: str, gold: str) -> bool | None:
+    if pred == gold:
+        return True
+    kp, kg = _kind(pred), _kind(gold)
+    if kp == "num" and kg == "num":
+        return _num_equiv(_parse_number(pred), _parse_number(gold))  # type: ignore[arg-type]
+    if "base" in (kp, kg):
+        # the problem states the base, so "1011" answers "1011_2"; a decimal conversion does not
+        dp, dg = pred.split("_")[0], gold.split("_")[0]
+        other = kg if kp == "base" else kp
+        return other in ("num", "base") and dp == dg and (kp != "base" or kg != "base" or pred == gold)
+    if kp in ("text", "mc", "inf") or kg in ("text", "mc", "inf"):
+        return False
+    if kp == "num" and _has_free_variable(gold):
+        # strict mode (variables matter): an expression in x equals a constant only by an identity
+        return None if _constant_at_points(gold, _parse_number(pred)[0]) else False  # type: ignore[index]
+    if kg == "num" and _has_free_variable(pred):
+        return None if _constant_at_points(pred, _parse_number(gold)[0]) else False  # type: ignore[index]
+    if kg == "num":
+        interval = _approx_interval(_parse_number(gold))  # type: ignore[arg-type]
+        v = _const_value(pred) if interval is not None else None
+        if v is not None:
+            got = _float_in(v, interval)  # type: ignore[arg-type]
+            if got is not None:
+                return got  # rounded-gold rule: \sqrt{4250} answers 65.192
+    if kp == "num" and _is_long(*_parse_number(pred)):  # type: ignore[misc]
+        interval = _approx_interval(_parse_number(pred))  # type: ignore[arg-type]
+        v = _const_value(gold)
+        if v is not None and interval is not None:
+            got = _float_in(v, interval)
+            if got is not None:
+                return got  # 0.785398 answers \frac{\pi}{4}
+    if _surely_different(pred, gold):
+        return False
+    return None
+
+
+_MV_CACHE: dict[str, Any] = {}
+
+
+def _mv_parse(atom: str) -> Any:
+    from math_verify import parse  # imported lazily: sympy costs ~1 s and most answers never need it
+
+    got = _MV_CACHE.get(atom)
+    if got is None:
+        got = parse("$" + atom + "$", parsing_timeout=None)
+        if len(_MV_CACHE) > 50_000:
+            _MV_CACHE.clear()
+        _MV_CACHE[atom] = got
+    return got
+
+
+def _sympy_expr(parsed: Any) -> Any:
+    """The first sympy expression (a value, not a relation, set or matrix) math-verify parsed."""
+    import sympy
+
+    for item in parsed or ():
+        if isinstance(item, sympy.Expr):
+            return item
+    return None
+
+
+def _sympy_in(v: Any, interval: tuple[Fraction, Fraction]) -> bool:
+    import sympy
+
+    re_part, im_part = v.as_real_imag()
+    if abs(im_part) > abs(re_part) * sympy.Rational(1, 10**20):
+        return False
+    lo = sympy.Rational(interval[0].numerator, interval[0].denominator)
+    hi = sympy.Rational(interval[1].numerator, interval[1].denominator)
+    return bool(lo <= re_part) and bool(re_part <= hi)
+
+
+def _evalf_zero(v: Any) -> bool:
+    """Whether an evalf result is zero: exactly, or a float with no significant bit left (evalf
+    keeps raising its working precision until a nonzero value has its requested relative
+    accuracy, so 1/100! - 1/99! comes back to full precision while sin(pi/7) - cos(5pi/14), an
+    exact zero, comes back as "0.e-166" with one bit of precision)."""
+    if v == 0:
+        return True
+    return bool(getattr(v, "is_Float", False) and v._prec < 10)
+
+
+def _constant_verdict(pred: str, gold: str) -> bool | None:
+    """Exact comparison of two constant atoms (no free variable) that the cheap rules left open.
+
+    math-verify compares numbers after rounding to 6 places or with ``evalf(chop=True)``, which
+    calls any two tiny values equal (1/100! and 1/99!). Here decimals written in the atoms become
+    exact rationals, both sides are evaluated to 30 significant digits, and they are equal only
+    when their difference evaluates to zero (``_evalf_zero``) or to less than 1e-20 of their size
+    (a relative tolerance, never an absolute one). A gold written as a rounded
+    decimal, or a long predicted decimal, is compared with the interval rule of ``_num_equiv``.
+    None when either side is not a constant sympy value (variables, relations, sets): math-verify
+    decides those."""
+    import sympy
+
+    p, g = _sympy_expr(_mv_parse(pred)), _sympy_expr(_mv_parse(gold))
+    if p is None or g is None or p.free_symbols or g.free_symbols:
+        return None
+    try:
+        # a decimal inside an expression (0.5\pi) is the rational it is written as
+        p = p.xreplace({f: sympy.Rational(str(f)) for f in p.atoms(sympy.Float)})
+        g = g.xreplace({f: sympy.Rational(str(f)) for f in g.atoms(sympy.Float)})
+        vp, vg = sympy.N(p, 30), sympy.N(g, 30)
+        if not (vp.is_number and vg.is_number and vp.is_finite and vg.is_finite):
+            return None
+        gnum, pnum = _parse_number(gold), _parse_number(pred)
+        interval = _approx_interval(gnum) if gnum is not None else None
+        if interval is not None:
+            return _sympy_in(vp, interval)
+        if pnum is not None and _is_long(*pnum):
+            interval = _approx_interval(pnum)
+            return interval is not None and _sympy_in(vg, interval)
+        diff = sympy.N(p - g, 30)
+        if all(_evalf_zero(part) for part in diff.as_real_imag()):
+            return True
+        scale = max(abs(vp), abs(vg))
+        return bool(abs(diff) <= scale * sympy.Rational(1, 10**20))
+    except (TypeError, ValueError, ArithmeticError, AttributeError):
+        return None
+
+
+def _atom_equiv(pred: str, gold: str, fast_only: bool) -> bool:
+    fast = _atom_fast(pred, gold)
+    if fast is not None:
+        return fast
+    if fast_only:
+        raise _NeedsSympy
+    from math_verify import verify
+
+    exact = _constant_verdict(pred, gold)
+    if exact is not None:
+        return exact
+    p, g = _mv_parse(pred), _mv_parse(gold)
+    if not p or not g:
+        return False
+    return bool(verify(g, p, timeout_seconds=None, strict=True))
+
+
+def _match_unordered(ps: list[Any], gs: list[Any], fast_only: bool) -> bool:
+    if len(ps) != len(gs):
+        return False
+    # identical renders pair off first, so the (rarely needed) sympy comparisons see fewer candidates
+    left_p: list[Any] = []
+    remaining = list(gs)
+    rendered = [_render(g) for g in remaining]
+    for p in ps:
+        r = _render(p)
+        if r in rendered:
+            j = rendered.index(r)
+            del remaining[j], rendered[j]
+        else:
+            left_p.append(p)
+    for p in left_p:
+        for j, g in enumerate(remaining):
+            if _node_equiv(p, g, fast_only):
+                del remaining[j]
+                break
+        else:
+            return False
+    return not remaining
+
+
+def _column(node: tuple[Any, ...]) -> list[str] | None:
+    if node[0] == "matrix" and all(len(r) == 1 for r in node[1]):
+        return [r[0] for r in node[1]]
+    return None
+
+
+def _readings(node: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+    """The ways a node can be read: "7{,}251" is the number 7251 or the bare list 7, 251."""
+    if node[0] != "ambig":
+        return [node]
+    groups = node[1].split("{,}")
+    return [("atom", _canon_atom("".join(groups))), ("list", [("atom", _canon_atom(x)) for x in groups])]
+
+
+def _named_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool:
+    """Named values: by name when both sides name the same variables, else the values in order."""
+    if p[0] == "named" and g[0] == "named":
+        pn, gn = dict(p[1]), dict(g[1])
+        if set(pn) == set(gn):
+            return all(_node_equiv(pn[k], gn[k], fast_only) for k in gn)
+        return _ordered([v for _, v in p[1]], [v for _, v in g[1]], fast_only)
+    named, other = (p, g) if p[0] == "named" else (g, p)
+    values = [v for _, v in named[1]]
+    if other[0] == "list" or (other[0] == "seq" and other[1] == "(" and other[2] == ")"):
+        items = other[1] if other[0] == "list" else other[3]
+        return _ordered(values, items, fast_only) if named is p else _ordered(items, values, fast_only)
+    if other[0] == "set":
+        items = list(other[1])
+        return _match_unordered(values, items, fast_only) if named is p else _match_unordered(items, values, fast_only)
+    return False
+
+
+def _node_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool:
+    kp, kg = p[0], g[0]
+    if kp == "ambig" or kg == "ambig":
+        # equivalent under some reading of each side: "7,251" answers 7251 and "251, 7" (a bare
+        # list is unordered), so the thousands rule never contradicts the bare-list rule
+        needs_sympy = False
+        for a in _readings(p):
+            for b in _readings(g):
+                try:
+                    if _node_equiv(a, b, fast_only):
+                        return True
+                except _NeedsSympy:
+                    needs_sympy = True
+        if needs_sympy:
+            raise _NeedsSympy
+        return False
+    if kp == "named" or kg == "named":
+        return _named_equiv(p, g, fast_only)
+    if kp == "atom" and kg == "atom":
+        return _atom_equiv(p[1], g[1], fast_only)
+    if kp in ("list", "set") and kg in ("list", "set"):
+        return _match_unordered(list(p[1]), list(g[1]), fast_only)
+    if kp == "set" and kg == "atom" and len(p[1]) == 1:
+        return _node_equiv(p[1][0], g, fast_only)
+    if kg == "set" and kp == "atom" and len(g[1]) == 1:
+        return _node_equiv(p, g[1][0], fast_only)
+    if kp == "seq" and kg == "seq":
+        return p[1] == g[1] and p[2] == g[2] and _ordered(p[3], g[3], fast_only)
+    # a bare list answers a tuple in the same order ("3, -1" for "(3,-1)")
+    if kp == "list" and kg == "seq" and g[1] == "(" and g[2] == ")":
+        return _ordered(p[1], g[3], fast_only)
+    if kg == "list" and kp == "seq" and p[1] == "(" and p[2] == ")":
+        return _ordered(p[3], g[1], fast_only)
+    if kp == "union" and kg == "union":
+        return _match_unordered(list(p[1]), list(g[1]), fast_only)
+    if kp == "matrix" and kg == "matrix":
+        if len(p[1]) != len(g[1]) or any(len(a) != len(b) for a, b in zip(p[1], g[1])):
+            return False
+        return all(_atom_equiv(a, b, fast_only) for ra, rb in zip(p[1], g[1]) for a, b in zip(ra, rb))
+    # a column vector written as a tuple
+    for mat, tup in ((p, g), (g, p)):
+        col = _column(mat)
+        if col is not None and tup[0] == "seq" and tup[1] == "(" and tup[2] == ")" and len(tup[3]) == len(col):
+            pairs = zip(col, tup[3]) if mat is p else zip(tup[3], col)
+            return all(
+                _node_equiv(("atom", a) if isinstance(a, str) else a, ("atom", b) if isinstance(b, str) else b, fast_only)
+                for a, b in pairs
+            )
+    return False
+
+
+def _ordered(ps: Sequence[Any], gs: Sequence[Any], fast_only: bool) -> bool:
+    return len(ps) == len(gs) and all(_node_equiv(a, b, fast_only) for a, b in zip(ps, gs))
+
+
+def _equiv_canonical(cp: str, cg: str, fast_only: bool = False) -> bool:
+    if cp == cg:
+        return True
+    return _node_equiv(_parse(cp), _parse(cg), fast_only)
+
+
+def is_equiv(pred: str, gold: str) -> bool:
+    """Whether answer ``pred`` is equivalent to gold answer ``gold`` (no timeout: see MathGrader)."""
+    if pred is None or gold is None:
+        return False
+    cp, cg = canonical_answer(pred), canonical_answer(gold)
+    if not cp or not cg:
+        return False
+    return _equiv_canonical(cp, cg)

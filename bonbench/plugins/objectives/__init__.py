@@ -1,0 +1,13 @@
+"""Inference-aware objectives as pure per-group weight functions (``base`` has the interface).
+
+``tang``: mean policy gradient (RLOO, GRPO / Dr.GRPO normalisations) and the k-sample objectives of
+Tang et al. (pass@k / max@k, maj@k, leave-p-out, softmax interpolation, U-statistic groups).
+``chow``: Chow et al.'s BoN-aware objectives (BoN-SFT, BoN-RL-V/S, BoN-RLB, BoN-RLB(P)) and their
+baselines (STaR, RL-V, RL-S, SFT). ``amini``: variational BoN (vBoN, vBoN-L) and
+KL-regularised RL. ``bonbon``: BoNBoN (Gui et al.).
+"""
+
+from bonbench.plugins.objectives import amini, bonbon, chow, tang  # noqa: F401  (registers)
+from bonbench.api.objective import REGISTRY, Group, Objective, ObjectiveInfo, make_objective, objective
+
+__all__ = ["REGISTRY", "Group", "Objective", "ObjectiveInfo", "make_objective", "objective"]

@@ -127,7 +127,7 @@ def _from_sample(row: dict[str, Any], name: str, float_tol: str) -> Problem:
     return Problem(id=f"{TASK_NAME}/{name}", input=row["content"], target=json.dumps(cases), meta=meta)
 
 
-@register_task(TASK_NAME)
+@register_task(TASK_NAME, family="code")
 def code_contests_task(data_dir: Path | None = None, split: str = "test", tests: str = "all", float_tol: str = "auto",
                        time_scale: float = 1.0, exec_cache: str | None = None, workers: int = 0) -> Task:
     """CodeContests; see the module docstring for the arguments."""

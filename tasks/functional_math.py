@@ -419,7 +419,7 @@ class FunctionalMetrics:
         return out
 
 
-@register_task(TASK_NAME)
+@register_task(TASK_NAME, family="math")
 def functional_math_task(data_dir: str | None = None, snapshots: str = ",".join(SNAPSHOTS), level: int | None = None,
                          subject: str | None = None, fewshot: int = 4, static: str = "all") -> Task:
     """MATH() snapshots next to static MATH; ``snapshots`` (comma list), ``level`` (1-5), ``subject``

@@ -94,7 +94,7 @@ def render(problem: Problem, style: PromptStyle) -> Prompt:
     return Prompt(problem_id=problem.id, messages=({"role": "user", "content": CHAT_INSTRUCTION.format(prompt=problem.input)},))
 
 
-@register_task(TASK_NAME)
+@register_task(TASK_NAME, family="code")
 def humaneval_task(data_dir: Path | None = None, exec_cache: str | None = None, workers: int = 0,
                    timeout_s: float = 10.0) -> Task:
     """HumanEval; ``exec_cache`` is the execution-cache directory (default results/cache/exec),

@@ -166,14 +166,14 @@ def math_style_task(name: str, version: int, problems: tuple[Problem, ...], fing
     )
 
 
-@register_task("math")
+@register_task("math", family="math")
 def math_task(data_dir: str | None = None, split: str = "test", subset: str = "full", level: int | None = None,
               subject: str | None = None, fewshot: int = 4) -> Task:
     """Hendrycks MATH; ``subset=math500`` gives MATH-500; ``level`` (1-5) and ``subject`` filter."""
     return _build("math500" if subset == "math500" else "math", data_dir, split, subset, level, subject, fewshot)
 
 
-@register_task("math500")
+@register_task("math500", family="math")
 def math500_task(data_dir: str | None = None, level: int | None = None, subject: str | None = None,
                  fewshot: int = 4) -> Task:
     """MATH-500, the 500-problem test subset of PRM800K (Lightman et al. 2023)."""

@@ -359,7 +359,7 @@ class AbstentionReport:
                                    "excluded": self.excluded}}
 
 
-@register_task(TASK_NAME)
+@register_task(TASK_NAME, family="math")
 def mathodyssey_task(data_dir: str | None = None, level: str | None = None, subject: str | None = None,
                      include_abstained: bool = False, fewshot: int = 4) -> Task:
     """MathOdyssey graded by the MATH rule grader; ``level`` / ``subject`` filter (comma lists),

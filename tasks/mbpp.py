@@ -127,7 +127,7 @@ def make_render(shots: list[Problem]) -> Any:
     return render
 
 
-@register_task(TASK_NAME)
+@register_task(TASK_NAME, family="code")
 def mbpp_task(data_dir: Path | None = None, variant: str = "full", split: str = "test", challenge: bool = False,
               exec_cache: str | None = None, workers: int = 0, timeout_s: float = 10.0) -> Task:
     """MBPP; see the module docstring for ``variant``, ``split`` and ``challenge``."""

@@ -120,7 +120,7 @@ def _rows(root: Path | None, split: str) -> tuple[list[dict[str, Any]], str]:
     return list(read_jsonl(path)), file_fingerprint(path)
 
 
-@register_task(TASK_NAME)
+@register_task(TASK_NAME, family="code")
 def taco_task(data_dir: Path | None = None, split: str = "test", difficulty: str = "ALL", float_tol: str = "auto",
               time_scale: float = 1.0, exec_cache: str | None = None, workers: int = 0) -> Task:
     """TACO; see the module docstring for the arguments."""

@@ -120,6 +120,16 @@ class Task:
     # "correctness": the estimators read each grade as 1.0 / 0.0; "reward": they read the grade's
     # real-valued ``score`` (reward-model tasks), which every grade must then carry
     judged_by: Literal["correctness", "reward"] = "correctness"
+    # What verifiers and verifier training share: tasks of one family pose problems in one style
+    # ("math": MATH, MATH-500, Functional MATH, MathOdyssey; "code": MBPP, HumanEval, ...), so a
+    # verifier trained on one family member's samples scores the others. Declared at registration
+    # (``register_task(name, family=...)``, readable without loading data) and filled in by
+    # ``get_task``; empty means the task's own name (a family of one).
+    family: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.family:
+            object.__setattr__(self, "family", self.name)
 
     def with_grader_options(self, options: GraderOptions) -> "Task":
         """This task with its grader configured by ``options`` (a new value; the task is frozen)."""
@@ -131,16 +141,19 @@ class Task:
 
 TaskFactory = Callable[..., Task]
 _TASKS: dict[str, TaskFactory] = {}
+_TASK_FAMILIES: dict[str, str] = {}  # task name -> declared family
 # a verifier is a factory, or a "module:attr" / entry point not imported until it is asked for
 _VERIFIERS: dict[str, Callable[..., Verifier] | str | EntryPoint] = {}
 _loaded_entry_points = False
 
 
-def register_task(name: str) -> Callable[[TaskFactory], TaskFactory]:
-    """Decorator: register a task factory under ``name``."""
+def register_task(name: str, *, family: str | None = None) -> Callable[[TaskFactory], TaskFactory]:
+    """Decorator: register a task factory under ``name``, of task family ``family`` (``Task.family``;
+    default: the task's own name)."""
 
     def deco(fn: TaskFactory) -> TaskFactory:
         _TASKS[name] = fn
+        _TASK_FAMILIES[name] = family or name
         return fn
 
     return deco
@@ -219,7 +232,24 @@ def get_task(name: str, **kwargs: Any) -> Task:
             allowed = ", ".join(p for p in params if p != "data_dir") or "none"
             raise BonbenchError(f"task {name!r} has no argument {key!r}; its -T arguments are: {allowed}")
         coerced[key] = _coerce(value, params[key].annotation) if key in params else value
-    return factory(**coerced)
+    task = factory(**coerced)
+    declared = _TASK_FAMILIES.get(name, task.name)
+    if task.family == task.name and declared != task.family:
+        task = replace(task, family=declared)  # the family declared at registration
+    return task
+
+
+def task_family(name: str) -> str:
+    """The family task ``name`` declared (``Task.family``) without building it; an unknown name is a
+    family of one (its own name), so verifier folders of tasks no longer installed still read."""
+    load_plugins()
+    return _TASK_FAMILIES.get(name, name)
+
+
+def family_tasks(family: str) -> list[str]:
+    """Every registered task of ``family``, sorted."""
+    load_plugins()
+    return sorted(t for t, f in _TASK_FAMILIES.items() if f == family)
 
 
 def task_parameters(name: str) -> set[str]:

@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
+from bonbench.api.task import task_family as declared_family
 
 MANIFEST = "bonbench_verifier.json"
 HEAD_FILE = "head.safetensors"
@@ -45,13 +46,12 @@ DEFAULT_MAX_LENGTH = 512
 PREFIX = "learned:"
 VERIFIERS_DIR = "verifiers"
 
-# A verifier learns for a family of tasks that share a problem style: trained on one task's train
-# split, it scores the family's evaluation tasks.
-FAMILIES = {"math": "math", "math500": "math", "mbpp": "code", "humaneval": "code"}
 
 
 def task_family(task: str) -> str:
-    return FAMILIES.get(task, task)
+    """The family task ``task`` declares (``Task.family``): a verifier trained on one task's train
+    split scores the family's evaluation tasks. A name no longer registered is a family of one."""
+    return declared_family(task)
 
 
 def model_type(path: str) -> str | None:

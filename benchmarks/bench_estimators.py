@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from bonbench.metrics.estimators import _WINS_CACHE, _maj_terms, bon_at_k, bon_curve, maj_at_k, maj_curve, pass_at_k, pass_curve
+from bonbench.metrics.estimators import WINS_CACHE, maj_terms, bon_at_k, bon_curve, maj_at_k, maj_curve, pass_at_k, pass_curve
 
 
 def synthetic(P: int, n: int, seed: int) -> tuple[list[list[float]], list[list[object]], list[list[float]]]:
@@ -59,7 +59,7 @@ def main() -> None:
     ks = list(range(1, n + 1))
     print(f"synthetic data: {P} problems x {n} samples, k = 1..{n}")
 
-    _WINS_CACHE.clear()  # time the cold cache: no reuse from earlier runs in this process
+    WINS_CACHE.clear()  # time the cold cache: no reuse from earlier runs in this process
     # wall time is the target; CPU time is printed too because the machine is shared, and a busy
     # neighbour inflates wall time without changing the work done
     timings, cpu = {}, {}
@@ -74,7 +74,7 @@ def main() -> None:
     total = sum(timings.values())
     print(f"total:      {total:8.3f} s wall  {sum(cpu.values()):8.3f} s cpu   "
           f"(target < 10 s wall: {'OK' if total < 10 else 'MISSED'})")
-    signatures = {key for a, c in zip(answers, corrects) for _, key in _maj_terms(a, c)[1]}
+    signatures = {key for a, c in zip(answers, corrects) for _, key in maj_terms(a, c)[1]}
     print(f"maj: {len(signatures)} distinct win signatures among {P} problems")
 
     try:

@@ -1,7 +1,7 @@
 """Estimators against exact rationals: math-reference §5 vectors, brute force over every k-subset
 (fractions.Fraction) for per-problem and curve functions, large-n maj@k against exact integer
 formulas, bootstrap behaviour, metric-spec parsing, the pipeline entry points' errors, and the
-module layout (estimators re-exports estimators_maj; no import cycle)."""
+module layout (estimators re-exports pass_bon, maj, bootstrap and names; no import cycle)."""
 
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ def test_maj_both_level_strategies_match_brute_force(band_terms: int, brute: lis
     force each strategy everywhere, on the small cases and on larger ones with several bands."""
     # patched where the machinery reads it (bonbench.metrics.estimators only re-exports maj@k)
     monkeypatch.setattr(estimators_maj, "_BAND_TERMS_PER_LEVEL", band_terms)
-    estimators_maj._WINS_CACHE.clear()
+    estimators_maj.WINS_CACHE.clear()
     try:
         curves = maj_curve([a for a, _, _ in CASES], [[float(c) for c in cor] for _, cor, _ in CASES])
         for p, want in enumerate(brute):
@@ -188,14 +188,14 @@ def test_maj_both_level_strategies_match_brute_force(band_terms: int, brute: lis
             want = [float(brute_maj(answers, correct, k)) for k in range(1, n + 1)]
             np.testing.assert_allclose(got, want, rtol=0, atol=TOL)
     finally:
-        estimators_maj._WINS_CACHE.clear()  # entries computed under the forced strategy
+        estimators_maj.WINS_CACHE.clear()  # entries computed under the forced strategy
 
 
 def test_maj_curve_in_small_chunks_matches_brute_force(brute: list[dict[str, list[Fraction]]],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """Signatures are solved in chunks (bounded memory); chunk edges must not change any value."""
     monkeypatch.setattr(estimators_maj, "_WINS_CHUNK_N", 20)
-    estimators_maj._WINS_CACHE.clear()
+    estimators_maj.WINS_CACHE.clear()
     curves = maj_curve([a for a, _, _ in CASES[:400]], [[float(c) for c in cor] for _, cor, _ in CASES[:400]])
     for p, want in enumerate(brute[:400]):
         n = len(CASES[p][1])
@@ -482,15 +482,19 @@ def test_metric_sort_key_orders_kinds_then_k_then_groups_then_task_metrics() -> 
 
 def test_estimators_reexports_the_maj_module_without_a_cycle() -> None:
     # the names callers import from bonbench.metrics.estimators are the maj module's own objects (so the
-    # benchmark's _WINS_CACHE.clear() empties the cache the machinery uses)
-    for name in ("maj_at_k", "maj_curve", "FLOAT64_MAX_N", "_WINS_CACHE", "_maj_terms"):
+    # benchmark's WINS_CACHE.clear() empties the cache the machinery uses)
+    for name in ("maj_at_k", "maj_curve", "FLOAT64_MAX_N", "WINS_CACHE", "maj_terms"):
         assert getattr(estimators, name) is getattr(estimators_maj, name), name
     # estimators_checks <- estimators_maj <- estimators: neither lower module imports a higher one
     import ast
     from pathlib import Path
 
-    for module, forbidden in ((estimators_checks, {"bonbench.metrics.estimators", "bonbench.metrics.maj"}),
-                              (estimators_maj, {"bonbench.metrics.estimators"})):
+    from bonbench.metrics import bootstrap, names, pass_bon
+
+    top = {"bonbench.metrics.estimators"}
+    for module, forbidden in ((estimators_checks, top | {"bonbench.metrics.maj", "bonbench.metrics.pass_bon"}),
+                              (estimators_maj, top | {"bonbench.metrics.pass_bon"}), (pass_bon, top), (bootstrap, top),
+                              (names, top)):
         tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}

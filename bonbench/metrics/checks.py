@@ -1,4 +1,4 @@
-"""Argument checks shared by the estimator modules (``estimators``, ``estimators_maj``).
+"""Argument checks shared by the estimator modules (``pass_bon``, ``maj``, ``estimators``).
 
 What it does: validates k against n, converts per-sample values to a finite float64 vector, expands
 a requested list of ks, and tells binary correctness from partial credit. What it does not do: no
@@ -13,21 +13,24 @@ from typing import Sequence
 import numpy as np
 
 
-def _check_k(k: int, n: int) -> None:
+def check_k(k: int, n: int) -> None:
+    """Raise ``ValueError`` unless ``k`` is an integer (not a bool) with 1 <= k <= n."""
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
         raise ValueError(f"k must be an integer, got {k!r}")
     if k < 1 or k > n:
         raise ValueError(f"k must satisfy 1 <= k <= n = {n}, got k = {k}")
 
 
-def _as_values(correct: Sequence[float] | np.ndarray, what: str = "correct") -> np.ndarray:
+def as_values(correct: Sequence[float] | np.ndarray, what: str = "correct") -> np.ndarray:
+    """``correct`` as a flat float64 vector; ``ValueError`` (naming ``what``) on NaN or infinity."""
     z = np.asarray(correct, dtype=np.float64).reshape(-1)
     if not np.all(np.isfinite(z)):
         raise ValueError(f"{what} values must be finite")
     return z
 
 
-def _ks(ks: Sequence[int] | None, n_max: int) -> np.ndarray:
+def expand_ks(ks: Sequence[int] | None, n_max: int) -> np.ndarray:
+    """The requested ks as an int64 vector (None: every k = 1..n_max); ``ValueError`` on a k < 1."""
     if ks is None:
         return np.arange(1, n_max + 1)
     arr = np.asarray(list(ks), dtype=np.int64).reshape(-1)
@@ -36,5 +39,6 @@ def _ks(ks: Sequence[int] | None, n_max: int) -> np.ndarray:
     return arr
 
 
-def _is_binary(z: np.ndarray) -> bool:
+def is_binary(z: np.ndarray) -> bool:
+    """Whether every value is exactly 0.0 or 1.0 (grades, not partial credit or rewards)."""
     return bool(np.all((z == 0.0) | (z == 1.0)))

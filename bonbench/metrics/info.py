@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from bonbench.metrics.estimators import split_metric_name
+from bonbench.metrics.names import split_metric_name
 
 HIGHER, LOWER = "higher", "lower"
 _HIGHER_KINDS = ("pass", "bon", "maj", "max", "mean", "winrate")

@@ -7,14 +7,15 @@ cluster's count a: the 1/(T+1) tie weight integrated exactly (bivariate polynomi
 y = x^D, no quadrature), clusters too small to reach a folded into a binomial row, levels a that
 share their constrained clusters summed as one tensor when small (``_band_tensor``), the other
 levels' polynomial products batched across problems (``_levels_batched``), and win counts cached
-by the problem's signature (cluster sizes, abstainers; ``_WINS_CACHE``).
+by the problem's signature (cluster sizes, abstainers; ``WINS_CACHE``).
 
 Numerics: counts are sums of products of non-negative numbers (no cancellation, no FFT), kept in
 float64 up to n = ``FLOAT64_MAX_N`` (C(1024, 512) fits) and in the platform's extended
 ``longdouble`` above that when it has the range (x86-64 Linux); otherwise ``ValueError``.
 
-What it does not do: pass@k, bon@k, bootstraps and metric specs (``bonbench.metrics.estimators``, which
-re-exports ``maj_at_k``, ``maj_curve``, ``FLOAT64_MAX_N`` and the names the benchmarks use);
+What it does not do: pass@k, bon@k (``bonbench.metrics.pass_bon``), bootstraps and metric specs
+(``bonbench.metrics.bootstrap``, ``names``); ``bonbench.metrics.estimators`` re-exports ``maj_at_k``,
+``maj_curve``, ``FLOAT64_MAX_N`` and the names the benchmarks use (``WINS_CACHE``, ``maj_terms``);
 answers are compared with ``==``/hash, never canonicalised here.
 """
 
@@ -27,7 +28,7 @@ from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 
-from bonbench.metrics.checks import _as_values, _check_k, _is_binary, _ks
+from bonbench.metrics.checks import as_values, check_k, expand_ks, is_binary
 
 # C(1024, 512) ~ 4.5e306 still fits float64 (max 1.8e308); C(1030, 515) would not.
 FLOAT64_MAX_N = 1024
@@ -149,8 +150,9 @@ def _band_tensor(con: list[tuple[int, int]], lo: int, hi: int, s_t: int, binom: 
 
 Signature = tuple[int, tuple[int, ...], int]  # (target cluster size, other sizes descending, abstainers)
 
-# 4096 signatures of n = 1024 take 33 MB; within one dataset that is plenty of reuse
-_WINS_CACHE: OrderedDict[Signature, np.ndarray] = OrderedDict()
+# 4096 signatures of n = 1024 take 33 MB; within one dataset that is plenty of reuse. Public so that a
+# benchmark can clear it to time a cold cache (benchmarks/bench_estimators.py).
+WINS_CACHE: OrderedDict[Signature, np.ndarray] = OrderedDict()
 _WINS_CACHE_MAX = 4096
 # signatures solved together, counted in total n: enough to batch level tasks well (about 1000
 # problems at n = 256), few enough to bound the per-level accumulators (~10 arrays of n+1 per problem)
@@ -229,11 +231,11 @@ def _maj_wins(keys: Iterable[Signature]) -> dict[Signature, np.ndarray]:
     for key in keys:
         if key in out or key in todo:
             continue
-        hit = _WINS_CACHE.get(key)
+        hit = WINS_CACHE.get(key)
         if hit is None:
             todo[key] = None
         else:
-            _WINS_CACHE.move_to_end(key)
+            WINS_CACHE.move_to_end(key)
             out[key] = hit
     chunk: list[Signature] = []
     budget = 0
@@ -242,24 +244,28 @@ def _maj_wins(keys: Iterable[Signature]) -> dict[Signature, np.ndarray]:
         budget += key[0] + sum(key[1]) + key[2] + 1
         if budget >= _WINS_CHUNK_N or i == len(todo) - 1:
             for done, wins in _maj_wins_batch(chunk).items():
-                out[done] = _WINS_CACHE[done] = wins
-                if len(_WINS_CACHE) > _WINS_CACHE_MAX:
-                    _WINS_CACHE.popitem(last=False)
+                out[done] = WINS_CACHE[done] = wins
+                if len(WINS_CACHE) > _WINS_CACHE_MAX:
+                    WINS_CACHE.popitem(last=False)
             chunk, budget = [], 0
     return out
 
 
-def _maj_terms(answers: Sequence[Hashable | None],
+def maj_terms(answers: Sequence[Hashable | None],
                correct: Sequence[float] | np.ndarray) -> tuple[int, list[tuple[float, Signature]]]:
-    """n and the (value, signature) terms whose sum of value * wins / C(n, k) is maj@k."""
-    z = _as_values(correct)
+    """n and the (value, signature) terms whose sum of value * wins / C(n, k) is maj@k.
+
+    A signature (target cluster size, other cluster sizes descending, abstainers) is what the win
+    counts depend on; problems sharing one reuse its cached counts (``WINS_CACHE``).
+    """
+    z = as_values(correct)
     n = z.size
     if len(answers) != n:
         raise ValueError(f"answers and correct differ in length ({len(answers)} vs {n})")
     size_of = Counter(answers)
     s0 = size_of.pop(None, 0)
     zl = z.tolist()
-    if _is_binary(z):  # the common case, counted at C speed
+    if is_binary(z):  # the common case, counted at C speed
         credit: dict[Hashable, float] = Counter(compress(answers, zl))
     else:
         credit = defaultdict(float)
@@ -283,7 +289,7 @@ def _maj_terms(answers: Sequence[Hashable | None],
 def _maj_full(answers_per_problem: Sequence[Sequence[Hashable | None]],
               correct_per_problem: Sequence[Sequence[float]]) -> list[np.ndarray]:
     """maj@k for k = 1..n of each problem (float64 arrays of length n)."""
-    parsed = [_maj_terms(ans, cor) for ans, cor in zip(answers_per_problem, correct_per_problem)]
+    parsed = [maj_terms(ans, cor) for ans, cor in zip(answers_per_problem, correct_per_problem)]
     wins = _maj_wins(key for _, terms in parsed for _, key in terms)
     curves = []
     for n, terms in parsed:
@@ -305,7 +311,7 @@ def maj_at_k(answers: Sequence[Hashable | None], correct: Sequence[bool] | Seque
     n = len(correct)
     if len(answers) != n:
         raise ValueError(f"answers and correct differ in length ({len(answers)} vs {n})")
-    _check_k(k, n)
+    check_k(k, n)
     return float(_maj_full([answers], [correct])[0][k - 1])
 
 
@@ -315,7 +321,7 @@ def maj_curve(answers_per_problem: Sequence[Sequence[Hashable | None]], correct_
     if len(answers_per_problem) != len(correct_per_problem):
         raise ValueError("answers_per_problem and correct_per_problem differ in length")
     n_max = max((len(c) for c in correct_per_problem), default=0)
-    kk = _ks(ks, n_max)
+    kk = expand_ks(ks, n_max)
     out = np.full((len(correct_per_problem), kk.size), np.nan)
     for p, full in enumerate(_maj_full(answers_per_problem, correct_per_problem)):
         ok = kk <= full.size

@@ -1,5 +1,5 @@
 """Tests of the math grader (bonbench.plugins.graders.math and its modules math_extract, math_numeric,
-math_canonical, math_equiv): the labelled case file, gold self-agreement on real MATH data,
+math_numeval, math_canonical, math_equiv): the labelled case file, gold self-agreement on real MATH data,
 canonical-form properties, the module split, and MathGrader (dedupe, timeouts, threads, never
 raising)."""
 
@@ -19,6 +19,7 @@ import pytest
 from bonbench.plugins.graders import math as gm
 from bonbench.plugins.graders import math_equiv as meq
 from bonbench.plugins.graders import math_numeric as mnum
+from bonbench.plugins.graders import math_numeval as mev
 from bonbench.plugins.graders.math import MathGrader, canonical_answer, extract_answer, is_equiv
 from bonbench.core.records import Problem, Sample
 
@@ -225,8 +226,8 @@ def test_grader_bad_gold_is_data_not_exception(monkeypatch: pytest.MonkeyPatch) 
 )
 def test_numeric_precheck_never_separates_equal_atoms(a: str, b: str) -> None:
     # the in-process evaluator may only prove inequality; equal expressions must reach sympy
-    assert mnum._surely_different(a, b) is False
-    assert mnum._surely_different("7", b) is True
+    assert mev.surely_different(a, b) is False
+    assert mev.surely_different("7", b) is True
 
 
 def test_v2_canonical_forms_keep_what_the_verdict_needs() -> None:
@@ -261,15 +262,15 @@ def test_v2_canonical_forms_keep_what_the_verdict_needs() -> None:
 )
 def test_v3_classes_are_decided_in_process(pred: str, gold: str, verdict: bool) -> None:
     # MathGrader settles these without a worker (no sympy); a wrong verdict here is a wrong grade
-    assert meq._equiv_canonical(canonical_answer(pred), canonical_answer(gold), fast_only=True) is verdict
+    assert meq.equiv_canonical(canonical_answer(pred), canonical_answer(gold), fast_only=True) is verdict
 
 
 def test_v3_identities_and_tiny_constants_go_to_the_exact_comparison() -> None:
     # an expression in x that equals the constant at every test point: only sympy can say
-    with pytest.raises(meq._NeedsSympy):
-        meq._equiv_canonical(canonical_answer("\\sec^2 x - \\tan^2 x"), "1", fast_only=True)
-    with pytest.raises(meq._NeedsSympy):
-        meq._equiv_canonical("\\frac{1}{100!}", "\\frac{1}{99!}", fast_only=True)
+    with pytest.raises(meq.NeedsSympy):
+        meq.equiv_canonical(canonical_answer("\\sec^2 x - \\tan^2 x"), "1", fast_only=True)
+    with pytest.raises(meq.NeedsSympy):
+        meq.equiv_canonical("\\frac{1}{100!}", "\\frac{1}{99!}", fast_only=True)
     # exact: math-verify alone calls these equal (evalf with chop=True)
     assert meq._constant_verdict("\\frac{1}{100!}", "\\frac{1}{99!}") is False
     assert meq._constant_verdict("\\frac{100}{100!}", "\\frac{1}{99!}") is True
@@ -284,20 +285,20 @@ def test_v3_identities_and_tiny_constants_go_to_the_exact_comparison() -> None:
 
 def test_v3_precision_model() -> None:
     # significant digits, not decimal places, make a decimal "long"; one digit is exact
-    assert mnum._approx_interval(mnum._parse_number("0.0000001")) is None  # type: ignore[arg-type]
-    assert mnum._approx_interval(mnum._parse_number("0.25")) is None  # type: ignore[arg-type]
-    lo, hi = mnum._approx_interval(mnum._parse_number("0.25000003"))  # type: ignore[arg-type, misc]
+    assert mnum.approx_interval(mnum.parse_number("0.0000001")) is None  # type: ignore[arg-type]
+    assert mnum.approx_interval(mnum.parse_number("0.25")) is None  # type: ignore[arg-type]
+    lo, hi = mnum.approx_interval(mnum.parse_number("0.25000003"))  # type: ignore[arg-type, misc]
     assert lo == Fraction(250000025, 10**9) and hi == Fraction(25000004, 10**8)
-    lo, hi = mnum._approx_interval(mnum._parse_number("0.000118"))  # type: ignore[arg-type, misc]
+    lo, hi = mnum.approx_interval(mnum.parse_number("0.000118"))  # type: ignore[arg-type, misc]
     assert lo == Fraction(1175, 10**7) and hi == Fraction(1185, 10**7)
-    assert mnum._parse_number("2.5e-4") == (Fraction(1, 4000), 5)
-    assert mnum._parse_number("1.2\\overline{34}") == (Fraction(611, 495), 0)
+    assert mnum.parse_number("2.5e-4") == (Fraction(1, 4000), 5)
+    assert mnum.parse_number("1.2\\overline{34}") == (Fraction(611, 495), 0)
     assert canonical_answer("6.02\\times10^{23}") == "602000000000000000000000"
 
 
 def test_v3_evaluator_reads_functions_as_latex_does() -> None:
     def ev(s: str) -> complex:
-        return mnum._NumEval(s, 0).value()
+        return mev.NumEval(s, 0).value()
 
     x = ev("x")
     assert ev("\\sec^2x") == pytest.approx(1 / cmath.cos(x) ** 2)
@@ -307,11 +308,11 @@ def test_v3_evaluator_reads_functions_as_latex_does() -> None:
     assert ev("\\pi r") == pytest.approx(cmath.pi * ev("r"))
     assert ev("\\sin2x") == pytest.approx(cmath.sin(2 * x))
     assert ev("\\cos2\\pi") == pytest.approx(1)
-    with pytest.raises(mnum._NoEval):
+    with pytest.raises(mev.NoEval):
         ev("\\sin^{-1}x")  # arcsin, not 1/sin
 
 
-@pytest.mark.parametrize("module", ["math_extract", "math_numeric", "math_canonical", "math_equiv", "math"])
+@pytest.mark.parametrize("module", ["math_extract", "math_numeric", "math_numeval", "math_canonical", "math_equiv", "math"])
 def test_each_grader_module_imports_on_its_own(module: str) -> None:
     # a fresh interpreter importing one module first: an import cycle between them would fail here
     code = f"import bonbench.plugins.graders.{module} as m; print(m.__doc__.splitlines()[0])"
@@ -337,8 +338,9 @@ def test_grader_modules_import_only_downwards() -> None:
     allowed = {
         "math_extract": set(),
         "math_numeric": set(),
+        "math_numeval": {"math_numeric"},
         "math_canonical": {"math_extract", "math_numeric"},
-        "math_equiv": {"math_canonical", "math_numeric"},
+        "math_equiv": {"math_canonical", "math_numeric", "math_numeval"},
         "math": {"math_extract", "math_canonical", "math_equiv"},
     }
     folder = Path(gm.__file__).parent

@@ -1,44 +1,54 @@
-"""Host side of code execution: code extraction, program assembly with a secret sentinel,
-output comparison, verdicts, and the ``CodeGrader`` that runs it all through the sandbox.
+"""``CodeGrader``: grades code samples by running their test cases in the sandbox.
 
-Where each verdict is decided:
+What it does: turns each sample into its ``ExecCase`` list (the task's ``build_jobs``), runs the
+lists through ``bonbench_sandbox`` (a local thread pool, or a ``GroupExecutor`` such as Ray tasks)
+with early stop and the persistent result cache, judges every execution
+(``bonbench.plugins.graders.code_cases``), runs the trusted replay of function-call recordings in
+batches (``bonbench.plugins.graders.replay``), and returns one ``Grade`` per sample. Ctrl-C raises
+``GradingInterrupted`` carrying every grade finished before it.
 
-* **stdin/stdout tests** (CodeContests, TACO stdin problems): the program's stdout is compared with
-  the expected output here, on the host; the expected output never enters the sandbox.
-* **function-call tests** (HumanEval, MBPP, TACO ``fn_name`` problems; ``ExecCase.calls``): the
-  sandbox only records the calls the tests make and their results as plain data; a separate
-  trusted run of the tests replays that recording and its assertions decide
-  (``bonbench.plugins.graders.replay``). Nothing the untrusted process does to its own interpreter (an
-  always-true ``__eq__``, frame walks, ``sys.settrace``, patched builtins) reaches that run.
-
-The sentinel frames the program's own output: the harness reads a secret line (from a file deleted
-before any user code exists) and writes it after the program, so a program that exits early
-(``exit(0)``, ``os._exit(0)``, ``raise SystemExit``), prints from ``atexit`` or closes stdout cannot
-produce it. The sentinel is ``HMAC(key, program, stdin)``: unpredictable to the program, but the
-same for the same execution, so the sandbox ``ResultCache`` (keyed by program, stdin and limits)
-can serve re-scoring without re-executing. The key lives next to the cache (``sentinel.key``) and
-never enters the sandbox; without a cache it is fresh per grader. A program that finds the secret
-(it is in the harness's frame) gains nothing for function-call tests (it can only end its own
-recording) and, for stdin tests, still needs the expected output.
-
-This module does not know any benchmark's schema (``bonbench_tasks.*`` build the test cases) and
-does not isolate anything itself (``bonbench_sandbox`` does).
+What it does not do: know any benchmark's schema (``bonbench_tasks.*`` build the test cases),
+compare outputs or assemble programs (``code_cases``, ``code_text``), or isolate anything
+(``bonbench_sandbox`` does). It re-exports the case and text helpers tasks import from here.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import os
 import secrets
 import threading
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+import bonbench_sandbox
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.graders.code_text import (  # re-exported: tasks import them from here
+from bonbench.core.records import Grade, Problem, Sample
+from bonbench.plugins.graders.code_cases import (  # noqa: F401  (re-exported: tasks and tests import them from here)
+    DEFAULT_CACHE_DIR,
+    ENV_EXEC_CACHE,
+    HUMANEVAL_STOP,
+    KEYFILE,
+    RECORDED,
+    SECRET_HEX,
+    BuildJobs,
+    CaseVerdict,
+    ExecCase,
+    NoCode,
+    ProgressCallback,
+    always_passes,
+    assemble_program,
+    case_judge,
+    default_cache_dir,
+    judge,
+    last_line,
+    make_secret,
+    output_text,
+    recording,
+)
+from bonbench.plugins.graders.code_text import (  # noqa: F401  (re-exported: tasks import them from here)
     FLOAT_TOL,
     defines,
     extract_code,
@@ -46,237 +56,15 @@ from bonbench.plugins.graders.code_text import (  # re-exported: tasks import th
     outputs_match,
     truncate_at_stop,
 )
-from bonbench.plugins.graders.replay import (
-    RECORD_MARK,
-    RECORDINGS_FILE,
-    CallTest,
-    parse_recording,
-    parse_verdicts,
-    recording_source,
-    recordings_file,
-    trusted_program,
-)
-from bonbench.core.records import Grade, Problem, Sample
+from bonbench.plugins.graders.replay import RECORDINGS_FILE, CallTest, parse_verdicts, recordings_file, trusted_program
 
-# Stop strings of the HumanEval paper's completion setting: the function ends where the next
-# top-level statement begins.
-HUMANEVAL_STOP: tuple[str, ...] = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
-
-SECRET_HEX = 32  # 128 bits: not guessable
-KEYFILE = ".bb_sentinel"  # next to main.py in the sandbox; the harness deletes it before user code runs
-DEFAULT_CACHE_DIR = Path("results/cache/exec")
-ENV_EXEC_CACHE = "BONBENCH_EXEC_CACHE"
-
-ProgressCallback = Callable[[int, int], None]
-
-
-def default_cache_dir() -> Path:
-    """``$BONBENCH_EXEC_CACHE`` if set, else ``results/cache/exec`` (relative to the working directory)."""
-    return Path(os.environ.get(ENV_EXEC_CACHE) or DEFAULT_CACHE_DIR)
-
-
-# --------------------------------------------------------------------------- test cases
-
-
-@dataclass(frozen=True)
-class ExecCase:
-    """One execution of a test: ``source`` is solution + test code (no harness).
-
-    ``expected_stdout`` None means function-call style (pass = the code ran to its end); otherwise
-    the program's stdout must match it under the tolerance rules of ``outputs_match``.
-    ``as_main`` runs the code with ``__name__ == "__main__"`` (stdin programs); function-call tests
-    use another name, like the official HumanEval/MBPP harnesses, so demo ``__main__`` blocks in a
-    completion do not run. ``timeout_s`` (wall clock) / ``memory_mb`` None take the grader's defaults;
-    ``cpu_s`` None lets the sandbox derive the CPU limit from the wall clock.
-
-    ``calls`` makes it a function-call test decided outside the sandbox (``bonbench.plugins.graders.replay``):
-    ``source`` is then only the candidate's code; the sandbox records the calls ``calls.tests`` make
-    and a trusted run of the tests on that recording gives the verdict. Every task's function-call
-    tests use it; a case without ``calls`` and without ``expected_stdout`` passes when its code runs
-    to its end, which the untrusted code itself can influence (kept for programs, not for tasks).
-    """
-
-    source: str
-    stdin: str = ""
-    expected_stdout: str | None = None
-    timeout_s: float | None = None
-    cpu_s: float | None = None
-    memory_mb: int | None = None
-    float_tol: bool = False
-    as_main: bool = False
-    label: str = ""
-    calls: CallTest | None = None
-
-
-BuildJobs = Callable[[Problem, str], Sequence[ExecCase]]
-
-
-class NoCode(ValueError):
-    """Raised by a task's build_jobs when the completion holds no usable code (a wrong answer, not a bug)."""
-
-
-# --------------------------------------------------------------------------- program assembly
-
-_HARNESS = r'''import os as _bb_os, sys as _bb_sys
-
-
-def _bb_run():
-    write, stdout = _bb_os.write, _bb_sys.stdout
-    # the secret arrives as a file that is deleted before any user code exists
-    with open({keyfile!r}, "rb") as fh:
-        secret = fh.read()
-    _bb_os.unlink({keyfile!r})
-    src = {src!r}
-    import linecache
-    linecache.cache["<solution>"] = (len(src), None, src.splitlines(True), "<solution>")
-    code = compile(src, "<solution>", "exec")
-    del src
-    scope = {{"__name__": {name!r}, "__builtins__": __builtins__}}
-    exec(code, scope)
-    threading = _bb_sys.modules.get("threading")
-    if threading is not None:
-        # programs that do their work in a non-daemon thread (a common stack-size trick) finish first
-        for t in threading.enumerate():
-            if t is not threading.main_thread() and not t.daemon:
-                t.join()
-    try:
-        _bb_sys.stdout.flush()
-    except Exception:
-        pass
-    # the original stdout must still be usable: a program that closed it cannot vouch for its output
-    stdout.flush()
-    write(1, b"\n" + secret)  # secret carries its own trailing newline
-
-
-_bb_run()
-'''
-
-
-# Function-call tests: the recording is written after the tests whatever they did (an assertion
-# that failed here decides nothing; the trusted run does). ``_bb_dumps`` is the recorder's own
-# JSON writer, looked up before user code runs.
-_CALL_HARNESS = r'''import os as _bb_os, sys as _bb_sys
-
-
-def _bb_run():
-    write = _bb_os.write
-    with open({keyfile!r}, "rb") as fh:
-        secret = fh.read().strip()
-    _bb_os.unlink({keyfile!r})
-    src = {src!r}
-    import linecache
-    linecache.cache["<solution>"] = (len(src), None, src.splitlines(True), "<solution>")
-    code = compile(src, "<solution>", "exec")
-    del src
-    scope = {{"__name__": "__solution__", "__builtins__": __builtins__}}
-    try:
-        exec(code, scope)
-    finally:
-        try:
-            _bb_sys.stdout.flush()
-        except BaseException:
-            pass
-        try:
-            record = scope["_bb_dumps"](scope["_bb_calls"])
-        except BaseException:
-            record = "null"
-        write(1, b"\n" + secret + {mark!r}.encode() + record.encode() + b"\n")
-
-
-_bb_run()
-'''
-
-
-def assemble_program(case: ExecCase) -> str:
-    """The harness program that runs ``case.source`` (the secret comes in ``KEYFILE``, see module doc)."""
-    if case.calls is not None:
-        return _CALL_HARNESS.format(keyfile=KEYFILE, src=recording_source(case.calls, case.source), mark=RECORD_MARK)
-    return _HARNESS.format(keyfile=KEYFILE, src=case.source, name="__main__" if case.as_main else "__solution__")
-
-
-def make_secret(key: bytes, program: str, stdin: str) -> str:
-    """The per-execution sentinel: HMAC over the exact program and stdin (32 hex chars)."""
-    msg = hashlib.sha256(program.encode("utf-8", "surrogatepass")).digest() + stdin.encode("utf-8", "surrogatepass")
-    return hmac.new(key, msg, hashlib.sha256).hexdigest()[:SECRET_HEX]
-
-
-# --------------------------------------------------------------------------- verdicts
-
-
-@dataclass(frozen=True)
-class CaseVerdict:
-    """The verdict on one execution. ``status``: "ok", the sandbox's failure status ("timeout",
-    "memory", "runtime_error", ...), "incomplete" (exit 0 without the sentinel: the tests did not run
-    to their end) or "wrong_answer"."""
-
-    passed: bool
-    status: str
-    reason: str = ""
-    cached: bool = False
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
-def _last_line(text: str, limit: int = 160) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:limit] if lines else ""
-
-
-def judge(case: ExecCase, secret: str, result: Any) -> CaseVerdict:
-    """Verdict from a sandbox ``ExecResult`` (needs ``status``, ``exit_code``, ``stdout``, ``stderr``)."""
-    status = str(getattr(result, "status", "error"))
-    stdout, stderr = _text(getattr(result, "stdout", "")), _text(getattr(result, "stderr", ""))
-    cached = bool(getattr(result, "cached", False))
-    if case.calls is not None:
-        # only a first stage: the trusted run decides (CodeGrader._check_recordings)
-        if recording(secret, result) is not None:
-            return CaseVerdict(True, RECORDED, "", cached)
-        if status == "ok":
-            return CaseVerdict(False, "incomplete", "exited before the tests finished", cached)
-        return CaseVerdict(False, status, _last_line(stderr) or status, cached)
-    if status != "ok" or getattr(result, "exit_code", None) != 0:
-        status = "runtime_error" if status == "ok" else status
-        return CaseVerdict(False, status, _last_line(stderr) or status, cached)
-    marker = "\n" + secret + "\n"
-    at = stdout.rfind(marker)
-    if at == -1:
-        return CaseVerdict(False, "incomplete", "exited 0 before the tests finished", cached)
-    if case.expected_stdout is None:
-        return CaseVerdict(True, "ok", "", cached)
-    program_out = stdout[:at] + stdout[at + len(marker):]
-    if outputs_match(program_out, case.expected_stdout, case.float_tol):
-        return CaseVerdict(True, "ok", "", cached)
-    return CaseVerdict(False, "wrong_answer", "output differs from the expected output", cached)
-
-
-RECORDED = "recorded"  # a function-call case whose recording awaits the trusted run
-
-
-def recording(secret: str, result: Any) -> list[dict[str, Any]] | None:
-    """The calls a function-call case recorded (after the last sentinel), or None."""
-    stdout = _text(getattr(result, "stdout", ""))
-    at = stdout.rfind("\n" + secret + RECORD_MARK)
-    if at == -1 or getattr(result, "status", "") in ("timeout", "output_limit", "sandbox_error"):
-        return None
-    return parse_recording(stdout[at + 1 + len(secret):])
-
-
-def case_judge(cases: Sequence[ExecCase], secrets_: Sequence[str], test_idx: int, result: Any) -> bool:
-    """Whether test ``test_idx`` of one program passed; module-level, so that ``partial(case_judge,
-    cases, secrets)`` can travel to another process (a Ray task) and stop early there."""
-    return judge(cases[test_idx], secrets_[test_idx], result).passed
-
-
-def always_passes(test_idx: int, result: Any) -> bool:
-    """The judge of a lone trusted-check job (picklable for Ray): its verdicts are read afterwards."""
-    return True
-
+__all__ = [
+    "DEFAULT_CACHE_DIR", "ENV_EXEC_CACHE", "FLOAT_TOL", "HUMANEVAL_STOP", "KEYFILE", "RECORDED", "SECRET_HEX",
+    "TRUSTED_BATCH", "TRUSTED_BATCH_BYTES", "BuildJobs", "CaseVerdict", "CodeGrader", "ExecCase", "GradingInterrupted",
+    "GroupExecutor", "NoCode", "ProgressCallback", "always_passes", "assemble_program", "case_judge",
+    "default_cache_dir", "defines", "extract_code", "fenced_blocks", "judge", "last_line", "make_secret",
+    "output_text", "outputs_match", "recording", "truncate_at_stop",
+]
 
 TRUSTED_BATCH = 64  # recordings per trusted run
 TRUSTED_BATCH_BYTES = 16 << 20
@@ -390,7 +178,7 @@ class CodeGrader:
                           progress=self.progress, unsafe=bool(options.unsafe or self.unsafe), executor=executor)
 
     def _setup(self) -> Any:
-        sandbox = _sandbox()
+        sandbox = bonbench_sandbox
         with self._lock:
             if self._key is None:
                 self._key = _load_key(self.cache_dir)
@@ -493,7 +281,7 @@ class CodeGrader:
             retry: list[tuple[CallTest, float, list[tuple[int, int, list[dict[str, Any]]]]]] = []
             jobs = [self._trusted_job(test, timeout, [rec for *_, rec in part]) for test, timeout, part in batches]
             for (test, timeout, part), res in zip(batches, self._run_plain(jobs)):
-                found = parse_verdicts(_text(res.stdout), len(part)) if res.status == "ok" else None
+                found = parse_verdicts(output_text(res.stdout), len(part)) if res.status == "ok" else None
                 if found is None and len(part) > 1:
                     retry += [(test, timeout, [item]) for item in part]  # one bad recording must not sink the rest
                     continue
@@ -503,13 +291,13 @@ class CodeGrader:
                         status = "sandbox_error" if res.status == "sandbox_error" else str(res.status)
                         if status == "ok":
                             status = "runtime_error"
-                        verdicts[gi][ti] = CaseVerdict(False, status, "trusted check: " + (_last_line(_text(res.stderr)) or status), first.cached)
+                        verdicts[gi][ti] = CaseVerdict(False, status, "trusted check: " + (last_line(output_text(res.stderr)) or status), first.cached)
                         continue
                     status, reason = found[k]
                     if status == "not_recorded":
                         u = results[gi][ti]
                         status = "incomplete" if u.status == "ok" else str(u.status)
-                        reason = _last_line(_text(u.stderr)) or reason
+                        reason = last_line(output_text(u.stderr)) or reason
                     verdicts[gi][ti] = CaseVerdict(status == "ok", status, reason, first.cached)
             batches = retry
 
@@ -588,17 +376,7 @@ class CodeGrader:
             return (lambda d: cb(d, total)), (lambda: None)
         if not self.progress:
             return (lambda d: None), (lambda: None)
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
         bar = Progress(TextColumn("executing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True)
         task_id = bar.add_task("exec", total=total)
         bar.start()
         return (lambda d: bar.update(task_id, completed=d)), bar.stop
-
-
-def _sandbox() -> Any:
-    try:
-        import bonbench_sandbox
-    except ImportError as exc:
-        raise BonbenchError(f"the code sandbox (bonbench_sandbox) is not importable ({exc}); reinstall bonbench: pip install -e .") from None
-    return bonbench_sandbox

@@ -29,7 +29,7 @@ import time
 from typing import Any, Mapping, Sequence
 
 from bonbench.plugins.graders.math_canonical import canonical_answer
-from bonbench.plugins.graders.math_equiv import _equiv_canonical, _NeedsSympy, is_equiv
+from bonbench.plugins.graders.math_equiv import NeedsSympy, equiv_canonical, is_equiv
 from bonbench.plugins.graders.math_extract import extract_answer
 from bonbench.core.records import Grade, Problem, Sample
 
@@ -49,7 +49,7 @@ def _compare_item(cp: str, cg: str, timeout: float) -> tuple[bool, str | None]:
     try:
         signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
-            return _equiv_canonical(cp, cg), None
+            return equiv_canonical(cp, cg), None
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except _SoftTimeout:
@@ -66,7 +66,7 @@ def _worker_stdio() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     # import and warm up sympy/math-verify before the first item so that its timer measures only
     # the comparison, not ~1 s of imports
-    _equiv_canonical("x+1", "1+x")
+    equiv_canonical("x+1", "1+x")
     for line in sys.stdin:
         timeout, items = json.loads(line)
         for idx, cp, cg in items:
@@ -274,8 +274,8 @@ class MathGrader:
                     verdicts[(pid, canon)] = (False, f"gold answer failed to parse: {type(gold).__name__}: {gold}")
                     continue
                 try:
-                    verdicts[(pid, canon)] = (_equiv_canonical(canon, gold, fast_only=True), None)
-                except _NeedsSympy:
+                    verdicts[(pid, canon)] = (equiv_canonical(canon, gold, fast_only=True), None)
+                except NeedsSympy:
                     if not warm:
                         # start the workers at the first comparison that needs one, so that their
                         # interpreter start and sympy import overlap with the rest of this pass

@@ -3,9 +3,9 @@
 What it does: ``canonical_answer`` rewrites an answer with string rules only: wrappers, units,
 degrees, percent, money, thousands separators, ``\\frac``/``\\sqrt`` shorthands, equation
 left-hand sides and spacing are removed or normalised; the answer is parsed into a structure
-(``_parse``: matrix, union, set, one-variable inequality as an interval, tuple / interval, named
-values, list, atom; ``\\pm`` items become their two solutions) and rendered back (``_render``);
-atoms are normalised by ``_canon_atom`` (exact numbers via ``math_numeric``, multiple-choice
+(``parse_structure``: matrix, union, set, one-variable inequality as an interval, tuple / interval, named
+values, list, atom; ``\\pm`` items become their two solutions) and rendered back (``render_structure``);
+atoms are normalised by ``canon_atom`` (exact numbers via ``math_numeric``, multiple-choice
 letters, base-n numerals, text). ``canonical_answer`` is idempotent.
 
 What it does not do: no sympy and no comparison: two equivalent answers usually, not always,
@@ -18,13 +18,13 @@ import functools
 import re
 from typing import Any
 
-from bonbench.plugins.graders.math_extract import _balanced, _boxed_contents
-from bonbench.plugins.graders.math_numeric import _parse_number, _render_number
+from bonbench.plugins.graders.math_extract import braced_group, boxed_contents
+from bonbench.plugins.graders.math_numeric import parse_number, render_number
 
 
 _TEXT_CMDS = re.compile(r"\\(?:mbox|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mathsf|operatorname|text)\s*\{")
 _UNIT_TEXT = re.compile(r"^[A-Za-z][A-Za-z .'\-]*$")
-_BASE_RE = re.compile(r"([0-9A-Z]+)_\{?\(?(\d{1,2})\)?\}?")
+BASE_RE = re.compile(r"([0-9A-Z]+)_\{?\(?(\d{1,2})\)?\}?")
 _MC_RE = re.compile(r"\(?([A-E])\)?")
 _LHS_RE = re.compile(
     r"(?:[a-zA-Z](?:_\{?\w+\}?)?|\\[a-zA-Z]+|[a-zA-Z]\([a-z]\)|\((?:[a-zA-Z](?:_\{?\w+\}?)?,)+[a-zA-Z](?:_\{?\w+\}?)?\))"
@@ -40,7 +40,7 @@ def _unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True) -> str:
         if m is None:
             out.append(s[i:])
             return "".join(out)
-        got = _balanced(s, m.end() - 1)
+        got = braced_group(s, m.end() - 1)
         if got is None:
             out.append(s[i:])
             return "".join(out)
@@ -54,7 +54,7 @@ def _text_groups(s: str) -> list[tuple[int, int, str]]:
     """(start, end, content) of each \\text{...} group."""
     out = []
     for m in re.finditer(r"\\text\{", s):
-        got = _balanced(s, m.end() - 1)
+        got = braced_group(s, m.end() - 1)
         if got is not None:
             out.append((m.start(), got[1], got[0]))
     return out
@@ -104,7 +104,7 @@ def _collapse_control_spaces(s: str) -> str:
 
 def _pre_normalise(s: str) -> str:
     s = s.strip()
-    boxed = _boxed_contents(s)
+    boxed = boxed_contents(s)
     if boxed and re.fullmatch(r"\$*\s*\\(?:boxed|fbox)\s*\{.*\}\s*\$*\.?", s, flags=re.DOTALL):
         s = boxed[-1]
     # "25,\\!000" (MATH's thousands notation) is never a list, unlike a bare "7,251"; a run with a
@@ -156,15 +156,15 @@ def canonical_answer(ans: str) -> str:
             s = s.replace(",", "")
         else:
             # "7,251", "70,110": either the number 7251 or the list 7, 251 (see _readings); "{,}"
-            # marks it so that _parse can tell it from a list, whose canonical form has ", "
+            # marks it so that parse_structure can tell it from a list, whose canonical form has ", "
             return m.group(1).replace(",", "{,}")
     s = _matlab_spaces(s)
     s = _collapse_control_spaces(s)
-    node = _parse(s)
+    node = parse_structure(s)
     if node[0] == "atom" and len(_expand_pm([node[1]])) == 2:
         # a whole answer "\pm\sqrt{2}" is the list of its two solutions
-        node = ("list", [_parse(v) for v in _expand_pm([node[1]])])
-    return _render(node)
+        node = ("list", [parse_structure(v) for v in _expand_pm([node[1]])])
+    return render_structure(node)
 
 
 def _matlab_spaces(s: str) -> str:
@@ -225,7 +225,7 @@ def _wraps_whole(s: str) -> bool:
 
 
 @functools.lru_cache(maxsize=100_000)
-def _parse(s: str) -> tuple[Any, ...]:
+def parse_structure(s: str) -> tuple[Any, ...]:
     """Structure of a canonical-form string (cached: gold answers are parsed once per sample)."""
     s = _strip_lhs(s.strip())
     if _AMBIG_RE.fullmatch(s):
@@ -233,7 +233,7 @@ def _parse(s: str) -> tuple[Any, ...]:
     m = re.fullmatch(r"\\begin\{[pbvBV]?matrix\}(.*)\\end\{[pbvBV]?matrix\}", s, flags=re.DOTALL)
     if m:
         rows = [r for r in m.group(1).split("\\\\") if r.strip()]
-        return ("matrix", [[_canon_atom(c) for c in r.split("&")] for r in rows])
+        return ("matrix", [[canon_atom(c) for c in r.split("&")] for r in rows])
     if len(s) >= 2 and s[0] == "[" and s[-1] == "]" and _wraps_whole(s):
         # MATLAB-style "[a,b;c,d]": rows separated by ";" (intervals and sequences have none)
         rows = _split_top(s[1:-1], ";")
@@ -241,30 +241,30 @@ def _parse(s: str) -> tuple[Any, ...]:
             rows = [r for r in rows if r.strip()]
             cells = [_split_top(r, ",") for r in rows]
             if all(c.strip() for r in cells for c in r):
-                return ("matrix", [[_canon_atom(c) for c in r] for r in cells])
+                return ("matrix", [[canon_atom(c) for c in r] for r in cells])
     if len(_split_top(s, "\\cup")) > 1:
-        return ("union", [_parse(p) for p in _split_top(s, "\\cup")])
+        return ("union", [parse_structure(p) for p in _split_top(s, "\\cup")])
     if s.startswith("\\{") and s.endswith("\\}") and len(_split_top(s[2:-2], "\\}")) == 1:
-        return ("set", [_parse(p) for p in _expand_pm(_split_top(s[2:-2], ",")) if p.strip()])
+        return ("set", [parse_structure(p) for p in _expand_pm(_split_top(s[2:-2], ",")) if p.strip()])
     parts = _split_top(s, ",")
     if len(parts) > 1:
         items = _expand_pm([p for p in parts if p.strip()])
         named = _named_items(items)
         if named is not None:
             return ("named", named)
-        return ("list", [_parse(p) for p in items])
+        return ("list", [parse_structure(p) for p in items])
     interval = _inequality_interval(s)
     if interval is not None:
         return interval
     if len(s) >= 2 and s[0] in "([" and s[-1] in ")]" and _wraps_whole(s):
         inner = _split_top(s[1:-1], ",")
         if len(inner) > 1:
-            return ("seq", s[0], s[-1], [_parse(p) for p in inner])
+            return ("seq", s[0], s[-1], [parse_structure(p) for p in inner])
         if s[0] == "(" and s[-1] == ")":
-            return _parse(s[1:-1])  # redundant parentheses around a single item
+            return parse_structure(s[1:-1])  # redundant parentheses around a single item
     if len(s) >= 2 and s[0] == "{" and s[-1] == "}" and _wraps_whole(s):
-        return _parse(s[1:-1])
-    return ("atom", _canon_atom(s))
+        return parse_structure(s[1:-1])
+    return ("atom", canon_atom(s))
 
 
 _PM_RE = re.compile(r"\\(?:pm|mp)(?![a-zA-Z])")
@@ -317,7 +317,7 @@ def _inequality_interval(s: str) -> tuple[Any, ...] | None:
             lo, lo_strict, hi, hi_strict = bound, strict[0], "\\infty", True
     else:
         return None
-    bounds = [("atom", _canon_atom(lo)), ("atom", _canon_atom(hi))]
+    bounds = [("atom", canon_atom(lo)), ("atom", canon_atom(hi))]
     return ("seq", "(" if lo_strict else "[", ")" if hi_strict else "]", bounds)
 
 
@@ -332,7 +332,7 @@ def _named_items(items: list[str]) -> list[tuple[str, tuple[Any, ...]]] | None:
         if sides[1].strip()[0] in "<>":
             return None
         name = re.sub(r"_\{(\w)\}", r"_\1", sides[0].strip())  # x_{1} and x_1 are one name
-        out.append((name, _parse(sides[1])))
+        out.append((name, parse_structure(sides[1])))
     if len({n for n, _ in out}) != len(out):
         return None
     return out
@@ -349,7 +349,9 @@ def _strip_lhs(s: str) -> str:
     return s
 
 
-def _canon_atom(s: str) -> str:
+def canon_atom(s: str) -> str:
+    """Canonical form of one atom: wrappers and a left-hand side dropped, infinities, exact
+    numbers (``math_numeric``), multiple-choice letters, base-n numerals and text normalised."""
     s = _strip_lhs(s.strip())
     while (
         len(s) >= 2
@@ -363,13 +365,13 @@ def _canon_atom(s: str) -> str:
         return "\\infty"
     if s in ("-\\infty", "-\\inf", "-oo"):
         return "-\\infty"
-    num = _parse_number(s)
+    num = parse_number(s)
     if num is not None:
-        return _render_number(*num)
+        return render_number(*num)
     m = _MC_RE.fullmatch(s)
     if m:
         return m.group(1)
-    m = _BASE_RE.fullmatch(s)
+    m = BASE_RE.fullmatch(s)
     if m and re.search(r"\d", m.group(1)) and 2 <= int(m.group(2)) <= 36:
         return f"{m.group(1)}_{int(m.group(2))}"
     if _is_text_answer(s):
@@ -377,23 +379,24 @@ def _canon_atom(s: str) -> str:
     return s
 
 
-def _render(node: tuple[Any, ...]) -> str:
+def render_structure(node: tuple[Any, ...]) -> str:
+    """The canonical string of a ``parse_structure`` node (sets and unions sorted, lists in order)."""
     kind = node[0]
     if kind == "atom":
         return str(node[1])
     if kind == "list":
         # written order is kept: a bare list answers an ordered tuple in that order
         # ", " keeps "70, 110" a list when the canonical form is canonicalised again (thousands rule)
-        return ", ".join(_render(n) for n in node[1])
+        return ", ".join(render_structure(n) for n in node[1])
     if kind == "set":
-        return "\\{" + ",".join(sorted(_render(n) for n in node[1])) + "\\}"
+        return "\\{" + ",".join(sorted(render_structure(n) for n in node[1])) + "\\}"
     if kind == "seq":
-        return node[1] + ",".join(_render(n) for n in node[3]) + node[2]
+        return node[1] + ",".join(render_structure(n) for n in node[3]) + node[2]
     if kind == "union":
-        return "\\cup".join(sorted(_render(n) for n in node[1]))
+        return "\\cup".join(sorted(render_structure(n) for n in node[1]))
     if kind == "named":
         # written order is kept: against an unnamed tuple or list the values are compared in order
-        return ", ".join(f"{name}={_render(v)}" for name, v in node[1])
+        return ", ".join(f"{name}={render_structure(v)}" for name, v in node[1])
     if kind == "ambig":
         return str(node[1])
     rows = ["&".join(r) for r in node[1]]

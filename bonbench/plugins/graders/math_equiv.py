@@ -5,8 +5,8 @@ tuples, intervals, unions, matrices, named values, ambiguous thousands) by our o
 first by cheap rules (``_atom_fast``: strings, exact numbers and the precision model, kinds,
 free variables, the numeric evaluator), then constants exactly in sympy (``_constant_verdict``)
 and the rest (expressions in variables, relations) with math-verify, its signal timeouts
-disabled so that it runs in threads and worker processes. ``_equiv_canonical(..., fast_only=True)``
-raises ``_NeedsSympy`` instead of calling sympy: ``MathGrader`` settles the rest in workers.
+disabled so that it runs in threads and worker processes. ``equiv_canonical(..., fast_only=True)``
+raises ``NeedsSympy`` instead of calling sympy: ``MathGrader`` settles the rest in workers.
 
 What it does not do: no timeout (``MathGrader`` bounds untrusted comparisons); it does not read
 the problem, so question-dependent conventions are fixed rules (docs/math-grading.md).
@@ -19,35 +19,26 @@ import re
 from fractions import Fraction
 from typing import Any, Sequence
 
-from bonbench.plugins.graders.math_canonical import _BASE_RE, _canon_atom, _parse, _render, canonical_answer
-from bonbench.plugins.graders.math_numeric import (
-    _approx_interval,
-    _const_value,
-    _constant_at_points,
-    _float_in,
-    _has_free_variable,
-    _is_long,
-    _num_equiv,
-    _parse_number,
-    _surely_different,
-)
+from bonbench.plugins.graders.math_canonical import BASE_RE, canon_atom, canonical_answer, parse_structure, render_structure
+from bonbench.plugins.graders.math_numeric import approx_interval, float_in, is_long, num_equiv, parse_number
+from bonbench.plugins.graders.math_numeval import const_value, constant_at_points, has_free_variable, surely_different
 
 # math-verify warns once that its timeouts are off; we enforce timeouts ourselves (MathGrader).
 logging.getLogger("math_verify").setLevel(logging.ERROR)
 
 
-class _NeedsSympy(Exception):
+class NeedsSympy(Exception):
     """Raised in fast-only mode when an atom comparison needs math-verify."""
 
 
 def _kind(atom: str) -> str:
-    if _parse_number(atom) is not None:
+    if parse_number(atom) is not None:
         return "num"
     if atom in ("\\infty", "-\\infty"):
         return "inf"
     if re.fullmatch(r"[A-E]", atom):
         return "mc"
-    if _BASE_RE.fullmatch(atom) and re.search(r"\d", atom.split("_")[0]):
+    if BASE_RE.fullmatch(atom) and re.search(r"\d", atom.split("_")[0]):
         return "base"
     if re.fullmatch(r"[a-z][a-z .'\-]*", atom) and re.search(r"[a-z]{2,}", atom):
         return "text"
@@ -59,7 +50,7 @@ def _atom_fast(pred: str, gold: str) -> bool | None:
         return True
     kp, kg = _kind(pred), _kind(gold)
     if kp == "num" and kg == "num":
-        return _num_equiv(_parse_number(pred), _parse_number(gold))  # type: ignore[arg-type]
+        return num_equiv(parse_number(pred), parse_number(gold))  # type: ignore[arg-type]
     if "base" in (kp, kg):
         # the problem states the base, so "1011" answers "1011_2"; a decimal conversion does not
         dp, dg = pred.split("_")[0], gold.split("_")[0]
@@ -67,26 +58,26 @@ def _atom_fast(pred: str, gold: str) -> bool | None:
         return other in ("num", "base") and dp == dg and (kp != "base" or kg != "base" or pred == gold)
     if kp in ("text", "mc", "inf") or kg in ("text", "mc", "inf"):
         return False
-    if kp == "num" and _has_free_variable(gold):
+    if kp == "num" and has_free_variable(gold):
         # strict mode (variables matter): an expression in x equals a constant only by an identity
-        return None if _constant_at_points(gold, _parse_number(pred)[0]) else False  # type: ignore[index]
-    if kg == "num" and _has_free_variable(pred):
-        return None if _constant_at_points(pred, _parse_number(gold)[0]) else False  # type: ignore[index]
+        return None if constant_at_points(gold, parse_number(pred)[0]) else False  # type: ignore[index]
+    if kg == "num" and has_free_variable(pred):
+        return None if constant_at_points(pred, parse_number(gold)[0]) else False  # type: ignore[index]
     if kg == "num":
-        interval = _approx_interval(_parse_number(gold))  # type: ignore[arg-type]
-        v = _const_value(pred) if interval is not None else None
+        interval = approx_interval(parse_number(gold))  # type: ignore[arg-type]
+        v = const_value(pred) if interval is not None else None
         if v is not None:
-            got = _float_in(v, interval)  # type: ignore[arg-type]
+            got = float_in(v, interval)  # type: ignore[arg-type]
             if got is not None:
                 return got  # rounded-gold rule: \sqrt{4250} answers 65.192
-    if kp == "num" and _is_long(*_parse_number(pred)):  # type: ignore[misc]
-        interval = _approx_interval(_parse_number(pred))  # type: ignore[arg-type]
-        v = _const_value(gold)
+    if kp == "num" and is_long(*parse_number(pred)):  # type: ignore[misc]
+        interval = approx_interval(parse_number(pred))  # type: ignore[arg-type]
+        v = const_value(gold)
         if v is not None and interval is not None:
-            got = _float_in(v, interval)
+            got = float_in(v, interval)
             if got is not None:
                 return got  # 0.785398 answers \frac{\pi}{4}
-    if _surely_different(pred, gold):
+    if surely_different(pred, gold):
         return False
     return None
 
@@ -145,7 +136,7 @@ def _constant_verdict(pred: str, gold: str) -> bool | None:
     exact rationals, both sides are evaluated to 30 significant digits, and they are equal only
     when their difference evaluates to zero (``_evalf_zero``) or to less than 1e-20 of their size
     (a relative tolerance, never an absolute one). A gold written as a rounded
-    decimal, or a long predicted decimal, is compared with the interval rule of ``_num_equiv``.
+    decimal, or a long predicted decimal, is compared with the interval rule of ``num_equiv``.
     None when either side is not a constant sympy value (variables, relations, sets): math-verify
     decides those."""
     import sympy
@@ -160,12 +151,12 @@ def _constant_verdict(pred: str, gold: str) -> bool | None:
         vp, vg = sympy.N(p, 30), sympy.N(g, 30)
         if not (vp.is_number and vg.is_number and vp.is_finite and vg.is_finite):
             return None
-        gnum, pnum = _parse_number(gold), _parse_number(pred)
-        interval = _approx_interval(gnum) if gnum is not None else None
+        gnum, pnum = parse_number(gold), parse_number(pred)
+        interval = approx_interval(gnum) if gnum is not None else None
         if interval is not None:
             return _sympy_in(vp, interval)
-        if pnum is not None and _is_long(*pnum):
-            interval = _approx_interval(pnum)
+        if pnum is not None and is_long(*pnum):
+            interval = approx_interval(pnum)
             return interval is not None and _sympy_in(vg, interval)
         diff = sympy.N(p - g, 30)
         if all(_evalf_zero(part) for part in diff.as_real_imag()):
@@ -181,7 +172,7 @@ def _atom_equiv(pred: str, gold: str, fast_only: bool) -> bool:
     if fast is not None:
         return fast
     if fast_only:
-        raise _NeedsSympy
+        raise NeedsSympy
     from math_verify import verify
 
     exact = _constant_verdict(pred, gold)
@@ -199,9 +190,9 @@ def _match_unordered(ps: list[Any], gs: list[Any], fast_only: bool) -> bool:
     # identical renders pair off first, so the (rarely needed) sympy comparisons see fewer candidates
     left_p: list[Any] = []
     remaining = list(gs)
-    rendered = [_render(g) for g in remaining]
+    rendered = [render_structure(g) for g in remaining]
     for p in ps:
-        r = _render(p)
+        r = render_structure(p)
         if r in rendered:
             j = rendered.index(r)
             del remaining[j], rendered[j]
@@ -228,7 +219,7 @@ def _readings(node: tuple[Any, ...]) -> list[tuple[Any, ...]]:
     if node[0] != "ambig":
         return [node]
     groups = node[1].split("{,}")
-    return [("atom", _canon_atom("".join(groups))), ("list", [("atom", _canon_atom(x)) for x in groups])]
+    return [("atom", canon_atom("".join(groups))), ("list", [("atom", canon_atom(x)) for x in groups])]
 
 
 def _named_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool:
@@ -260,10 +251,10 @@ def _node_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool
                 try:
                     if _node_equiv(a, b, fast_only):
                         return True
-                except _NeedsSympy:
+                except NeedsSympy:
                     needs_sympy = True
         if needs_sympy:
-            raise _NeedsSympy
+            raise NeedsSympy
         return False
     if kp == "named" or kg == "named":
         return _named_equiv(p, g, fast_only)
@@ -304,10 +295,12 @@ def _ordered(ps: Sequence[Any], gs: Sequence[Any], fast_only: bool) -> bool:
     return len(ps) == len(gs) and all(_node_equiv(a, b, fast_only) for a, b in zip(ps, gs))
 
 
-def _equiv_canonical(cp: str, cg: str, fast_only: bool = False) -> bool:
+def equiv_canonical(cp: str, cg: str, fast_only: bool = False) -> bool:
+    """Equivalence of two canonical forms. ``fast_only``: raise ``NeedsSympy`` where an atom
+    comparison needs sympy/math-verify (``MathGrader`` settles those in its workers)."""
     if cp == cg:
         return True
-    return _node_equiv(_parse(cp), _parse(cg), fast_only)
+    return _node_equiv(parse_structure(cp), parse_structure(cg), fast_only)
 
 
 def is_equiv(pred: str, gold: str) -> bool:
@@ -317,4 +310,4 @@ def is_equiv(pred: str, gold: str) -> bool:
     cp, cg = canonical_answer(pred), canonical_answer(gold)
     if not cp or not cg:
         return False
-    return _equiv_canonical(cp, cg)
+    return equiv_canonical(cp, cg)

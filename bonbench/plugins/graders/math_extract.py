@@ -3,7 +3,7 @@
 What it does: ``extract_answer`` returns the text of the last complete ``\\boxed{...}`` /
 ``\\fbox{...}`` (balanced braces, escaped braces ignored), of ``\\boxed 5``, or else of the last
 "final answer is" / "the answer is" / "answer:" phrase (its ``$...$``, else up to the end of the
-sentence, "I hope it is correct" dropped). ``_balanced`` and ``_boxed_contents`` are shared with
+sentence, "I hope it is correct" dropped). ``braced_group`` and ``boxed_contents`` are shared with
 the canonical form, which unwraps a whole-answer box the same way.
 
 What it does not do: it does not normalise the answer (``math_canonical``) or compare it
@@ -19,7 +19,7 @@ _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
 _FINAL_RE = re.compile(r"(?:final answer is|the answer is|final answer:|answer:)", re.IGNORECASE)
 
 
-def _balanced(text: str, start: int) -> tuple[str, int] | None:
+def braced_group(text: str, start: int) -> tuple[str, int] | None:
     """Content of the ``{...}`` group opening at ``text[start]`` and the index after it."""
     depth = 0
     i = start
@@ -38,14 +38,15 @@ def _balanced(text: str, start: int) -> tuple[str, int] | None:
     return None
 
 
-def _boxed_contents(text: str) -> list[str]:
+def boxed_contents(text: str) -> list[str]:
+    """The contents of every complete ``\\boxed{...}`` / ``\\fbox{...}`` (and ``\\boxed 5``) in ``text``, in order."""
     out = []
     for m in _BOX_RE.finditer(text):
         j = m.end()
         while j < len(text) and text[j] == " ":
             j += 1
         if j < len(text) and text[j] == "{":
-            got = _balanced(text, j)
+            got = braced_group(text, j)
             if got is not None:
                 out.append(got[0])
         elif j > m.end():
@@ -60,7 +61,7 @@ def extract_answer(text: str) -> str | None:
     """The final answer in ``text``: last complete \\boxed/\\fbox, else a "final answer is" phrase."""
     if not text:
         return None
-    boxed = [b.strip() for b in _boxed_contents(text) if b.strip()]
+    boxed = [b.strip() for b in boxed_contents(text) if b.strip()]
     if boxed:
         return boxed[-1]
     matches = list(_FINAL_RE.finditer(text))

@@ -1,29 +1,24 @@
-"""Numbers and cheap numeric evaluation for the math grader.
+"""Number literals and the precision model for the math grader.
 
 What it does:
 
-* ``_parse_number`` reads a number literal exactly (integer, decimal, ``\\frac{p}{q}``, ``p/q``,
+* ``parse_number`` reads a number literal exactly (integer, decimal, ``\\frac{p}{q}``, ``p/q``,
   mixed number, repeating decimal ``0.\\overline{6}``, scientific notation ``2.5e-4`` /
   ``2.5\\times10^{-4}``) with the count of decimal places it is written with;
-  ``_render_number`` writes its canonical form.
-* The precision model: which decimals stand for rounded reals (``_is_long``, ``_looks_rounded``),
-  the interval each stands for (``_approx_interval``: set by its last written digit, so relative
-  to its value, never an absolute tolerance) and the number-vs-number verdict ``_num_equiv``.
-* ``_NumEval``: a complex-valued evaluator of a small LaTeX subset at three fixed test points.
-  It proves two atoms different (``_surely_different``), lets only expressions that equal a
-  constant at every point reach sympy (``_constant_at_points``), and evaluates a constant
-  expression against a rounded decimal (``_const_value``, ``_float_in``).
+  ``render_number`` writes its canonical form.
+* The precision model: which decimals stand for rounded reals (``is_long``, ``_looks_rounded``),
+  the interval each stands for (``approx_interval``: set by its last written digit, so relative
+  to its value, never an absolute tolerance), the number-vs-number verdict ``num_equiv`` and
+  whether a float value lies in such an interval (``float_in``).
 
-What it does not do: no sympy or math-verify, no structure (lists, sets, intervals): it sees
-single atoms. Floats never prove two expressions *equal*; that is ``math_equiv``'s exact
-comparison.
+What it does not do: no expression evaluation (``math_numeval``), no sympy or math-verify, no
+structure (lists, sets, intervals): it sees single atoms. Floats never prove two expressions
+*equal*; that is ``math_equiv``'s exact comparison.
 """
 
 from __future__ import annotations
 
-import cmath
 import functools
-import math
 import re
 from fractions import Fraction
 
@@ -48,7 +43,7 @@ _MAX_EXP = 100
 
 
 @functools.lru_cache(maxsize=100_000)
-def _parse_number(s: str) -> tuple[Fraction, int] | None:
+def parse_number(s: str) -> tuple[Fraction, int] | None:
     """An exact number and its count of decimal places (0 for integers, fractions, repeating
     decimals; for scientific notation the places of its plain decimal form: 2.5e-4 has 5).
     Cached: the equivalence rules ask for the same atoms many times (the result is immutable)."""
@@ -94,7 +89,7 @@ def _sig_digits(val: Fraction, places: int) -> int:
     return len(str(int(scaled))) if scaled >= 1 else 0
 
 
-def _is_long(val: Fraction, places: int) -> bool:
+def is_long(val: Fraction, places: int) -> bool:
     """A decimal with >= 6 places and >= 6 significant digits stands for a rounded or truncated
     real (0.333333). Places alone would make 0.0000001 "long" and put it within a unit of 0;
     significant digits alone would make a money value such as 9681.72 "long" and let the
@@ -110,31 +105,33 @@ def _looks_rounded(val: Fraction, places: int) -> bool:
     (0.01, 0.000001) is taken as exact: half a unit of its last digit would be half its value."""
     return (
         places >= 2
-        and not _is_long(val, places)
+        and not is_long(val, places)
         and _sig_digits(val, places) >= 2
         and (places >= _LONG_DECIMAL or val.denominator > 10 ** (places - 1))
     )
 
 
-def _approx_interval(num: tuple[Fraction, int]) -> tuple[Fraction, Fraction] | None:
+def approx_interval(num: tuple[Fraction, int]) -> tuple[Fraction, Fraction] | None:
     """The reals a decimal written as a rounded value stands for; None for an exact number.
 
     Its tolerance is a unit in its last written digit, so it is relative to the value and set by
     the precision it is written with (never an absolute tolerance: 0.000002 is not 0.000001).
-    A short rounded decimal (65.192) stands for [x - u/2, x + u/2]; a long one (``_is_long``)
+    A short rounded decimal (65.192) stands for [x - u/2, x + u/2]; a long one (``is_long``)
     may also be truncated, so it reaches one unit further from zero: [x - u/2, x + u)
     for x >= 0, mirrored for x < 0."""
     val, places = num
     unit = Fraction(1, 10**places)
-    if _is_long(val, places):
+    if is_long(val, places):
         return (val - unit / 2, val + unit) if val >= 0 else (val - unit, val + unit / 2)
     if _looks_rounded(val, places):
         return val - unit / 2, val + unit / 2
     return None
 
 
-def _render_number(val: Fraction, places: int) -> str:
-    if _approx_interval((val, places)) is not None:
+def render_number(val: Fraction, places: int) -> str:
+    """Canonical text of a parsed number: a long (rounded) decimal keeps its written places, an
+    integer is its digits, any other rational ``\\frac{p}{q}`` in lowest terms."""
+    if approx_interval((val, places)) is not None:
         # kept as a decimal: the written precision is what a rounded gold is compared at
         sign = "-" if val < 0 else ""
         whole, frac = divmod(abs(val), 1)
@@ -146,36 +143,22 @@ def _render_number(val: Fraction, places: int) -> str:
     return f"{sign}\\frac{{{abs(val.numerator)}}}{{{val.denominator}}}"
 
 
-def _num_equiv(pred: tuple[Fraction, int], gold: tuple[Fraction, int]) -> bool:
+def num_equiv(pred: tuple[Fraction, int], gold: tuple[Fraction, int]) -> bool:
     """Two numbers: equal values; else a gold written as a rounded decimal contains the predicted
     value (only the gold side is rounded: a less precise answer does not match it); else a long
     predicted decimal (0.333333) contains an exact gold (1/3)."""
     if pred[0] == gold[0]:
         return True
-    interval = _approx_interval(gold)
+    interval = approx_interval(gold)
     if interval is not None:
         return interval[0] <= pred[0] <= interval[1]
-    if _is_long(*pred):
-        interval = _approx_interval(pred)
+    if is_long(*pred):
+        interval = approx_interval(pred)
         return interval is not None and interval[0] <= gold[0] <= interval[1]
     return False
 
 
-def _const_value(atom: str) -> complex | None:
-    """The value of a number or of a constant expression the cheap evaluator reads, else None."""
-    num = _parse_number(atom)
-    if num is not None:
-        return complex(num[0])
-    if _has_free_variable(atom):
-        return None
-    try:
-        v = _NumEval(atom, 0).value()
-    except (_NoEval, ArithmeticError, ValueError, OverflowError):
-        return None
-    return v if cmath.isfinite(v) else None
-
-
-def _float_in(v: complex, interval: tuple[Fraction, Fraction]) -> bool | None:
+def float_in(v: complex, interval: tuple[Fraction, Fraction]) -> bool | None:
     """Whether a float value lies in a decimal's interval; None when floats cannot tell (an
     interval narrower than ~1e-12 of the value, i.e. a decimal with more than ~12 digits)."""
     lo, hi = float(interval[0]), float(interval[1])
@@ -185,221 +168,3 @@ def _float_in(v: complex, interval: tuple[Fraction, Fraction]) -> bool | None:
         return False
     slack = (hi - lo) * 1e-9  # float rounding of the evaluation, far below the interval's width
     return lo - slack <= v.real <= hi + slack
-
-
-def _constant_at_points(expr: str, value: Fraction) -> bool:
-    """Whether an expression in variables evaluates to ``value`` at every test point (so that only
-    an identity such as \\sec^2 x - \\tan^2 x = 1 can make them equal; sympy then decides)."""
-    c = complex(value)
-    try:
-        for point in range(len(_POINT_SEEDS)):
-            a = _NumEval(expr, point).value()
-            if not cmath.isfinite(a) or abs(a - c) > 1e-9 * max(1.0, abs(a), abs(c)):
-                return False
-    except (_NoEval, ArithmeticError, ValueError, OverflowError):
-        return False
-    return True
-
-
-def _has_free_variable(expr: str) -> bool:
-    """A letter outside any \\command, other than i (imaginary unit) and e, in an expression."""
-    bare = re.sub(r"\\[a-zA-Z]+", "", expr)
-    if "=" in bare or "<" in bare or ">" in bare:
-        return False  # relations are left to math-verify
-    return bool(re.search(r"[a-df-hj-zA-Z]", bare))
-
-
-class _NoEval(Exception):
-    """The atom is outside the small LaTeX subset that _NumEval understands."""
-
-
-_FUNCS = {
-    "sin": cmath.sin, "cos": cmath.cos, "tan": cmath.tan,
-    "sec": lambda z: 1 / cmath.cos(z), "csc": lambda z: 1 / cmath.sin(z), "cot": lambda z: cmath.cos(z) / cmath.sin(z),
-    "arcsin": cmath.asin, "arccos": cmath.acos, "arctan": cmath.atan,
-    "sinh": cmath.sinh, "cosh": cmath.cosh, "tanh": cmath.tanh,
-    "ln": cmath.log, "log": cmath.log, "exp": cmath.exp,
-}  # fmt: skip
-_EVAL_POINTS = ({}, {}, {})  # filled lazily: one value per variable name per point
-_POINT_SEEDS = (0.5772156649, 1.3247179572, -0.7390851332)
-
-
-class _NumEval:
-    """Complex-valued evaluation of a LaTeX arithmetic subset, used only to prove two atoms
-    unequal cheaply (numbers, + - * /, \\frac, \\sqrt, ^, \\pi, i, e, variables, implicit
-    products, parentheses, \\sin \\cos \\tan \\ln \\log \\exp). Anything else raises _NoEval."""
-
-    def __init__(self, s: str, point: int) -> None:
-        self.s, self.i, self.point = s, 0, point
-
-    def value(self) -> complex:
-        v = self.expr()
-        if self.i != len(self.s):
-            raise _NoEval
-        return v
-
-    def peek(self) -> str:
-        return self.s[self.i] if self.i < len(self.s) else ""
-
-    def expr(self) -> complex:
-        v = self.term()
-        while self.peek() in ("+", "-"):
-            op = self.s[self.i]
-            self.i += 1
-            w = self.term()
-            v = v + w if op == "+" else v - w
-        return v
-
-    def term(self) -> complex:
-        v = self.unary()
-        while True:
-            c = self.peek()
-            if c == "*" or c == "/":
-                self.i += 1
-                w = self.unary()
-                v = v * w if c == "*" else v / w
-            elif self.s.startswith("\\cdot", self.i) or self.s.startswith("\\times", self.i):
-                self.i += 5 if self.s.startswith("\\cdot", self.i) else 6
-                v = v * self.unary()
-            elif c and (c.isalpha() or c in "(\\{" or c.isdigit()):
-                v = v * self.power()  # implicit product: 2x, 3\sqrt{2}, (x+1)(x-1)
-            else:
-                return v
-
-    def unary(self) -> complex:
-        if self.peek() == "-":
-            self.i += 1
-            return -self.unary()
-        if self.peek() == "+":
-            self.i += 1
-            return self.unary()
-        return self.power()
-
-    def power(self) -> complex:
-        base = self.primary()
-        if self.peek() == "^":
-            self.i += 1
-            if self.peek() == "{":
-                exp = self.group()
-            elif self.peek().isdigit():
-                exp = complex(int(self.s[self.i]))
-                self.i += 1
-            else:
-                exp = self.primary()
-            if abs(exp) > 1e3 or abs(base) > 1e12:
-                raise _NoEval  # huge powers: leave them to sympy (under the grader's timeout)
-            if exp.imag == 0 and exp.real == int(exp.real):
-                return base ** int(exp.real)
-            return base**exp
-        return base
-
-    def function(self, name: str) -> complex:
-        """``\\sin x``, ``\\sin(x)^2``, ``\\sec^2 x``, ``\\cos 2\\pi``: the LaTeX reading of a function."""
-        power = 1
-        if self.peek() == "^":  # \sec^2 x = (\sec x)^2
-            self.i += 1
-            if self.peek() == "{":
-                p = self.group()
-            elif self.peek().isdigit():
-                p = complex(int(self.s[self.i]))
-                self.i += 1
-            else:
-                raise _NoEval
-            if p.imag or p.real != int(p.real) or p.real < 1:
-                raise _NoEval  # \sin^{-1} means arcsin
-            power = int(p.real)
-        if self.peek() in ("(", "{"):
-            arg = self.primary()  # \sin(x)^2: the power applies to the value (power() sees it)
-        else:
-            # an argument without brackets runs over juxtaposed factors (\sin 2x, \cos 2\pi) up to
-            # an operator or the next function (\sin x\cos x)
-            arg = self.power()
-            while True:
-                c = self.peek()
-                if c.isalnum():
-                    arg = arg * self.power()
-                    continue
-                m = re.compile(r"\\([a-zA-Z]+)").match(self.s, self.i)
-                if m and m.group(1) not in _FUNCS and m.group(1) not in ("cdot", "times"):
-                    arg = arg * self.power()
-                    continue
-                break
-        return _FUNCS[name](arg) ** power
-
-    def group(self) -> complex:
-        if self.peek() != "{":
-            raise _NoEval
-        self.i += 1
-        v = self.expr()
-        if self.peek() != "}":
-            raise _NoEval
-        self.i += 1
-        return v
-
-    def primary(self) -> complex:
-        s, i = self.s, self.i
-        c = self.peek()
-        m = re.compile(r"\d+(?:\.\d+)?|\.\d+").match(s, i)
-        if m:
-            self.i = m.end()
-            return complex(float(m.group()))
-        if c == "{":
-            return self.group()
-        if c == "(":
-            self.i += 1
-            v = self.expr()
-            if self.peek() != ")":
-                raise _NoEval
-            self.i += 1
-            return v
-        if c == "\\":
-            m = re.compile(r"\\([a-zA-Z]+)").match(s, i)
-            if not m:
-                raise _NoEval
-            name = m.group(1)
-            self.i = m.end()
-            while self.peek() == " ":  # canonical forms keep the space in "\pi r", "\sin x"
-                self.i += 1
-            if name == "frac":
-                num = self.group()
-                return num / self.group()
-            if name == "sqrt":
-                if self.peek() == "[":
-                    end = s.find("]", self.i)
-                    if end < 0:
-                        raise _NoEval
-                    n = _NumEval(s[self.i + 1 : end], self.point).value()
-                    self.i = end + 1
-                    return self.group() ** (1 / n)
-                return cmath.sqrt(self.group())
-            if name == "pi":
-                return complex(math.pi)
-            if name in _FUNCS:
-                return self.function(name)
-            raise _NoEval
-        if c.isalpha():
-            self.i += 1
-            if c == "i":
-                return 1j
-            if c == "e":
-                return complex(math.e)
-            values = _EVAL_POINTS[self.point]
-            if c not in values:
-                values[c] = complex(_POINT_SEEDS[self.point] + 0.1 * (ord(c) % 17), 0.05 * (ord(c) % 5))
-            return values[c]
-        raise _NoEval
-
-
-def _surely_different(pred: str, gold: str) -> bool:
-    """True when both atoms evaluate and differ clearly at every test point (so sympy would agree)."""
-    try:
-        for point in range(len(_POINT_SEEDS)):
-            a = _NumEval(pred, point).value()
-            b = _NumEval(gold, point).value()
-            if not (cmath.isfinite(a) and cmath.isfinite(b)):
-                return False
-            if abs(a - b) <= 1e-3 * max(1.0, abs(a), abs(b)):
-                return False
-        return True
-    except (_NoEval, ArithmeticError, ValueError, OverflowError):
-        return False

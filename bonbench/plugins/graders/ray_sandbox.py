@@ -29,6 +29,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from bonbench_sandbox import run_tests
+
 from bonbench.core import ray_cluster
 
 Judge = Callable[[int, Any], bool]  # (test index, ExecResult) -> passed
@@ -37,8 +39,6 @@ MAX_RETRIES = 3  # per task, on worker or node death (Ray's default for tasks, s
 
 def run_chunk(groups: Sequence[Sequence[Any]], judges: Sequence[Judge], stop_on_first_failure: bool) -> list[list[Any]]:
     """The task body: each test list through the local sandbox, in order (runs on a Ray worker)."""
-    from bonbench_sandbox import run_tests
-
     return [run_tests(list(g), stop_on_first_failure=stop_on_first_failure, judge=j) for g, j in zip(groups, judges)]
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from bonbench.apps.analysis.plots import _plain_log_axis, _plain_symlog_axis, place_labels, training_figure
+from bonbench.apps.analysis.plots import place_labels, plain_log_axis, plain_symlog_axis, training_figure
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 
 
@@ -32,7 +32,7 @@ def test_log_k_axes_read_as_plain_numbers(k_max: int, expected: list[str]) -> No
     ax = fig.add_subplot()
     k = np.arange(1, k_max + 1)
     ax.plot(k, k / k_max)
-    _plain_log_axis(ax, k)
+    plain_log_axis(ax, k)
     assert _labels(ax) == expected  # no "2×10^0", no labelled minor ticks
 
 
@@ -44,7 +44,7 @@ def test_symlog_kl_axis_reads_as_plain_numbers() -> None:
     ax = fig.add_subplot()
     ax.plot([0, 25], [0, 1])
     ax.set_xscale("symlog", linthresh=1.0)
-    _plain_symlog_axis(ax, 25)
+    plain_symlog_axis(ax, 25)
     assert _labels(ax) == ["0", "0.5", "1", "2", "5", "10", "20"]
 
 

@@ -433,17 +433,17 @@ def test_verifier_figure_has_short_distinct_legends_and_a_fitted_axis(tmp_path: 
     small = {name: Curve(k, 0.01 * np.log1p(k) * (i + 1), 0.005 * np.ones_like(k), 0.05 * np.log1p(k) * (i + 1) / 3)
              for i, name in enumerate(["pass", "maj", "bon learned:x", "bon logprob", "bon oracle"])}
     seen: dict[str, Any] = {}
-    real_save = plots._save
+    real_save = plots.save_figure
 
     def keep(fig, out):  # noqa: ANN001, ANN202 - test hook
         seen["ax"] = fig.axes[0]
         return real_save(fig, out)
 
-    plots._save = keep
+    plots.save_figure = keep
     try:
         plots.plot_k_curves(small, tmp_path / "c.png", ylim=None)
     finally:
-        plots._save = real_save
+        plots.save_figure = real_save
     ax = seen["ax"]
     top = max(float(c.hi.max()) for c in small.values())
     assert top < ax.get_ylim()[1] < 0.5

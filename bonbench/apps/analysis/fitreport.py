@@ -11,7 +11,7 @@ import math
 from dataclasses import asdict
 from typing import Any, Sequence
 
-from bonbench.apps.analysis.html import fmt_value, table_html
+from bonbench.apps.analysis.htmlparts import fmt_value, table_html
 from bonbench.apps.analysis.laws import FORMULAS, FamilySelection, describe
 from bonbench.apps.analysis.temperature import SweepFit, TStarFit
 

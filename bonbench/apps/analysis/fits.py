@@ -145,7 +145,7 @@ def log_spaced_ks(k_max: int, n_points: int = 40, k_min: int = 1) -> np.ndarray:
     return grid[(grid >= k_min) & (grid <= k_max)]
 
 
-def _subsample(k: np.ndarray, n_points: int | None) -> np.ndarray:
+def log_subsample(k: np.ndarray, n_points: int | None) -> np.ndarray:
     """Indices of k nearest to a log-spaced grid, so dense small-k data does not dominate the fit."""
     if n_points is None or len(k) <= n_points:
         return np.arange(len(k))
@@ -175,7 +175,7 @@ def fit_power_law(k: Sequence[float] | np.ndarray, c: Sequence[float] | np.ndarr
     if len(k_arr) < 3:
         raise FitError(f"power-law fit needs at least 3 values of k with 0 < c < 1, got {len(k_arr)} "
                        "(all problems solved or none solved); use more problems or a harder task")
-    sel = _subsample(k_arr, n_points)
+    sel = log_subsample(k_arr, n_points)
     k_fit, c_fit = k_arr[sel], c_arr[sel]
     b_ols, intercept = np.polyfit(np.log(k_fit), np.log(-np.log(c_fit)), 1)
     a_ols = -math.exp(intercept)
@@ -212,7 +212,7 @@ def extrapolation_check(k: Sequence[float] | np.ndarray, c: Sequence[float] | np
     low = k_arr <= k_cut
     fit = fit_power_law(k_arr[low], c_arr[low], n_points=n_points)
     k_hi, c_hi = k_arr[~low], c_arr[~low]
-    sel = _subsample(k_hi, n_points) if len(k_hi) else np.arange(0)
+    sel = log_subsample(k_hi, n_points) if len(k_hi) else np.arange(0)
     k_held, observed = k_hi[sel], c_hi[sel]
     return Extrapolation(fit=fit, k_cut=k_cut, k_held=k_held, observed=observed, predicted=fit.predict(k_held))
 

@@ -48,6 +48,7 @@ from bonbench.apps.analysis.baseline import (  # noqa: F401  (re-exported: the C
     BASELINE_SCHEMA, Baseline, default_baseline_path, is_checkpoint_dir, load_baseline, load_gate_run,
     run_metric_info, run_problem_ids, save_baseline)
 from bonbench.apps.analysis.rundir import Metric, RunData
+from bonbench.plugins.verifiers.folder import display_name
 
 Z95 = 1.959963984540054
 
@@ -258,8 +259,6 @@ def _notes(baseline: Baseline, run: RunData, names: Sequence[str]) -> list[str]:
         if key in baseline.config and baseline.config.get(key) != run.config.get(key):
             notes.append(f"settings differ: {key} = {baseline.config.get(key)!r} (baseline) vs "
                          f"{run.config.get(key)!r} (run); the comparison mixes a setting change with the model change")
-    from bonbench.plugins.verifiers.folder import display_name
-
     before, now = (display_name(str(cfg.get("verifier") or "none")) for cfg in (baseline.config, run.config))
     if before != now and any(name.startswith("bon@") for name in names):
         notes.append(f"verifier differs ({before} (baseline) vs {now} (run)): bon@k compares two selectors, not two "

@@ -28,7 +28,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit
 
-from bonbench.apps.analysis.fits import FitError, _subsample, fit_power_law
+from bonbench.apps.analysis.fits import FitError, log_subsample, fit_power_law
 
 EXP_POWER, EXP_POWER_LINEAR, POWER_LINEAR = "exp_power", "exp_power_linear", "power_linear"
 FAMILIES = (EXP_POWER, EXP_POWER_LINEAR, POWER_LINEAR)
@@ -203,7 +203,7 @@ def fit_law(k: Sequence[float] | np.ndarray, c: Sequence[float] | np.ndarray, fa
     if family == EXP_POWER:
         return fit_power_law(k, c, n_points=n_points)
     k_arr, c_arr = _usable(k, c)
-    sel = _subsample(k_arr, n_points) if len(k_arr) else np.arange(0)
+    sel = log_subsample(k_arr, n_points) if len(k_arr) else np.arange(0)
     return _fit_trend(family, k_arr[sel], c_arr[sel])
 
 
@@ -237,7 +237,7 @@ def held_out_error(k: Sequence[float] | np.ndarray, c: Sequence[float] | np.ndar
     k_cut = holdout_fraction * float(k_arr.max())
     low = k_arr <= k_cut
     k_hi, c_hi = k_arr[~low], c_arr[~low]
-    sel = _subsample(k_hi, n_points) if len(k_hi) else np.arange(0)
+    sel = log_subsample(k_hi, n_points) if len(k_hi) else np.arange(0)
     try:
         fit = fit_law(k_arr[low], c_arr[low], family, n_points=n_points)
     except FitError as exc:

@@ -38,9 +38,11 @@ from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.estimators import metric_sort_key, paired_bootstrap_diff
 from bonbench.metrics.info import LOWER, footnotes, metric_info
-from bonbench.apps.analysis.html import img_tag, page, table_html
+from bonbench.apps.analysis.htmlparts import img_tag, page, table_html
 from bonbench.apps.analysis.baseline import load_gate_run
+from bonbench.apps.analysis.plots import plot_k_curve_comparison
 from bonbench.apps.analysis.rundir import RunData, load_run
+from bonbench.apps.analysis.sections import run_curve_label
 from bonbench.core.store import atomic_write_json, find_run_dirs
 
 UP, DOWN, MISMATCH = "▲", "▼", "†"
@@ -124,7 +126,7 @@ def _base_run(base_slug: str, task: str, runs: Sequence[RunData], others: Sequen
         f"{len(tied)} match {best} other model(s) equally"
     raise BonbenchError(f"the base {base_slug} has {len(runs)} runs of task {task} and {why}: "
                         + "; ".join(_describe(r) for r in sorted(tied if best else runs, key=lambda r: str(r.path)))
-                        + f"; pick one with --base-run RUN_DIR")
+                        + "; pick one with --base-run RUN_DIR")
 
 
 def _select(groups: Mapping[tuple[str, str], list[RunData]], base_slug: str | None,
@@ -177,6 +179,60 @@ def _diff(run_pp: Mapping[str, float] | None, base_pp: Mapping[str, float] | Non
     return d, d - Z95 * se, d + Z95 * se, None, 0, False
 
 
+def _pin_base_runs(base_runs: Sequence[Path], base_slug: str | None, wanted: set[str]) -> dict[str, RunData]:
+    """The base's run per task that ``--base-run`` names (checked: the base's, scored, one per task)."""
+    pinned: dict[str, RunData] = {}
+    if base_runs and base_slug is None:
+        raise BonbenchError("--base-run names the base's run: add --base MODEL")
+    for path in base_runs:
+        run = load_gate_run(path)  # a checkpoint folder is refused naming `bonbench run` to evaluate it
+        if run.model_slug != base_slug:
+            raise BonbenchError(f"--base-run {path} is a run of {run.model_slug}, not of the base {base_slug}; "
+                                f"pass a run under runs/<task>/{base_slug}/")
+        if run.task in pinned:
+            raise BonbenchError(f"--base-run names two runs for task {run.task}; keep one per task")
+        if wanted and run.task not in wanted:
+            continue
+        if not run.metrics:
+            raise BonbenchError(f"--base-run {path} has no scores; run `bonbench score {path}` first")
+        pinned[run.task] = run
+    return pinned
+
+
+def _columns(groups: Mapping[tuple[str, str], list[RunData]], chosen: Mapping[tuple[str, str], Selection],
+             metrics: Sequence[str] | None) -> list[tuple[str, str]]:
+    """(task, metric) columns: the requested metrics, else every metric a chosen run has, in display order."""
+    columns: list[tuple[str, str]] = []
+    for task in sorted({t for _, t in groups}):
+        present = {m for (mod, t), s in chosen.items() if t == task for m in s.run.metrics}
+        wanted = [m for m in metrics if m in present] if metrics else sorted(present, key=metric_sort_key)
+        columns.extend((task, m) for m in wanted)
+    if metrics:
+        missing = [m for m in metrics if not any(c[1] == m for c in columns)]
+        if missing:
+            raise BonbenchError(f"no run has metric(s) {', '.join(missing)}; check --metric (e.g. pass@1)")
+    return columns
+
+
+def _compare_to_base(chosen: Mapping[tuple[str, str], Selection], columns: Sequence[tuple[str, str]],
+                     cells: dict[tuple[str, str, str], Cell], closed: set[tuple[str, str, str]], base_slug: str,
+                     n_boot: int, seed: int) -> None:
+    """Fill each measured cell's difference to the base's cell of the same task and metric (in place)."""
+    for (model, task), sel in chosen.items():
+        base_sel = chosen.get((base_slug, task))
+        if model == base_slug or base_sel is None:
+            continue
+        for t, metric in columns:
+            key, bkey = (model, task, metric), (base_slug, task, metric)
+            if t != task or key not in cells or bkey not in cells or key in closed:
+                continue
+            d, lo, hi, p, n_shared, paired = _diff(sel.run.per_problem.get(metric), base_sel.run.per_problem.get(metric),
+                                                   cells[key], cells[bkey], n_boot, seed)
+            c = cells[key]
+            cells[key] = Cell(c.value, c.lo, c.hi, c.n_problems, d, lo, hi, p, n_shared, paired,
+                              sel.run.sampling_settings() == base_sel.run.sampling_settings())
+
+
 def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequence[str] | None = None,
                       metrics: Sequence[str] | None = None, n_boot: int = 2000, seed: int = 0,
                       base_runs: Sequence[Path] = ()) -> Leaderboard:
@@ -198,34 +254,9 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
         if not any(m == base_slug for m, _ in groups):
             have = sorted({m for m, _ in groups})
             raise BonbenchError(f"--base {base!r} has no runs under {results_dir} (models: {', '.join(have)})")
-    pinned: dict[str, RunData] = {}
-    if base_runs and base_slug is None:
-        raise BonbenchError("--base-run names the base's run: add --base MODEL")
-    for path in base_runs:
-        run = load_gate_run(path)  # a checkpoint folder is refused naming `bonbench run` to evaluate it
-        if run.model_slug != base_slug:
-            raise BonbenchError(f"--base-run {path} is a run of {run.model_slug}, not of the base {base_slug}; "
-                                f"pass a run under runs/<task>/{base_slug}/")
-        if run.task in pinned:
-            raise BonbenchError(f"--base-run names two runs for task {run.task}; keep one per task")
-        if wanted and run.task not in wanted:
-            continue
-        if not run.metrics:
-            raise BonbenchError(f"--base-run {path} has no scores; run `bonbench score {path}` first")
-        pinned[run.task] = run
-    selections = _select(groups, base_slug, pinned)
+    selections = _select(groups, base_slug, _pin_base_runs(base_runs, base_slug, wanted))
     chosen = {(s.model, s.task): s for s in selections}
-
-    all_tasks = sorted({t for _, t in groups})
-    columns: list[tuple[str, str]] = []
-    for task in all_tasks:
-        present = {m for (mod, t), s in chosen.items() if t == task for m in s.run.metrics}
-        wanted = [m for m in metrics if m in present] if metrics else sorted(present, key=metric_sort_key)
-        columns.extend((task, m) for m in wanted)
-    if metrics:
-        missing = [m for m in metrics if not any(c[1] == m for c in columns)]
-        if missing:
-            raise BonbenchError(f"no run has metric(s) {', '.join(missing)}; check --metric (e.g. pass@1)")
+    columns = _columns(groups, chosen, metrics)
 
     models = sorted({m for m, _ in groups}, key=lambda m: (m != base_slug, m))
     cells: dict[tuple[str, str, str], Cell] = {}
@@ -242,19 +273,7 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
                 cells[(model, task, metric)] = Cell(m.value, m.ci95[0], m.ci95[1], m.n_problems)
     notes: list[str] = []
     if base_slug is not None:
-        for (model, task), sel in chosen.items():
-            base_sel = chosen.get((base_slug, task))
-            if model == base_slug or base_sel is None:
-                continue
-            for t, metric in columns:
-                key, bkey = (model, task, metric), (base_slug, task, metric)
-                if t != task or key not in cells or bkey not in cells or key in closed:
-                    continue
-                d, lo, hi, p, n_shared, paired = _diff(sel.run.per_problem.get(metric), base_sel.run.per_problem.get(metric),
-                                                       cells[key], cells[bkey], n_boot, seed)
-                c = cells[key]
-                cells[key] = Cell(c.value, c.lo, c.hi, c.n_problems, d, lo, hi, p, n_shared, paired,
-                                  sel.run.sampling_settings() == base_sel.run.sampling_settings())
+        _compare_to_base(chosen, columns, cells, closed, base_slug, n_boot, seed)
         notes.append(f"Δ = model - {base_slug} on the problems both runs scored (n = shared problems); "
                      f"{UP}/{DOWN}: the 95% paired-bootstrap interval of Δ ({n_boot} resamples) excludes 0; "
                      f"≈: no per-problem values, normal approximation from the two CIs; "
@@ -321,9 +340,6 @@ def render_markdown(board: Leaderboard) -> str:
 def write_k_curve_figures(board: Leaderboard, out_dir: Path) -> list[Path]:
     """Per task with two or more chosen runs that have k-curves, those runs' curves on shared axes
     (the base first), as ``leaderboard_<task>_kcurves.png``."""
-    from bonbench.apps.analysis.sections import run_curve_label
-    from bonbench.apps.analysis.plots import plot_k_curve_comparison
-
     out = []
     for task in dict.fromkeys(t for t, _ in board.columns):
         chosen = sorted((s for s in board.selections if s.task == task and s.run.curves),
@@ -348,7 +364,7 @@ def render_html(board: Leaderboard, figures: Sequence[Path] = ()) -> str:
             cls = "up" if good in c else "down" if bad in c else ""
             cells.append((html_lib.escape(c).replace("\n", "<br>"), cls))
         body_rows.append(cells)
-    parts = [f"<h1>bonbench leaderboard</h1>"]
+    parts = ["<h1>bonbench leaderboard</h1>"]
     if board.base:
         parts.append(f"<p>Base: <b>{html_lib.escape(board.base)}</b></p>")
     parts.append(table_html(header, body_rows, raw=True))

@@ -19,7 +19,7 @@ import toy_plugin  # noqa: E402  (registers the toy task)
 
 from bonbench.core import models  # noqa: E402
 from bonbench.api import task as registry
-from bonbench.run import runner
+from bonbench.run import plan as run_plan, runner
 from bonbench.core.records import Grade, Problem, Sample, Score  # noqa: E402
 from bonbench.api.task import Task, register_task, register_verifier  # noqa: E402
 from bonbench.plugins.samplers import select  # noqa: E402
@@ -199,14 +199,19 @@ def test_a_reward_task_refuses_grades_without_a_reward(tmp_path: Path, toy_engin
 def test_verifiers_come_from_the_entry_point_group(monkeypatch: pytest.MonkeyPatch) -> None:
     from importlib.metadata import EntryPoint
 
+    from bonbench.api import verifier as api_verifier
+    from bonbench.core import registry as core_registry
+
     ep = EntryPoint(name="counting", value="test_runner:CountingVerifier", group=registry.VERIFIER_GROUP)
     broken = EntryPoint(name="broken_rm", value="no_such_module_xyz:Thing", group=registry.VERIFIER_GROUP)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [ep, broken] if group == registry.VERIFIER_GROUP else [])
-    monkeypatch.setattr(registry, "_loaded_entry_points", False)
-    monkeypatch.setattr(registry, "_VERIFIERS", {})
+    real = list(core_registry.entry_points(group=registry.VERIFIER_GROUP))
+    monkeypatch.setattr(core_registry, "entry_points", lambda group: real + [ep, broken] if group == registry.VERIFIER_GROUP else [])
+    monkeypatch.setattr(api_verifier.VERIFIERS, "_entries", {})
+    monkeypatch.setattr(api_verifier.VERIFIERS, "_schemes", {})
+    monkeypatch.setattr(api_verifier.VERIFIERS, "_read", False)
     assert registry.verifier_names() == ["broken_rm", "counting", "logprob", "oracle"]
     assert isinstance(registry.get_verifier("counting"), CountingVerifier)
-    assert registry.get_verifier("oracle").name == "oracle"  # built-ins without installed metadata
+    assert registry.get_verifier("oracle").name == "oracle"
     from bonbench.core.errors import BonbenchError
 
     with pytest.raises(BonbenchError, match="verifier 'broken_rm' .* failed to load"):
@@ -271,7 +276,7 @@ def test_no_import_circles() -> None:
     for m in sorted(graph):
         if m not in state:
             visit(m)
-    assert "bonbench.api.task" not in graph["bonbench.verifiers"]
+    assert "bonbench.api.task" not in graph["bonbench.plugins.verifiers.builtin"]
     assert not any(m.startswith("bonbench.run.runner") or m.startswith("bonbench.apps.cli") for m in graph["bonbench.pipeline.stages"])
 
 
@@ -406,7 +411,7 @@ def test_every_bon_run_says_which_verifier_and_why(tmp_path: Path, toy_engine: N
         return committed if Path(root).resolve() == (tmp_path / "results").resolve() else None
 
     monkeypatch.setattr(verifier_folder, "find_verifier", find)
-    monkeypatch.setattr(runner, "_check_verifier", lambda *a, **k: None)  # the fake folder has no model to check
+    monkeypatch.setattr(run_plan, "check_verifier", lambda *a, **k: None)  # the fake folder has no model to check
     plan = runner.plan(runner.RunRequest(task="toy", metrics=("bon@2",), backend="hf", out=out))
     assert plan.verifier == f"learned:{committed.resolve()}"
     assert plan.verifier_note == ("verifier: learned:results/verifiers/toy-toy-model-head (newest learned verifier for "

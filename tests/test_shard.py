@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy_plugin  # noqa: E402  (registers the toy task)
 
 from bonbench.core import models, store  # noqa: E402
-from bonbench.run import runner
+from bonbench.run import merge as run_merge, runner
 from bonbench.pipeline import shard
 from bonbench.apps.cli import main  # noqa: E402
 from bonbench.core.errors import BonbenchError  # noqa: E402
@@ -323,7 +323,7 @@ def test_a_full_disk_during_merge_is_one_line_and_the_rerun_finishes(tmp_path: P
     partial = target.read_text()
     assert 0 < partial.count("\n") < 44 and not partial.endswith("\n")
     # a crash after the rows are merged but before the run is scored: the rerun scores it
-    monkeypatch.setattr(runner, "execute", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
+    monkeypatch.setattr(run_merge, "execute", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt()))
     assert main(["merge", str(run_dir)]) == 130
     assert not (run_dir / "metrics.json").exists() and len(rows(target)) == 44
     monkeypatch.undo()

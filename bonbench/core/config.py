@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Mapping
 
 HASH_SCHEME = 1
@@ -67,6 +67,18 @@ class RunConfig:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def saved_settings(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of ``RunConfig`` in a saved config.json ``config`` (keys of other versions dropped),
+    with JSON lists back as tuples; ``stop`` None (an imported run's unknown stop strings) stays None."""
+    known = {f.name for f in fields(RunConfig)}
+    out = {k: v for k, v in doc.items() if k in known}
+    if "stop" in out:
+        out["stop"] = tuple(out["stop"]) if out["stop"] is not None else None
+    if "metrics" in out:
+        out["metrics"] = tuple(out["metrics"])
+    return out
 
 
 def config_hash(cfg: RunConfig) -> str:

@@ -18,8 +18,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from bonbench.pipeline import stages as pipeline
 from bonbench.metrics.estimators import MetricSpec
+from bonbench.pipeline.stages import needs_scores
+from bonbench.plugins.verifiers import folder as verifier_folder
+
+# the bonbench checkout (bonbench/run/verifier_choice.py -> the repository root)
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def verifier_roots(out: Path) -> tuple[Path, ...]:
@@ -27,10 +31,8 @@ def verifier_roots(out: Path) -> tuple[Path, ...]:
     default results root's ``results/verifiers`` (of the current directory), then the bonbench
     checkout's committed ``results/verifiers``. A run with ``--out`` elsewhere therefore still finds
     the committed verifier of its task and model (the first root holding one wins)."""
-    from bonbench.plugins.verifiers.folder import VERIFIERS_DIR
-
-    candidates = [Path(out) / VERIFIERS_DIR, Path("results") / VERIFIERS_DIR,
-                  Path(__file__).resolve().parents[1] / "results" / VERIFIERS_DIR]
+    candidates = [Path(out) / verifier_folder.VERIFIERS_DIR, Path("results") / verifier_folder.VERIFIERS_DIR,
+                  CHECKOUT / "results" / verifier_folder.VERIFIERS_DIR]
     roots = [candidates[0]]  # named even when absent: it is where `train-verifier --out` would put one
     for c in candidates[1:]:
         if c.is_dir() and all(c.resolve() != r.resolve() for r in roots):
@@ -59,18 +61,16 @@ def choose_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task:
             # recorded in config.json: absolute, so that a later `bonbench score` from elsewhere finds it
             return "learned:" + str(Path(requested[len("learned:"):]).expanduser().resolve()), f"{requested_by}"
         return requested, f"{requested_by}"
-    if not pipeline.needs_scores(specs):
+    if not needs_scores(specs):
         return None, None
     if not (task and model_fingerprint and out is not None):
         return "logprob", "no policy model to match a learned verifier to; pass --verifier learned:PATH to use one"
-    from bonbench.plugins.verifiers.folder import PREFIX, find_verifier, task_family
-
-    what = f"{task_family(task)} / {model or model_fingerprint}"
+    what = f"{verifier_folder.task_family(task)} / {model or model_fingerprint}"
     roots = verifier_roots(out)
     for root in roots:
-        found = find_verifier(root.parent, task, model_fingerprint)
+        found = verifier_folder.find_verifier(root.parent, task, model_fingerprint)
         if found is not None:
-            return PREFIX + str(found.resolve()), f"newest learned verifier for {what} under {_shown(root)}"
+            return verifier_folder.PREFIX + str(found.resolve()), f"newest learned verifier for {what} under {_shown(root)}"
     where = ", ".join(_shown(r) for r in roots)
     return "logprob", f"no learned verifier for {what} under {where}; pass --verifier learned:PATH"
 

@@ -11,7 +11,7 @@ two of them), and each verifier given (``logprob``, ``oracle``, ``learned:PATH``
 * the paired bootstrap of bon@k(A) - bon@k(B) over problems for the first verifier against each
   other one, at every k (``estimators.paired_bootstrap_diff``).
 
-Scores are computed through ``pipeline.verify``, so they are stored in each run's ``scores/`` and
+Scores are computed through ``bonbench.pipeline.stages.verify``, so they are stored in each run's ``scores/`` and
 reused. Nothing here samples or trains; the figure is ``analysis.plots.plot_k_curves``.
 """
 
@@ -19,16 +19,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from bonbench.pipeline import stages as pipeline
+from bonbench.apps.analysis.plots import plot_k_curves
+from bonbench.apps.analysis.rundir import Curve
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import ProblemOutcome, compute_curves, paired_bootstrap_diff
 from bonbench.core.records import Grade, Score
+from bonbench.metrics.estimators import ProblemOutcome, bon_curve, compute_curves, paired_bootstrap_diff
+from bonbench.pipeline import stages
+from bonbench.pipeline.progress import Progress, no_progress
+from bonbench.plugins.verifiers.folder import display_name
+from bonbench.run.reopen import reopen
+from bonbench.run.resolve import check_verifier, model_path
 
-Progress = Callable[[str, int, int], None]
+Key = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -59,84 +65,80 @@ def _auroc(labels: Sequence[float], scores: Sequence[float]) -> float | None:
     return float(roc_auc_score(y, np.asarray(scores, dtype=np.float64)))
 
 
-def evaluate(run_dirs: Sequence[Path], verifiers: Sequence[str], *, data_dir: str | None = None, n_boot: int = 1000,
-             seed: int = 0, progress: Progress | None = None) -> VerifierEval:
-    """Score ``run_dirs``' samples with every verifier and compare them (see the module docstring)."""
-    from bonbench.api.task import get_verifier
-    from bonbench.run.runner import reopen
+@dataclass(frozen=True)
+class _Pooled:
+    """The runs' grades and each verifier's scores, pooled by key, and the problems in run order."""
 
-    progress = progress or (lambda stage, advance, total: None)
-    if not verifiers:
-        raise BonbenchError("give at least one --verifier to evaluate (e.g. --verifier learned:PATH --verifier logprob)")
-    grades: dict[tuple[str, int], Grade] = {}
-    scores: dict[str, dict[tuple[str, int], Score]] = {v: {} for v in verifiers}
+    grades: dict[Key, Grade]
+    scores: dict[str, dict[Key, Score]]
+    order: tuple[str, ...]
+    n: int
+
+    def outcomes(self, spec: str | None) -> list[ProblemOutcome]:
+        keys_of: dict[str, list[Key]] = {}
+        for key in sorted(self.grades):
+            keys_of.setdefault(key[0], []).append(key)
+        return [ProblemOutcome(pid, tuple(1.0 if self.grades[k].correct else 0.0 for k in keys_of[pid]),
+                               tuple(self.grades[k].answer for k in keys_of[pid]),
+                               None if spec is None else tuple(self.scores[spec][k].score for k in keys_of[pid]))
+                for pid in self.order]
+
+
+def _pool(run_dirs: Sequence[Path], verifiers: Sequence[str], data_dir: str | None, progress: Progress) -> _Pooled:
+    """Grade every run (``bonbench.run.reopen``: the task and grader of ``bonbench score``) and score
+    it with every verifier, each checked against the run's task and policy as ``bonbench run`` does."""
+    grades: dict[Key, Grade] = {}
+    scores: dict[str, dict[Key, Score]] = {v: {} for v in verifiers}
     order: list[str] = []
     ns = set()
     for d in run_dirs:
-        p = reopen(Path(d), data_dir=data_dir)
-        run = p.runs[0]
+        run = reopen(Path(d), data_dir=data_dir).runs[0]
         clash = {q.id for q in run.problems} & set(order)
         if clash:
             raise BonbenchError(f"problem {sorted(clash)[0]!r} is in two of the runs; evaluate runs of disjoint problems")
-        samples = pipeline.load_samples(run)
-        g = pipeline.grade(run, samples, progress)
+        samples = stages.load_samples(run)
+        g = stages.grade(run, samples, progress)
         grades.update(g)
+        folder = model_path(run.store.read_config()["config"])  # the run's model folder, for the family check
         for spec in verifiers:
-            v = get_verifier(spec, **({"data_dir": data_dir} if spec.startswith("rm:") else {}))
-            if hasattr(v, "check_policy"):
-                from bonbench.run.runner import _model_path  # the run's model folder, for the family check
-
-                v.check_policy(None, run.task.name)
-                path = _model_path(run.store.read_config()["config"])
-                if path is not None:
-                    from bonbench.plugins.verifiers.folder import model_type
-
-                    v.check_policy(model_type(path))
-            scores[spec].update(pipeline.verify(run, v, samples, g, progress, stage=f"verify {spec}"))
+            v = check_verifier(spec, data_dir, task=run.task.name, model_path=folder)
+            assert v is not None
+            scores[spec].update(stages.verify(run, v, samples, g, progress, stage=f"verify {spec}"))
         order += [q.id for q in run.problems]
         ns.add(run.cfg.n)
-    keys_of: dict[str, list[tuple[str, int]]] = {}
-    for key in sorted(grades):
-        keys_of.setdefault(key[0], []).append(key)
+    return _Pooled(grades, scores, tuple(order), min(ns))
 
-    def outcomes(spec: str | None) -> list[ProblemOutcome]:
-        return [ProblemOutcome(pid, tuple(1.0 if grades[k].correct else 0.0 for k in keys_of[pid]),
-                               tuple(grades[k].answer for k in keys_of[pid]),
-                               None if spec is None else tuple(scores[spec][k].score for k in keys_of[pid]))
-                for pid in order]
 
-    base = outcomes(None)
-    curves = compute_curves(base, kinds=("pass", "maj"), n_boot=n_boot, seed=seed)
+def evaluate(run_dirs: Sequence[Path], verifiers: Sequence[str], *, data_dir: str | None = None, n_boot: int = 1000,
+             seed: int = 0, progress: Progress = no_progress) -> VerifierEval:
+    """Score ``run_dirs``' samples with every verifier and compare them (see the module docstring)."""
+    if not verifiers:
+        raise BonbenchError("give at least one --verifier to evaluate (e.g. --verifier learned:PATH --verifier logprob)")
+    pooled = _pool(run_dirs, verifiers, data_dir, progress)
+    curves = compute_curves(pooled.outcomes(None), kinds=("pass", "maj"), n_boot=n_boot, seed=seed)
+    ks = curves["pass"]["k"]
     per_problem: dict[str, np.ndarray] = {}
     auroc, within = {}, {}
     for spec in verifiers:
-        outs = outcomes(spec)
+        outs = pooled.outcomes(spec)
         curves[f"bon:{spec}"] = compute_curves(outs, kinds=("bon",), n_boot=n_boot, seed=seed)["bon"]
-        from bonbench.metrics.estimators import bon_curve
-
-        ks = curves["pass"]["k"]
         per_problem[spec] = bon_curve([o.scores for o in outs], [o.correct for o in outs], ks)  # type: ignore[misc]
         auroc[spec] = _auroc([c for o in outs for c in o.correct], [s for o in outs for s in o.scores or ()])
-        each = [_auroc(o.correct, o.scores or ()) for o in outs]
-        known = [a for a in each if a is not None]
+        known = [a for a in (_auroc(o.correct, o.scores or ()) for o in outs) if a is not None]
         within[spec] = float(np.mean(known)) if known else None
     paired: dict[str, dict[str, list]] = {}
     first = verifiers[0]
     for other in verifiers[1:]:
         rows = [paired_bootstrap_diff(per_problem[first][:, j], per_problem[other][:, j], n_boot=n_boot, seed=seed)
-                for j in range(len(curves["pass"]["k"]))]
-        paired[f"{first} - {other}"] = {"k": list(curves["pass"]["k"]), "diff": [r[0] for r in rows],
+                for j in range(len(ks))]
+        paired[f"{first} - {other}"] = {"k": list(ks), "diff": [r[0] for r in rows],
                                         "lo": [r[1] for r in rows], "hi": [r[2] for r in rows], "p": [r[3] for r in rows]}
-    return VerifierEval(runs=tuple(str(Path(d).resolve()) for d in run_dirs), n_problems=len(order), n=min(ns),
+    return VerifierEval(runs=tuple(str(Path(d).resolve()) for d in run_dirs), n_problems=len(pooled.order), n=pooled.n,
                         verifiers=tuple(verifiers), auroc=auroc, auroc_within=within, curves=curves, paired=paired)
 
 
 def plot(result: VerifierEval, out: Path, title: str = "") -> Path:
     """bon@k of each verifier next to pass@k and maj@k (``plots.plot_k_curves``)."""
-    from bonbench.apps.analysis.plots import plot_k_curves
-    from bonbench.apps.analysis.rundir import Curve
-    from bonbench.plugins.verifiers.folder import display_name
-
     # "bon:learned:/a/b/math-x-head" -> "bon learned:math-x-head" (legends stay one line)
     curves = {"bon " + display_name(name[len("bon:"):]) if name.startswith("bon:") else name: Curve(*(np.asarray(c[f], dtype=float) for f in ("k", "value", "lo", "hi")))
               for name, c in result.curves.items()}

@@ -73,7 +73,7 @@ def test_a_crash_shows_the_log_tail_and_an_error_line_stays_one_line(capfd: pyte
 def test_the_vllm_backend_starts_its_engine_inside_the_block() -> None:
     import ast
 
-    tree = ast.parse((REPO / "bonbench" / "sampler" / "vllm.py").read_text())
+    tree = ast.parse((REPO / "bonbench" / "plugins" / "samplers" / "vllm.py").read_text())
     init = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "__init__")
     block = next(n for n in ast.walk(init) if isinstance(n, ast.With))
     calls = {ast.unparse(c.func) for c in ast.walk(block) if isinstance(c, ast.Call)}

@@ -15,13 +15,13 @@ from bonbench.core.models import ResolvedModel, resolve_model
 from bonbench.core.records import Prompt
 from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.plugins.samplers.select import get_sampler
-from bonbench.plugins.samplers.vllm import _cpu_ranges, import_vllm, set_cpu_env_defaults
+from bonbench.plugins.samplers.vllm import cpu_ranges, import_vllm, set_cpu_env_defaults
 
 
-def test_cpu_ranges() -> None:
-    assert _cpu_ranges([0, 1]) == "0-1"
-    assert _cpu_ranges([3, 0, 1, 2, 7, 9, 10]) == "0-3,7,9-10"
-    assert _cpu_ranges([5]) == "5"
+def testcpu_ranges() -> None:
+    assert cpu_ranges([0, 1]) == "0-1"
+    assert cpu_ranges([3, 0, 1, 2, 7, 9, 10]) == "0-3,7,9-10"
+    assert cpu_ranges([5]) == "5"
 
 
 def test_cpu_env_defaults_keep_user_values(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,7 +38,7 @@ def test_cpu_env_defaults_keep_user_values(monkeypatch: pytest.MonkeyPatch) -> N
     assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == "9"
     assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
     assert os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
-    assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == _cpu_ranges(sorted(os.sched_getaffinity(0)))
+    assert os.environ["VLLM_CPU_OMP_THREADS_BIND"] == cpu_ranges(sorted(os.sched_getaffinity(0)))
 
 
 def test_broken_vllm_install_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:

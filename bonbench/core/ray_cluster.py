@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,8 +111,6 @@ def connect(options: RayOptions) -> Any:
 
 def shutdown() -> None:
     """Leave the cluster (a local Ray is stopped with it)."""
-    import sys
-
     ray = sys.modules.get("ray")
     if ray is not None and ray.is_initialized():
         ray.shutdown()

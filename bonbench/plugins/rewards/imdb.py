@@ -28,6 +28,7 @@ import hashlib
 import json
 import re
 import time
+from collections import Counter
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -86,8 +87,6 @@ class NgramCounter:
     @classmethod
     def fit(cls, texts: Sequence[str], min_df: int = 2) -> "NgramCounter":
         """The vocabulary of ``texts``: unigrams and bigrams in at least ``min_df`` documents."""
-        from collections import Counter
-
         docs = [tokens(t) for t in texts]
         df = Counter(w for d in docs for w in set(d))
         words = sorted(w for w, c in df.items() if c >= min_df)

@@ -25,9 +25,10 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from bonbench.core.engines import import_vllm  # sets vLLM's CPU defaults, names the fix if broken
 from bonbench.core.errors import BonbenchError
 from bonbench.plugins.rewards.base import check_scores
-from bonbench.plugins.rewards.hf import InputMode, Read, labels_of, pick_label, resolve_source
+from bonbench.plugins.rewards.hf import InputMode, Read, labels_of, pick_label, read_logits, resolve_source
 
 VERSION = 1
 
@@ -51,8 +52,6 @@ class VllmClassifierReward:
 
     def __init__(self, source: str, name: str, options: VllmOptions = VllmOptions()) -> None:
         from transformers import AutoConfig, AutoTokenizer
-
-        from bonbench.plugins.samplers.vllm import import_vllm  # sets vLLM's CPU defaults, names the fix if broken
 
         if options.input not in ("concat", "completion"):
             raise BonbenchError(f"vllm reward models take input=concat or input=completion, not {options.input!r}")
@@ -84,8 +83,6 @@ class VllmClassifierReward:
 
     def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
         import torch
-
-        from bonbench.plugins.rewards.hf import read_logits
 
         if not completions:
             return []

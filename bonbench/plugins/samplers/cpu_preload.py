@@ -36,6 +36,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
@@ -111,8 +112,6 @@ def find_library(names: Sequence[str], dirs: Sequence[str | Path] | None = None,
 def cuda_in_use() -> bool:
     """True when torch can use CUDA. A ``+cpu`` torch build answers without importing torch (~1.5 s)."""
     if "torch" not in sys.modules:
-        from importlib.metadata import PackageNotFoundError, version
-
         try:
             if version("torch").endswith("+cpu"):
                 return False

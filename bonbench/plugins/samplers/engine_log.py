@@ -12,7 +12,8 @@ first and prints the log's last lines on stderr with its path, then propagates u
 ``BONBENCH_DEBUG=1`` (set by the CLI's ``--debug``) turns all of this off: everything goes to the
 terminal as the engine writes it.
 
-This module does not configure engines; ``vllm.py`` asks it for the log level and the block.
+This module does not configure engines; ``vllm.py`` asks it for the block. ``debug`` and
+``quiet_log_level`` live in ``bonbench.core.engines`` (re-exported here).
 """
 
 from __future__ import annotations
@@ -25,25 +26,16 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
+from bonbench.core.cache import cache_dir
+from bonbench.core.engines import ENV_DEBUG, debug, quiet_log_level  # noqa: F401  (re-exported)
 from bonbench.core.errors import BonbenchError
 
-ENV_DEBUG = "BONBENCH_DEBUG"
 TAIL_LINES = 20
 
-
-def debug() -> bool:
-    """Whether the user asked to see everything (``--debug``: ``BONBENCH_DEBUG=1``)."""
-    return os.environ.get(ENV_DEBUG, "") not in ("", "0")
-
-
-def quiet_log_level() -> str:
-    """vLLM's log level: ERROR normally (errors still show), DEBUG with ``--debug``."""
-    return "DEBUG" if debug() else "ERROR"
+__all__ = ["ENV_DEBUG", "TAIL_LINES", "debug", "engine_output", "quiet_log_level"]
 
 
 def _log_path(name: str) -> Path:
-    from bonbench.core.cache import cache_dir
-
     folder = cache_dir("logs")
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{name}-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"

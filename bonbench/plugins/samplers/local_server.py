@@ -24,7 +24,9 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from bonbench.core.engines import cpu_ranges
 from bonbench.core.errors import BonbenchError
+from bonbench.plugins.samplers.cpu_preload import cuda_in_use, preload_plan
 
 
 def free_port() -> int:
@@ -37,16 +39,13 @@ def free_port() -> int:
 def serve_env(cpus: Sequence[int] | None = None, kv_cache_gb: int = 1) -> dict[str, str]:
     """The server's environment: the CPU fixes of the in-process backend, bound to ``cpus`` (default:
     every CPU this process may use); unchanged on a CUDA machine apart from the log level."""
-    from bonbench.plugins.samplers.cpu_preload import cuda_in_use, preload_plan
-    from bonbench.plugins.samplers.vllm import _cpu_ranges
-
     env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
     if not cuda_in_use():
         allowed = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
         if cpus is not None:
-            env["VLLM_CPU_OMP_THREADS_BIND"] = _cpu_ranges(allowed)
+            env["VLLM_CPU_OMP_THREADS_BIND"] = cpu_ranges(allowed)
         else:
-            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_ranges(allowed))
+            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpu_ranges(allowed))
         env.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gb))
         plan = preload_plan(env)

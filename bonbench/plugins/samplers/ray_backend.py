@@ -38,6 +38,7 @@ from bonbench.core import models, ray_cluster
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Sample
 from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.plugins.samplers import select
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,7 @@ class SamplerSpec:
     script: Mapping[str, Sequence[str]] | None = field(default=None, hash=False)
 
     def build(self) -> Any:
-        from bonbench.plugins.samplers import select
-
+        """The sampler this spec describes, built in the calling process (an actor)."""
         if self.backend == "scripted":
             return select.get_sampler("scripted", self.model, seed=self.seed, script=self.script)
         return select.get_sampler(self.backend, self.model, seed=self.seed, options=self.options)

@@ -41,6 +41,9 @@ LoRA: an engine built with ``enable_lora=True`` (engine args) serves adapters pe
 ``lora_request`` (a ``vllm.lora.request.LoRARequest``) and every request of later ``generate`` calls
 uses that adapter (``None``: the base model). The trainer's vLLM rollouts use this.
 
+The CPU settings and ``import_vllm`` live in ``bonbench.core.engines`` (shared with the vLLM reward
+models and the trainer) and are re-exported here.
+
 This module does not render prompts, retry failed requests or pick the backend (``select.py`` does).
 """
 
@@ -48,7 +51,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import os
 from collections import deque
 from typing import Any, Iterator, Sequence
 
@@ -56,63 +58,10 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
 from bonbench.core.records import Prompt, Sample
 from bonbench.api.sampler import SampleRequest, SamplingParams
-from bonbench.plugins.samplers.engine_log import engine_output, quiet_log_level
+from bonbench.core.engines import cpu_ranges, import_vllm, set_cpu_env_defaults  # noqa: F401  (re-exported)
+from bonbench.plugins.samplers.engine_log import engine_output
 
-_BROKEN_INSTALL = (
-    "vllm cannot be imported ({err}): on CPU machines pip install 'bonbench[cpu]' and then "
-    "pip uninstall -y torchvision torchaudio torchcodec (see README), or use --backend hf"
-)
-
-
-def _cpu_ranges(cpus: Sequence[int]) -> str:
-    """``[0, 1, 2, 5]`` -> ``"0-2,5"``, the format VLLM_CPU_OMP_THREADS_BIND takes."""
-    out: list[str] = []
-    ordered = sorted(cpus)
-    start = prev = ordered[0]
-    for c in ordered[1:] + [None]:  # type: ignore[list-item]
-        if c is not None and c == prev + 1:
-            prev = c
-            continue
-        out.append(f"{start}-{prev}" if prev != start else str(start))
-        if c is not None:
-            start = prev = c
-    return ",".join(out)
-
-
-def set_cpu_env_defaults() -> None:
-    """Set vLLM's CPU knobs to use the whole machine unless the user set them (no-op with CUDA)."""
-    try:
-        import torch
-
-        if torch.cuda.is_available():
-            return
-    except ImportError:
-        pass
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
-    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", _cpu_ranges(cpus))
-    os.environ.setdefault("VLLM_CPU_NUM_OF_RESERVED_CPU", "0")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "4")
-    # Run the engine core in this process. With the default separate core process, requests reach
-    # the scheduler while it is already stepping, so batch composition (and with it the engine-seeded
-    # samples) varies from run to run; in-process, generate() enqueues everything before the first
-    # step and the same seed reproduces every sample. Measured on 2 cores: same tokens/s, faster start.
-    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
-
-
-def import_vllm() -> Any:
-    """Import vllm (after setting the CPU defaults) or raise a ``BonbenchError`` naming the fix."""
-    set_cpu_env_defaults()
-    # vLLM logs to stdout by default; bonbench's stdout is the metrics table and the run dir.
-    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
-    # ERROR: vLLM's INFO/WARNING start-up lines are not the user's business (--debug shows them)
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", quiet_log_level())
-    try:
-        import vllm
-        from vllm import LLM, SamplingParams  # noqa: F401  (the LLM path is what pulls torchvision in)
-    except Exception as exc:  # RuntimeError/OSError from CUDA builds of torchvision & co, ImportError
-        raise BonbenchError(_BROKEN_INSTALL.format(err=f"{type(exc).__name__}: {exc}".splitlines()[0])) from exc
-    return vllm
-
+__all__ = ["VLLMSampler", "cpu_ranges", "import_vllm", "set_cpu_env_defaults"]
 
 def _external_id(request_id: str) -> str:
     """The id a ``RequestOutput`` carries for a request ``LLM.enqueue`` returned as ``request_id``.

@@ -192,12 +192,13 @@ def test_entry_point_plugin_registration(monkeypatch: pytest.MonkeyPatch) -> Non
     from importlib.metadata import EntryPoint
 
     from bonbench.api import task as registry
+    from bonbench.core import registry as core_registry
 
     ep = EntryPoint(name="toy2", value="toy_plugin", group=registry.ENTRY_POINT_GROUP)
     broken = EntryPoint(name="broken", value="no_such_module_xyz", group=registry.ENTRY_POINT_GROUP)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [ep, broken])
-    monkeypatch.setattr(registry, "_loaded_entry_points", False)
-    monkeypatch.setattr(registry, "_TASKS", {})
+    monkeypatch.setattr(core_registry, "entry_points", lambda group: [ep, broken])
+    monkeypatch.setattr(registry.TASKS, "_read", False)
+    monkeypatch.setattr(registry.TASKS, "_entries", {})
     monkeypatch.delitem(sys.modules, "toy_plugin")  # so that loading the entry point runs the decorators again
     with pytest.warns(UserWarning, match="broken"):
         names = registry.task_names()

@@ -142,7 +142,7 @@ def test_hf_bad_label_and_missing_label_are_one_line_errors(tiny: Path) -> None:
         get_reward_model(f"hf:{tiny}")
     with pytest.raises(BonbenchError, match="no label '7'"):
         reward_verifier(f"hf:{tiny}?label=7")  # checked before any weights load
-    with pytest.raises(BonbenchError, match="read='best' is not one of prob, logit, margin"):
+    with pytest.raises(BonbenchError, match="option read takes one of 'prob', 'logit', 'margin' or None, got 'best'"):
         get_reward_model(f"hf:{tiny}?label=1&read=best")
     if not __import__("torch").cuda.is_available():
         with pytest.raises(BonbenchError, match="no CUDA device: use device=cpu"):
@@ -190,7 +190,7 @@ def test_registered_options_are_typed_and_checked(reward_cache: Path) -> None:
     assert model.fingerprint != get_reward_model("tldr-proxy-train").fingerprint
     with pytest.raises(BonbenchError, match="has no option 'label'; its options are: top_k, max_words, copy_span"):
         get_reward_model("tldr-proxy-train?label=1")
-    with pytest.raises(BonbenchError, match="max_words='many' is not a valid int"):
+    with pytest.raises(BonbenchError, match="reward model 'tldr-proxy-train' option max_words takes int, got 'many'"):
         get_reward_model("tldr-proxy-train?max_words=many")
 
 
@@ -221,10 +221,12 @@ def constant_factory(data_dir: str | None = None, value: float = 1.0) -> Constan
 def test_plugins_register_through_the_entry_point_group(monkeypatch: pytest.MonkeyPatch) -> None:
     good = EntryPoint(name="constant", value="test_rewards:constant_factory", group=rm_registry.GROUP)
     broken = EntryPoint(name="broken-rm", value="no_such_module_xyz:thing", group=rm_registry.GROUP)
-    monkeypatch.setattr(rm_registry, "entry_points", lambda group: [good, broken] if group == rm_registry.GROUP else [])
-    monkeypatch.setattr(rm_registry, "_loaded", False)
-    monkeypatch.setattr(rm_registry, "_FACTORIES", {})
-    monkeypatch.setattr(rm_registry, "_DESCRIPTIONS", {})
+    from bonbench.core import registry as core_registry
+
+    builtins = {k: v for k, v in rm_registry.REWARD_MODELS._entries.items() if k in rm_registry.BUILTIN_REWARD_MODELS}
+    monkeypatch.setattr(core_registry, "entry_points", lambda group: [good, broken] if group == rm_registry.GROUP else [])
+    monkeypatch.setattr(rm_registry.REWARD_MODELS, "_read", False)
+    monkeypatch.setattr(rm_registry.REWARD_MODELS, "_entries", dict(builtins))
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     assert rm_registry.reward_model_names() == ["broken-rm", "constant", "imdb-sentiment", "tldr-proxy-eval", "tldr-proxy-train"]
     assert get_reward_model("constant?value=0.5").score(["p"], ["c"]) == [0.5]

@@ -14,19 +14,28 @@ objective is tested exactly on a tabular softmax policy (tests/objective_harness
 An objective declares what it ``needs`` beyond rewards; the trainer checks that before the first
 step and says which flag provides it. An objective that reads the learned value (``needs`` has
 "value") also says what the value head regresses on (``value_target``: one number per group, an
-unbiased estimate of what ``Group.value`` stands for); the trainer trains the head on it. Objectives register themselves with ``@objective(...)``;
-``make_objective(name, **options)`` builds one with its options checked.
+unbiased estimate of what ``Group.value`` stands for); the trainer trains the head on it.
+
+Objectives register themselves with ``@objective(...)`` into the generic registry
+(``bonbench.core.registry``); the modules that hold them are listed in the ``bonbench.objectives``
+entry-point group (the built-ins: ``bonbench.plugins.objectives.tang`` etc., a package its own),
+imported when the objectives are first asked for. ``make_objective(name, **options)`` builds one
+with its options checked and coerced by annotation (``-O k=4`` arrives as a string or a number).
+This module knows no objective itself.
 """
 
 from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
 from bonbench.core.errors import BonbenchError
+from bonbench.core.registry import Registry, coerce_kwargs
+
+OBJECTIVE_GROUP = "bonbench.objectives"
 
 # what an objective may need beyond rewards, and the flag that provides it
 NEEDS = {
@@ -90,7 +99,25 @@ class Objective:
     value_target: Callable[[Group], float] | None = None
 
 
-REGISTRY: dict[str, ObjectiveInfo] = {}
+OBJECTIVES: Registry[ObjectiveInfo] = Registry("objective", OBJECTIVE_GROUP)
+
+
+class ObjectiveTable(Mapping[str, ObjectiveInfo]):
+    """Name -> ``ObjectiveInfo`` of every registered objective (reads the entry points when used)."""
+
+    def __getitem__(self, name: str) -> ObjectiveInfo:
+        if name not in OBJECTIVES.names():
+            raise KeyError(name)
+        return OBJECTIVES.get(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(OBJECTIVES.names())
+
+    def __len__(self) -> int:
+        return len(OBJECTIVES.names())
+
+
+REGISTRY = ObjectiveTable()
 
 
 def objective(name: str, *, paper: str, needs: tuple[str, ...] = (), summary: str = "") -> Callable[[Callable[..., Objective]], Callable[..., Objective]]:
@@ -103,23 +130,22 @@ def objective(name: str, *, paper: str, needs: tuple[str, ...] = (), summary: st
         params = inspect.signature(factory).parameters
         options = {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
         doc = (factory.__doc__ or "").strip()
-        REGISTRY[name] = ObjectiveInfo(name, factory, paper, frozenset(needs), summary or doc.split("\n")[0], options)
+        OBJECTIVES.add(name, ObjectiveInfo(name, factory, paper, frozenset(needs), summary or doc.split("\n")[0], options))
         return factory
 
     return wrap
 
 
 def make_objective(name: str, **options: Any) -> Objective:
-    """Build a registered objective; unknown names or options are one-line errors naming the fix."""
-    from bonbench.plugins import objectives  # noqa: F401  (registers the built-ins)
-
+    """Build a registered objective; unknown names or options are one-line errors naming the fix, and
+    option strings are coerced by the factory's annotations (a wrong type names the option and type)."""
     info = REGISTRY.get(name)
     if info is None:
         raise BonbenchError(f"unknown objective {name!r}; `bonbench list objectives` shows them: {', '.join(sorted(REGISTRY))}")
     bad = sorted(set(options) - set(info.options))
     if bad:
         raise BonbenchError(f"objective {name!r} has no option {bad[0]!r}; its options are: {', '.join(sorted(info.options)) or 'none'}")
-    return info.factory(**options)
+    return info.factory(**coerce_kwargs(info.factory, options, owner=f"objective {name!r}", noun="option"))
 
 
 # Option defaults that changed after checkpoints were written with them (issue 24): objective ->
@@ -136,8 +162,6 @@ CHANGED_DEFAULTS: dict[str, dict[str, Any]] = {
 def pinned_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` with every changed default the caller did not set filled in at its current
     default, so that a new run's recorded config names the estimator it trains with."""
-    from bonbench.plugins import objectives  # noqa: F401  (registers the built-ins)
-
     info = REGISTRY.get(name)
     changed = CHANGED_DEFAULTS.get(name, {})
     if info is None:

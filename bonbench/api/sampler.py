@@ -5,15 +5,28 @@ come from that) and yields finished ``Sample``s in groups as soon as they are do
 store can persist them and an interrupted run keeps what finished. A request names exactly the
 sample indices still missing for its problem, which is how resume and growing n work.
 
-This module does not import any engine.
+A backend is a plugin like any other (``bonbench.core.registry``): ``@register_sampler("name",
+options=NameOptions)`` on a factory, or a package's ``bonbench.samplers`` entry point
+``name = "module:factory"`` (the module's decorator then declares its options). The factory is
+called as ``factory(model, seed=..., options=..., samples=..., script=...)``: ``model`` is a model
+name, a ``ResolvedModel`` or None (the embedded model); ``options`` an instance of the declared
+frozen options record (None when the backend declares none); ``samples`` / ``script`` what a
+replaying backend replays (None otherwise). Engine settings the user gives (``--dtype``,
+``--batch-size``, ...) are checked against the options record's fields before any model loads.
+
+This module does not import any engine, and knows no backend: the built-ins register in
+``bonbench.plugins.samplers.select`` and pyproject.toml's entry points.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, Protocol, Sequence
+from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from bonbench.core.records import Prompt, Sample
+from bonbench.core.registry import Registry
+
+SAMPLER_GROUP = "bonbench.samplers"
 
 
 @dataclass(frozen=True)
@@ -48,3 +61,27 @@ class Sampler(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+SamplerFactory = Callable[..., Sampler]
+SAMPLERS: Registry[SamplerFactory] = Registry("backend", SAMPLER_GROUP)
+
+
+def register_sampler(name: str, *, options: type | None = None, description: str = "") -> Callable[[Any], Any]:
+    """Decorator: register a sampler factory (module docstring) under ``name`` with its typed
+    ``options`` record (a frozen dataclass whose fields are the engine settings it takes)."""
+    return SAMPLERS.register(name, options=options, description=description)
+
+
+def sampler_names() -> list[str]:
+    """Every registered backend name, sorted (nothing is imported)."""
+    return SAMPLERS.names()
+
+
+def sampler_options(name: str) -> type | None:
+    """The options record backend ``name`` declared (None: it takes no engine settings)."""
+    meta = SAMPLERS.meta(name)
+    if "options" not in meta:  # an entry point not loaded yet: loading runs its decorator
+        SAMPLERS.get(name)
+        meta = SAMPLERS.meta(name)
+    return meta.get("options")

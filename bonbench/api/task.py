@@ -1,35 +1,33 @@
-"""Name -> factory tables for tasks and verifiers, the ``Task`` value, and plug-point protocols.
+"""The ``Task`` value, the ``Grader`` protocol, and the task registry.
 
 A task is a value built by a decorated factory (inspect_ai's shape)::
 
-    @register_task("math")
+    @register_task("math", family="math")
     def math_task(data_dir: Path | None = None, subset: str = "full") -> Task: ...
 
 Built-in and third-party tasks register the same way: the ``bonbench.tasks`` entry-point group
-lists modules, and importing a module runs its decorators. A plugin that fails to import produces
-a warning naming it, not a crash. Factory keyword arguments become ``-T key=value`` CLI args.
+lists modules, and importing a module runs its decorators (``bonbench.core.registry``). A plugin
+that fails to import produces a warning naming it, not a crash. Factory keyword arguments become
+``-T key=value`` CLI args, coerced by annotation (``bonbench.core.registry.coerce``).
 
+Verifiers live in ``bonbench.api.verifier``; their names are re-exported here for older callers.
 This module does not load data or models; factories do, lazily.
 """
 
 from __future__ import annotations
 
 import inspect
-import warnings
 from dataclasses import dataclass, field, replace
-from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 
+from bonbench.api.verifier import VERIFIER_GROUP, Verifier, get_verifier, register_verifier, verifier_names, verifier_schemes
 from bonbench.core.errors import BonbenchError
-from bonbench.core.records import Grade, Problem, Prompt, Sample, Score
+from bonbench.core.records import Grade, Problem, Prompt, Sample
+from bonbench.core.registry import Registry, coerce_kwargs
 
 PromptStyle = Literal["base", "chat"]
 ENTRY_POINT_GROUP = "bonbench.tasks"
-VERIFIER_GROUP = "bonbench.verifiers"
-# Built-in verifiers, "module:factory", loaded on first use (also listed in the entry-point group;
-# this table keeps them available in a source checkout that was never pip-installed).
-BUILTIN_VERIFIERS = {"oracle": "bonbench.plugins.verifiers.builtin:OracleVerifier", "logprob": "bonbench.plugins.verifiers.builtin:LogprobVerifier"}
 
 
 class Grader(Protocol):
@@ -39,23 +37,6 @@ class Grader(Protocol):
     version: int
 
     def grade(self, problems: Mapping[str, Problem], samples: Sequence[Sample]) -> list[Grade]: ...
-
-
-class Verifier(Protocol):
-    """Scores samples so that bon@k can pick the best of k (a reward model, the policy's logprob...).
-
-    ``version`` and ``fingerprint`` key its stored scores (see ``records.Score``); ``uses_grades``
-    says its scores depend on the grades (then the grading settings join the fingerprint).
-    """
-
-    name: str
-    version: int
-    fingerprint: str
-    uses_grades: bool
-
-    def score(
-        self, problems: Mapping[str, Problem], samples: Sequence[Sample], grades: Mapping[tuple[str, int], Grade]
-    ) -> list[Score]: ...
 
 
 @dataclass(frozen=True)
@@ -140,100 +121,39 @@ class Task:
 
 
 TaskFactory = Callable[..., Task]
-_TASKS: dict[str, TaskFactory] = {}
-_TASK_FAMILIES: dict[str, str] = {}  # task name -> declared family
-# a verifier is a factory, or a "module:attr" / entry point not imported until it is asked for
-_VERIFIERS: dict[str, Callable[..., Verifier] | str | EntryPoint] = {}
-_loaded_entry_points = False
+TASKS: Registry[TaskFactory] = Registry("task", ENTRY_POINT_GROUP)
+
+__all__ = ["ENTRY_POINT_GROUP", "TASKS", "VERIFIER_GROUP", "Grader", "GraderOptions", "PromptStyle", "Task", "TaskFactory",
+           "Verifier", "family_tasks", "get_task", "get_verifier", "load_plugins", "register_task", "register_verifier",
+           "task_family", "task_names", "task_parameters", "verifier_names", "verifier_schemes"]
 
 
 def register_task(name: str, *, family: str | None = None) -> Callable[[TaskFactory], TaskFactory]:
     """Decorator: register a task factory under ``name``, of task family ``family`` (``Task.family``;
     default: the task's own name)."""
-
-    def deco(fn: TaskFactory) -> TaskFactory:
-        _TASKS[name] = fn
-        _TASK_FAMILIES[name] = family or name
-        return fn
-
-    return deco
-
-
-def register_verifier(name: str) -> Callable[[Callable[..., Verifier]], Callable[..., Verifier]]:
-    """Decorator: register a verifier factory under ``name``."""
-
-    def deco(fn: Callable[..., Verifier]) -> Callable[..., Verifier]:
-        _VERIFIERS[name] = fn
-        return fn
-
-    return deco
+    return TASKS.register(name, family=family or name)
 
 
 def load_plugins() -> None:
-    """Import every module listed in the ``bonbench.tasks`` entry-point group and index the
-    ``bonbench.verifiers`` group (once; verifiers are imported on first use)."""
-    global _loaded_entry_points
-    if _loaded_entry_points:
-        return
-    _loaded_entry_points = True
-    for name, spec in BUILTIN_VERIFIERS.items():
-        _VERIFIERS.setdefault(name, spec)
-    for ep in entry_points(group=VERIFIER_GROUP):
-        # loaded when asked for, so that a heavy reward-model plugin costs nothing until used
-        if not isinstance(_VERIFIERS.get(ep.name), str) and ep.name in _VERIFIERS:
-            continue  # registered in-process (decorator) wins over the installed metadata
-        _VERIFIERS[ep.name] = ep
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            ep.load()
-        except Exception as exc:  # a broken plugin must not take the harness down
-            warnings.warn(f"bonbench: task plugin {ep.name!r} ({ep.value}) failed to load: {exc}", stacklevel=2)
+    """Import every module listed in the ``bonbench.tasks`` entry-point group (once)."""
+    TASKS.read_entry_points()
 
 
 def task_names() -> list[str]:
-    load_plugins()
-    return sorted(_TASKS)
+    return TASKS.names()
 
 
-def verifier_names() -> list[str]:
-    load_plugins()
-    return sorted(_VERIFIERS)
-
-
-def _coerce(value: str, annotation: Any) -> Any:
-    """Turn a ``-T key=value`` string into the factory parameter's annotated type."""
-    text = str(annotation)
-    if isinstance(value, str):
-        if value.lower() in ("none", "null"):
-            return None
-        if "bool" in text:
-            return value.lower() in ("1", "true", "yes", "on")
-        if "int" in text and value.lstrip("-").isdigit():
-            return int(value)
-        if "float" in text:
-            try:
-                return float(value)
-            except ValueError:
-                pass
-    return value
+def _factory(name: str) -> TaskFactory:
+    if name not in TASKS.names():
+        raise BonbenchError(f"unknown task {name!r}; choose one of: {', '.join(TASKS.names())} (see `bonbench list tasks`)")
+    return TASKS.get(name)
 
 
 def get_task(name: str, **kwargs: Any) -> Task:
     """Build task ``name`` with factory kwargs (strings from ``-T`` are coerced by annotation)."""
-    load_plugins()
-    if name not in _TASKS:
-        raise BonbenchError(f"unknown task {name!r}; choose one of: {', '.join(sorted(_TASKS))} (see `bonbench list tasks`)")
-    factory = _TASKS[name]
-    params = inspect.signature(factory).parameters
-    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    coerced: dict[str, Any] = {}
-    for key, value in kwargs.items():
-        if key not in params and not accepts_any:
-            allowed = ", ".join(p for p in params if p != "data_dir") or "none"
-            raise BonbenchError(f"task {name!r} has no argument {key!r}; its -T arguments are: {allowed}")
-        coerced[key] = _coerce(value, params[key].annotation) if key in params else value
-    task = factory(**coerced)
-    declared = _TASK_FAMILIES.get(name, task.name)
+    factory = _factory(name)
+    task = factory(**coerce_kwargs(factory, kwargs, owner=f"task {name!r}", hidden=("data_dir",), listing="-T arguments"))
+    declared = TASKS.meta(name).get("family", task.name)
     if task.family == task.name and declared != task.family:
         task = replace(task, family=declared)  # the family declared at registration
     return task
@@ -242,53 +162,16 @@ def get_task(name: str, **kwargs: Any) -> Task:
 def task_family(name: str) -> str:
     """The family task ``name`` declared (``Task.family``) without building it; an unknown name is a
     family of one (its own name), so verifier folders of tasks no longer installed still read."""
-    load_plugins()
-    return _TASK_FAMILIES.get(name, name)
+    return str(TASKS.meta(name).get("family", name))
 
 
 def family_tasks(family: str) -> list[str]:
     """Every registered task of ``family``, sorted."""
-    load_plugins()
-    return sorted(t for t, f in _TASK_FAMILIES.items() if f == family)
+    return [t for t in TASKS.names() if task_family(t) == family]
 
 
 def task_parameters(name: str) -> set[str]:
     """The keyword arguments task ``name``'s factory accepts."""
-    load_plugins()
-    if name not in _TASKS:
+    if name not in TASKS.names():
         return set()
-    return set(inspect.signature(_TASKS[name]).parameters)
-
-
-def get_verifier(name: str, **kwargs: Any) -> Verifier:
-    """Verifier ``name``; ``rm:<spec>`` is any reward model (``bonbench.plugins.rewards.registry``) and
-    ``learned:PATH`` a verifier folder (``bonbench.plugins.verifiers.folder``), each loaded when it first scores."""
-    if name.startswith("rm:"):
-        from bonbench.plugins.rewards.registry import reward_verifier
-
-        return reward_verifier(name[3:], **kwargs)
-    if name.startswith("learned:"):
-        from bonbench.plugins.verifiers.folder import learned_verifier
-
-        return learned_verifier(name)
-    load_plugins()
-    if name not in _VERIFIERS:
-        raise BonbenchError(f"unknown verifier {name!r}; choose one of: {', '.join(sorted(_VERIFIERS))}, "
-                            "rm:<reward model> (see `bonbench list reward-models`) or learned:PATH (`bonbench train-verifier`)")
-    entry = _VERIFIERS[name]
-    if isinstance(entry, (str, EntryPoint)):
-        try:
-            factory = _load_ref(entry) if isinstance(entry, str) else entry.load()
-        except Exception as exc:  # a broken plugin: one line naming it
-            target = entry if isinstance(entry, str) else entry.value
-            raise BonbenchError(f"verifier {name!r} ({target}) failed to load: {exc}; reinstall the package that provides it") from None
-        _VERIFIERS[name] = entry = factory
-    return entry(**kwargs)
-
-
-def _load_ref(ref: str) -> Callable[..., Verifier]:
-    """``"package.module:attr"`` -> the attribute."""
-    import importlib
-
-    module, _, attr = ref.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return set(inspect.signature(TASKS.get(name)).parameters)

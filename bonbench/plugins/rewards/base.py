@@ -1,6 +1,6 @@
 """The reward-model interface, the task grader built on it, and the bon@k verifier adapter.
 
-``RewardModel`` is what every backend implements (Hugging Face classifiers, vLLM pooling models,
+``RewardModel`` (the protocol lives in ``bonbench.api.reward``) is what every backend implements (Hugging Face classifiers, vLLM pooling models,
 the offline IMDB classifier, the TL;DR proxies): a filename-safe ``name``, a ``version`` (bumped
 when its scoring recipe changes), a ``fingerprint`` (a digest of what it scores with: weights,
 config, training data) and a batched ``score(prompts, completions)``. Higher is better.
@@ -26,29 +26,16 @@ This module loads nothing; backends and ``bonbench.plugins.rewards.registry`` do
 from __future__ import annotations
 
 import math
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, Sequence
 
+from bonbench.api.reward import RewardModel
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
 
 # Samples handed to a reward model per call: large enough for length-sorted batching to pay off,
 # small enough that the tokenized chunk stays a few hundred MB at most.
 SCORE_CHUNK = 4096
-
-
-class RewardModel(Protocol):
-    """A batched scorer of (prompt, completion) pairs; one float per pair, higher is better.
-
-    ``name`` is filename-safe (it names grade and score files); ``version`` changes when the scoring
-    recipe changes; ``fingerprint`` changes when what it scores with changes (weights, config,
-    training data, library versions that alter a trained model).
-    """
-
-    name: str
-    version: int
-    fingerprint: str
-
-    def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]: ...
+__all__ = ["SCORE_CHUNK", "RewardGrader", "RewardModel", "RewardVerifier", "check_scores", "reward_prompt"]
 
 
 def reward_prompt(problem: Problem) -> str:

@@ -14,10 +14,13 @@ Examples: ``imdb-sentiment``, ``tldr-proxy-eval?max_words=40``,
 Options of a registered model are its factory's keyword arguments (typed by annotation); options
 of ``hf:``/``vllm:`` are those of ``HFOptions`` / ``VllmOptions``. Values may not contain ``&``.
 
-Registration mirrors the verifiers' (``bonbench.api.task``): built-ins sit in ``BUILTIN_REWARD_MODELS``
-as ``"module:factory"`` strings, third-party packages list theirs in the ``bonbench.reward_models``
-entry-point group, ``@register_reward_model`` registers in-process; nothing is imported until a
-model is asked for. A factory takes ``data_dir`` (the local data mirror or None) and its options.
+Registration is the generic one (``bonbench.api.reward``, ``bonbench.core.registry``): built-ins sit
+in ``BUILTIN_REWARD_MODELS`` as lazy ``"module:factory"`` targets, third-party packages list theirs
+in the ``bonbench.reward_models`` entry-point group, ``@register_reward_model`` registers
+in-process; nothing is imported until a model is asked for. A factory takes ``data_dir`` (the local
+data mirror or None) and its options. ``hf:`` and ``vllm:`` are schemes registered through the
+same group (``bonbench.plugins.rewards.schemes``); a package may add its own ``prefix:``.
+``rm:`` (a reward model as a bon@k verifier) is a verifier scheme this package registers.
 
 Names: a model's ``name`` (and so its grade / score file) is derived from the spec: the registered
 name, plus a slug of the options; ``hf``/``vllm`` specs get a readable slug and a short hash of the
@@ -27,18 +30,17 @@ spec so that two folders called ``model`` never share a file.
 from __future__ import annotations
 
 import hashlib
-import importlib
-import inspect
 import re
-from dataclasses import dataclass, fields
-from importlib.metadata import EntryPoint, entry_points
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Sequence
 
+from bonbench.api.reward import (REWARD_GROUP, REWARD_MODELS, RewardFactory, RewardModel, first_line, register_reward_model,
+                                 reward_model_names, reward_options)
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.rewards.base import RewardModel, RewardVerifier
+from bonbench.plugins.rewards.base import RewardVerifier
 
-GROUP = "bonbench.reward_models"
+GROUP = REWARD_GROUP
 # name -> ("module:factory", one-line description); the description is here so that listing the
 # built-ins imports none of them
 BUILTIN_REWARD_MODELS: dict[str, tuple[str, str]] = {
@@ -51,17 +53,18 @@ BUILTIN_REWARD_MODELS: dict[str, tuple[str, str]] = {
                         "TL;DR proxy to evaluate with: TF-IDF similarity x length x non-redundancy x non-copying x "
                         "function words (lexical; IDF from the data dir's posts)"),
 }
-Factory = Callable[..., RewardModel]
-_FACTORIES: dict[str, Factory | str | EntryPoint] = {}
-_DESCRIPTIONS: dict[str, str] = {}
-_loaded = False
+for _name, (_ref, _description) in BUILTIN_REWARD_MODELS.items():
+    REWARD_MODELS.add(_name, _ref, description=_description)
+Factory = RewardFactory
+__all__ = ["BUILTIN_REWARD_MODELS", "GROUP", "LazyRewardModel", "RewardSpec", "describe_reward_models", "get_reward_model",
+           "parse_spec", "preflight", "register_reward_model", "reward_model_names", "reward_verifier"]
 
 
 @dataclass(frozen=True)
 class RewardSpec:
     """A parsed spec: ``kind`` (registered / hf / vllm), ``target`` (name, folder or hub id), options."""
 
-    kind: Literal["registered", "hf", "vllm"]
+    kind: str  # "registered", or a scheme's prefix without its colon ("hf", "vllm", a plugin's)
     target: str
     options: tuple[tuple[str, str], ...] = ()
     text: str = ""
@@ -76,55 +79,25 @@ class RewardSpec:
         return f"{readable}-{hashlib.sha256(self.text.encode()).hexdigest()[:6]}"
 
 
-def register_reward_model(name: str, description: str = "") -> Callable[[Factory], Factory]:
-    """Decorator: register a reward-model factory ``(data_dir=None, **options) -> RewardModel``."""
-
-    def deco(fn: Factory) -> Factory:
-        _FACTORIES[name] = fn
-        _DESCRIPTIONS[name] = description or _first_line(fn.__doc__)
-        return fn
-
-    return deco
-
-
-def _load_entries() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for name, (ref, description) in BUILTIN_REWARD_MODELS.items():
-        _FACTORIES.setdefault(name, ref)
-        _DESCRIPTIONS.setdefault(name, description)
-    for ep in entry_points(group=GROUP):
-        if ep.name in _FACTORIES and not isinstance(_FACTORIES[ep.name], str):
-            continue  # registered in-process (decorator) wins over installed metadata
-        _FACTORIES[ep.name] = ep
-
-
-def reward_model_names() -> list[str]:
-    _load_entries()
-    return sorted(_FACTORIES)
-
-
 def describe_reward_models() -> list[tuple[str, str]]:
     """(name, one-line description) of every registered reward model; a plugin's description is its
     factory's docstring (the plugin is imported; one that fails to import is described as broken)."""
-    _load_entries()
     out = []
-    for name in sorted(_FACTORIES):
-        if name not in _DESCRIPTIONS:
+    for name in REWARD_MODELS.names():
+        description = REWARD_MODELS.meta(name).get("description")
+        if description is None:
             try:
-                _DESCRIPTIONS[name] = _first_line(_factory(name).__doc__)
+                description = first_line(REWARD_MODELS.get(name).__doc__)
             except BonbenchError as exc:
                 out.append((name, f"(failed to load: {exc})"))
                 continue
-        out.append((name, _DESCRIPTIONS[name]))
+            REWARD_MODELS.add(name, REWARD_MODELS.get(name), description=description)
+        out.append((name, description))
     return out
 
 
 def parse_spec(spec: str) -> RewardSpec:
     """Parse a spec string (module docstring) or raise a one-line ``BonbenchError``."""
-    _load_entries()
     text = spec.strip()
     base, _, query = text.partition("?")
     options: list[tuple[str, str]] = []
@@ -135,13 +108,13 @@ def parse_spec(spec: str) -> RewardSpec:
         if key.strip() in dict(options):
             raise BonbenchError(f"reward model option {key.strip()!r} is given twice in {spec!r}")
         options.append((key.strip(), value.strip()))
-    for prefix in ("hf", "vllm"):
-        if base.startswith(prefix + ":"):
-            if not base[len(prefix) + 1:]:
-                raise BonbenchError(f"reward model spec {spec!r} names no model: {prefix}:<local folder or hub id>")
-            return RewardSpec(prefix, base[len(prefix) + 1:], tuple(options), text)  # type: ignore[arg-type]
-    if base in _FACTORIES:
+    if base in REWARD_MODELS.names():
         return RewardSpec("registered", base, tuple(options), text)
+    prefix = REWARD_MODELS.scheme_of(base)
+    if prefix is not None:
+        if not base[len(prefix):]:
+            raise BonbenchError(f"reward model spec {spec!r} names no model: {prefix}<local folder or hub id>")
+        return RewardSpec(prefix[:-1], base[len(prefix):], tuple(options), text)
     if Path(base).expanduser().exists() or (base.count("/") == 1 and not base.startswith((".", "/", "~"))):
         return RewardSpec("hf", base, tuple(options), text)
     raise BonbenchError(f"unknown reward model {base!r}; choose one of: {', '.join(reward_model_names())} "
@@ -151,16 +124,11 @@ def parse_spec(spec: str) -> RewardSpec:
 def get_reward_model(spec: str, data_dir: str | Path | None = None) -> RewardModel:
     """Build the reward model ``spec`` names (loads weights / trains offline models now)."""
     parsed = parse_spec(spec)
-    if parsed.kind == "hf":
-        from bonbench.plugins.rewards.hf import HFClassifierReward, HFOptions
-
-        return HFClassifierReward(parsed.target, parsed.name, _dataclass_options(HFOptions, parsed))
-    if parsed.kind == "vllm":
-        from bonbench.plugins.rewards.vllm_pooling import VllmClassifierReward, VllmOptions
-
-        return VllmClassifierReward(parsed.target, parsed.name, _dataclass_options(VllmOptions, parsed))
-    factory = _factory(parsed.target)
-    model = factory(data_dir=data_dir, **_factory_options(parsed, factory))
+    if parsed.kind != "registered":
+        scheme = REWARD_MODELS.get(parsed.kind + ":")
+        return scheme(parsed.target, name=parsed.name, data_dir=data_dir, **dict(parsed.options))
+    factory = REWARD_MODELS.get(parsed.target)
+    model = factory(data_dir=data_dir, **reward_options(factory, parsed.target, dict(parsed.options)))
     if parsed.options:
         model.name = parsed.name  # options change the scores: keep their files apart
     return model
@@ -200,28 +168,19 @@ class LazyRewardModel:
 
 
 def preflight(spec: RewardSpec) -> None:
-    """The checks that need no weights: option names and types, the folder or hub id, and for a
-    classifier its label (from config.json alone), so that a run fails before sampling, not after."""
+    """The checks that need no weights: option names and types, and whatever a scheme checks before
+    loading (``hf:``: the folder or hub id and the label, from config.json alone), so that a run
+    fails before sampling, not after."""
     if spec.kind == "registered":
-        _factory_options(spec, _factory(spec.target))
+        reward_options(REWARD_MODELS.get(spec.target), spec.target, dict(spec.options))
         return
-    from bonbench.plugins.rewards.hf import HFOptions, labels_of, pick_label, resolve_source
-    from bonbench.plugins.rewards.vllm_pooling import VllmOptions
-
-    options = _dataclass_options(HFOptions if spec.kind == "hf" else VllmOptions, spec)
-    path, _ = resolve_source(spec.target)
-    from transformers import AutoConfig
-
-    try:
-        config = AutoConfig.from_pretrained(path)
-    except (OSError, ValueError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise BonbenchError(f"could not read the config of reward model {spec.target!r} ({first})") from None
-    pick_label(spec.target, labels_of(config), options.label)
+    check = getattr(REWARD_MODELS.get(spec.kind + ":"), "preflight", None)
+    if check is not None:
+        check(spec.target, **dict(spec.options))
 
 
 def reward_verifier(spec: str, data_dir: str | Path | None = None) -> RewardVerifier:
-    """``--verifier rm:<spec>``: the reward model as a bon@k verifier, loaded when it first scores.
+    """rm:<spec>  a reward model as a bon@k verifier (`bonbench list reward-models`), loaded when it first scores.
 
     The data directory comes from ``data_dir`` or ``BONBENCH_DATA_DIR`` (needed only the first
     time an offline model is built).
@@ -229,66 +188,5 @@ def reward_verifier(spec: str, data_dir: str | Path | None = None) -> RewardVeri
     return RewardVerifier(LazyRewardModel(spec, data_dir))
 
 
-def _factory(name: str) -> Factory:
-    entry = _FACTORIES[name]
-    if isinstance(entry, (str, EntryPoint)):
-        target = entry if isinstance(entry, str) else entry.value
-        try:
-            if isinstance(entry, str):
-                module, _, attr = entry.partition(":")
-                factory = getattr(importlib.import_module(module), attr)
-            else:
-                factory = entry.load()
-        except Exception as exc:  # a broken plugin: one line naming it
-            raise BonbenchError(f"reward model {name!r} ({target}) failed to load: {exc}; reinstall the package that provides it") from None
-        _FACTORIES[name] = entry = factory
-    return entry  # type: ignore[return-value]
-
-
-def _factory_options(spec: RewardSpec, factory: Factory) -> dict[str, Any]:
-    params = {k: p for k, p in inspect.signature(factory).parameters.items() if k != "data_dir"}
-    out: dict[str, Any] = {}
-    for key, value in spec.options:
-        if key not in params:
-            allowed = ", ".join(params) or "none"
-            raise BonbenchError(f"reward model {spec.target!r} has no option {key!r}; its options are: {allowed}")
-        out[key] = _coerce(key, value, params[key].annotation)
-    return out
-
-
-def _dataclass_options(cls: type, spec: RewardSpec) -> Any:
-    types = {f.name: f.type for f in fields(cls)}
-    out: dict[str, Any] = {}
-    for key, value in spec.options:
-        if key not in types:
-            raise BonbenchError(f"{spec.kind}: reward models have no option {key!r}; options are: {', '.join(types)}")
-        out[key] = _coerce(key, value, types[key])
-    return cls(**out)
-
-
-def _coerce(key: str, value: str, annotation: Any) -> Any:
-    """A string option as its annotated type (annotations are strings under postponed evaluation)."""
-    text = str(annotation)
-    if value.lower() in ("none", "null") and "None" in text:
-        return None
-    try:
-        if "bool" in text:
-            if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
-                raise ValueError(value)
-            return value.lower() in ("1", "true", "yes", "on")
-        if "int" in text and "str" not in text:
-            return int(value)
-        if "float" in text:
-            return float(value)
-    except ValueError:
-        raise BonbenchError(f"reward model option {key}={value!r} is not a valid {text.replace('typing.', '')}") from None
-    return value
-
-
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-.") or "x"
-
-
-def _first_line(doc: str | None) -> str:
-    return (doc or "").strip().splitlines()[0] if (doc or "").strip() else ""
-

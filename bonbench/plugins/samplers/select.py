@@ -1,28 +1,36 @@
-"""Pick and build a sampling backend by name (``vllm``, ``hf``, ``openai`` or ``scripted``), with its own typed options.
+"""Pick and build a sampling backend by name through the sampler registry, with its own typed options.
 
-``backend=None`` means vllm when it is installed here, else hf. Backends are imported lazily so
-that choosing ``hf`` never imports vllm (7-9 s, and a broken vllm install must not block hf).
+The built-ins (``vllm``, ``hf``, ``openai``, ``scripted``) register here (and through the
+``bonbench.samplers`` entry points in pyproject.toml); a third-party backend registers through the
+same group with ``bonbench.api.sampler.register_sampler`` and is built the same way.
+``backend=None`` means vllm when it is installed here, else hf. Choosing ``hf`` never imports vLLM
+and choosing ``vllm`` never imports torch here: the hf factory is a lazy target
+(``bonbench.plugins.samplers.hf_factory``) and the vllm backend imports vLLM when it starts.
 
-Each engine backend has a frozen options record (``VLLMOptions``, ``HFOptions``, ``OpenAIOptions``): ``backend_options``
-builds it from the settings a user actually gave (None = not given, so the backend's default holds),
-and a setting the chosen backend does not take is a one-line error naming the ones it does
-(``--batch-size`` means nothing to vLLM, which schedules its own batches). The scripted backend
-replays given samples or a script and is built here too, the one place that constructs samplers.
+Each backend has a frozen options record (``VLLMOptions``, ``HFOptions``, ``OpenAIOptions``, a
+plugin's own): ``backend_options`` builds it from the settings a user actually gave (None = not
+given, so the backend's default holds), and a setting the chosen backend does not take is a
+one-line error naming the ones it does (``--batch-size`` means nothing to vLLM, which schedules
+its own batches). The scripted backend replays given samples or a script.
 
 This module does not resolve models beyond calling ``resolve_model`` on a plain name.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from bonbench.api.sampler import SAMPLERS, Sampler, register_sampler, sampler_names, sampler_options
 from bonbench.core import models
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Sample
-from bonbench.api.sampler import Sampler
+from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, served_model
+from bonbench.plugins.samplers.scripted import ScriptedSampler
+from bonbench.plugins.samplers.vllm import VLLMSampler
 
-BACKENDS = ("vllm", "hf", "openai", "scripted")
+BUILTIN_BACKENDS = ("vllm", "hf", "openai", "scripted")
 
 
 @dataclass(frozen=True)
@@ -48,13 +56,58 @@ class HFOptions:
     device: str | None = None
 
 
-def _openai_options() -> type:
-    from bonbench.plugins.samplers.openai_backend import OpenAIOptions  # no engine behind it: cheap to import
+class BackendNames(Sequence[str]):
+    """The registered backend names, built-ins first (read when used, so a plugin counts)."""
 
-    return OpenAIOptions
+    def _names(self) -> list[str]:
+        return list(BUILTIN_BACKENDS) + [n for n in sampler_names() if n not in BUILTIN_BACKENDS]
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
 
 
-OPTIONS: dict[str, type] = {"vllm": VLLMOptions, "hf": HFOptions, "openai": _openai_options()}
+BACKENDS = BackendNames()
+
+
+def _resolved(model: str | models.ResolvedModel | None) -> models.ResolvedModel:
+    return model if isinstance(model, models.ResolvedModel) else models.resolve_model(model)
+
+
+def vllm_sampler(model: str | models.ResolvedModel | None, *, seed: int, options: VLLMOptions, **_: Any) -> Sampler:
+    """vLLM (``vllm.LLM``): the default backend where vllm is installed."""
+    return VLLMSampler(_resolved(model), seed=seed, **asdict(options))
+
+
+def openai_sampler(model: str | models.ResolvedModel | None, *, seed: int, options: OpenAIOptions, **_: Any) -> Sampler:
+    """An OpenAI-compatible server (``--endpoint``); the model is the server's."""
+    served = model if isinstance(model, models.ResolvedModel) else served_model(model, options)
+    return OpenAISampler(served, seed=seed, options=options)
+
+
+def scripted_sampler(model: str | models.ResolvedModel | None, *, seed: int, options: None = None,
+                     samples: Sequence[Sample] | None = None,
+                     script: Mapping[str, Sequence[str]] | Callable[[str, int], str] | None = None, **_: Any) -> Sampler:
+    """Replays given samples (``--samples FILE``) or a script; ``model`` only names it."""
+    if samples is None and script is None:
+        raise BonbenchError("the scripted backend replays samples: --backend scripted --samples FILE")
+    label = model.name if isinstance(model, models.ResolvedModel) else (model or "scripted")
+    return ScriptedSampler(script, samples=samples, model=label)
+
+
+register_sampler("vllm", options=VLLMOptions)(vllm_sampler)
+SAMPLERS.add("hf", "bonbench.plugins.samplers.hf_factory:hf_sampler", options=HFOptions)  # lazy: imports torch
+register_sampler("openai", options=OpenAIOptions)(openai_sampler)
+register_sampler("scripted", options=None)(scripted_sampler)
+OPTIONS: dict[str, type] = {"vllm": VLLMOptions, "hf": HFOptions, "openai": OpenAIOptions}
 
 
 def recorded_options(options: Any) -> dict[str, Any]:
@@ -71,16 +124,20 @@ def default_backend() -> str:
     not silently replaced by hf (the backend is part of the run id, so that would quietly start a
     different run): building the sampler raises an error naming the fix or ``--backend hf``.
     """
-    import importlib.util
-
     return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
+
+
+def _check_known(name: str) -> None:
+    if name not in BACKENDS:
+        raise BonbenchError(f"unknown backend '{name}': choose one of {', '.join(BACKENDS)}")
 
 
 def backend_options(backend: str, **given: Any) -> Any:
     """The typed options of ``backend`` from the settings given (values of None are not given)."""
-    if backend not in OPTIONS:
+    _check_known(backend)
+    cls = sampler_options(backend)
+    if cls is None:
         raise BonbenchError(f"the {backend} backend takes no engine options")
-    cls = OPTIONS[backend]
     names = {f.name for f in fields(cls)}
     chosen = {k: v for k, v in given.items() if v is not None}
     unknown = sorted(set(chosen) - names)
@@ -101,30 +158,15 @@ def get_sampler(backend: str | None, model: str | models.ResolvedModel | None, *
     ``scripted`` backend replays ``samples`` and/or a ``script``; ``model`` then only names it.
     """
     name = backend or default_backend()
-    if name not in BACKENDS:
-        raise BonbenchError(f"unknown backend '{name}': choose one of {', '.join(BACKENDS)}")
-    if name == "scripted":
-        from bonbench.plugins.samplers.scripted import ScriptedSampler
-
-        if samples is None and script is None:
-            raise BonbenchError("the scripted backend replays samples: --backend scripted --samples FILE")
-        label = model.name if isinstance(model, models.ResolvedModel) else (model or "scripted")
-        return ScriptedSampler(script, samples=samples, model=label)
+    _check_known(name)
+    cls = sampler_options(name)
+    if cls is None:
+        if options is not None or settings:
+            raise BonbenchError(f"the {name} backend takes no engine options")
+        return SAMPLERS.get(name)(model, seed=seed, options=None, samples=samples, script=script)
     opts = options if options is not None else backend_options(name, **settings)
     if options is not None and settings:
         raise BonbenchError("pass engine settings either as options or as keywords, not both")
-    if not isinstance(opts, OPTIONS[name]):
-        raise BonbenchError(f"the {name} backend takes {OPTIONS[name].__name__}, not {type(opts).__name__}")
-    if name == "openai":
-        from bonbench.plugins.samplers.openai_backend import OpenAISampler, served_model
-
-        served = model if isinstance(model, models.ResolvedModel) else served_model(model, opts)
-        return OpenAISampler(served, seed=seed, options=opts)
-    resolved = model if isinstance(model, models.ResolvedModel) else models.resolve_model(model)
-    if name == "hf":
-        from bonbench.plugins.samplers.hf import HFSampler
-
-        return HFSampler(resolved, seed=seed, **asdict(opts))
-    from bonbench.plugins.samplers.vllm import VLLMSampler
-
-    return VLLMSampler(resolved, seed=seed, **asdict(opts))
+    if not isinstance(opts, cls):
+        raise BonbenchError(f"the {name} backend takes {cls.__name__}, not {type(opts).__name__}")
+    return SAMPLERS.get(name)(model, seed=seed, options=opts, samples=samples, script=script)

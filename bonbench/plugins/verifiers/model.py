@@ -9,7 +9,7 @@ its last token next to the mean of its hidden states; the head is a linear layer
 standardised feature; the score is its sigmoid, the probability that the sample is correct.
 Texts are batched by length, so little compute goes to padding.
 
-The folder layout and the manifest are ``bonbench.plugins.verifiers.folder``; training is
+The folder layout is ``bonbench.plugins.verifiers.folder``, its file names and manifest reader ``manifest``; training is
 ``bonbench.apps.verifier_training``. This module imports torch and transformers (and peft for LoRA).
 """
 
@@ -24,14 +24,11 @@ from safetensors import SafetensorError
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import EMBEDDED_MODEL, ResolvedModel, resolve_model
 from bonbench.core.records import Problem
-from bonbench.plugins.verifiers.folder import ADAPTER_DIR, DEFAULT_MAX_LENGTH, HEAD_FILE, read_verifier_manifest, weights_sha256
+from bonbench.plugins.verifiers.manifest import (ADAPTER_DIR, DEFAULT_MAX_LENGTH, HEAD_FILE, read_verifier_manifest, verifier_text,
+                                                 weights_sha256)
 
 Progress = Callable[[int], None]
-
-
-def verifier_text(problem: Problem, completion: str) -> str:
-    """What the verifier reads: the problem, then the completion (the same for training and scoring)."""
-    return f"Problem:\n{problem.input.strip()}\n\nSolution:\n{completion.strip()}"
+__all__ = ["ScalarHead", "VerifierModel", "load_verifier_model", "verifier_text"]
 
 
 class VerifierModel:

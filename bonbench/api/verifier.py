@@ -1,0 +1,71 @@
+"""The ``Verifier`` protocol and the verifier registry (plain names and name schemes).
+
+A verifier scores every sample so that bon@k can pick the best of k. Plain names (``oracle``,
+``logprob``, a third party's) and schemes (``rm:<reward model spec>``, ``learned:PATH``) are
+registered the same way: in-process with ``@register_verifier("name")`` / ``("prefix:")``, or by
+a package through the ``bonbench.verifiers`` entry-point group (``name = "module:factory"``; an
+entry named ``prefix:`` is a scheme). A scheme's factory is called with the rest of the name
+(``get_verifier("rm:imdb-sentiment")`` calls the ``rm:`` factory with ``"imdb-sentiment"``).
+Nothing is imported until a verifier is asked for.
+
+This module knows no verifier itself: the built-ins are plugins (``bonbench.plugins.verifiers``,
+``bonbench.plugins.rewards``) listed in pyproject.toml's entry points.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Protocol, Sequence
+
+from bonbench.core.records import Grade, Problem, Sample, Score
+from bonbench.core.registry import Registry
+
+VERIFIER_GROUP = "bonbench.verifiers"
+
+
+class Verifier(Protocol):
+    """Scores samples so that bon@k can pick the best of k (a reward model, the policy's logprob...).
+
+    ``version`` and ``fingerprint`` key its stored scores (see ``records.Score``); ``uses_grades``
+    says its scores depend on the grades (then the grading settings join the fingerprint).
+    """
+
+    name: str
+    version: int
+    fingerprint: str
+    uses_grades: bool
+
+    def score(
+        self, problems: Mapping[str, Problem], samples: Sequence[Sample], grades: Mapping[tuple[str, int], Grade]
+    ) -> list[Score]: ...
+
+
+VerifierFactory = Callable[..., Verifier]
+VERIFIERS: Registry[VerifierFactory] = Registry("verifier", VERIFIER_GROUP)
+
+
+def register_verifier(name: str) -> Callable[[VerifierFactory], VerifierFactory]:
+    """Decorator: register a verifier factory under ``name``; a name ending in ``:`` is a scheme,
+    whose factory takes the rest of the verifier name as its first argument."""
+    return VERIFIERS.register(name)
+
+
+def verifier_names() -> list[str]:
+    """The plain verifier names (schemes: ``verifier_schemes``)."""
+    return VERIFIERS.names()
+
+
+def verifier_schemes() -> list[tuple[str, str]]:
+    """(prefix, the first line of its factory's docstring) of every scheme; imports the schemes'
+    modules (they must be light: a scheme loads its model when it first scores)."""
+    out = []
+    for prefix in VERIFIERS.schemes():
+        factory = VERIFIERS.get(prefix)
+        doc = (getattr(factory, "__doc__", None) or "").strip()
+        out.append((prefix, doc.splitlines()[0] if doc else ""))
+    return out
+
+
+def get_verifier(name: str, **kwargs: Any) -> Verifier:
+    """Verifier ``name`` (a plain name, or ``prefix:rest`` of a registered scheme)."""
+    factory, rest = VERIFIERS.resolve(name, hint=" (see `bonbench list verifiers`)")
+    return factory(**kwargs) if rest is None else factory(rest, **kwargs)

@@ -8,7 +8,8 @@ self-contained (stdlib only, no bonbench imports) and must leave almost nothing 
 Why the program runs in this same process instead of an ``exec`` of a second interpreter: one
 interpreter start-up is ~10 ms, which is most of the per-execution cost; the limits are process
 attributes, so setting them here and then running the program in place is equivalent. The only
-modules imported besides what ``python -S`` already loads are ``resource`` and ``builtins``.
+modules imported besides what ``python -S`` already loads are ``resource`` and ``builtins``
+(``posix`` is built in and loaded at start-up).
 
 What it does not do: it does not change uid (bubblewrap or the host already did), does not
 filter syscalls, and cannot stop a program from raising its own *soft* limits up to the hard ones
@@ -16,6 +17,11 @@ filter syscalls, and cannot stop a program from raising its own *soft* limits up
 so that SIGXCPU comes first and SIGKILL one second later).
 """
 
+# Every name is bound with a leading underscore and deleted after set-up: the program runs in this
+# same ``__main__`` namespace and should find nothing of ours in it. builtins and posix are built into
+# the interpreter and already loaded at start-up (importing them costs nothing).
+import builtins as _b
+import posix as _p
 import resource as _r
 import sys as _s
 
@@ -42,11 +48,9 @@ def _bonbench_setup() -> None:
             _s.stderr.flush()
             raise SystemExit(125)
     # Tell the host the limits are in place and the program is about to run: from here on, a
-    # failure is the program's (even if it prints "bwrap: ..."), not the sandbox's. posix is built in.
-    import posix
-
-    posix.write(started_fd, b"1")
-    posix.close(started_fd)
+    # failure is the program's (even if it prints "bwrap: ..."), not the sandbox's.
+    _p.write(started_fd, b"1")
+    _p.close(started_fd)
     _s.argv = ["main.py"]
     # sys.path[0] stays "" (the working directory, which holds main.py), as with `python main.py`.
     # Not importing os here on purpose: without site.py nothing has imported it yet, and it costs
@@ -56,13 +60,11 @@ def _bonbench_setup() -> None:
     def _quit(code: object = None) -> None:
         raise SystemExit(code)
 
-    import builtins
-
-    builtins.exit = builtins.quit = _quit
+    _b.exit = _b.quit = _quit
 
 
 _bonbench_setup()
-del _bonbench_setup, _r, _s
+del _bonbench_setup, _b, _p, _r, _s
 __file__ = "main.py"
 # exec of a str, not compile(): the first compile() call builds all ~100 AST types (1-8 ms measured
 # here, the largest single cost of this launcher). The price: tracebacks name the program

@@ -16,6 +16,7 @@ This module does not choose what to optimise (``loop`` and ``objectives`` do).
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -253,8 +254,6 @@ class Policy:
     def export(self, folder: Path) -> str:
         """Write a merged Hugging Face folder (bf16 weights, tokenizer); return the weights' sha256.
         The adapters are merged into a copy, so training can go on afterwards."""
-        import copy
-
         folder.mkdir(parents=True, exist_ok=True)
         model = self.lm if self.cfg.full_finetune else copy.deepcopy(self.lm).merge_and_unload()
         model = copy.deepcopy(model) if self.cfg.full_finetune else model

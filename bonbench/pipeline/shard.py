@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from bonbench.core.errors import BonbenchError
-from bonbench.pipeline.stages import problem_set_id
+from bonbench.pipeline.prepared import problem_set_id
 from bonbench.core.records import Grade, Problem, Sample, Score, from_row
 from bonbench.core.store import JsonlTable, R, RunStore, atomic_write_json, read_json
 

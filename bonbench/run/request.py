@@ -8,15 +8,16 @@ from its flags; this module parses no flags and loads nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
-from bonbench.core import models, ray_cluster
+from bonbench.core import flags, models, ray_cluster
+from bonbench.core.settings import setting
 from bonbench.metrics.estimators import MetricSpec
 from bonbench.pipeline.readers import ImportedSamples
-from bonbench.pipeline.shard import Coverage, ShardSpec
-from bonbench.pipeline.stages import PreparedRun
+from bonbench.pipeline.shard import Coverage, ShardSpec, parse_shard
+from bonbench.pipeline.prepared import PreparedRun
 
 
 @dataclass(frozen=True)
@@ -27,35 +28,65 @@ class RunRequest:
     ``samples`` imports a samples file instead of sampling (backend ``scripted``). ``engine_args``
     are the backend settings the user gave (``max_model_len``, ``batch_size``, ...), checked against
     the backend's typed options (``sampler.select``). ``n=None`` means the largest k
-    (or, for imported samples, every sample the file has).
+    (or, for imported samples, every sample the file has). Each field is also a flag of ``bonbench
+    run`` / ``score`` (``bonbench.core.settings``: help, spelling and range written here once).
     """
 
-    task: str
-    task_args: Mapping[str, str] = field(default_factory=dict)
-    metrics: tuple[str, ...] = ()
-    n: int | None = None
-    model: str | None = None
-    backend: str | None = None
-    samples: Path | None = None
-    temperatures: tuple[float, ...] = (1.0,)
-    top_ps: tuple[float, ...] = (1.0,)
-    max_tokens: int | None = None
-    seed: int = 0
-    prompt_style: str = "auto"
-    dtype: str = "bfloat16"
-    verifier: str | None = None
-    limit: int | None = None
-    data_dir: str | None = None
-    out: Path = Path("results")
-    n_boot: int = 1000
-    unsafe_no_sandbox: bool = False
-    engine_args: Mapping[str, Any] = field(default_factory=dict)
-    reward_model: str | None = None  # the grader of a reward-judged task (its -T reward_model)
-    ref_model: str | None = None  # KL of every sample to this reference policy (metric ``kl``)
-    ref_run: Path | None = None  # winrate against this run's samples (else the task's reference answers)
-    ray: str | None = None  # --ray: "local" (start one here), "auto" or HOST:PORT; None: no Ray
-    ray_workers: int | None = None  # --ray-workers: sampling actors (default: one per GPU, else per node)
-    shard: ShardSpec | None = None  # run only this slice of the problems, into the run's shards/ folder
+    task: str | None = setting(None, help="task name (see `bonbench list tasks`)")
+    task_args: Mapping[str, str] = setting(default_factory=dict, flag="-T", help="task argument, repeatable")
+    metrics: tuple[str, ...] = setting((), flag="--metric",
+                                       help="pass@k, bon@k, maj@k, mean; repeatable; list form pass@1,4,16")
+    n: int | None = setting(None, range=flags.AT_LEAST_1, help="samples per problem (default: the largest k requested)")
+    model: str | None = setting(None, env="BONBENCH_MODEL", help="hub id, local folder, or gemma-3-270m (default)")
+    backend: str | None = setting(None, env="BONBENCH_BACKEND",
+                                  help="vllm (default when it imports), hf, openai (a served model: --endpoint), scripted")
+    samples: Path | None = setting(None, help="with --backend scripted: a samples file to replay (formats as `score --samples`)")
+    temperatures: tuple[float, ...] = setting(
+        (1.0,), flag="--temperature", comma=True, range=flags.AT_LEAST_0,
+        help="sampling temperature; a comma list runs a sweep (one engine load)")
+    top_ps: tuple[float, ...] = setting((1.0,), flag="--top-p", comma=True, range=flags.SHARE,
+                                        help="nucleus mass; a comma list sweeps too")
+    max_tokens: int | None = setting(None, range=flags.AT_LEAST_1, help="max new tokens (default: the task's)")
+    seed: int = setting(0, range=flags.AT_LEAST_0, help="engine seed")
+    prompt_style: Literal["auto", "base", "chat"] = setting(
+        "auto", help="few-shot text for base models, chat template for instruct models (auto: from the model)")
+    dtype: str = setting("bfloat16", help="weights dtype of the engine (bfloat16, float16, float32)")
+    verifier: str | None = setting(
+        None, help="verifier for bon@k: logprob, oracle, rm:<reward model spec> (bonbench list reward-models) or "
+                   "learned:PATH (bonbench train-verifier); default: the newest learned verifier under <out>/verifiers, "
+                   "then results/verifiers, for this task family and model, else logprob")
+    limit: int | None = setting(None, range=flags.AT_LEAST_1, help="evaluate only the first N problems")
+    data_dir: str | None = setting(None, help="local dataset mirror (default: $BONBENCH_DATA_DIR, else the hub)")
+    out: Path = setting(Path("results"), env="BONBENCH_OUT", help="results root (default: results/)")
+    n_boot: int = setting(1000, range=flags.AT_LEAST_1, help="bootstrap resamples for CIs")
+    unsafe_no_sandbox: bool = setting(
+        False, help="code tasks: run model code without bubblewrap (rlimits, uid change and group kill still apply)")
+    # the CLI's engine flags (bonbench.apps.cli.evaluation.EngineFlags), the ones given
+    engine_args: Mapping[str, Any] = setting(default_factory=dict, cli=False,
+                                             help="backend settings by name (the engine flags of `bonbench run`)")
+    # the grader of a reward-judged task (its -T reward_model)
+    reward_model: str | None = setting(
+        None, help="reward-judged tasks (imdb, tldr): the reward model that grades, a name from "
+                   "`bonbench list reward-models`, a folder or hub id (same as -T reward_model=...)")
+    # KL of every sample to this reference policy (metric ``kl``)
+    ref_model: str | None = setting(
+        None, help="reference policy (hub id, folder, gemma-3-270m): adds metric kl, the mean of "
+                   "log pi(y|x) - log pi_ref(y|x) over samples (teacher-forced, transformers)")
+    # winrate against this run's samples (else the task's reference answers)
+    ref_run: Path | None = setting(
+        None, help="reward-judged tasks: the run whose samples winrate compares with (default: the "
+                   "task's reference answers, e.g. TL;DR's human summaries)")
+    # "local" (start one here), "auto" or HOST:PORT; None: no Ray
+    ray: str | None = setting(
+        None, const="local", metavar="ADDRESS",
+        help="sample on Ray actors and run code tests as Ray tasks: no value starts a local Ray, `auto` joins "
+             "this machine's cluster, HOST:PORT a head's (docs/scale-out.md)")
+    ray_workers: int | None = setting(
+        None, range=flags.AT_LEAST_1, help="with --ray: sampling actors (default: one per GPU, else one per node)")
+    # run only this slice of the problems, into the run's shards/ folder
+    shard: ShardSpec | None = setting(
+        None, parse=parse_shard, help="i/n: run only shard i of n (1-based; a Slurm array task each) into the run's "
+                                      "shards/ folder; `bonbench merge RUN_DIR` combines them (docs/scale-out.md)")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Sequence
 
 from bonbench.metrics.estimators import MetricSpec
-from bonbench.pipeline.stages import needs_scores
+from bonbench.pipeline.scoring import needs_scores
 from bonbench.plugins.verifiers import folder as verifier_folder
 
 # the bonbench checkout (bonbench/run/verifier_choice.py -> the repository root)

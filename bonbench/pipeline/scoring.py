@@ -1,0 +1,172 @@
+"""The last stage: metrics from a run's grades (and verifier scores), written to metrics.json and
+curves.json.
+
+``score`` computes every requested metric from the joined rows (dataset-wide, per task-defined
+group, the task's own extra metrics), merges the metrics other modules computed (a
+``MetricsPatch``: ``bonbench.pipeline.compare``'s kl and win rates) and keeps earlier metrics of
+the same problems, n and grading. This module reads no samples and runs no grader or verifier
+(``bonbench.pipeline.stages`` does).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
+
+from bonbench import __version__
+from bonbench.api.task import Task
+from bonbench.core.errors import BonbenchError
+from bonbench.core.provenance import git_sha
+from bonbench.core.records import Grade, MetricsPatch, MetricValue, Problem, Sample, Score
+from bonbench.core.store import read_json
+from bonbench.metrics.estimators import MetricSpec, ProblemOutcome, compute_curves, compute_metrics, group_metric_name
+from bonbench.pipeline.prepared import PreparedRun, grading, problem_set_id
+
+Key = tuple[str, int]
+# metrics computed beside a run's own from its samples and grades (``bonbench.pipeline.compare``)
+Extras = Callable[[dict[Key, Sample], dict[Key, Grade]], MetricsPatch]
+
+
+def needs_scores(specs: Sequence[MetricSpec]) -> bool:
+    """Whether some metric (bon@k) needs a verifier's scores."""
+    return any(s.kind == "bon" for s in specs)
+
+
+def outcomes(run: PreparedRun, grades: dict[Key, Grade], scores: dict[Key, Score] | None) -> list[ProblemOutcome]:
+    """Per-problem vectors over each problem's samples (in sample_idx order), joined by key."""
+    by_problem: dict[str, list[Key]] = {}
+    for key in sorted(grades):
+        by_problem.setdefault(key[0], []).append(key)
+    reward = run.task.judged_by == "reward"
+    if reward:
+        unscored = [k for k, g in grades.items() if g.score is None]
+        if unscored:
+            g = grades[unscored[0]]
+            raise BonbenchError(f"{len(unscored)} grades of reward-judged task {run.task.name!r} have no reward "
+                                f"(e.g. {g.key}: {g.error or 'no score'}); fix the reward model and run `bonbench score` again")
+    out = []
+    for p in run.problems:
+        keys = by_problem.get(p.id, [])
+        out.append(ProblemOutcome(
+            problem_id=p.id,
+            # binary tasks: 1.0 / 0.0 from the verdict; reward-judged tasks: the real-valued reward
+            correct=tuple(float(grades[k].score) if reward else (1.0 if grades[k].correct else 0.0) for k in keys),  # type: ignore[arg-type]
+            answers=tuple(grades[k].answer for k in keys),
+            scores=None if scores is None else tuple(scores[k].score for k in keys),
+        ))
+    return out
+
+
+def _metric_json(m: MetricValue) -> dict[str, Any]:
+    return {"value": m.value, "ci95": list(m.ci95), "n_problems": m.n_problems}
+
+
+def group_metrics(task: Task, problems: Sequence[Problem], outs: Sequence[ProblemOutcome], specs: Sequence[MetricSpec],
+                  n_boot: int, seed: int) -> tuple[dict[str, MetricValue], dict[str, dict[str, float]]]:
+    """Every metric of ``specs`` on each group of each of ``task.breakdowns``, named ``metric[breakdown=group]``.
+
+    ``outs[i]`` is the outcome of ``problems[i]``. A group's metrics are ``compute_metrics`` on its
+    problems alone with the same ``n_boot`` and ``seed``, so they equal scoring that group as a
+    run of its own, CIs included. Groups appear in the order of their first problem.
+    """
+    values: dict[str, MetricValue] = {}
+    per_problem: dict[str, dict[str, float]] = {}
+    for breakdown, group_of in task.breakdowns.items():
+        groups: dict[str, list[ProblemOutcome]] = {}
+        for p, o in zip(problems, outs, strict=True):
+            assert p.id == o.problem_id, f"outcome {o.problem_id!r} is not problem {p.id!r}'s"
+            group = group_of(p)
+            if group is not None:
+                groups.setdefault(str(group), []).append(o)
+        for group, members in groups.items():
+            vals, pp = compute_metrics(members, specs, n_boot=n_boot, seed=seed)
+            for name, m in vals.items():
+                full = group_metric_name(name, breakdown, group)
+                values[full] = replace(m, name=full)
+                per_problem[full] = pp[name]
+    return values, per_problem
+
+
+def _task_extras(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade],
+                 scores: dict[Key, Score] | None, n_boot: int) -> dict[str, dict[str, Any]]:
+    """The task's own metrics (``Task.extra_metrics``) from its grades and scores grouped by problem."""
+    if run.task.extra_metrics is None:
+        return {}
+    by_problem: dict[str, list[Grade]] = {}
+    for (pid, _), g in sorted(grades.items()):
+        by_problem.setdefault(pid, []).append(g)
+    scores_by_problem: dict[str, list[Score]] | None = None
+    if scores is not None:
+        scores_by_problem = {}
+        for (pid, _), sc in sorted(scores.items()):
+            scores_by_problem.setdefault(pid, []).append(sc)
+    task_extra = run.task.extra_metrics(by_problem, specs=[s.name for s in specs], scores_by_problem=scores_by_problem,
+                                        seed=run.cfg.seed, n_boot=n_boot)
+    return {name: _metric_json(m) if isinstance(m, MetricValue) else dict(m) for name, m in task_extra.items()}
+
+
+def _kept(run: PreparedRun, verifier: str | None, scorer: tuple[int, str]) -> dict[str, Any]:
+    """The metrics.json to update: the earlier one when it scored the same problems, n, grader
+    version and grading settings (without bon@k of another verifier, which is stale), else empty.
+    Files written before "grading" existed count as graded by the current version with no settings."""
+    doc: dict[str, Any] = {"metrics": {}, "per_problem": {}}
+    if not run.store.metrics_path.exists():
+        return doc
+    old = read_json(run.store.metrics_path)
+    current = grading(run.task)
+    old_grading = old.get("grading") or {}
+    same_grading = (old_grading.get("grading_id", "") == current["grading_id"]
+                    and old_grading.get("grader_version", current["grader_version"]) == current["grader_version"])
+    if old.get("problem_set") != problem_set_id(run.problems) or old.get("n") != run.cfg.n or not same_grading:
+        return doc
+    stale = [m for m, v in old["metrics"].items() if m.startswith("bon@") and (
+        v.get("verifier") != verifier or v.get("verifier_version", 1) != scorer[0]
+        or v.get("verifier_fingerprint", "") != scorer[1])]
+    for name in stale:
+        old["metrics"].pop(name)
+        old["per_problem"].pop(name, None)
+    return old
+
+
+def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade],
+          scores: dict[Key, Score] | None, verifier: str | None, n_boot: int = 1000,
+          scorer: tuple[int, str] = (1, ""), extra: MetricsPatch | None = None,
+          facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Compute metrics (dataset-wide, per task-defined group, task extras) and curves, merge them
+    and ``extra`` (``bonbench.pipeline.compare``'s metrics) into metrics.json (same problem set), write curves.json.
+    ``facts`` are top-level entries written with them (``bonbench.run.merge``'s ``shards``).
+
+    ``scorer`` is the verifier's (version, fingerprint) (``scorer_id``): bon@k values stored under
+    another verifier, version or fingerprint are dropped rather than merged.
+    """
+    outs = outcomes(run, grades, scores)
+    values, per_problem = compute_metrics(outs, specs, n_boot=n_boot, seed=run.cfg.seed)
+    by_group, by_group_pp = group_metrics(run.task, run.problems, outs, specs, n_boot=n_boot, seed=run.cfg.seed)
+    values.update(by_group)
+    per_problem = {**per_problem, **by_group_pp}
+    metrics = {name: _metric_json(m) for name, m in values.items()}
+    metrics.update(_task_extras(run, specs, grades, scores, n_boot))
+    if extra is not None:
+        metrics.update({name: dict(m) for name, m in extra.metrics.items()})
+        per_problem.update({name: dict(v) for name, v in extra.per_problem.items()})
+    for name in metrics:
+        if name.startswith("bon@"):
+            metrics[name].update({"verifier": verifier, "verifier_version": scorer[0], "verifier_fingerprint": scorer[1]})
+    doc = _kept(run, verifier, scorer)
+    doc["metrics"].update(metrics)
+    doc["per_problem"].update(per_problem)
+    doc.update({
+        "task": run.task.name, "model": run.cfg.model, "n": run.cfg.n, "verifier": verifier,
+        "grader": run.task.grader.name, "grading": grading(run.task), "problem_set": problem_set_id(run.problems),
+        "n_problems": len(run.problems),
+        "provenance": {"bonbench_version": __version__, "git_sha": git_sha(), "config_hash": run.run_hash,
+                       "dataset_fingerprint": run.task.fingerprint,
+                       "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+    })
+    doc.update(facts or {})
+    run.store.write_metrics(doc)
+    # reward-judged tasks: the expected-max curve (max@k) instead of pass/maj, which do not apply
+    kinds = (("max",) if run.task.judged_by == "reward" else ("pass", "maj")) + (("bon",) if scores is not None else ())
+    run.store.write_curves(compute_curves(outs, kinds=kinds, n_boot=n_boot, seed=run.cfg.seed))
+    return doc

@@ -1,7 +1,8 @@
 """HTML tables and JSON for the scaling-law families, their per-curve choice, the parameter trends
 in temperature and the fitted T*(N), as ``report.html`` / ``report.json`` show them.
 
-Only formatting: the numbers come from ``laws`` and ``temperature``; ``html`` places the pieces.
+What it does not do: fit or draw. Only formatting: the numbers come from ``laws`` and ``temperature``;
+``html`` and ``sweep`` place the pieces.
 """
 
 from __future__ import annotations

@@ -20,7 +20,9 @@ with F(r) = Pr_{y'~pi_ref}[r(y') < r] (strict), estimated per prompt from M refe
   -(1/N) KL(pi_theta || pi_bon).
 
 Rewards, log-probabilities and reference rewards are plain floats (no gradient). Expert rows get
-weight 0. Every weight carries the group's 1/G. Exactness: tests/test_objectives_bon.py.
+weight 0. Every weight carries the group's 1/G. Exactness: tests/test_objectives_bon.py. Not here:
+tensors, sampling, or the reference model's log-probabilities (the trainer computes those and passes
+them in the ``Group``).
 """
 
 from __future__ import annotations

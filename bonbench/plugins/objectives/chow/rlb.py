@@ -9,6 +9,8 @@ prose's '-' has expectation (1+p)/(1-p) grad J. p can also come from the trainer
 head (``p_source="value"``, Chow et al.'s choice: "the value network estimates the failure
 probability p, and its estimates are clipped").
 Exactness: tests/test_objectives_bon.py, tests/test_objectives_exactness.py; docs/objectives-bon.md.
+Not here: tensors, sampling or the value head's training (the trainer turns these weights into the
+loss and fits the value head).
 """
 
 from __future__ import annotations

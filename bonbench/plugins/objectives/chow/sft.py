@@ -1,6 +1,8 @@
 """Chow et al.'s BoN-SFT (Lemma 1, §2.3) with the exponential tilt pi_lambda and its lambda_N (§2.2),
 and the supervised baselines: SFT on the expert rows, STaR on the policy's own correct samples.
-Exactness: tests/test_objectives_bon.py; docs/objectives-bon.md.
+Exactness: tests/test_objectives_bon.py; docs/objectives-bon.md. Like every objective, these only
+turn a group's numbers into per-sample weights: no tensors, no sampling, no optimiser step (the
+trainer does those).
 """
 
 from __future__ import annotations

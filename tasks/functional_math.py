@@ -17,8 +17,7 @@ the last group can be cut (its id then counts as untested / incomplete). ``meta`
 ``variant`` ("static" or the snapshot), ``snapshot`` (None for static), ``unique_id``,
 ``functionalized`` (whether the id has snapshots), ``level`` and ``subject``.
 
-Prompts and grading are the ``math`` task's (same few-shot exemplars, chat prompt and MATH grader);
-only the problems differ.
+Prompts and grading are the math family's (``bonbench.plugins.graders.math_family``); only the problems differ.
 
 Metrics. The generic metrics (pass@k, maj@k, bon@k over all problem ids) pool static and snapshot
 problems; they are not the paper's numbers. The task declares the ``variant`` breakdown
@@ -49,17 +48,11 @@ number) and a warning is printed when coverage is 70% or less (their check is
 functionalized ids (``-T static=functionalized``: the number would be the functional-only gap
 below), or when static accuracy is 0.
 
-The functional-only variant (:func:`functional_only_metrics`, bonbench's first definition), over the
-functionalized ids whose static problem and every selected snapshot were graded:
-``static_accuracy_functional_only``, ``functional_accuracy`` and ``reasoning_gap_functional_only``.
-It drops the problems without a functional version, which the authors count with their static
-outcome, so its gap is systematically larger (math-reference, "Functional MATH reasoning gap").
-
-Each comes with a 95% CI from the shared bootstrap (``estimators.bootstrap_ci``) over unique_ids,
-seeded with the run's seed and resampled ``n_boot`` times; values of the same resampled ids are
-averaged together (paired). A ratio of two means (a gap, the coverage) gets the bootstrap interval
-of its first-order (delta-method) linearisation (:func:`_ratio_terms`), which accounts for the
-correlation of numerator and denominator.
+The functional-only variant (:func:`functional_only_metrics`, bonbench's first definition) is over
+the functionalized ids with every variant graded; it drops the problems without a functional
+version, which the authors count with their static outcome, so its gap is systematically larger.
+Each number has a paired 95% CI from the shared bootstrap over unique_ids (the run's seed and
+``n_boot``); a ratio (a gap, the coverage) that of its delta-method linearisation (:func:`_ratio_terms`).
 
 This module does not grade, sample or render prompts itself; it does not download anything (there
 is no hub copy of MATH(); the snapshots are read from a local mirror). The MATH() data is GPL-3.0.
@@ -73,14 +66,12 @@ from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
+from bonbench.api.task import Task, register_task
 from bonbench.core.data import file_fingerprint, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import bootstrap_ci, mean_correct
-from bonbench.core.prompts import MATH_FEWSHOT
 from bonbench.core.records import Grade, Problem
-from bonbench.api.task import Task, register_task
-# SUBJECTS: MATH folder name (as in unique_id) -> display name (the "type" field)
-from bonbench_tasks.math import SUBJECTS, math_style_task
+from bonbench.metrics.estimators import bootstrap_ci, mean_correct
+from bonbench.plugins.graders.math_family import check_fewshot, level_int, math_style_task, parse_level, parse_subject
 
 TASK_NAME = "functional_math"
 VERSION = 1
@@ -136,31 +127,6 @@ def parse_static_set(static: str | None) -> str:
         raise BonbenchError(f"functional_math: -T static={static!r} is not a static set; choose all (every MATH test "
                             "problem, the authors' reasoning gap) or functionalized (the 1,745 ids with snapshots)")
     return key
-
-
-def parse_level(level: str | int | None) -> int | None:
-    """``3``, ``"3"``, ``"level 3"`` or ``"Level 3"`` -> ``3``; None keeps all levels."""
-    if level is None or str(level).strip() == "":
-        return None
-    text = str(level).strip().lower().replace("level", "").strip()
-    if text not in {"1", "2", "3", "4", "5"}:
-        raise BonbenchError(f"functional_math: -T level={level!r} is not a MATH level; use 1..5 (or 'Level 3')")
-    return int(text)
-
-
-def _level_int(raw: str) -> int | None:
-    digits = "".join(ch for ch in str(raw) if ch.isdigit())
-    return int(digits) if digits else None
-
-
-def parse_subject(subject: str | None) -> str | None:
-    """A MATH subject by folder name (``number_theory``) or display name (``Number Theory``)."""
-    if subject is None or str(subject).strip() == "":
-        return None
-    key = str(subject).strip().lower().replace("&", "and").replace("-", "_").replace(" ", "_")
-    if key in SUBJECTS:
-        return SUBJECTS[key]
-    raise BonbenchError(f"functional_math: unknown -T subject={subject!r}; choose from {', '.join(SUBJECTS)}")
 
 
 def _snapshot_path(root: Path, snapshot: str) -> Path:
@@ -222,11 +188,11 @@ def build_problems(static: Mapping[str, Mapping[str, Any]], snaps: Mapping[str, 
         has_fn = uid in functionalized
         if static_set == "functionalized" and not has_fn:
             continue
-        if level is not None and _level_int(srow["level"]) != level:
+        if level is not None and level_int(srow["level"]) != level:
             continue
         if subject is not None and srow["type"] != subject:
             continue
-        meta = {"unique_id": uid, "level": _level_int(srow["level"]), "subject": srow["type"], "functionalized": has_fn}
+        meta = {"unique_id": uid, "level": level_int(srow["level"]), "subject": srow["type"], "functionalized": has_fn}
         out.append(Problem(id=problem_id(STATIC, uid), input=srow["problem"], target=srow["answer"],
                            meta={**meta, "variant": STATIC, "snapshot": None}))
         for snap in snapshots if has_fn else ():
@@ -420,15 +386,14 @@ class FunctionalMetrics:
 
 
 @register_task(TASK_NAME, family="math")
-def functional_math_task(data_dir: str | None = None, snapshots: str = ",".join(SNAPSHOTS), level: int | None = None,
+def functional_math_task(data_dir: str | None = None, snapshots: str = ",".join(SNAPSHOTS), level: int | str | None = None,
                          subject: str | None = None, fewshot: int = 4, static: str = "all") -> Task:
     """MATH() snapshots next to static MATH; ``snapshots`` (comma list), ``level`` (1-5), ``subject``
     and ``static`` (``all``: every MATH test problem statically, ``functionalized``: the 1,745 ids
     with snapshots) select problems; ``fewshot`` (base prompt exemplars, as in the math task) is hashed."""
     chosen = parse_snapshots(snapshots)
-    lvl, subj, static_set = parse_level(level), parse_subject(subject), parse_static_set(static)
-    if not 0 <= int(fewshot) <= len(MATH_FEWSHOT):
-        raise BonbenchError(f"fewshot must be between 0 and {len(MATH_FEWSHOT)}, got {fewshot}")
+    lvl, subj, static_set = parse_level(level, TASK_NAME), parse_subject(subject, TASK_NAME), parse_static_set(static)
+    check_fewshot(fewshot)
     static_rows, snaps, fingerprint = load_rows(data_dir)
     problems = build_problems(static_rows, snaps, chosen, lvl, subj, static_set)
     if not problems:

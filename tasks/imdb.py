@@ -32,6 +32,8 @@ from bonbench.core.data import file_fingerprint, load_hub, local_file, read_json
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Prompt
 from bonbench.api.task import PromptStyle, Task, register_task
+from bonbench.plugins.rewards.base import RewardGrader
+from bonbench.plugins.rewards.registry import get_reward_model
 
 TASK_NAME = "imdb"
 VERSION = 1
@@ -104,9 +106,6 @@ def imdb_task(data_dir: Path | None = None, split: str = "test", n_prompts: int 
     root = resolve_data_dir(data_dir)
     rows, fingerprint = _rows(root, split)
     problems = build_problems(rows, count, int(seed), int(min_words), int(max_words))
-    from bonbench.plugins.rewards.base import RewardGrader
-    from bonbench.plugins.rewards.registry import get_reward_model
-
     grader = RewardGrader(get_reward_model(reward_model, data_dir=root))
     return Task(name=TASK_NAME, version=VERSION, problems=problems, render=render, grader=grader, prompt_id=PROMPT_ID,
                 default_metrics=("mean",), max_tokens=int(max_new_tokens),

@@ -15,53 +15,31 @@ and local runs of ``math`` do not share problem ids; MATH-500 has its ids in bot
 Filters ``level`` and ``subject`` select problems without changing any problem's prompt, so they
 stay out of ``hash_args`` (runs share samples); ``fewshot`` changes the base prompt and is hashed.
 
-This module loads and renders; grading is ``bonbench.plugins.graders.math.MathGrader``.
+This module loads problems; prompts and the Task's assembly are the math family's
+(``bonbench.plugins.graders.math_family``), grading ``bonbench.plugins.graders.math.MathGrader``.
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable
 
+from bonbench.api.task import Task, register_task
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.graders.math import MathGrader, extract_answer
-from bonbench.core.prompts import MATH_FEWSHOT, math_prompt
-from bonbench.core.records import Problem, Prompt
-from bonbench.api.task import PromptStyle, Task, register_task
+from bonbench.core.records import Problem
+from bonbench.plugins.graders.math import extract_answer
+# MATH's prompts, subjects and Task assembly, shared with the other math-family tasks; re-exported
+from bonbench.plugins.graders.math_family import (PROMPT_ID, SUBJECTS, check_fewshot, level_int, make_render, math_style_task,
+                                                  subject_folder)
 
 VERSION = 1
-PROMPT_ID = "math-prompt-v1"
 HUB_MATH = "EleutherAI/hendrycks_math"
 HUB_MATH500 = "HuggingFaceH4/MATH-500"
-# subject folder (unique_id / hub config name) -> display name (the "type" field)
-SUBJECTS: dict[str, str] = {
-    "algebra": "Algebra",
-    "counting_and_probability": "Counting & Probability",
-    "geometry": "Geometry",
-    "intermediate_algebra": "Intermediate Algebra",
-    "number_theory": "Number Theory",
-    "prealgebra": "Prealgebra",
-    "precalculus": "Precalculus",
-}
 SUBSETS = ("full", "math500")
 SPLITS = ("train", "test")
-
-
-def _level(raw: Any) -> int | None:
-    if isinstance(raw, int):
-        return raw
-    digits = "".join(ch for ch in str(raw) if ch.isdigit())
-    return int(digits) if digits else None
-
-
-def _folder(subject: str) -> str:
-    """Subject folder for a display name or folder name."""
-    for folder, display in SUBJECTS.items():
-        if subject.lower() in (folder, display.lower()):
-            return folder
-    return subject.lower().replace(" & ", "_and_").replace(" ", "_")
+__all__ = ["PROMPT_ID", "SUBJECTS", "make_render", "math500_task", "math_style_task", "math_task", "render", "to_problem"]
 
 
 def to_problem(row: dict[str, Any], split: str = "test") -> Problem:
@@ -70,11 +48,11 @@ def to_problem(row: dict[str, Any], split: str = "test") -> Problem:
     uid = row.get("unique_id")
     if not uid:
         digest = hashlib.sha256(row["problem"].encode("utf-8")).hexdigest()[:12]
-        uid = f"{split}/{_folder(subject)}/h{digest}.json"
+        uid = f"{split}/{subject_folder(subject)}/h{digest}.json"
     answer = row.get("answer")
     if not answer:
         answer = extract_answer(row.get("solution", "")) or ""
-    meta: dict[str, Any] = {"level": _level(row.get("level")), "subject": subject}
+    meta: dict[str, Any] = {"level": level_int(row.get("level")), "subject": subject}
     if split == "train" and row.get("solution"):
         meta["solution"] = row["solution"]  # the worked solution: expert rows of the trainer's SFT-style objectives
     return Problem(id=uid, input=row["problem"], target=answer, meta=meta)
@@ -105,20 +83,11 @@ def _select(problems: Iterable[Problem], level: int | None, subject: str | None)
     if subject is not None:
         want = subject.strip().lower()
         valid = sorted({str(p.meta.get("subject")) for p in out} | set(SUBJECTS.values()))
-        match = {v for v in valid if want in (v.lower(), _folder(v))}
+        match = {v for v in valid if want in (v.lower(), subject_folder(v))}
         if not match:
             raise BonbenchError(f"unknown subject {subject!r}; choose one of: {', '.join(valid)} (folder names such as number_theory work too)")
         out = tuple(p for p in out if p.meta.get("subject") in match)
     return out
-
-
-def make_render(fewshot: int = 4) -> Callable[[Problem, PromptStyle], Prompt]:
-    """The renderer with ``fewshot`` exemplars (base style); chat style ignores ``fewshot``."""
-
-    def render(problem: Problem, style: PromptStyle) -> Prompt:
-        return math_prompt(problem, style, fewshot=fewshot)
-
-    return render
 
 
 render = make_render(4)
@@ -132,38 +101,13 @@ def _build(name: str, data_dir: str | None, split: str, subset: str, level: int 
         raise BonbenchError(f"unknown split {split!r}; choose one of: {', '.join(SPLITS)}")
     if subset == "math500" and split != "test":
         raise BonbenchError("MATH-500 has only a test split; drop -T split or use -T split=test")
-    if not 0 <= int(fewshot) <= len(MATH_FEWSHOT):
-        raise BonbenchError(f"fewshot must be between 0 and {len(MATH_FEWSHOT)}, got {fewshot}")
+    check_fewshot(fewshot)
     rows, fingerprint = _load_rows(resolve_data_dir(data_dir), split, subset)
     problems = _select((to_problem(r, split) for r in rows), level, subject)
     if not problems:
         raise BonbenchError(f"no {name} problems match level={level!r} subject={subject!r}; loosen the filters")
     return math_style_task(name, VERSION, problems, fingerprint, int(fewshot),
                            "MATH-500 (PRM800K test split)" if subset == "math500" else f"Hendrycks MATH ({split})")
-
-
-def math_style_task(name: str, version: int, problems: tuple[Problem, ...], fingerprint: str, fewshot: int,
-                    description: str, max_tokens: int = 512, extra_metrics: Callable[..., Any] | None = None,
-                    breakdowns: Mapping[str, Callable[[Problem], str | None]] | None = None) -> Task:
-    """A Task with MATH's prompts, grader and default metrics; the held-out math tasks build theirs here too.
-
-    ``breakdowns`` and ``extra_metrics`` are the task's per-group and task-specific metrics (``Task``)."""
-    return Task(
-        name=name,
-        version=version,
-        problems=problems,
-        render=make_render(fewshot),
-        grader=MathGrader(),
-        prompt_id=PROMPT_ID,
-        default_metrics=("pass@1", "maj@4", "pass@4"),
-        max_tokens=max_tokens,
-        # level/subject/snapshot filters only select problems; a problem's prompt depends on fewshot alone
-        hash_args={"fewshot": fewshot},
-        fingerprint=fingerprint,
-        breakdowns=dict(breakdowns or {}),
-        extra_metrics=extra_metrics,
-        description=description,
-    )
 
 
 @register_task("math", family="math")

@@ -40,10 +40,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
-from bonbench.core.prompts import MATH_FEWSHOT
 from bonbench.core.records import Grade, Problem
 from bonbench.api.task import Task, register_task
-from bonbench_tasks.math import math_style_task
+from bonbench.plugins.graders.math import canonical_answer, extract_answer, is_equiv
+from bonbench.plugins.graders.math_family import check_fewshot, math_style_task
 
 TASK_NAME = "mathodyssey"
 VERSION = 1
@@ -194,8 +194,6 @@ def abstention_reason(gold: str) -> str | None:
     answer from ``\\boxed{gold}`` or cannot canonicalise it); ``not self-equivalent`` (the gold,
     boxed and re-extracted, is not equivalent to itself); ``grader error: ...`` (it raised).
     """
-    from bonbench.plugins.graders.math import canonical_answer, extract_answer, is_equiv
-
     cleaned = clean_answer(gold)
     if not cleaned:
         return "empty"
@@ -364,8 +362,7 @@ def mathodyssey_task(data_dir: str | None = None, level: str | None = None, subj
                      include_abstained: bool = False, fewshot: int = 4) -> Task:
     """MathOdyssey graded by the MATH rule grader; ``level`` / ``subject`` filter (comma lists),
     ``include_abstained`` keeps problems whose gold answer the grader cannot check."""
-    if not 0 <= int(fewshot) <= len(MATH_FEWSHOT):
-        raise BonbenchError(f"fewshot must be between 0 and {len(MATH_FEWSHOT)}, got {fewshot}")
+    check_fewshot(fewshot)
     rows, fingerprint = load_rows(data_dir)
     levels = parse_levels(level)
     subjects = parse_subjects(subject, {r["label"] for r in rows})

@@ -35,7 +35,7 @@ from bonbench.plugins.graders.code import CodeGrader, ExecCase, default_cache_di
 from bonbench.plugins.graders.replay import CallTest
 from bonbench.core.records import Problem
 from bonbench.api.task import Task, register_task
-from bonbench_tasks.code_contests import build_stdin_jobs, float_tolerance, limits, render_stdin, solution_code
+from bonbench.plugins.graders.stdin_programs import build_stdin_jobs, float_tolerance, limits, render_stdin, solution_code
 
 TASK_NAME = "taco"
 VERSION = 1

@@ -25,6 +25,8 @@ from bonbench.core.data import file_fingerprint, load_hub, local_file, read_json
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Prompt
 from bonbench.api.task import PromptStyle, Task, register_task
+from bonbench.plugins.rewards.base import RewardGrader
+from bonbench.plugins.rewards.registry import get_reward_model
 
 TASK_NAME = "tldr"
 VERSION = 1
@@ -69,9 +71,6 @@ def tldr_task(data_dir: Path | None = None, split: str = "test", max_new_tokens:
     root = resolve_data_dir(data_dir)
     rows, fingerprint = _rows(root, split)
     problems = tuple(to_problem(r, f"{split}/{i}") for i, r in enumerate(rows))
-    from bonbench.plugins.rewards.base import RewardGrader
-    from bonbench.plugins.rewards.registry import get_reward_model
-
     grader = RewardGrader(get_reward_model(reward_model, data_dir=root))
     return Task(name=TASK_NAME, version=VERSION, problems=problems, render=render, grader=grader, prompt_id=PROMPT_ID,
                 default_metrics=("mean",), max_tokens=int(max_new_tokens), grade_args=grader.grade_args(),

@@ -33,7 +33,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from bonbench.api.reward import (REWARD_GROUP, REWARD_MODELS, RewardFactory, RewardModel, first_line, register_reward_model,
                                  reward_model_names, reward_options)

@@ -23,7 +23,6 @@ from safetensors import SafetensorError
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import EMBEDDED_MODEL, ResolvedModel, resolve_model
-from bonbench.core.records import Problem
 from bonbench.plugins.verifiers.manifest import (ADAPTER_DIR, DEFAULT_MAX_LENGTH, HEAD_FILE, read_verifier_manifest, verifier_text,
                                                  weights_sha256)
 

@@ -1,0 +1,242 @@
+"""A third-party package plugs one plugin of every kind in through entry points, and the CLI uses each.
+
+The package is a throw-away distribution written into ``tmp_path`` (a package folder next to a
+``*.dist-info/`` with METADATA and entry_points.txt) and put on PYTHONPATH of a ``bonbench``
+subprocess: nothing is pip-installed into the shared venv, and bonbench's own code does not know
+the package. It registers a task (``toyplug``, family ``toyfam``), a verifier (``toyv``), a verifier
+scheme (``match:TEXT``), a reward model (``toy-rm``), a sampler backend (``toy``, with a typed
+options record) and an objective (``toy_obj``). Each is used from the command line: ``list``,
+``run --backend toy`` with the verifier, the scheme and ``rm:toy-rm``, ``train --objective toy_obj``
+on a tiny random model, and the one-line errors of ``-T`` / ``-O`` values of the wrong type.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from test_sampler_hf import build_tiny_model  # noqa: E402
+
+PLUGIN = '''
+"""toyplug: one bonbench plugin of every kind (a test fixture)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from bonbench.api import Objective, Task, objective, register_sampler, register_task
+from bonbench.core.records import Grade, Problem, Prompt, Sample, Score
+
+WORDS = ["abc", "dd e", "cab a", "e e", "bad", "ce"]
+
+
+class StartsWithA:
+    name = "starts_a"
+    version = 1
+
+    def grade(self, problems, samples):
+        return [Grade(s.problem_id, s.sample_idx, self.name, 1, correct=s.completion.startswith("a"),
+                      answer=s.completion[:1] or None) for s in samples]
+
+
+def _render(problem, style):
+    return Prompt(problem_id=problem.id, text=problem.input + ":")
+
+
+@register_task("toyplug", family="toyfam")
+def toyplug_task(data_dir: str | None = None, split: str = "test", size: int = 4) -> Task:
+    words = WORDS[:size]
+    problems = tuple(Problem(id=f"{split}/{i}", input=w, target="a") for i, w in enumerate(words))
+    return Task(name="toyplug", version=1, problems=problems, render=_render, grader=StartsWithA(),
+                prompt_id="toyplug-v1", max_tokens=4, default_metrics=("pass@1",))
+
+
+class ToyVerifier:
+    """Scores a sample by how many a's it has."""
+
+    name = "toyv"
+    version = 1
+    fingerprint = ""
+    uses_grades = False
+
+    def score(self, problems, samples, grades):
+        return [Score(s.problem_id, s.sample_idx, self.name, float(s.completion.count("a"))) for s in samples]
+
+
+class MatchVerifier:
+    version = 1
+    fingerprint = ""
+    uses_grades = False
+
+    def __init__(self, text):
+        self.text = text
+        self.name = "match-" + text
+
+    def score(self, problems, samples, grades):
+        return [Score(s.problem_id, s.sample_idx, self.name, float(self.text in s.completion)) for s in samples]
+
+
+def match_scheme(rest: str) -> MatchVerifier:
+    """match:TEXT  1 when the completion contains TEXT (a test scheme)."""
+    return MatchVerifier(rest)
+
+
+class ToyReward:
+    version = 1
+    fingerprint = "toy"
+
+    def __init__(self, bonus):
+        self.bonus = bonus
+        self.name = "toy-rm"
+
+    def score(self, prompts, completions):
+        return [len(c) + self.bonus for c in completions]
+
+
+def build_reward(data_dir: str | None = None, bonus: float = 0.0) -> ToyReward:
+    """Length of the completion plus a bonus (a test reward model)."""
+    return ToyReward(bonus)
+
+
+@dataclass(frozen=True)
+class ToyOptions:
+    dtype: str = "float32"
+    style: Literal["alternate", "all_a"] = "alternate"
+
+
+class ToySampler:
+    name = "toy"
+    is_chat = False
+
+    def __init__(self, model, options):
+        self.model = getattr(model, "name", model) or "toy"
+        self.fingerprint = "toy"
+        self.options = options
+
+    def generate(self, requests, params):
+        for req in requests:
+            out = []
+            for i in req.sample_indices:
+                text = "a b" if self.options.style == "all_a" or i % 2 == 0 else "dd"
+                out.append(Sample(req.problem_id, i, text, n_tokens=2, finish_reason="stop", logprob=-1.0))
+            yield out
+
+    def close(self):
+        return None
+
+
+@register_sampler("toy", options=ToyOptions)
+def toy_sampler(model, *, seed, options, **_):
+    return ToySampler(model, options)
+
+
+@objective("toy_obj", paper="test only", summary="scaled leave-one-out REINFORCE (a test objective)")
+def toy_objective(scale: float = 1.0) -> Objective:
+    def weights(g):
+        r = np.asarray(g.rewards, dtype=float)
+        return scale * (r - (r.sum() - r) / max(len(r) - 1, 1)) / len(r)
+
+    return Objective("toy_obj", weights, frozenset(), {"scale": scale}, min_group=2)
+'''
+
+ENTRY_POINTS = """\
+[bonbench.tasks]
+toyplug = toyplug
+
+[bonbench.verifiers]
+toyv = toyplug:ToyVerifier
+match: = toyplug:match_scheme
+
+[bonbench.reward_models]
+toy-rm = toyplug:build_reward
+
+[bonbench.samplers]
+toy = toyplug:toy_sampler
+
+[bonbench.objectives]
+toyplug = toyplug
+"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("site")
+    (root / "toyplug.py").write_text(textwrap.dedent(PLUGIN))
+    info = root / "toyplug-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toyplug\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(ENTRY_POINTS)
+    return root
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return build_tiny_model(tmp_path_factory.mktemp("model") / "tiny").path
+
+
+def bonbench(site: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "bonbench", *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-2000:]
+    return lines[0]
+
+
+def test_list_shows_every_plugin(site: Path) -> None:
+    tasks = bonbench(site, "list", "tasks")
+    assert tasks.returncode == 0 and "toyplug" in tasks.stdout.split() and "math" in tasks.stdout.split(), tasks.stderr
+    verifiers = bonbench(site, "list", "verifiers").stdout.split()
+    assert {"toyv", "oracle", "logprob"} <= set(verifiers)
+    rms = bonbench(site, "list", "reward-models").stdout
+    assert "toy-rm" in rms and "Length of the completion plus a bonus" in rms
+    objectives = bonbench(site, "list", "objectives").stdout
+    assert "toy_obj" in objectives and "scale=1.0" in objectives
+
+
+def test_run_with_the_plugin_backend_verifiers_and_reward_model(site: Path, tiny: str, tmp_path: Path) -> None:
+    base = ["run", "--task", "toyplug", "--backend", "toy", "--model", tiny, "--n", "4", "--out", str(tmp_path)]
+    # samples alternate "a b" (right) and "dd" (wrong): pass@1 = 1/2 on every problem. A verifier that
+    # prefers "a b" picks a right sample from a pair unless both are wrong: bon@2 = 1 - C(2,2)/C(4,2);
+    # one that prefers "dd" picks a right one only when both are: bon@2 = C(2,2)/C(4,2)
+    for verifier, shown, want in (("toyv", "toyv", 5 / 6), ("match:dd", "match-dd", 1 / 6),
+                                  ("rm:toy-rm?bonus=0.5", "rm-toy-rm-bonus-0.5", 5 / 6)):
+        proc = bonbench(site, *base, "--metric", "pass@1,bon@2", "--verifier", verifier)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        run_dir = Path(proc.stdout.strip().splitlines()[-1])
+        metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+        assert metrics["pass@1"]["value"] == pytest.approx(0.5)
+        assert metrics["bon@2"]["verifier"] == shown and metrics["bon@2"]["value"] == pytest.approx(want), verifier
+    config = json.loads((run_dir / "config.json").read_text())["config"]
+    assert config["backend"] == "toy" and config["engine_args"] == {"dtype": "bfloat16", "style": "alternate"}
+    # -T values of the wrong type, an option the backend does not take: one line each
+    assert "task 'toyplug' argument size takes int, got 'many'" in one_error_line(bonbench(site, *base, "-T", "size=many"))
+    assert "the toy backend does not take batch_size" in one_error_line(bonbench(site, *base, "--batch-size", "2"))
+    assert "unknown verifier 'nope'" in one_error_line(bonbench(site, *base, "--metric", "bon@2", "--verifier", "nope"))
+
+
+def test_train_with_the_plugin_objective(site: Path, tiny: str, tmp_path: Path) -> None:
+    args = ["train", "--task", "toyplug", "--objective", "toy_obj", "--model", tiny, "--steps", "1", "--prompts-per-step", "2",
+            "--group", "2", "--dtype", "float32", "--name", "t", "--out", str(tmp_path)]
+    proc = bonbench(site, *args, "-O", "scale=0.5")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder = tmp_path / "checkpoints" / "t"
+    log = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in log] == [0]
+    manifest = json.loads((folder / "bonbench_manifest.json").read_text())
+    assert manifest["objective"] == "toy_obj" and manifest["objective_options"] == {"scale": 0.5}
+    assert "objective 'toy_obj' option scale takes float, got 'big'" in one_error_line(
+        bonbench(site, *args[:-2], "--out", str(tmp_path / "bad"), "-O", "scale=big"))

@@ -38,6 +38,13 @@ from bonbench.pipeline.prepared import (  # noqa: F401  (the names callers use t
 from bonbench.pipeline.progress import Progress, no_progress
 from bonbench.pipeline.scoring import Extras, group_metrics, needs_scores, outcomes, score  # noqa: F401
 
+__all__ = [
+    "Extras", "GRADE_CHUNK", "PreparedRun", "Progress", "evaluate", "grade", "graded", "grading", "grading_id",
+    "group_metrics", "load_samples", "missing_requests", "needs_scores", "open_run", "outcomes", "prepare",
+    "problem_set_id", "record_verifier", "sample", "score", "scorer_id", "select_problems", "store_samples", "verify",
+    "write_sweep",
+]
+
 Key = tuple[str, int]
 GRADE_CHUNK = 256
 

@@ -25,7 +25,7 @@ LENGTH_NORMS = ("sum", "mean")
 ADV_NORMS = ("none", "batch", "std")
 ROLLOUT_BACKENDS = ("hf", "vllm", "openai")
 # settings that may change between a run and its resumption without changing what is trained
-RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress", "endpoints")
+RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress", "endpoints", "unsafe_no_sandbox", "ray")
 # settings added after the first release; their default reproduces the behaviour before them, and at
 # that default they stay out of the training hash, so checkpoints written before them still resume
 LATER = ("kl_schedule", "kl_coef_end", "kl_anneal_steps", "kl_anneal_delay", "value_lr", "adv_norm", "rationalize",
@@ -98,6 +98,9 @@ class TrainConfig:
     log_every: int = 1
     data_dir: str | None = None
     out: str = "results"
+    # how the task's grader runs (as `bonbench run`): they change where and how code runs, not its verdicts
+    unsafe_no_sandbox: bool = False  # run code tests without the sandbox (trusted code only)
+    ray: str | None = None  # run code tests as Ray tasks: local, auto or HOST:PORT
     progress: bool = True
 
     def __post_init__(self) -> None:

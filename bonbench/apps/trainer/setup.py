@@ -16,17 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bonbench.core.errors import BonbenchError
-from bonbench.core.models import ResolvedModel, resolve_model
-from bonbench.core.records import Problem
-from bonbench.api.task import Task, get_task, get_verifier
+from bonbench.api.objective import NEEDS, Objective, make_objective
+from bonbench.api.task import Task, task_names, task_parameters
 from bonbench.apps.trainer.checkpoint import CheckpointDir
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.distributed import check_batch, env_world
-from bonbench.api.objective import NEEDS, Objective, make_objective
 from bonbench.apps.trainer.policy import check_weight_files
 from bonbench.apps.trainer.rollout import check_gold_answers
+from bonbench.apps.trainer.vllm_rollout import vllm_max_lora_rank
 from bonbench.apps.trainer.watch import TrainingWarning, warmup_warning
+from bonbench.core import ray_cluster
+from bonbench.core.errors import BonbenchError
+from bonbench.core.models import ResolvedModel, resolve_model
+from bonbench.core.records import Problem
+from bonbench.plugins.samplers.vllm import import_vllm
+from bonbench.run.resolve import check_verifier, load_task
 
 NOTICES = logging.getLogger("bonbench.apps.trainer")  # one line each: resuming, already complete, starting over
 
@@ -43,26 +47,20 @@ class Prepared:
 
 
 def load_train_task(cfg: TrainConfig) -> Task:
-    """The task's train split; a task without one is a one-line error naming the fix."""
-    from bonbench.api.task import task_parameters
-
-    if "split" not in task_parameters(cfg.task) and cfg.task in _task_names():
+    """The task's train split, built as ``bonbench run`` builds tasks (``bonbench.run.resolve``: its
+    grader caches executions under ``--out``, honours ``--unsafe-no-sandbox`` and with ``--ray`` runs
+    code tests as Ray tasks); a task without a train split is a one-line error naming the fix."""
+    if "split" not in task_parameters(cfg.task) and cfg.task in task_names():
         raise BonbenchError(f"task {cfg.task!r} has no train split; train on a task that has one (math, imdb) "
                             "or give it a split argument")
     args: dict[str, Any] = {"split": "train", **dict(cfg.task_args)}
     try:
-        return get_task(cfg.task, data_dir=cfg.data_dir, **args)
+        return load_task(cfg.task, args, data_dir=cfg.data_dir, out=cfg.out, unsafe=cfg.unsafe_no_sandbox,
+                         ray=ray_cluster.ray_options(cfg.ray))
     except BonbenchError as exc:
         if "unknown split" in str(exc):
             raise BonbenchError(f"task {cfg.task!r} has no train split ({exc}); train on a task that has one") from exc
         raise
-
-
-def _task_names() -> list[str]:
-    from bonbench.api.task import load_plugins, task_names
-
-    load_plugins()
-    return list(task_names())
 
 
 def expert_completion(task: Task, problem: Problem) -> str:
@@ -97,17 +95,13 @@ def prepare(cfg: TrainConfig) -> Prepared:
             raise BonbenchError("--rationalize is STaR's rationalisation step: use it with --objective star")
         check_gold_answers(task)
     if cfg.rollout_backend == "vllm":
-        from bonbench.plugins.samplers.vllm import import_vllm
-        from bonbench.apps.trainer.vllm_rollout import vllm_max_lora_rank
-
         import_vllm()  # a broken or missing install is one line naming the fix, before the model loads
         vllm_max_lora_rank(cfg.lora_rank)
-    if cfg.verifier:
-        get_verifier(cfg.verifier, **({"data_dir": cfg.data_dir} if cfg.verifier.startswith("rm:") else {}))
     check_batch(cfg.prompts_per_step, env_world()[1])
     ckpt = CheckpointDir(Path(cfg.out) / "checkpoints" / cfg.name)
     model = resolve_model(cfg.model)
     check_weight_files(model)
+    check_verifier(cfg.verifier, cfg.data_dir, task=task.name, model_path=model.path)
     return Prepared(cfg, task, objective, model, ckpt)
 
 

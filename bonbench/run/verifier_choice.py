@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
+from bonbench.api.task import task_family
 from bonbench.metrics.estimators import MetricSpec
 from bonbench.pipeline.scoring import needs_scores
 from bonbench.plugins.verifiers import folder as verifier_folder
@@ -65,7 +66,7 @@ def choose_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task:
         return None, None
     if not (task and model_fingerprint and out is not None):
         return "logprob", "no policy model to match a learned verifier to; pass --verifier learned:PATH to use one"
-    what = f"{verifier_folder.task_family(task)} / {model or model_fingerprint}"
+    what = f"{task_family(task)} / {model or model_fingerprint}"
     roots = verifier_roots(out)
     for root in roots:
         found = verifier_folder.find_verifier(root.parent, task, model_fingerprint)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from bonbench.api.task import task_family
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import resolve_model
 from bonbench.core.records import Grade, Problem, Sample
@@ -24,7 +25,8 @@ from bonbench.pipeline.stages import grading_id
 from bonbench.plugins.verifiers import folder as vf
 from bonbench.run.resolve import load_task
 
-# The evaluation sets of each family: (task, task args). Training problems must be none of these.
+# The evaluation sets of each task family (``Task.family``): (task, task args). Training problems must
+# be none of these. Keyed by the family names verifier manifests record ("math", "code").
 EVAL_SETS: dict[str, tuple[tuple[str, dict[str, str]], ...]] = {
     "math": (("math", {"split": "test"}), ("math500", {})),
     "code": (("mbpp", {"split": "test"}), ("mbpp", {"split": "test", "variant": "sanitized"}), ("humaneval", {})),
@@ -73,9 +75,20 @@ def policy_family(cfg: Mapping[str, Any]) -> str | None:
         return None  # a served or imported model: no config.json to read the family from
 
 
-def _run_rows(d: Path, *, data_dir: str | None, family: str | None) -> tuple[list[LabelledSample], str, dict[str, Any],
-                                                                                 dict[str, Any]]:
-    """The labelled rows of run directory ``d``, its task name, its config and its record for the manifest."""
+@dataclass(frozen=True)
+class _RunRows:
+    """One run directory's labelled rows, its task and family, its config and its manifest record."""
+
+    rows: list[LabelledSample]
+    task: str
+    family: str
+    cfg: Mapping[str, Any]
+    record: Mapping[str, Any]
+
+
+def _run_rows(d: Path, *, data_dir: str | None, family: str | None) -> _RunRows:
+    """The labelled rows of run directory ``d``; a run of another family than ``family`` (a task
+    name, read as its family) is refused."""
     store = RunStore(Path(d))
     if not store.exists():
         raise BonbenchError(f"--samples-from {str(d)!r} is not a run directory (no config.json); pass the directory "
@@ -86,9 +99,8 @@ def _run_rows(d: Path, *, data_dir: str | None, family: str | None) -> tuple[lis
     if task.judged_by != "correctness":
         raise BonbenchError(f"run {d} is of task {task.name!r}, judged by a reward model: a learned verifier learns "
                             "correctness; use a task with a grader (math, mbpp, ...)")
-    fam = vf.task_family(task.name)
-    if family is not None and fam != vf.task_family(family):
-        raise BonbenchError(f"run {d} is of task {task.name!r} (family {fam}), not {family!r}; drop it or change --task")
+    if family is not None and task.family != task_family(family):
+        raise BonbenchError(f"run {d} is of task {task.name!r} (family {task.family}), not {family!r}; drop it or change --task")
     problems = {p.id: p for p in task.problems}
     samples = store.samples.read()
     if not samples:
@@ -108,7 +120,7 @@ def _run_rows(d: Path, *, data_dir: str | None, family: str | None) -> tuple[lis
             for key in sorted(samples)]
     record = {"run_dir": str(Path(d).resolve()), "hash": doc["hash"], "task": task.name,
               "task_args": cfg.get("task_args", {}), "n_samples": len(samples)}
-    return rows, task.name, cfg, record
+    return _RunRows(rows, task.name, task.family, cfg, record)
 
 
 def assemble(run_dirs: Sequence[Path], *, data_dir: str | None = None, family: str | None = None) -> TrainingData:
@@ -117,14 +129,14 @@ def assemble(run_dirs: Sequence[Path], *, data_dir: str | None = None, family: s
     if not run_dirs:
         raise BonbenchError("give at least one --samples-from RUN_DIR (a run directory `bonbench run` printed)")
     rows: list[LabelledSample] = []
-    tasks, policies, runs = set(), {}, []
+    tasks, families, policies, runs = set(), set(), {}, []
     for d in run_dirs:
-        run_rows, task, cfg, record = _run_rows(Path(d), data_dir=data_dir, family=family)
-        rows += run_rows
-        tasks.add(task)
-        policies[cfg["model_fingerprint"]] = cfg
-        runs.append(record)
-    families = {vf.task_family(t) for t in tasks}
+        run = _run_rows(Path(d), data_dir=data_dir, family=family)
+        rows += run.rows
+        tasks.add(run.task)
+        families.add(run.family)
+        policies[run.cfg["model_fingerprint"]] = run.cfg
+        runs.append(run.record)
     if len(families) > 1:
         raise BonbenchError(f"the runs are of tasks of different families ({', '.join(sorted(tasks))}); train one verifier per family")
     if len(policies) > 1:

@@ -50,22 +50,22 @@ class Fitted:
     training: Mapping[str, Any]
 
 
-def _settings(req: TrainVerifierRequest, data: TrainingData, base: ResolvedModel) -> tuple[Path, dict[str, Any]]:
+def _recorded_settings(req: TrainVerifierRequest, data: TrainingData, base: ResolvedModel) -> tuple[Path, dict[str, Any]]:
     """The verifier folder and the settings recorded in it; a folder trained with other settings or
     data is refused (a rerun with the same ones resumes)."""
     folder = Path(req.out) / vf.VERIFIERS_DIR / (req.name or default_name(data.family, data.policy["name"], req.method))
-    settings = {**req.settings(), "base_fingerprint": base.fingerprint, "data_fingerprint": data.fingerprint(),
+    recorded = {**req.settings(), "base_fingerprint": base.fingerprint, "data_fingerprint": data.fingerprint(),
                 "format": vf.FORMAT}
     if req.method == "lora":  # older LoRA folders trained on every problem: their saved state must not resume here
-        settings["lora_fit"] = "problems not held out"
+        recorded["lora_fit"] = "problems not held out"
     cfg_path = folder / TRAIN_CONFIG
     if cfg_path.exists():
         old = read_json(cfg_path)
-        diff = sorted(k for k in set(old) | set(settings) if old.get(k) != settings.get(k))
+        diff = sorted(k for k in set(old) | set(recorded) if old.get(k) != recorded.get(k))
         if diff:
             raise BonbenchError(f"verifier folder {str(folder)!r} was trained with other settings or data ({', '.join(diff)}); "
                                 "pass another --name, or the same flags and runs to resume")
-    return folder, settings
+    return folder, recorded
 
 
 def _fit(req: TrainVerifierRequest, data: TrainingData, base: ResolvedModel, model: vm.VerifierModel,
@@ -147,12 +147,12 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress = no_progress) 
     data, excluded = check_no_eval_problems(data, data_dir=req.data_dir, drop=req.drop_eval_overlap)
     check_class_counts(data.rows, req.min_class)
     base = resolve_model(req.model or EMBEDDED_MODEL)
-    folder, settings = _settings(req, data, base)
+    folder, recorded = _recorded_settings(req, data, base)
     torch.manual_seed(req.seed)
     # loaded before the folder is touched: a damaged --model is an error that leaves a finished verifier whole
     model = vm.VerifierModel(base, method="head", dtype=req.dtype, max_length=req.max_length)
     outputs.ensure_dir(folder)
-    atomic_write_json(folder / TRAIN_CONFIG, settings)
+    atomic_write_json(folder / TRAIN_CONFIG, recorded)
     t0 = time.time()
     cache = FeatureCache(folder / FEATURES)
     n_cached = len(cache.load())

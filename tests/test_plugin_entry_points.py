@@ -35,7 +35,7 @@ from typing import Literal
 
 import numpy as np
 
-from bonbench.api import Objective, Task, objective, register_sampler, register_task
+from bonbench.api import Objective, Task, register_objective, register_sampler, register_task
 from bonbench.core.records import Grade, Problem, Prompt, Sample, Score
 
 WORDS = ["abc", "dd e", "cab a", "e e", "bad", "ce"]
@@ -141,7 +141,7 @@ def toy_sampler(model, *, seed, options, **_):
     return ToySampler(model, options)
 
 
-@objective("toy_obj", paper="test only", summary="scaled leave-one-out REINFORCE (a test objective)")
+@register_objective("toy_obj", paper="test only", summary="scaled leave-one-out REINFORCE (a test objective)")
 def toy_objective(scale: float = 1.0) -> Objective:
     def weights(g):
         r = np.asarray(g.rewards, dtype=float)

@@ -136,6 +136,11 @@ def objective(name: str, *, paper: str, needs: tuple[str, ...] = (), summary: st
     return wrap
 
 
+# the register_* name every other plugin kind uses (``bonbench.api`` exports this one: there the
+# name ``objective`` is this module)
+register_objective = objective
+
+
 def make_objective(name: str, **options: Any) -> Objective:
     """Build a registered objective; unknown names or options are one-line errors naming the fix, and
     option strings are coerced by the factory's annotations (a wrong type names the option and type)."""

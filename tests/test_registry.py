@@ -1,0 +1,226 @@
+"""The generic registry (``bonbench.core.registry``): coercion of CLI strings by annotation, lazy
+targets, entry points, schemes, precedence, and the one-line message of a broken plugin."""
+
+from __future__ import annotations
+
+import sys
+import types
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any, Literal, Optional, Sequence, Union
+
+import pytest
+
+from bonbench.core import registry as core
+from bonbench.core.errors import BonbenchError
+from bonbench.core.registry import Registry, coerce, coerce_kwargs, type_name
+
+
+def c(value: Any, annotation: Any) -> Any:
+    return coerce(value, annotation, param="x", owner="task 't'")
+
+
+# ------------------------------------------------------------------ coercion
+
+
+@pytest.mark.parametrize("annotation,text,want", [
+    (int, "12", 12), (int, "-3", -3), (float, "0.25", 0.25), (float, "1e-3", 1e-3), (float, "7", 7.0),
+    (str, "abc", "abc"), (Any, "abc", "abc"), (Path, "a/b", Path("a/b")),
+    (bool, "true", True), (bool, "YES", True), (bool, "1", True), (bool, "on", True),
+    (bool, "false", False), (bool, "No", False), (bool, "0", False), (bool, "off", False),
+    (Optional[int], "none", None), (int | None, "null", None), (int | None, "4", 4),
+    (int | str | None, "Level 3", "Level 3"), (int | str | None, "3", 3), (int | str, "None", "None"),
+    (Union[float, None], "2.5", 2.5), (str | None, "None", None),
+    (Literal["loo", "none"], "loo", "loo"), (Literal["loo", "none"], "LOO", "loo"), (Literal[1, 2], "2", 2),
+    (Literal["a"] | None, "none", None),
+    (tuple[int, ...], "1,2, 3", (1, 2, 3)), (list[float], "0.5,1", [0.5, 1.0]), (tuple[int, str], "4,x", (4, "x")),
+    (Sequence[str], "a,b", ("a", "b")), (tuple[int, ...], "", ()),
+])
+def test_coerce_every_annotation_kind(annotation: Any, text: str, want: Any) -> None:
+    got = c(text, annotation)
+    assert got == want and type(got) is type(want)
+
+
+def test_string_annotations_are_resolved() -> None:
+    # modules with `from __future__ import annotations` give strings
+    assert c("5", "int | None") == 5 and c("none", "Optional[float]") is None and c("x", "Literal['x', 'y']") == "x"
+    assert c("a,b", "tuple[str, ...]") == ("a", "b") and c("p", "Path") == Path("p")
+
+
+def test_values_that_are_not_strings_pass_unchanged() -> None:
+    assert c(3, int) == 3 and c(0.5, int) == 0.5 and c(None, int) is None and c([1], tuple[int, ...]) == [1]
+
+
+@pytest.mark.parametrize("annotation,text,shown", [
+    (int, "abc", "int"), (int, "1.5", "int"), (float, "fast", "float"), (bool, "maybe", "bool"),
+    (int | None, "many", "int or None"), (Literal["loo", "none"], "mean", "one of 'loo', 'none'"),
+    (tuple[int, ...], "1,x", "a comma-separated list of int"), (tuple[int, int], "1", "a comma-separated list of int"),
+    (int, "none", "int"),  # "none" is None only where the annotation allows None
+])
+def test_a_wrong_type_is_one_line_naming_parameter_and_type(annotation: Any, text: str, shown: str) -> None:
+    with pytest.raises(BonbenchError) as err:
+        coerce(text, annotation, param="limit", owner="task 'math'")
+    msg = str(err.value)
+    assert msg == f"task 'math' argument limit takes {shown}, got {text!r}" and "\n" not in msg
+
+
+def test_type_names() -> None:
+    assert type_name(int) == "int" and type_name("float | None") == "float or None"
+    assert type_name(Literal["a", "b"]) == "one of 'a', 'b'" and type_name(list[str]) == "a comma-separated list of str"
+
+
+def _factory(data_dir: str | None = None, size: int = 3, mode: Literal["a", "b"] = "a", scale: float = 1.0) -> dict[str, Any]:
+    return {"size": size, "mode": mode, "scale": scale}
+
+
+def test_coerce_kwargs_checks_names_and_types() -> None:
+    assert coerce_kwargs(_factory, {"size": "5", "mode": "b", "scale": 2}, owner="task 't'") == {"size": 5, "mode": "b", "scale": 2}
+    with pytest.raises(BonbenchError, match=r"^task 't' has no -T argument 'sise'; its -T arguments are: size, mode, scale$"):
+        coerce_kwargs(_factory, {"sise": "5"}, owner="task 't'", hidden=("data_dir",), noun="-T argument")
+    with pytest.raises(BonbenchError, match=r"^reward model 'r' option mode takes one of 'a', 'b', got 'c'$"):
+        coerce_kwargs(_factory, {"mode": "c"}, owner="reward model 'r'", noun="option")
+
+    def open_ended(size: int = 1, **rest: Any) -> None: ...
+
+    assert coerce_kwargs(open_ended, {"size": "2", "other": "x"}, owner="o") == {"size": 2, "other": "x"}
+
+
+def test_get_task_coerces_t_args_and_names_the_type(data_dir: Path) -> None:
+    from bonbench.api.task import get_task
+
+    assert len(get_task("math500", data_dir=str(data_dir), level="2", fewshot="0").problems) > 0
+    with pytest.raises(BonbenchError, match=r"^task 'math500' argument fewshot takes int, got 'four'$"):
+        get_task("math500", data_dir=str(data_dir), fewshot="four")
+    with pytest.raises(BonbenchError, match=r"^task 'math500' has no argument 'shots'; its -T arguments are: level, subject, fewshot$"):
+        get_task("math500", shots="2")
+
+
+def test_make_objective_coerces_o_values() -> None:
+    from bonbench.api.objective import make_objective
+
+    assert make_objective("passk", k="3", baseline="loo").options["k"] == 3
+    with pytest.raises(BonbenchError, match=r"^objective 'passk' option k takes int, got 'three'$"):
+        make_objective("passk", k="three")
+
+
+# ------------------------------------------------------------------ the registry
+
+
+@pytest.fixture
+def plugin_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    """A module ``regtest_plugin`` importable by name, counting its imports."""
+    mod = types.ModuleType("regtest_plugin")
+    mod.imports = 0  # type: ignore[attr-defined]
+    mod.thing = lambda: "thing"  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "regtest_plugin", mod)
+    return mod
+
+
+def _with_entry_points(monkeypatch: pytest.MonkeyPatch, group: str, eps: list[EntryPoint]) -> None:
+    monkeypatch.setattr(core, "entry_points", lambda group_=None, **kw: eps if kw.get("group", group_) == group else [])
+
+
+def test_lazy_target_is_imported_on_first_use_only(monkeypatch: pytest.MonkeyPatch, plugin_module: types.ModuleType) -> None:
+    _with_entry_points(monkeypatch, "g", [])
+    reg: Registry[Any] = Registry("widget", "g")
+    reg.add("w", "regtest_plugin:thing", note="lazy")
+    monkeypatch.delitem(sys.modules, "regtest_plugin")
+    assert reg.names() == ["w"] and reg.meta("w") == {"note": "lazy"} and "regtest_plugin" not in sys.modules
+    monkeypatch.setitem(sys.modules, "regtest_plugin", plugin_module)
+    assert reg.get("w")() == "thing" and reg.meta("w") == {"note": "lazy"}
+
+
+def test_entry_points_read_once_and_in_process_registration_wins(monkeypatch: pytest.MonkeyPatch,
+                                                                  plugin_module: types.ModuleType) -> None:
+    calls = []
+    eps = [EntryPoint("w", "regtest_plugin:thing", "g"), EntryPoint("inline", "regtest_plugin:thing", "g")]
+    monkeypatch.setattr(core, "entry_points", lambda group: calls.append(group) or eps)
+    reg: Registry[Any] = Registry("widget", "g")
+
+    @reg.register("inline")
+    def inline() -> str:
+        return "mine"
+
+    assert reg.names() == ["inline", "w"] and reg.names() == ["inline", "w"] and calls == ["g"]
+    assert reg.get("inline")() == "mine" and reg.get("w")() == "thing"
+
+
+def test_module_entry_points_register_by_importing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "regtest_registering.py").write_text(
+        "from bonbench.api.objective import objective, Objective\n"
+        "@objective('regtest_obj', paper='test', summary='a test objective')\n"
+        "def build(scale: float = 1.0):\n"
+        "    return Objective('regtest_obj', lambda g: g.rewards * scale, frozenset(), {'scale': scale})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from bonbench.api import objective as api_objective
+
+    reg: Registry[Any] = Registry("objective", api_objective.OBJECTIVE_GROUP)
+    monkeypatch.setattr(api_objective, "OBJECTIVES", reg)
+    _with_entry_points(monkeypatch, api_objective.OBJECTIVE_GROUP, [EntryPoint("pkg", "regtest_registering", api_objective.OBJECTIVE_GROUP)])
+    assert list(api_objective.REGISTRY) == ["regtest_obj"] and api_objective.REGISTRY["regtest_obj"].options == {"scale": 1.0}
+    assert api_objective.make_objective("regtest_obj", scale="2").options == {"scale": 2.0}
+
+
+def test_a_broken_plugin_is_one_line_naming_it_and_what_to_reinstall(monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = EntryPoint("bad", "no_such_module_xyz:thing", "g")
+    broken_module = EntryPoint("badmod", "no_such_module_xyz", "g")
+    _with_entry_points(monkeypatch, "g", [broken, broken_module])
+    reg: Registry[Any] = Registry("widget", "g")
+    with pytest.warns(UserWarning, match=r"widget plugin 'badmod' \(no_such_module_xyz\) failed to load: ModuleNotFoundError"):
+        assert reg.names() == ["bad"]
+    with pytest.raises(BonbenchError) as err:
+        reg.get("bad")
+    msg = str(err.value)
+    assert msg.startswith("widget 'bad' (no_such_module_xyz:thing) failed to load: ModuleNotFoundError: ")
+    assert "reinstall" in msg and "\n" not in msg
+
+
+def test_schemes_get_the_rest_of_the_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    _with_entry_points(monkeypatch, "g", [EntryPoint("ep:", "regtest_missing:x", "g")])
+    reg: Registry[Any] = Registry("widget", "g")
+    reg.register("pre:")(lambda rest: f"built {rest}")
+    reg.register("pre:long:")(lambda rest: f"long {rest}")
+    reg.register("plain")(lambda: "plain")
+    assert reg.schemes() == ["ep:", "pre:", "pre:long:"] and reg.names() == ["plain"]
+    factory, rest = reg.resolve("pre:a:b")
+    assert factory(rest) == "built a:b"
+    factory, rest = reg.resolve("pre:long:x")  # the longest prefix wins
+    assert factory(rest) == "long x"
+    assert reg.resolve("plain")[1] is None and "pre:zzz" in reg and "zzz" not in reg
+    with pytest.raises(BonbenchError, match=r"^unknown widget 'zzz'; choose one of: plain, ep:\.\.\., pre:\.\.\., pre:long:\.\.\. \(see x\)$"):
+        reg.get("zzz", hint=" (see x)")
+
+
+def test_the_installed_schemes_are_plugins() -> None:
+    """rm:, learned:, hf: and vllm: come from the entry points of the installed bonbench, not from api code."""
+    from bonbench.api.reward import REWARD_MODELS
+    from bonbench.api.verifier import VERIFIERS, get_verifier
+
+    assert {"rm:", "learned:"} <= set(VERIFIERS.schemes()) and {"hf:", "vllm:"} <= set(REWARD_MODELS.schemes())
+    assert get_verifier("rm:tldr-proxy-train?max_words=20").name == "rm-tldr-proxy-train-max_words-20"
+    with pytest.raises(BonbenchError, match="reward model 'tldr-proxy-train' option max_words takes int, got 'x'"):
+        get_verifier("rm:tldr-proxy-train?max_words=x")
+    api_sources = "".join(p.read_text() for p in (Path(__file__).parents[1] / "bonbench" / "api").glob("*.py"))
+    assert "bonbench.plugins" not in "".join(line for line in api_sources.splitlines() if line.startswith(("from", "import")))
+
+
+def test_sampler_backends_come_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import dataclass
+
+    from bonbench.api import sampler as api_sampler
+    from bonbench.plugins.samplers import select
+
+    @dataclass(frozen=True)
+    class EchoOptions:
+        dtype: str = "float32"
+        word: str = "hi"
+
+    monkeypatch.setattr(api_sampler.SAMPLERS, "_entries", dict(api_sampler.SAMPLERS._entries))
+    api_sampler.register_sampler("echo", options=EchoOptions)(lambda model, *, seed, options, **_: (model, seed, options))
+    assert "echo" in select.BACKENDS and list(select.BACKENDS)[:4] == ["vllm", "hf", "openai", "scripted"]
+    assert select.backend_options("echo", dtype=None, word="yo") == EchoOptions(word="yo")
+    assert select.get_sampler("echo", "m", seed=3, word="yo") == ("m", 3, EchoOptions(word="yo"))
+    with pytest.raises(BonbenchError, match=r"the echo backend does not take batch_size \(--batch-size\); its options are dtype, word"):
+        select.backend_options("echo", batch_size=2)
+    with pytest.raises(BonbenchError, match="unknown backend 'llamacpp': choose one of vllm, hf, openai, scripted, echo"):
+        select.get_sampler("llamacpp", None, seed=0)

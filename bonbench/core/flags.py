@@ -3,8 +3,11 @@
 A count, a size or a number of resamples below its least meaningful value (``--n-boot 0``,
 ``--folds 0``, ``--min-class -1``, ``--n -3``) is a one-line ``BonbenchError`` naming the flag, its
 range and the value given, instead of a traceback deep inside a computation or a silently
-different run. ``RANGES`` lists each command's flags (by argparse ``dest``); ``check`` applies it.
-Flags left at ``None`` (not given, no default) are not checked. Parsing itself stays argparse's.
+different run. A setting that is a dataclass field declares its range in the field
+(``bonbench.core.settings.setting(range=...)``, checked by ``settings.check``); ``RANGES`` lists the
+flags of the commands that are not dataclass fields (by argparse ``dest``) and ``check`` applies
+it. Both word the range with ``describe``. Values left at ``None`` (not given, no default) are not
+checked. Parsing itself stays argparse's.
 """
 
 from __future__ import annotations
@@ -24,20 +27,9 @@ POSITIVE: Range = (0, None, False, False)
 SHARE: Range = (0, 1, False, True)  # (0, 1]
 FRACTION_0_1: Range = (0, 1, True, False)  # [0, 1)
 
-_RUN_AND_SCORE: dict[str, Range] = {"n": AT_LEAST_1, "limit": AT_LEAST_1, "n_boot": AT_LEAST_1,
-                                    "ray_workers": AT_LEAST_1}
-
+# the commands whose flags are not a settings dataclass's fields (those declare their range in the
+# field: bonbench.core.settings), by argparse dest
 RANGES: dict[str, dict[str, Range]] = {
-    "run": {**_RUN_AND_SCORE, "max_tokens": AT_LEAST_1, "seed": AT_LEAST_0, "max_model_len": AT_LEAST_1,
-            "tensor_parallel_size": AT_LEAST_1, "gpu_memory_utilization": SHARE, "batch_size": AT_LEAST_1,
-            "concurrency": AT_LEAST_1, "request_timeout": POSITIVE},
-    "score": dict(_RUN_AND_SCORE),
-    "merge": {"n_boot": AT_LEAST_1},
-    "train-verifier": {"max_length": AT_LEAST_1, "batch_size": AT_LEAST_1, "folds": (2, None, True, False),
-                       "val_fraction": FRACTION_0_1, "min_class": AT_LEAST_1, "epochs": AT_LEAST_1, "lr": POSITIVE,
-                       "lora_rank": AT_LEAST_1, "lora_alpha": AT_LEAST_1, "micro_batch": AT_LEAST_1,
-                       "save_every": AT_LEAST_1, "seed": AT_LEAST_0},
-    "eval-verifier": {"k": AT_LEAST_1, "n_boot": AT_LEAST_1, "seed": AT_LEAST_0},
     "leaderboard": {"n_boot": AT_LEAST_1, "seed": AT_LEAST_0},
     "plot": {"coscaling_tol": POSITIVE, "holdout_fraction": (0, 1, False, False)},
 }

@@ -6,24 +6,22 @@ What is compared and hashed is ``training_doc``: settings that cannot change wha
 left out of it, namely settings added after the first release while they hold their default (the
 behaviour before they existed, so older checkpoints keep their hash and still resume) and settings
 that only matter when another one switches them on (the KL annealing steps under a constant KL).
-This module does no I/O: it validates, schedules the KL coefficient and hashes.
+Each field is also a flag of ``bonbench train`` (help, spelling and range in its ``setting``).
+This module does no I/O and parses no flags: it validates, schedules the KL coefficient and hashes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal, Mapping
 
-from bonbench.core.errors import BonbenchError
 from bonbench.api.objective import pinned_options, recorded_options
+from bonbench.core import flags, settings
+from bonbench.core.errors import BonbenchError
+from bonbench.core.settings import setting
 
-KL_ANCHORS = ("ref", "ema")
-KL_SCHEDULES = ("constant", "linear")
-LENGTH_NORMS = ("sum", "mean")
-ADV_NORMS = ("none", "batch", "std")
-ROLLOUT_BACKENDS = ("hf", "vllm", "openai")
 # settings that may change between a run and its resumption without changing what is trained
 RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress", "endpoints", "unsafe_no_sandbox", "ray")
 # settings added after the first release; their default reproduces the behaviour before them, and at
@@ -37,109 +35,117 @@ ONLY_WITH = {"kl_coef_end": ("kl_schedule", "linear"), "kl_anneal_steps": ("kl_s
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """One training run. Defaults follow the papers where they agree (math-reference §2.8, §4)."""
+    """One training run. Defaults follow the papers where they agree (math-reference §2.8, §4).
 
-    task: str
-    objective: str
-    name: str
-    model: str | None = None  # base model: hub id, folder, or the embedded gemma-3-270m (None)
-    task_args: Mapping[str, str] = field(default_factory=dict)
-    objective_options: Mapping[str, Any] = field(default_factory=dict)
-    steps: int = 200
-    prompts_per_step: int = 4  # P prompts per optimiser step
-    group: int = 8  # G samples per prompt
-    max_new_tokens: int | None = None  # default: the task's
-    temperature: float = 1.0  # Chow et al. train at 1.0
-    lr: float = 1e-4  # LoRA; full fine-tuning wants ~1e-6..1e-5 (Chow et al.: 3e-6)
-    warmup: int = 10
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
-    lora_rank: int = 16
-    lora_alpha: int = 32
-    lora_targets: str = "all-linear"
-    full_finetune: bool = False
-    kl_coef: float = 0.0  # beta of the per-token KL to the anchor (0: no KL term)
-    kl_anchor: str = "ref"  # "ref": the base model; "ema": an EMA of the policy (Chow et al.)
+    Each field is also ``bonbench train``'s flag (``bonbench.core.settings``): its help text, spelling
+    and range are written here once.
+    """
+
+    task: str = setting(help="task whose train split gives prompts and rewards (math, imdb, ...)")
+    objective: str = setting(help="see `bonbench list objectives`")
+    name: str = setting(help="checkpoint folder name: results/checkpoints/NAME (the same name resumes)")
+    # base model: hub id, folder, or the embedded gemma-3-270m (None)
+    model: str | None = setting(None, env="BONBENCH_MODEL", help="base model (default: gemma-3-270m)")
+    task_args: Mapping[str, str] = setting(default_factory=dict, flag="-T", help="task argument, repeatable")
+    # -O pairs; cli.objective_options adds --k, --N, ... and checks them against the objective
+    objective_options: Mapping[str, Any] = setting(default_factory=dict, flag="-O", help="objective option, repeatable")
+    steps: int = setting(200, range=flags.AT_LEAST_1, help="optimiser steps (a resumed run may raise it)")
+    prompts_per_step: int = setting(4, range=flags.AT_LEAST_1, help="P prompts per optimiser step")
+    group: int = setting(8, range=flags.AT_LEAST_1, help="samples per prompt (G)")
+    max_new_tokens: int | None = setting(None, flag="--max-tokens", deprecated=("--max-new-tokens",),
+                                         range=flags.AT_LEAST_1, help="completion length (default: the task's)")
+    temperature: float = setting(1.0, range=flags.POSITIVE,  # Chow et al. train at 1.0
+                                 help="sampling temperature of the rollouts (> 0: the policy gradient needs a density)")
+    # LoRA; full fine-tuning wants ~1e-6..1e-5 (Chow et al.: 3e-6)
+    lr: float = setting(1e-4, range=flags.POSITIVE, help="AdamW learning rate")
+    warmup: int = setting(10, range=flags.AT_LEAST_0, help="steps of linear learning-rate warmup")
+    weight_decay: float = setting(0.0, range=flags.AT_LEAST_0, help="AdamW weight decay")
+    max_grad_norm: float = setting(1.0, range=flags.POSITIVE, help="gradient clipping norm")
+    lora_rank: int = setting(16, help="LoRA rank")  # >= 1 unless --full-finetune (checked below)
+    lora_alpha: int = setting(32, range=flags.AT_LEAST_1, help="LoRA alpha")
+    lora_targets: str = setting("all-linear", help="peft target modules: all-linear or a comma list")
+    full_finetune: bool = setting(False, help="train every weight instead of LoRA adapters")
+    kl_coef: float = setting(0.0, range=flags.AT_LEAST_0, help="beta of the per-token KL to the anchor")
+    kl_anchor: Literal["ref", "ema"] = setting("ref", help="the base model, or an EMA of the policy")
     # "linear": kl_coef for kl_anneal_delay steps, then linear to kl_coef_end over kl_anneal_steps steps
     # (Chow et al. anneal over 2,500 steps after a delay of 10; their start and end values were lost)
-    kl_schedule: str = "constant"
-    kl_coef_end: float | None = None
-    kl_anneal_steps: int = 2500
-    kl_anneal_delay: int = 10
-    ema_rate: float = 0.01
-    ppo_epochs: int = 1  # optimiser passes over one rollout batch (> 1: the PPO clipped surrogate matters)
-    clip_eps: float = 0.2
-    entropy_coef: float = 0.0
-    length_norm: str = "sum"  # "sum": -sum_t w log pi (the objectives' gradient); "mean": divide by |y| (GRPO)
-    verifier: str | None = None  # for objectives that need verifier scores (the reference policy is the base model)
-    ref_samples: int = 0  # M reference samples per prompt (vBoN's log F-hat)
-    micro_batch: int = 2  # sequences per forward/backward (memory: logits are [micro_batch, tokens, vocab])
-    dtype: str = "bfloat16"  # autocast dtype on CPU and GPU ("float32" turns it off)
+    kl_schedule: Literal["constant", "linear"] = setting(
+        "constant", help="linear: --kl-coef for --kl-anneal-delay steps, then linear to --kl-coef-end (Chow et al.)")
+    kl_coef_end: float | None = setting(None, range=flags.AT_LEAST_0,
+                                        help="the KL coefficient after annealing (needed with --kl-schedule linear)")
+    kl_anneal_steps: int = setting(2500, range=flags.AT_LEAST_1, help="annealing length in steps (paper: 2500)")
+    kl_anneal_delay: int = setting(10, range=flags.AT_LEAST_0, help="steps at --kl-coef before annealing (paper: 10)")
+    ema_rate: float = setting(0.01, range=flags.SHARE, help="update rate of the EMA anchor (--kl-anchor ema)")
+    # optimiser passes over one rollout batch (> 1: the PPO clipped surrogate matters)
+    ppo_epochs: int = setting(1, range=flags.AT_LEAST_1, help="> 1: PPO clipped surrogate over each rollout batch")
+    clip_eps: float = setting(0.2, range=(0, 1, False, False), help="PPO clip range epsilon")
+    entropy_coef: float = setting(0.0, help="coefficient of the entropy bonus")
+    # "sum": -sum_t w log pi (the objectives' gradient); "mean": divide by |y| (GRPO)
+    length_norm: Literal["sum", "mean"] = setting("sum", help="sum: -sum_t w log pi; mean: divided by |y| (GRPO)")
+    # for objectives that need verifier scores (the reference policy is the base model)
+    verifier: str | None = setting(None, help="verifier scores for verifier-selected objectives (logprob, rm:<spec>)")
+    ref_samples: int = setting(0, range=flags.AT_LEAST_0, help="M reference samples per prompt (vBoN's log F-hat)")
+    # memory: logits are [micro_batch, tokens, vocab]
+    micro_batch: int = setting(2, flag="--batch-size", deprecated=("--micro-batch",), range=flags.AT_LEAST_1,
+                               help="sequences per forward/backward (memory grows with it)")
+    dtype: Literal["bfloat16", "float16", "float32"] = setting(
+        "bfloat16", help="autocast dtype on CPU and GPU (float32 turns autocast off)")
     # the learned value head (objectives with baseline="value" or p_source="value"): its AdamW rate.
     # Chow et al. use 1e-5 for a value *network*; a linear head on frozen features needs more (docs/trainer.md)
-    value_lr: float = 1e-3
-    adv_norm: str = "none"  # "batch": whiten the step's advantages (Chow et al.); "std": divide by their std only
-    rationalize: bool = False  # STaR's rationalisation: hinted re-samples for prompts the policy fails on
-    # no optimiser step when the step's gradient is exactly zero (no group carries a learning signal and
-    # no KL or entropy term): AdamW would otherwise keep moving the weights on its momentum and weight
-    # decay (docs/trainer.md, "Steps without a learning signal still move the policy")
-    skip_zero_grad: bool = False
-    log_kl: bool = True  # log KL(pi || base) per step (one more forward pass without gradient)
-    log_grad_var: bool = False  # per-step variance of per-prompt gradients (one backward per prompt)
-    # "hf": the live weights in-process; "vllm": in-process vLLM with the live LoRA adapter (GPU);
-    # "openai": rollout servers (--endpoint) with the synced LoRA adapter
-    rollout_backend: str = "hf"
-    endpoints: tuple[str, ...] = ()  # rollout servers (--rollout-backend openai)
-    sync_every: int = 1  # optimiser steps between adapter syncs to the rollout servers
-    seed: int = 0
-    # steps between saves of the resumable state; None: after every step, unless saving took more than a
-    # tenth of the time since the last save (watch.SaveSchedule), so a kill loses little and saving costs little
-    save_every: int | None = None
-    log_every: int = 1
-    data_dir: str | None = None
-    out: str = "results"
+    value_lr: float = setting(1e-3, range=flags.POSITIVE,
+                              help="AdamW rate of the learned value head (paper's network: 1e-5)")
+    adv_norm: Literal["none", "batch", "std"] = setting(
+        "none", help="normalise the step's advantages: batch whitens them (Chow et al.), std only rescales")
+    rationalize: bool = setting(
+        False, help="STaR: re-sample failed prompts with the gold answer as a hint, train on the correct ones")
+    # AdamW would otherwise keep moving the weights on its momentum and weight decay (docs/trainer.md,
+    # "Steps without a learning signal still move the policy")
+    skip_zero_grad: bool = setting(
+        False, help="no optimiser step when the gradient is exactly zero (every group flat, no KL or entropy "
+                    "term): AdamW's momentum and weight decay would still move the weights")
+    # one more forward pass without gradient per step
+    log_kl: bool = setting(True, help="skip the per-step KL to the base model")
+    # one backward per prompt
+    log_grad_var: bool = setting(False, help="log the variance of per-prompt gradients")
+    rollout_backend: Literal["hf", "vllm", "openai"] = setting(
+        "hf", help="hf: sample in-process from the live weights; vllm: in-process vLLM with the live LoRA adapter "
+                   "(GPU); openai: from servers the LoRA adapter is synced to")
+    endpoints: tuple[str, ...] = setting(
+        (), flag="--endpoint", metavar="URL",
+        help="rollout server (repeatable): VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve BASE --enable-lora")
+    sync_every: int = setting(1, range=flags.AT_LEAST_1, help="optimiser steps between adapter syncs to the servers")
+    seed: int = setting(0, range=flags.AT_LEAST_0, help="seed of prompt order, sampling and initialisation")
+    # None: after every step, unless saving took more than a tenth of the time since the last save
+    # (watch.SaveSchedule), so a kill loses little and saving costs little
+    save_every: int | None = setting(
+        None, range=flags.AT_LEAST_1, metavar="N",
+        help="steps between saves of the resumable state (the same command resumes from the last one); "
+             "default: after every step, or less often when a save takes over a tenth of the time since the last one")
+    log_every: int = setting(1, cli=False, help="steps between log rows (not read by the loop yet)")
+    data_dir: str | None = setting(None, help="local dataset mirror (default: $BONBENCH_DATA_DIR, else the hub)")
+    out: str = setting("results", env="BONBENCH_OUT", help="results root (default: results/)")
     # how the task's grader runs (as `bonbench run`): they change where and how code runs, not its verdicts
-    unsafe_no_sandbox: bool = False  # run code tests without the sandbox (trusted code only)
-    ray: str | None = None  # run code tests as Ray tasks: local, auto or HOST:PORT
-    progress: bool = True
+    unsafe_no_sandbox: bool = setting(
+        False, help="code tasks: run model code without bubblewrap (rlimits, uid change and group kill still apply)")
+    ray: str | None = setting(
+        None, const="local", metavar="ADDRESS",
+        help="run code tests as Ray tasks: no value starts a local Ray, `auto` joins this machine's cluster, HOST:PORT "
+             "a head's (docs/scale-out.md)")
+    progress: bool = setting(True, cli=False, help="library callers: False turns progress reports off")
 
     def __post_init__(self) -> None:
-        checks = [
-            (self.steps >= 1, "--steps must be >= 1"),
-            (self.prompts_per_step >= 1, "--prompts-per-step must be >= 1"),
-            (self.group >= 1, "--group must be >= 1"),
-            (self.temperature > 0, "--temperature must be > 0 (the policy gradient needs a sampling density)"),
-            (self.lr > 0, "--lr must be > 0"),
-            (self.warmup >= 0, "--warmup must be >= 0"),
-            (self.max_grad_norm > 0, "--max-grad-norm must be > 0"),
-            (self.lora_rank >= 1 or self.full_finetune, "--lora-rank must be >= 1 (or use --full-finetune)"),
-            (self.kl_coef >= 0, "--kl-coef must be >= 0"),
-            (self.kl_anchor in KL_ANCHORS, f"--kl-anchor must be one of {', '.join(KL_ANCHORS)}"),
-            (self.kl_schedule in KL_SCHEDULES, f"--kl-schedule must be one of {', '.join(KL_SCHEDULES)}"),
+        settings.check(self)  # each field's range and choices, as its flag states them
+        full = self.full_finetune
+        checks = [  # what one field's range cannot say: settings that depend on each other
+            (self.lora_rank >= 1 or full, "--lora-rank must be >= 1 (or use --full-finetune)"),
             (self.kl_schedule == "constant" or self.kl_coef_end is not None,
              "--kl-schedule linear needs --kl-coef-end (the coefficient after annealing; --kl-coef is the start)"),
-            (self.kl_coef_end is None or self.kl_coef_end >= 0, "--kl-coef-end must be >= 0"),
-            (self.kl_anneal_steps >= 1, "--kl-anneal-steps must be >= 1"),
-            (self.kl_anneal_delay >= 0, "--kl-anneal-delay must be >= 0"),
-            (self.value_lr > 0, "--value-lr must be > 0"),
-            (self.adv_norm in ADV_NORMS, f"--adv-norm must be one of {', '.join(ADV_NORMS)}"),
-            (self.rollout_backend in ROLLOUT_BACKENDS, f"--rollout-backend must be one of {', '.join(ROLLOUT_BACKENDS)}"),
-            (self.rollout_backend != "vllm" or not self.full_finetune,
+            (self.rollout_backend != "vllm" or not full,
              "--rollout-backend vllm serves the LoRA adapter; drop --full-finetune or use --rollout-backend hf"),
-            (0 < self.ema_rate <= 1, "--ema-rate must be in (0, 1]"),
-            (self.ppo_epochs >= 1, "--ppo-epochs must be >= 1"),
-            (0 < self.clip_eps < 1, "--clip-eps must be in (0, 1)"),
-            (self.length_norm in LENGTH_NORMS, f"--length-norm must be one of {', '.join(LENGTH_NORMS)}"),
-            (self.ref_samples >= 0, "--ref-samples must be >= 0"),
-            (self.micro_batch >= 1, "--micro-batch must be >= 1"),
-            (self.dtype in ("bfloat16", "float16", "float32"), "--dtype must be bfloat16, float16 or float32"),
-            (self.save_every is None or self.save_every >= 1, "--save-every must be >= 1"),
             (self.rollout_backend != "openai" or bool(self.endpoints),
              "--rollout-backend openai needs a server: --endpoint URL (repeatable) of `vllm serve BASE --enable-lora`"),
-            (self.rollout_backend != "openai" or not self.full_finetune,
+            (self.rollout_backend != "openai" or not full,
              "--rollout-backend openai syncs LoRA adapters to the server; drop --full-finetune or use --rollout-backend hf"),
-            (self.sync_every >= 1, "--sync-every must be >= 1"),
-            (self.max_new_tokens is None or self.max_new_tokens >= 1, "--max-new-tokens must be >= 1"),
             (bool(self.name) and "/" not in self.name and not self.name.startswith("."),
              "--name must be a plain folder name (it becomes results/checkpoints/NAME)"),
         ]

@@ -22,7 +22,7 @@ from bonbench.apps.verifier_training.features import FeatureCache, extract_featu
 from bonbench.apps.verifier_training.fit import auroc, check_class_counts, fit_head, split_problems
 from bonbench.apps.verifier_training.lora import train_lora
 from bonbench.apps.verifier_training.request import TrainVerifierRequest
-from bonbench.core import flags, outputs
+from bonbench.core import outputs, settings
 from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import EMBEDDED_MODEL, ResolvedModel, resolve_model
@@ -142,7 +142,7 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress = no_progress) 
     """Assemble, check, featurise, fit, save; returns the verifier folder (see the package docstring)."""
     if req.method not in ("head", "lora"):
         raise BonbenchError(f"unknown --method {req.method!r}; use head (frozen backbone + trained head) or lora")
-    flags.check(req, flags.RANGES["train-verifier"])  # the CLI checks the same ranges when parsing; API callers too
+    settings.check(req)  # the ranges its fields declare, as the CLI checks them; API callers too
     data = assemble(req.run_dirs, data_dir=req.data_dir, family=req.task)
     data, excluded = check_no_eval_problems(data, data_dir=req.data_dir, drop=req.drop_eval_overlap)
     check_class_counts(data.rows, req.min_class)

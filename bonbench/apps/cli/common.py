@@ -1,0 +1,66 @@
+"""What the ``bonbench`` subcommands share: the parser whose usage errors are one line, progress
+bars on stderr, output-path and key=value helpers, the default results root.
+
+No subcommand lives here and nothing here reads a run or a model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, \
+    TimeRemainingColumn
+
+DEFAULT_OUT = "results"
+
+
+def results_root() -> str:
+    """The results root when none is given: ``$BONBENCH_OUT``, else ``results``."""
+    return os.environ.get("BONBENCH_OUT", DEFAULT_OUT)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with its usage errors on one line (``error: ...``, exit 2), like every other error."""
+
+    def error(self, message: str) -> Any:
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+
+def add_debug(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def file_in(path: str, default_name: str) -> Path:
+    """An output path: a file path as given; an existing folder (or a path ending in /) gets
+    ``default_name`` inside it, as lm-eval's ``--output_path`` does."""
+    out = Path(path)
+    return out / default_name if out.is_dir() or path.endswith(("/", os.sep)) else out
+
+
+class Progress:
+    """rich progress bars on stderr, one per stage, created on first use."""
+
+    def __init__(self) -> None:
+        self.progress = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                     TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+                                     transient=False)
+        self.tasks: dict[str, Any] = {}
+        self.prefix = ""
+
+    def __enter__(self) -> "Progress":
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
+
+    def __call__(self, stage: str, advance: int, total: int) -> None:
+        key = self.prefix + stage
+        if key not in self.tasks:
+            label = {"sample": "sampling", "grade": "grading"}.get(stage, stage)
+            self.tasks[key] = self.progress.add_task(f"{label} {self.prefix}".strip(), total=total)
+        self.progress.update(self.tasks[key], advance=advance)

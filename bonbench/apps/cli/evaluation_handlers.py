@@ -1,0 +1,164 @@
+"""The handlers of ``bonbench run``, ``score``, ``merge``, ``report`` and ``list``: parsed flags in,
+one library call (``bonbench.run``), tables and run directories out.
+
+Progress goes to stderr, the metrics tables to stdout and the run directory is the last line
+printed. Importing this module loads the pipeline (and, through the samplers, torch), so
+``bonbench.apps.cli`` imports it only when one of these commands runs. The flags are
+``bonbench.apps.cli.evaluation``'s; no evaluation logic lives here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bonbench.api import task as registry
+from bonbench.apps.cli.common import Progress
+from bonbench.apps.cli.evaluation import engine_args
+from bonbench.apps.trainer.cli import list_objectives
+from bonbench.core import settings
+from bonbench.core.errors import BonbenchError
+from bonbench.core.store import find_run_dirs, read_json
+from bonbench.pipeline import stages
+from bonbench.pipeline.report import print_metrics
+from bonbench.pipeline.shard import ShardStore
+from bonbench.plugins.rewards.registry import describe_reward_models
+from bonbench.plugins.samplers import cpu_preload
+from bonbench.run import execute as run_execute
+from bonbench.run import merge as run_merge
+from bonbench.run.plan import plan
+from bonbench.run.reopen import reopen
+from bonbench.run.request import Plan, RunRequest, RunResult
+
+METRICS_HELP = (
+    "pass@k   unbiased pass@k (Chen et al. 2021), every k <= n",
+    "bon@k    expected correctness of the verifier's top pick among k of n (ties uniform), exact",
+    "maj@k    probability the plurality answer of k of n is correct (ties uniform), exact DP",
+    "max@k    expected maximum reward of k of n (reward-judged tasks; pass@k is refused there)",
+    "mean     mean correctness / reward over samples",
+    "list forms: pass@1,4,16 ; repeat --metric for several kinds",
+)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    req = settings.from_args(RunRequest, args, engine_args=engine_args(args))
+    p = plan(req)
+    if args.dry_run:
+        for run in p.runs:
+            sharded = isinstance(run.store, ShardStore)
+            shard = {"shard": run.store.spec.label} if sharded else {}
+            print(json.dumps({"hash": run.run_hash, "hashed": run.cfg.hashed(), "config": run.cfg.to_json(),
+                              "problems": len(run.problems), **shard, "exists": run.store.exists()}, indent=2, default=str))
+            print(run.store.run_root if sharded else run.store.root)  # the run directory `bonbench merge` takes
+        return 0
+    return _execute(p)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    if args.run_dir and args.samples:
+        raise BonbenchError("give either a run directory or --samples, not both")
+    req = settings.from_args(RunRequest, args)
+    if not args.run_dir:
+        if not args.samples:
+            raise BonbenchError("bonbench score needs a run directory or --task T --samples FILE")
+        return _execute(plan(req))
+    task_args = {**req.task_args, **({"reward_model": req.reward_model} if req.reward_model else {})}
+    # a reopened run keeps its own sampling settings (score has no flag for them: evaluation.SAMPLING_ONLY)
+    return _execute(reopen(Path(args.run_dir), metrics=req.metrics, n=req.n, verifier=req.verifier, task_args=task_args,
+                           limit=req.limit, data_dir=req.data_dir, n_boot=req.n_boot,
+                           unsafe_no_sandbox=req.unsafe_no_sandbox, ref_model=req.ref_model, ref_run=req.ref_run,
+                           ray=req.ray, ray_workers=req.ray_workers))
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    settings.check_args(RunRequest, args)
+    with Progress() as progress:
+        merged = run_merge.merge(Path(args.run_dir), partial=args.partial, data_dir=args.data_dir, n_boot=args.n_boot,
+                                 unsafe_no_sandbox=args.unsafe_no_sandbox, progress=progress)
+    for c in merged.coverage:
+        print(f"shard {c.spec.label}: {len(c.complete)} of {len(c.problems)} problems", file=sys.stderr)
+    added = ", ".join(f"{n} {name}" for name, n in sorted(merged.added.items()) if n) or "nothing new"
+    print(f"merged rows: {added}", file=sys.stderr)
+    _print_result(merged.result)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    dirs = find_run_dirs(Path(args.path), scored=True)
+    if not dirs:
+        raise BonbenchError(f"no scored run directories under {args.path}; run `bonbench run` first")
+    broken = 0
+    for d in dirs:
+        # one unreadable run (a damaged metrics.json) is one error line; the other runs are still shown
+        try:
+            print_metrics(read_json(d / "metrics.json"), path=d / "metrics.json")
+        except BonbenchError as exc:
+            if args.debug or len(dirs) == 1:
+                raise
+            print(f"error: {exc}", file=sys.stderr)
+            broken += 1
+            continue
+        print(d)
+    return 1 if broken else 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    for line in _listing(args.what, Path(args.out)):
+        print(line)
+    return 0
+
+
+def _listing(what: str, out: Path) -> list[str]:
+    if what == "tasks":
+        registry.load_plugins()
+        return list(registry.task_names())
+    if what == "verifiers":
+        return [*registry.verifier_names(), "rm:<spec>       a reward model (bonbench list reward-models)",
+                "learned:PATH    a verifier folder from `bonbench train-verifier` (docs/verifiers.md)"]
+    if what == "reward-models":
+        return [*(f"{name:<18} {description}" for name, description in describe_reward_models()),
+                "hf:<folder or hub id>?label=NAME  any Hugging Face sequence classifier; vllm:<...> the same on vLLM",
+                "use as --verifier rm:<spec>; spec syntax and options: docs/rewards.md"]
+    if what == "objectives":
+        return list_objectives()
+    if what == "metrics":
+        return list(METRICS_HELP)
+    return [str(d) for d in find_run_dirs(out)]
+
+
+def _execute(p: Plan) -> int:
+    """Run a plan with progress bars, print every table, then the run directories (last line)."""
+    if (p.backend == "vllm" and p.ray is None and not p.never_sample
+            and any(stages.missing_requests(r, r.cfg.prompt_style) for r in p.runs)):
+        # an engine will load: restart once with tcmalloc preloaded (CPU only; docs/samplers.md). Done
+        # here, not in the library: re-executing the process is the command's business, not a library's.
+        cpu_preload.maybe_reexec_with_preload()
+    with Progress() as progress:
+        def label(run: Any) -> None:
+            progress.prefix = f"T={run.cfg.temperature:g}" if p.is_sweep else ""
+
+        result = run_execute.execute(p, progress, on_run=label)
+    if p.verifier_note:
+        # which verifier bon@k used, and why (run.verifier_choice); after the run, so that a failed
+        # run's error stays the only line
+        print(p.verifier_note, file=sys.stderr)
+    _print_result(result)
+    return 0
+
+
+def _print_result(result: RunResult) -> None:
+    """Every metrics table, then the run directories (a shard prints the run directory it belongs to)."""
+    for doc in result.docs:
+        print_metrics(doc)
+    for run in result.runs:
+        if isinstance(run.store, ShardStore):
+            print(f"shard {run.store.spec.label} done; once every shard is, run `bonbench merge {run.store.run_root}`",
+                  file=sys.stderr)
+            print(run.store.run_root)
+        else:
+            print(run.store.root)
+    if result.sweep_path is not None:
+        print(result.sweep_path)

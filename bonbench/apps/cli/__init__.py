@@ -17,7 +17,6 @@ libraries (torch, the pipeline, scipy): it is imported when that command runs, s
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import warnings
@@ -32,6 +31,7 @@ from bonbench.apps.cli.common import Parser
 from bonbench.apps.trainer import cli as trainer_cli
 from bonbench.core import flags, outputs
 from bonbench.core.errors import BonbenchError
+from bonbench.core.registry import load_target
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -55,11 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def handler_of(args: argparse.Namespace) -> Handler:
     """The parsed command's handler: a function, or one named ``"module:function"`` (imported now)."""
-    target = args.handler
-    if callable(target):
-        return target
-    module, _, name = str(target).partition(":")
-    return getattr(importlib.import_module(module), name)
+    return args.handler if callable(args.handler) else load_target(str(args.handler))
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,

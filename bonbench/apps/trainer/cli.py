@@ -2,7 +2,7 @@
 
 Every ``TrainConfig`` field is a flag (``bonbench.core.settings`` reads its type, default, help and
 range); the papers' names for objective options (``--k``, ``--N``, ...) are ``ObjectiveFlags``,
-merged with ``-O KEY=VALUE`` into ``TrainConfig.objective_options``. The handler that loads torch
+merged with ``-O KEY=VALUE`` into ``TrainConfig.objective_options`` and typed by the registry's coercion. The handler that loads torch
 and trains is ``bonbench.apps.trainer.command``: this module imports nothing heavy, so that
 ``bonbench --help`` and every other command stay fast. It trains nothing and prints nothing.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -19,8 +18,8 @@ from bonbench.api.objective import REGISTRY, make_objective
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.core import flags, settings
 from bonbench.core.errors import BonbenchError
+from bonbench.core.registry import coerce_kwargs
 from bonbench.core.settings import setting
-from bonbench.plugins import objectives as _builtin  # noqa: F401  (registers the built-in objectives)
 
 # the handler, imported when `train` is the command (it imports torch): bonbench.apps.cli resolves it
 HANDLER = "bonbench.apps.trainer.command:cmd_train"
@@ -51,30 +50,24 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return t
 
 
-def _option_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def objective_options(args: argparse.Namespace) -> dict[str, Any]:
-    """``-O`` pairs (JSON values where they parse) plus the ``ObjectiveFlags`` given, checked
-    against the objective (an unknown objective or option is one line naming the known ones)."""
-    given = settings.values(TrainConfig, args).get("objective_options") or {}
-    opts = {k: _option_value(v) for k, v in given.items()}
+    """``-O`` pairs plus the ``ObjectiveFlags`` given, checked against the objective and coerced to
+    its factory's annotated types by the registry (``core.registry.coerce_kwargs``, as
+    ``make_objective`` does), so the recorded config holds typed values (``k: 4``, not ``"4"``). An
+    unknown objective or option, or a value of the wrong type, is one line naming the fix."""
     make_objective(args.objective)  # unknown objective: one line, before looking at its options
-    known = REGISTRY[args.objective].options
+    info = REGISTRY.get(args.objective)
+    opts: dict[str, Any] = dict(settings.values(TrainConfig, args).get("objective_options") or {})
     named = settings.from_args(ObjectiveFlags, args)
     for f in dataclasses.fields(named):
         value = getattr(named, f.name)
         if value is None:
             continue
-        if f.name not in known:
+        if f.name not in info.options:
             raise BonbenchError(f"objective {args.objective!r} has no {settings.flag_spelling(f)}; its options are: "
-                                f"{', '.join(sorted(known)) or 'none'}")
+                                f"{', '.join(sorted(info.options)) or 'none'}")
         opts[f.name] = value
-    return opts
+    return coerce_kwargs(info.factory, opts, owner=f"objective {args.objective!r}", noun="option")
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:

@@ -30,6 +30,9 @@ does not sample (``bonbench run`` does).
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from bonbench.apps.verifier_training.data import (
     EVAL_SETS,
     LabelledSample,
@@ -38,10 +41,20 @@ from bonbench.apps.verifier_training.data import (
     check_no_eval_problems,
     normalised_text_hash,
 )
-from bonbench.apps.verifier_training.features import FeatureCache, extract_features
-from bonbench.apps.verifier_training.fit import auroc, check_class_counts, fit_head, split_problems
 from bonbench.apps.verifier_training.request import TrainVerifierRequest
-from bonbench.apps.verifier_training.train import default_name, train_verifier
+
+# names of the modules that import torch, loaded on first use (PEP 562): importing the package (the
+# CLI reads TrainVerifierRequest's flags for `bonbench --help`) must not load torch
+_TORCH_NAMES = {"FeatureCache": "features", "extract_features": "features", "auroc": "fit",
+                "check_class_counts": "fit", "fit_head": "fit", "split_problems": "fit", "default_name": "train",
+                "train_verifier": "train"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _TORCH_NAMES:
+        return getattr(importlib.import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "EVAL_SETS", "FeatureCache", "LabelledSample", "TrainVerifierRequest", "TrainingData", "assemble", "auroc",

@@ -1,1 +1,8 @@
-"""Layer 6, the pipeline: the stages of one run (sample, grade, score), comparisons, shards, readers of foreign sample files and the metrics report."""
+"""Layer 6, the pipeline: the stages of one run and what they store.
+
+``prepared`` (a run resolved to its directory, config.json, the ids that key stored rows),
+``stages`` (sample, grade, verify, evaluate), ``scoring`` (metrics.json and curves.json),
+``compare`` (kl, win rates, kl_bon@k), ``shard`` (one run's problems split over shards),
+``readers`` and ``imported`` (samples files from other harnesses), ``progress`` (the callback
+type) and ``report`` (the metrics table).
+"""

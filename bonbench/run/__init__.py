@@ -1,1 +1,10 @@
-"""Layer 7, run: from a request to a finished run directory (request, resolve, plan, execute, merge) and the default verifier choice."""
+"""Layer 7, run: from a request to a finished run directory.
+
+``request`` (RunRequest, Plan, RunResult, MergeResult: the records), ``resolve`` (the one path from
+names to a task with its grader configured, a verifier, the sampled model, the sampler and a
+RunConfig; the trainer and verifier training use it too), ``rules`` (metric companions, greedy
+decoding, kl / winrate checks, the k-fits-the-samples rule), ``plan`` (a request into runs, imports
+of foreign samples, shards), ``reopen`` (a plan for an existing run directory), ``execute`` (sample,
+grade, verify, score a plan), ``merge`` (combine shards) and ``verifier_choice`` (the default
+verifier and the line that says why). ``runner`` re-exports the former module's names for one release.
+"""

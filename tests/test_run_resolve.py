@@ -196,3 +196,11 @@ def test_reopened_imported_run_checks_k_against_its_fewest_samples(tmp_path: Pat
     with pytest.raises(BonbenchError, match=r"^pass@4 need\(s\) k <= 2, the fewest samples a problem of this imported "
                                             r"run has; drop those metrics$"):
         reopen(run_dir, metrics=("pass@4",))
+
+
+def test_running_without_kl_does_not_import_torch() -> None:
+    """Planning and executing a run import torch only when something loads a model (a sampler or
+    the KL scorers), so a dry run, an imported or served run pays nothing for it."""
+    code = "import sys, bonbench.run.plan, bonbench.run.execute, bonbench.run.merge; print('torch' in sys.modules)"
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert got.stdout.strip() == "False"

@@ -15,14 +15,13 @@ exactly. What is left out, on purpose, and the same on both sides: the end of th
 stop string that was trimmed off the text), and top-p truncation (KL is refused for top-p < 1,
 where the sampling policy has zero-probability tokens the reference does not).
 
-This module loads models lazily, on the first ``score``; it does not sample.
+This module loads models (and imports torch) lazily, on the first ``score``, so a run that asks
+for no KL never pays for torch; it does not sample.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
-
-import torch
 
 from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError
@@ -46,7 +45,7 @@ class TeacherForcedLogprob:
         self.render = render
         self.temperature = float(temperature)
         self.dtype = dtype
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self._device = device  # None: cuda when available, chosen when the model loads
         self.batch_size = batch_size
         suffix = "" if self.temperature == 1.0 else f"-t{self.temperature:g}"
         self.name = f"lp-{role}-{model_slug(model.name)}{suffix}"
@@ -65,8 +64,15 @@ class TeacherForcedLogprob:
                 raise BonbenchError(f"cannot load the tokenizer of '{self.resolved.name}': {exc}".splitlines()[0]) from exc
         return self._tokenizer
 
+    @property
+    def device(self) -> Any:
+        import torch
+
+        return torch.device(self._device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
     def _model(self) -> Any:
         if self._lm is None:
+            import torch
             from transformers import AutoModelForCausalLM
 
             try:
@@ -95,8 +101,9 @@ class TeacherForcedLogprob:
             out.append(Score(s.problem_id, s.sample_idx, self.name, values[i]))
         return out
 
-    @torch.inference_mode()
     def _batch(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[float]:
+        import torch  # imported when a KL is scored (see the module docstring)
+
         lm = self._model()
         seqs = [p + c for p, c in pairs]
         width = max(len(s) for s in seqs)
@@ -105,17 +112,18 @@ class TeacherForcedLogprob:
         for r, s in enumerate(seqs):  # right padding: positions of real tokens are unchanged
             ids[r, :len(s)] = torch.tensor(s)
             mask[r, :len(s)] = 1
-        logits = lm(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float()
-        logp = torch.log_softmax(logits / self.temperature, dim=-1)
-        out = []
-        for r, (p, c) in enumerate(pairs):
-            if not c:
-                out.append(0.0)
-                continue
-            # token t of the completion is predicted at position len(p) + t - 1
-            pos = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=logp.device)
-            tgt = torch.tensor(c, device=logp.device)
-            out.append(float(logp[r, pos, tgt].double().sum()))
+        with torch.inference_mode():
+            logits = lm(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float()
+            logp = torch.log_softmax(logits / self.temperature, dim=-1)
+            out = []
+            for r, (p, c) in enumerate(pairs):
+                if not c:
+                    out.append(0.0)
+                    continue
+                # token t of the completion is predicted at position len(p) + t - 1
+                pos = torch.arange(len(p) - 1, len(p) + len(c) - 1, device=logp.device)
+                tgt = torch.tensor(c, device=logp.device)
+                out.append(float(logp[r, pos, tgt].double().sum()))
         return out
 
 

@@ -28,6 +28,7 @@ This module imports no other bonbench layer than core, and imports no plugin unt
 
 from __future__ import annotations
 
+import collections.abc
 import importlib
 import inspect
 import types
@@ -43,6 +44,7 @@ from bonbench.core.errors import BonbenchError
 T = TypeVar("T")
 Target = Union[Any, str, EntryPoint]  # the object, a lazy "module:attr", or an entry point
 
+_SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Collection, collections.abc.Iterable)
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
@@ -233,7 +235,7 @@ def type_name(annotation: Any) -> str:
         return "one of " + ", ".join(repr(a) for a in args)
     if origin in (Union, types.UnionType):
         return " or ".join(type_name(a) for a in args)
-    if origin in (list, tuple, typing.Sequence, set, frozenset) or origin is getattr(typing, "Collection", None):
+    if origin in _SEQUENCES:
         inner = [a for a in args if a is not Ellipsis]
         return "a comma-separated list of " + (type_name(inner[0]) if inner else "str")
     if annotation is type(None):
@@ -261,7 +263,7 @@ def _coerce_one(value: str, annotation: Any) -> Any:
             except ValueError:
                 continue
         raise ValueError(value)
-    if origin in (list, tuple, set, frozenset, typing.Sequence) or str(origin) == "<class 'collections.abc.Sequence'>":
+    if origin in _SEQUENCES:
         return _coerce_sequence(value, origin, args)
     if annotation is bool:
         if value.lower() in _TRUE:

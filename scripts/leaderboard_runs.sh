@@ -44,7 +44,7 @@ bb() {
 
 CK="$OUT/checkpoints"
 # shared training settings (IMDB)
-IMDB_TRAIN=(--task imdb --seed 1 --steps ${IMDB_STEPS:-10} --prompts-per-step 4 --group 8 --max-new-tokens 24
+IMDB_TRAIN=(--task imdb --seed 1 --steps ${IMDB_STEPS:-10} --prompts-per-step 4 --group 8 --max-tokens 24
             --lr 5e-4 --warmup 3 --lora-rank 16 --lora-targets all-linear --out "$OUT")
 # shared evaluation settings (IMDB): 64 test prompts x 8 samples, the training length and temperature
 IMDB_EVAL=(--task imdb --backend hf --limit 64 --n 4 --max-tokens 24 --temperature 1.0 --out "$OUT")
@@ -124,7 +124,7 @@ report_imdb() {
 # Evaluation: the first 64 MATH test level-1 problems x 8 samples x 256 tokens at T = 1 (hf backend),
 # pass@1,4,8, bon@8 (the logprob verifier) and maj@8, paired against the base.
 MATH_TRAIN=(--task math -T level=1 -T fewshot=2 --steps ${MATH_STEPS:-8} --prompts-per-step 4 --group 8
-            --max-new-tokens 128 --lr 5e-4 --warmup 2 --lora-rank 16 --out "$OUT")
+            --max-tokens 128 --lr 5e-4 --warmup 2 --lora-rank 16 --out "$OUT")
 MATH_EVAL=(--task math -T level=1 -T fewshot=2 --backend hf --limit 64 --n 8 --max-tokens 256 --temperature 1.0
            --seed 0 --metric pass@1,pass@4,pass@8,bon@8,maj@8 --verifier logprob --out "$OUT")
 train_math() {  # NAME SEED OBJECTIVE [OPTIONS...]

@@ -199,8 +199,13 @@ def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
 def test_list_shows_every_plugin(site: Path) -> None:
     tasks = bonbench(site, "list", "tasks")
     assert tasks.returncode == 0 and "toyplug" in tasks.stdout.split() and "math" in tasks.stdout.split(), tasks.stderr
-    verifiers = bonbench(site, "list", "verifiers").stdout.split()
+    verifiers = bonbench(site, "list", "verifiers").stdout.splitlines()
     assert {"toyv", "oracle", "logprob"} <= set(verifiers)
+    assert "match:TEXT  1 when the completion contains TEXT (a test scheme)." in verifiers
+    assert any(line.startswith("rm:<spec>") for line in verifiers) and any(line.startswith("learned:PATH") for line in verifiers)
+    backends = bonbench(site, "list", "backends").stdout.splitlines()
+    assert [line.split()[0] for line in backends] == ["vllm", "hf", "openai", "scripted", "toy"]
+    assert backends[-1].endswith("engine settings: dtype, style")
     rms = bonbench(site, "list", "reward-models").stdout
     assert "toy-rm" in rms and "Length of the completion plus a bonus" in rms
     objectives = bonbench(site, "list", "objectives").stdout

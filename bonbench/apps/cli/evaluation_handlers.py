@@ -25,8 +25,8 @@ from bonbench.core.store import find_run_dirs, read_json
 from bonbench.pipeline import stages
 from bonbench.pipeline.report import print_metrics
 from bonbench.pipeline.shard import ShardStore
-from bonbench.plugins.rewards.registry import describe_reward_models
-from bonbench.plugins.samplers import cpu_preload
+from bonbench.plugins.rewards.registry import describe_reward_models, describe_reward_schemes
+from bonbench.plugins.samplers import cpu_preload, select
 from bonbench.run import execute as run_execute
 from bonbench.run import merge as run_merge
 from bonbench.run.plan import plan
@@ -115,13 +115,14 @@ def _listing(what: str, out: Path) -> list[str]:
     if what == "tasks":
         registry.load_plugins()
         return list(registry.task_names())
-    if what == "verifiers":
-        return [*registry.verifier_names(), "rm:<spec>       a reward model (bonbench list reward-models)",
-                "learned:PATH    a verifier folder from `bonbench train-verifier` (docs/verifiers.md)"]
+    if what == "verifiers":  # plain names, then the schemes (rm:, learned:, a plugin's) as their docstrings say
+        return [*registry.verifier_names(), *(doc or prefix + "..." for prefix, doc in registry.verifier_schemes())]
     if what == "reward-models":
         return [*(f"{name:<18} {description}" for name, description in describe_reward_models()),
-                "hf:<folder or hub id>?label=NAME  any Hugging Face sequence classifier; vllm:<...> the same on vLLM",
+                *(f"{prefix}<source>?key=value  {description}" for prefix, description in describe_reward_schemes()),
                 "use as --verifier rm:<spec>; spec syntax and options: docs/rewards.md"]
+    if what == "backends":
+        return [f"{name:<10} engine settings: {settings}" for name, settings in select.describe_backends()]
     if what == "objectives":
         return list_objectives()
     if what == "metrics":

@@ -56,7 +56,8 @@ BUILTIN_REWARD_MODELS: dict[str, tuple[str, str]] = {
 for _name, (_ref, _description) in BUILTIN_REWARD_MODELS.items():
     REWARD_MODELS.add(_name, _ref, description=_description)
 Factory = RewardFactory
-__all__ = ["BUILTIN_REWARD_MODELS", "GROUP", "LazyRewardModel", "RewardSpec", "describe_reward_models", "get_reward_model",
+__all__ = ["BUILTIN_REWARD_MODELS", "GROUP", "LazyRewardModel", "RewardSpec", "describe_reward_models", "describe_reward_schemes",
+           "get_reward_model",
            "parse_spec", "preflight", "register_reward_model", "reward_model_names", "reward_verifier"]
 
 
@@ -93,6 +94,18 @@ def describe_reward_models() -> list[tuple[str, str]]:
                 continue
             REWARD_MODELS.add(name, REWARD_MODELS.get(name), description=description)
         out.append((name, description))
+    return out
+
+
+def describe_reward_schemes() -> list[tuple[str, str]]:
+    """(prefix, one-line description) of every reward-model scheme (``hf:``, ``vllm:``, a plugin's);
+    imports the schemes' modules, which load no model."""
+    out = []
+    for prefix in REWARD_MODELS.schemes():
+        try:
+            out.append((prefix, first_line(REWARD_MODELS.get(prefix).__doc__)))
+        except BonbenchError as exc:
+            out.append((prefix, f"(failed to load: {exc})"))
     return out
 
 

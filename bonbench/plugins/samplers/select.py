@@ -110,6 +110,19 @@ register_sampler("scripted", options=None)(scripted_sampler)
 OPTIONS: dict[str, type] = {"vllm": VLLMOptions, "hf": HFOptions, "openai": OpenAIOptions}
 
 
+def describe_backends() -> list[tuple[str, str]]:
+    """(backend, the engine settings it takes) of every registered backend, built-ins first."""
+    out = []
+    for name in BACKENDS:
+        try:
+            cls = sampler_options(name)
+        except BonbenchError as exc:
+            out.append((name, f"(failed to load: {exc})"))
+            continue
+        out.append((name, ", ".join(f.name for f in fields(cls)) if cls is not None else "none (replays samples)"))
+    return out
+
+
 def recorded_options(options: Any) -> dict[str, Any]:
     """The options as config.json records them (not hashed): the openai backend leaves out its API key."""
     recorded = getattr(options, "recorded", None)

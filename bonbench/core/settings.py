@@ -10,17 +10,19 @@ needs and without their dependencies):
     bool            ``--x`` (store_true; a field that defaults to True gets ``--no-x``)
     X | None        an optional ``--x`` of type X, left at the field's default when not given
     Literal[...]    ``choices``
-    tuple[X, ...]   a repeatable flag (``repeat``, the default) or one comma list (``comma=True``)
+    tuple[X, ...]   a repeatable flag; one comma list with ``comma=True``; a positional's values
+                    with ``positional=True``
     Mapping[str, X] repeatable ``KEY=VALUE`` pairs (keys: ``-`` read as ``_``)
 
 ``from_args(cls, args)`` builds the dataclass from the parsed namespace (no hand mapping) and
 checks its ranges; ``check(obj)`` checks a value built in code the same way (``bonbench.core.flags``
 words the ranges). A deprecated spelling is accepted and prints one line to stderr.
 
-What this module does not do: it knows no command and no setting; it reads the environment only
-for a field that names its ``env`` variable; parsing stays argparse's (a malformed value is
-argparse's one-line usage error, exit 2); a range or choice outside its bounds is a
-``BonbenchError`` (exit 1), raised by ``from_args`` / ``check`` before any work.
+Errors: a value argparse reads (int, float, choices) is argparse's one-line usage error (exit 2);
+comma lists, ``KEY=VALUE`` pairs and ``parse`` converters are read by ``from_args``, and they and a
+value outside its range or choices are one ``BonbenchError`` line naming the flag (exit 1), raised
+before any work. What this module does not do: it knows no command and no setting, and it reads
+the environment only for a field that names its ``env`` variable.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ T = TypeVar("T")
 _NOT_GIVEN: Any = dataclasses.MISSING
 # the namespace attribute that remembers which old spellings were already warned about in one parse
 _WARNED = "_deprecated_spellings_warned"
+# ... and which repeatable flags were given (their first use replaces the default)
+_GIVEN = "_repeated_flags_given"
 
 
 def setting(default: Any = _NOT_GIVEN, *, help: str, flag: str | None = None, aliases: Iterable[str] = (),
@@ -55,8 +59,9 @@ def setting(default: Any = _NOT_GIVEN, *, help: str, flag: str | None = None, al
     ``deprecated``: old spellings, hidden, accepted with a warning; ``range``: a ``flags.Range``
     (each element of a tuple is checked); ``env``: an environment variable that overrides the
     default; ``const``: the value of the flag given without one (``--ray`` alone); ``parse``: a
-    converter from the flag's text (ValueError or BonbenchError: a usage error naming the flag);
-    ``cli=False``: a setting of library callers only (no flag).
+    converter from the flag's text, whatever the field's type (its ValueError becomes one error line
+    naming the flag; a BonbenchError is shown as it is); ``cli=False``: a setting of library callers
+    only (no flag).
     """
     meta: dict[str, Any] = {"help": help, "flag": flag, "aliases": tuple(aliases), "deprecated": tuple(deprecated),
                             "range": range, "metavar": metavar, "env": env, "comma": comma, "positional": positional,
@@ -119,6 +124,9 @@ def _default_of(f: dataclasses.Field) -> Any:
 
 def describe_field(cls: type, f: dataclasses.Field) -> Flag:
     """The ``Flag`` of one field of ``cls``."""
+    spelling = f.name if f.metadata.get("positional") else flag_spelling(f)
+    if f.metadata.get("parse"):  # the converter says what the text means, whatever the type
+        return Flag(f.name, spelling, "value", f.metadata["parse"], None, _default_of(f), f.metadata)
     tp = _unwrap_optional(_hints(cls)[f.name])
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     choices = convert = None
@@ -134,10 +142,7 @@ def describe_field(cls: type, f: dataclasses.Field) -> Flag:
     if typing.get_origin(convert) is typing.Literal:
         choices = typing.get_args(convert)
         convert = type(choices[0])
-    if f.metadata.get("parse"):
-        convert = f.metadata["parse"]
-    return Flag(f.name, f.name if f.metadata.get("positional") else flag_spelling(f), kind, convert, choices,
-                _default_of(f), f.metadata)
+    return Flag(f.name, spelling, kind, convert, choices, _default_of(f), f.metadata)
 
 
 def flags_of(cls: type) -> list[Flag]:
@@ -185,7 +190,7 @@ class _Append(_SettingAction):
     """A repeatable flag into a tuple; the first use replaces the default, later ones add to it."""
 
     def value(self, namespace: argparse.Namespace, values: Any) -> Any:
-        seen = namespace.__dict__.setdefault("_settings_given", set())
+        seen = namespace.__dict__.setdefault(_GIVEN, set())
         before = getattr(namespace, self.dest) if self.dest in seen else ()
         seen.add(self.dest)
         return (*before, values)

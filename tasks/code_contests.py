@@ -92,7 +92,7 @@ def code_contests_task(data_dir: Path | None = None, split: str = "test", tests:
         problems = tuple(_from_sample(r, n, float_tol) for r, n in zip(rows, names))
         fingerprint = file_fingerprint(path)
     grader = CodeGrader(build_stdin_jobs, cache_dir=exec_cache or default_cache_dir(), workers=workers or None)
-    return Task(name=TASK_NAME, version=VERSION, problems=problems, render=render_stdin, grader=grader,
+    return Task(name=TASK_NAME, family="code", version=VERSION, problems=problems, render=render_stdin, grader=grader,
                 grade_args={"tests": tests, "float_tol": float_tol, "time_scale": time_scale},
                 prompt_id="stdin-program-v1", default_metrics=("pass@1",), max_tokens=2048, fingerprint=fingerprint,
                 description=f"CodeContests ({'hub ' + split if root is None else 'offline sample'}, tests={tests}): "

@@ -141,7 +141,7 @@ def mbpp_task(data_dir: Path | None = None, variant: str = "full", split: str = 
     problems = tuple(p for p in everything if lo <= p.meta["task_id"] <= hi)
     shots = [p for p in everything if p.meta["task_id"] in SHOT_IDS]
     grader = CodeGrader(build_jobs, cache_dir=exec_cache or default_cache_dir(), workers=workers or None, timeout_s=timeout_s)
-    return Task(name=TASK_NAME, version=VERSION, problems=problems, render=make_render(shots), grader=grader,
+    return Task(name=TASK_NAME, family="code", version=VERSION, problems=problems, render=make_render(shots), grader=grader,
                 grade_args={"timeout_s": timeout_s},
                 prompt_id=f"mbpp-3shot-v1-{variant}", default_metrics=("pass@1",), max_tokens=512,
                 hash_args={"variant": variant}, fingerprint=fingerprint,

@@ -133,7 +133,7 @@ def taco_task(data_dir: Path | None = None, split: str = "test", difficulty: str
     problems = tuple(to_problem(i, r, float_tol, time_scale) for i, r in enumerate(rows)
                      if "ALL" in wanted or str(r.get("difficulty")).upper() in wanted)
     grader = CodeGrader(build_jobs, cache_dir=exec_cache or default_cache_dir(), workers=workers or None)
-    return Task(name=TASK_NAME, version=VERSION, problems=problems, render=render_stdin, grader=grader,
+    return Task(name=TASK_NAME, family="code", version=VERSION, problems=problems, render=render_stdin, grader=grader,
                 grade_args={"float_tol": float_tol, "time_scale": time_scale},
                 prompt_id="stdin-program-v1", default_metrics=("pass@1",), max_tokens=2048, fingerprint=fingerprint,
                 description=f"TACO ({split}, difficulty {difficulty}): {len(problems)} problems")

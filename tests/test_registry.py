@@ -224,3 +224,27 @@ def test_sampler_backends_come_from_the_registry(monkeypatch: pytest.MonkeyPatch
         select.backend_options("echo", batch_size=2)
     with pytest.raises(BonbenchError, match="unknown backend 'llamacpp': choose one of vllm, hf, openai, scripted, echo"):
         select.get_sampler("llamacpp", None, seed=0)
+
+
+def test_a_task_declares_its_family() -> None:
+    """Families come from the tasks' registrations (no table elsewhere): verifiers and verifier
+    training read them through ``task_family`` without loading any data."""
+    from bonbench.api.task import TASKS, Task, family_tasks, get_task, register_task, task_family
+    from bonbench.core.records import Problem, Prompt
+    from bonbench.plugins.verifiers.folder import task_family as folder_family
+
+    assert family_tasks("math") == ["functional_math", "math", "math500", "mathodyssey"]
+    assert family_tasks("code") == ["code_contests", "humaneval", "mbpp", "taco"]
+    assert task_family("imdb") == "imdb" and task_family("no-such-task") == "no-such-task"
+    assert all(folder_family(t) == task_family(t) for t in TASKS.names())
+
+    def build() -> Task:
+        return Task(name="famtest", version=1, problems=(Problem(id="p", input="x", target="y"),),
+                    render=lambda p, s: Prompt(problem_id=p.id, text=p.input), grader=None, prompt_id="f")  # type: ignore[arg-type]
+
+    assert build().family == "famtest"  # a task that names no family is a family of one
+    try:
+        register_task("famtest", family="toyfam")(build)
+        assert task_family("famtest") == "toyfam" and get_task("famtest").family == "toyfam"
+    finally:
+        TASKS._entries.pop("famtest", None)

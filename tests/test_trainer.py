@@ -201,7 +201,7 @@ def test_real_lora_step_on_gemma_writes_a_checkpoint_bonbench_runs(data_dir: Pat
     """CI's real training step: LoRA on the embedded Gemma 3 270M, IMDB rewards from the offline
     classifier, two steps with a tiny batch; the checkpoint then runs through `bonbench run`."""
     args = ["train", "--task", "imdb", "--objective", "passk", "--k", "2", "--group", "2", "--prompts-per-step", "1",
-            "--steps", "2", "--max-new-tokens", "8", "--lora-rank", "4", "--lr", "1e-3", "--warmup", "0", "--kl-coef", "0.05",
+            "--steps", "2", "--max-tokens", "8", "--lora-rank", "4", "--lr", "1e-3", "--warmup", "0", "--kl-coef", "0.05",
             "--name", "ci-smoke", "--data-dir", str(data_dir), "--out", str(tmp_path)]
     assert main(args) == 0
     folder = Path(capsys.readouterr().out.strip().splitlines()[-1])

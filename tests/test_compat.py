@@ -35,3 +35,15 @@ def test_an_old_path_warns_once_with_the_new_path() -> None:
     code = ("from bonbench.estimators import pass_at_k; from bonbench.metrics.estimators import pass_at_k as p\n"
             "assert pass_at_k is p\n")
     assert subprocess.run([sys.executable, "-W", "ignore", "-c", code], timeout=120).returncode == 0
+
+
+def test_the_old_pipeline_module_names_resolve_from_stages() -> None:
+    # 0.1's bonbench.pipeline was a module; it is a package now, whose old names come from stages
+    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+            "import bonbench.pipeline as p\nfrom bonbench.pipeline import stages, compare\n"
+            "try:\n    p.prepare\nexcept DeprecationWarning as w:\n    print(w)\n"
+            "warnings.simplefilter('ignore')\nassert p.score is stages.score\n"
+            "try:\n    p.no_such_name\nexcept AttributeError:\n    print('unknown refused')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "bonbench.pipeline.prepare moved to bonbench.pipeline.stages.prepare" in out.stdout, out.stderr
+    assert "unknown refused" in out.stdout

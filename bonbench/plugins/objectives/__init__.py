@@ -1,4 +1,4 @@
-"""Inference-aware objectives as pure per-group weight functions (``base`` has the interface).
+"""Inference-aware objectives as pure per-group weight functions (the interface: ``bonbench.api.objective``).
 
 ``tang``: mean policy gradient (RLOO, GRPO / Dr.GRPO normalisations) and the k-sample objectives of
 Tang et al. (pass@k / max@k, maj@k, leave-p-out, softmax interpolation, U-statistic groups).

@@ -27,11 +27,11 @@ def _one(group: int, tokens: int, micro_batch: int, kl: float, data_dir: str | N
     import torch
 
     from bonbench.apps.trainer.config import TrainConfig
-    from bonbench.apps.trainer.loop import Trainer, prepare
+    from bonbench.apps.trainer.loop import Trainer, prepare_training
 
     cfg = TrainConfig(task="imdb", objective="passk", name="bench-mem", objective_options={"k": 4}, group=group,
                       prompts_per_step=1, micro_batch=micro_batch, kl_coef=kl, data_dir=data_dir, out="/tmp/bench-mem")
-    trainer = Trainer(prepare(cfg))
+    trainer = Trainer(prepare_training(cfg))
     problem = trainer.task.problems[0]
     prompt, _ = trainer.policy.encode(trainer.task.render(problem, "base"), "")
     g = torch.Generator().manual_seed(0)

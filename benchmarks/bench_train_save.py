@@ -42,7 +42,7 @@ def main() -> int:
     import trainer_plugin  # noqa: F401  (registers tiny_train)
 
     from bonbench.apps.trainer.config import TrainConfig
-    from bonbench.apps.trainer.loop import Trainer, prepare
+    from bonbench.apps.trainer.loop import Trainer, prepare_training
 
     with tempfile.TemporaryDirectory() as tmp:
         model = None
@@ -54,7 +54,7 @@ def main() -> int:
                           prompts_per_step=args.prompts_per_step, group=args.group, max_new_tokens=args.max_new_tokens,
                           lora_rank=args.lora_rank, full_finetune=args.full_finetune, lr=args.lr, warmup=0,
                           out=str(Path(tmp) / "out"))
-        trainer = Trainer(prepare(cfg))
+        trainer = Trainer(prepare_training(cfg))
         trainer.p.ckpt.root.mkdir(parents=True)
         step_s, save_s = [], []
         for step in range(args.steps):

@@ -94,7 +94,7 @@ def _count_tokens(tokenizer: Any, completions: list[str]) -> int:
 def run_bonbench(setup: Setup) -> dict[str, Any]:
     """``bonbench train --objective mean`` driven step by step (the CLI's loop without saving)."""
     from bonbench.apps.trainer.config import TrainConfig
-    from bonbench.apps.trainer.loop import Trainer, prepare
+    from bonbench.apps.trainer.loop import Trainer, prepare_training
 
     out = tempfile.mkdtemp(prefix="bench-trl-bonbench-")
     cfg = TrainConfig(task="imdb", objective="mean", name="bench", steps=setup.warmup + setup.steps,
@@ -102,7 +102,7 @@ def run_bonbench(setup: Setup) -> dict[str, Any]:
                       lr=setup.lr, warmup=setup.warmup_steps, lora_rank=setup.lora_rank, lora_alpha=setup.lora_alpha,
                       lora_targets="all-linear", micro_batch=setup.micro_batch, dtype="bfloat16", log_kl=False,
                       seed=setup.seed, data_dir=setup.data_dir, out=out)
-    trainer = Trainer(prepare(cfg))
+    trainer = Trainer(prepare_training(cfg))
     trainer.p.ckpt.check_or_write_config(cfg)
     rss_loaded = peak_rss_gb()
     tok = trainer.policy.tokenizer

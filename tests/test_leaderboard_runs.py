@@ -2,7 +2,7 @@
 
 A real run of the script takes hours; a wrong flag or objective option found after the first
 checkpoint costs one. Here the script runs with ``DRY_RUN=1`` (it prints each bonbench command), and
-each ``train`` command goes through the real CLI down to ``loop.prepare`` (objective, its options
+each ``train`` command goes through the real CLI down to ``loop.prepare_training`` (objective, its options
 and needs, the task's train split on the real data, the base model resolved; nothing loaded or
 trained), each other command through bonbench's own argument parser.
 """
@@ -36,7 +36,7 @@ def test_every_train_command_reaches_prepare(tmp_path: Path, data_dir: Path, mon
     seen: list[Any] = []
 
     def fake_train(cfg: Any, on_step: Any = None) -> Path:
-        seen.append(loop.prepare(cfg))  # raises BonbenchError on anything the real run would refuse
+        seen.append(loop.prepare_training(cfg))  # raises BonbenchError on anything the real run would refuse
         return tmp_path
 
     monkeypatch.setattr(loop, "train", fake_train)
@@ -66,7 +66,7 @@ def test_every_train_command_reaches_prepare(tmp_path: Path, data_dir: Path, mon
 def test_the_imdb_sweep_varies_one_setting_per_method(tmp_path: Path, data_dir: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
-    monkeypatch.setattr(loop, "train", lambda cfg, on_step=None: seen.append(loop.prepare(cfg)) or tmp_path)
+    monkeypatch.setattr(loop, "train", lambda cfg, on_step=None: seen.append(loop.prepare_training(cfg)) or tmp_path)
     monkeypatch.setenv("BONBENCH_DATA_DIR", str(data_dir))
     base = {c.name: c for c in _prepared(tmp_path, data_dir, seen, "imdb")}
     seen.clear()

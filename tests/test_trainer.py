@@ -26,7 +26,7 @@ from bonbench.apps.cli import main  # noqa: E402
 from bonbench.core.errors import BonbenchError  # noqa: E402
 from bonbench.core.models import resolve_model  # noqa: E402
 from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
-from bonbench.apps.trainer.loop import Trainer, prepare, train  # noqa: E402
+from bonbench.apps.trainer.loop import Trainer, prepare_training, train  # noqa: E402
 
 HERE = Path(__file__).parent
 
@@ -46,7 +46,7 @@ def _cfg(tiny: str, out: Path, **kw: Any) -> TrainConfig:
 def test_loss_gradient_is_minus_weighted_score(tiny: str, tmp_path: Path) -> None:
     """The summed surrogate's gradient equals -(1/P) sum_i w_i grad log pi(y_i | x), computed here one
     token at a time with its own forward passes (no padding, no batching)."""
-    trainer = Trainer(prepare(_cfg(tiny, tmp_path, micro_batch=3, temperature=0.8)))
+    trainer = Trainer(prepare_training(_cfg(tiny, tmp_path, micro_batch=3, temperature=0.8)))
     pol = trainer.policy
     pairs = [([1, 3, 4, 10], [3, 4]), ([1, 5], [6, 3, 3, 7]), ([1, 4, 4, 4, 5], []), ([1, 6], [9])]
     weights = np.array([0.5, -1.25, 2.0, 0.75])
@@ -72,7 +72,7 @@ def test_kl_and_entropy_terms_have_their_exact_gradients(tiny: str, tmp_path: Pa
     """beta (1/R) sum_t KL(pi || base) - c (1/R) sum_t H(pi): against a per-token reference
     computed one prefix at a time, with the LoRA weights moved off zero so the KL is not flat."""
     beta, c = 0.3, 0.2
-    trainer = Trainer(prepare(_cfg(tiny, tmp_path, micro_batch=2, kl_coef=beta, entropy_coef=c)))
+    trainer = Trainer(prepare_training(_cfg(tiny, tmp_path, micro_batch=2, kl_coef=beta, entropy_coef=c)))
     pol = trainer.policy
     torch.manual_seed(5)
     with torch.no_grad():
@@ -258,7 +258,7 @@ def test_a_step_without_gradient_moves_adamw_unless_skipped(tiny: str, tmp_path:
     """After one informative step, a step whose weights are all 0 has an exactly zero gradient; AdamW
     still moves every weight on its momentum (and its weight decay), which --skip-zero-grad stops:
     the weights and the optimiser's moments stay as they were, while the schedule advances."""
-    trainer = Trainer(prepare(_cfg(tiny, tmp_path, skip_zero_grad=skip, weight_decay=0.01, warmup=3)))
+    trainer = Trainer(prepare_training(_cfg(tiny, tmp_path, skip_zero_grad=skip, weight_decay=0.01, warmup=3)))
     pairs = [([1, 3, 4], [3, 4]), ([1, 5], [6, 3]), ([1, 4], [5]), ([1, 6], [9, 2])]
     groups = [[0, 1], [2, 3]]
     first = trainer._optimise(pairs, np.array([1.0, -1.0, 0.5, -0.5]), groups, kl_coef=0.0)

@@ -23,7 +23,7 @@ from bonbench.core.errors import BonbenchError  # noqa: E402
 from bonbench.core.records import Grade, Problem, Sample  # noqa: E402
 from bonbench.plugins.samplers.scripted import ScriptedSampler  # noqa: E402
 from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
-from bonbench.apps.trainer.loop import Trainer, prepare, train  # noqa: E402
+from bonbench.apps.trainer.loop import Trainer, prepare_training, train  # noqa: E402
 from bonbench.apps.trainer.rollout import failed_prompts, hinted, normalise_advantages  # noqa: E402
 
 
@@ -113,7 +113,7 @@ def test_value_head_learns_known_success_rates(tiny: str, tmp_path: Path) -> Non
     (one AdamW step per round on each group's mean 0/1 reward, 32 Bernoulli draws per prompt at a known
     rate), ends near each prompt's rate. tiny_rates' grader draws the same way in the loop; here the
     draws are direct, so the test takes seconds, not one policy step per round."""
-    trainer = Trainer(prepare(_cfg(tiny, tmp_path, task="tiny_rates", objective_options={"baseline": "value"},
+    trainer = Trainer(prepare_training(_cfg(tiny, tmp_path, task="tiny_rates", objective_options={"baseline": "value"},
                                    value_lr=0.005)))
     assert trainer.value is not None
     pol = trainer.policy
@@ -185,7 +185,7 @@ def test_rationalisation_trains_on_hinted_successes_without_the_hint(tiny: str, 
     """A scripted policy that fails every plain prompt and answers "a" when the prompt carries the hint:
     every prompt is rationalised, the correct rationalisations are trained on (weight 1/G) with the plain
     prompt, and they are stored as keyed rollout rows marked rationale."""
-    trainer = Trainer(prepare(_cfg(tiny, tmp_path, objective="star", rationalize=True, steps=1)))
+    trainer = Trainer(prepare_training(_cfg(tiny, tmp_path, objective="star", rationalize=True, steps=1)))
     seen: list[str] = []
 
     def complete(pid: str, idx: int) -> str:

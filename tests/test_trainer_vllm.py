@@ -85,14 +85,14 @@ def test_vllm_rollouts_with_the_live_adapter_equal_hf_greedy_on_merged_weights(t
                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Two training steps on the embedded Gemma with rollouts through vLLM and the live adapter; then
     greedy completions of three prompts through the same engine equal HF greedy on the merged weights."""
-    from bonbench.apps.trainer.loop import Trainer, prepare
+    from bonbench.apps.trainer.loop import Trainer, prepare_training
 
     if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
         monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # the 270M model needs little; shared machines have little
     # sft: weight 1 on the task's reference rows, so the update is non-zero whatever the rollouts score
     # (with rl_s a group whose samples all score 0 has zero advantages and B stays 0)
     cfg = _cfg(model=None, objective="sft", lora_rank=8, lr=1e-2, max_new_tokens=4, dtype="float32", out=str(tmp_path))
-    trainer = Trainer(prepare(cfg))
+    trainer = Trainer(prepare_training(cfg))
     try:
         rows = [trainer.step(0), trainer.step(1)]
         assert all(r["tokens"] > 0 for r in rows)

@@ -38,7 +38,7 @@ from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.distributed import Comm, RankError, env_world, start, stop
 from bonbench.apps.trainer.policy import Policy
 from bonbench.apps.trainer.rollout_server import AdapterPublisher
-from bonbench.apps.trainer.setup import Prepared, before_start, expert_completion, load_train_task, prepare
+from bonbench.apps.trainer.setup import Prepared, before_start, expert_completion, load_train_task, prepare_training
 from bonbench.apps.trainer.step import RolloutStep, prompt_batch, seed_of
 from bonbench.apps.trainer.value import ValueHead
 from bonbench.apps.trainer.watch import SaveSchedule, SignalWatch, TrainingWarning
@@ -46,10 +46,12 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.provenance import git_sha
 from bonbench.run.resolve import build_verifier
 
-__all__ = ["Prepared", "StepCallback", "Trainer", "expert_completion", "load_train_task", "prepare", "prompt_batch",
+__all__ = ["Prepared", "StepCallback", "Trainer", "expert_completion", "load_train_task", "prepare", "prepare_training", "prompt_batch",
            "seed_of", "train"]
 
 StepCallback = Callable[[int, int, Mapping[str, Any]], None]  # (steps done, total, last log row)
+# 0.1 called it ``prepare``, the name of the pipeline's run preparation too; kept for one release
+prepare = prepare_training
 
 
 class Trainer(RolloutStep):
@@ -207,7 +209,7 @@ def train(cfg: TrainConfig, on_step: StepCallback | None = None) -> Path:
     warnings through ``warnings`` as ``TrainingWarning``. Under a launcher (WORLD_SIZE > 1) this
     process is one data-parallel rank (``distributed``)."""
     # before the process group starts: bad input is the same error on every rank, and none waits
-    prep = prepare(cfg)
+    prep = prepare_training(cfg)
     if before_start(prep):
         if on_step is not None and env_world()[0] == 0:
             on_step(cfg.steps, cfg.steps, {})  # a progress bar shows the run full

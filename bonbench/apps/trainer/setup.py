@@ -1,5 +1,5 @@
 """Everything a training run checks before its model loads: the objective and its needs, the task's
-train split, the verifier, the batch split over ranks, the base model's files (``prepare``); then
+train split, the verifier, the batch split over ranks, the base model's files (``prepare_training``); then
 the checkpoint folder (``before_start``): the recorded settings, the saved state's files, whether
 the run is already complete, a writable ``--out``; and the run's one-line notices (resuming,
 already complete, starting over), logged to ``NOTICES`` (the CLI prints them on stderr).
@@ -73,7 +73,7 @@ def expert_completion(task: Task, problem: Problem) -> str:
     return " " + str(text).strip()
 
 
-def prepare(cfg: TrainConfig) -> Prepared:
+def prepare_training(cfg: TrainConfig) -> Prepared:
     """Check everything a run needs, load nothing heavy (the model is resolved, not loaded)."""
     objective = make_objective(cfg.objective, **dict(cfg.objective_options))
     if objective.min_group > cfg.group:

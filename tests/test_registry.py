@@ -249,4 +249,25 @@ def test_a_task_declares_its_family() -> None:
         register_task("famtest", family="toyfam")(build)
         assert task_family("famtest") == "toyfam" and get_task("famtest").family == "toyfam"
     finally:
-        TASKS._entries.pop("famtest", None)
+        TASKS.remove("famtest")
+
+
+def test_a_reward_scheme_gets_its_named_options_typed() -> None:
+    """A plugin's reward-model scheme is coerced by the same rule as every factory: a named option
+    arrives typed, a wrong type or an unknown option is one line."""
+    from bonbench.api.reward import REWARD_MODELS, register_reward_model
+    from bonbench.core.errors import BonbenchError
+    from bonbench.plugins.rewards.registry import get_reward_model
+
+    def judge(source: str, name: str | None = None, data_dir: str | None = None, temperature: float = 1.0) -> tuple:
+        return (source, temperature)
+
+    register_reward_model("judgetest:")(judge)
+    try:
+        assert get_reward_model("judgetest:abc?temperature=0") == ("abc", 0.0)
+        with pytest.raises(BonbenchError, match=r"^reward model 'judgetest:abc' option temperature takes float, got 'hot'$"):
+            get_reward_model("judgetest:abc?temperature=hot")
+        with pytest.raises(BonbenchError, match="has no option 'tmp'; its options are: temperature$"):
+            get_reward_model("judgetest:abc?tmp=1")
+    finally:
+        REWARD_MODELS.remove("judgetest:")

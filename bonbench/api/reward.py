@@ -67,7 +67,9 @@ def get_reward_model(name: str, data_dir: str | Path | None = None, **options: A
     """The reward model registered as ``name`` (or ``prefix:source`` of a scheme), built with ``options``."""
     factory, rest = REWARD_MODELS.resolve(name, hint=" (see `bonbench list reward-models`), or hf:<local folder or hub id>")
     if rest is not None:
-        return factory(rest, name=name, data_dir=data_dir, **options)
+        return factory(rest, name=name, data_dir=data_dir,
+                       **coerce_kwargs(factory, options, owner=f"reward model {name!r}", hidden=("source", "name", "data_dir"),
+                                       noun="option"))
     return factory(data_dir=data_dir, **reward_options(factory, name, options))
 
 

@@ -163,6 +163,11 @@ class Registry(Generic[T]):
         entry = self._entries.get(name) or self._schemes.get(self.scheme_of(name) or "")
         return dict(entry.meta) if entry is not None else {}
 
+    def remove(self, name: str) -> None:
+        """Forget ``name`` (a plugin or a ``prefix:`` scheme); for tests and interactive reloads."""
+        self._entries.pop(name, None)
+        self._schemes.pop(name, None)
+
     def unknown(self, name: str, hint: str = "") -> BonbenchError:
         """The one-line error for a name nobody registered."""
         choices = ", ".join(self.names() + [p + "..." for p in self.schemes()]) or "none installed"

@@ -38,6 +38,7 @@ from typing import Sequence
 from bonbench.api.reward import (REWARD_GROUP, REWARD_MODELS, RewardFactory, RewardModel, first_line, register_reward_model,
                                  reward_model_names, reward_options)
 from bonbench.core.errors import BonbenchError
+from bonbench.core.registry import coerce_kwargs
 from bonbench.plugins.rewards.base import RewardVerifier
 
 GROUP = REWARD_GROUP
@@ -139,7 +140,11 @@ def get_reward_model(spec: str, data_dir: str | Path | None = None) -> RewardMod
     parsed = parse_spec(spec)
     if parsed.kind != "registered":
         scheme = REWARD_MODELS.get(parsed.kind + ":")
-        return scheme(parsed.target, name=parsed.name, data_dir=data_dir, **dict(parsed.options))
+        # a scheme's named options are typed by its annotations like any factory's; a scheme that
+        # takes **options (hf:, vllm:) gets them as written and checks them against its own record
+        options = coerce_kwargs(scheme, dict(parsed.options), owner=f"reward model {spec.partition('?')[0]!r}",
+                                hidden=("source", "name", "data_dir"), noun="option")
+        return scheme(parsed.target, name=parsed.name, data_dir=data_dir, **options)
     factory = REWARD_MODELS.get(parsed.target)
     model = factory(data_dir=data_dir, **reward_options(factory, parsed.target, dict(parsed.options)))
     if parsed.options:

@@ -14,6 +14,8 @@ The rule:
    plugin package (a task may import any plugin kind: it composes graders and reward models);
 3. no cycle among modules;
 4. no import of another module's ``_private`` name (``from m import _x`` or ``m._x``);
+   a lazy target written as a string (``"bonbench.x.y:attr"``, an ``import_module`` argument)
+   obeys rules 1 and 2 like an import statement;
 5. an import inside a function (or any block below module level) only of a heavy third-party
    library, so that importing a module costs only what it needs: HEAVY below. A bonbench import,
    a stdlib import or a light library goes at the top of the module.
@@ -22,11 +24,13 @@ The rule:
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+_LAZY = re.compile(r"^bonbench(_tasks)?(\.[A-Za-z_]\w*)+(:[A-Za-z_]\w*)?$")
 LAYERS = ("core", "metrics", "api", "plugins", "tasks", "pipeline", "run", "apps")
 # third-party libraries that take long to import or are optional; only these may be imported lazily
 HEAVY = frozenset({
@@ -154,6 +158,7 @@ def violations() -> list[str]:
                 if n.startswith("_") and not n.startswith("__") and owner != m.name:
                     found.append(f"{where}: imports the private name {n} of {owner}; make it public or move it")
         found += _private_attributes(m, aliases, known)
+        found += _lazy_targets(m, known)
     # importing a module runs its packages' __init__ first: those edges can close a cycle too
     for m in list(graph):
         for d in list(graph[m]):
@@ -179,6 +184,20 @@ def _layer_problems(m: Module, owner: str, where: str) -> list[str]:
     p_mine, p_theirs = plugin_of(m.name), plugin_of(owner)
     if p_mine and p_theirs and p_mine != p_theirs and not (p_mine.startswith("tasks.") and p_theirs.startswith("plugins.")):
         out.append(f"{where}: plugin {p_mine} imports plugin {p_theirs}; move what they share into core or api")
+    return out
+
+
+def _lazy_targets(m: Module, known: set[str]) -> list[str]:
+    """A ``"bonbench.x.y:attr"`` / ``"bonbench.x.y"`` string (a registry target, an ``import_module``
+    argument) is an import made later: it obeys the layer order too."""
+    if m.name == "bonbench.compat":  # the table of 0.1's paths: it names every layer by design
+        return []
+    out = []
+    for node in ast.walk(m.tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY.match(node.value):
+            target = node.value.partition(":")[0]
+            if target in known:
+                out += _layer_problems(m, target, f"{m.path.relative_to(ROOT)}:{node.lineno}")
     return out
 
 

@@ -44,3 +44,11 @@ def test_the_checker_sees_cycles_private_names_and_imports_in_functions() -> Non
     found = [(target, top) for _, target, _, top in rules.imports(lazy, set())]
     assert found == [("json", False), ("torch", False)]
     assert "torch" in rules.HEAVY and "json" not in rules.HEAVY
+
+
+def test_the_checker_sees_an_upward_lazy_target() -> None:
+    m = _module("bonbench.api.fake", 'TARGETS = {"x": "bonbench.run.plan:plan"}\n')
+    known = {"bonbench.run.plan", "bonbench.api.fake"}
+    assert any("higher layer" in p for p in rules._lazy_targets(m, known))
+    same = _module("bonbench.plugins.samplers.fake", 'X = "bonbench.plugins.samplers.hf:make"\n')
+    assert rules._lazy_targets(same, {"bonbench.plugins.samplers.hf"}) == []

@@ -271,3 +271,13 @@ def test_a_reward_scheme_gets_its_named_options_typed() -> None:
             get_reward_model("judgetest:abc?tmp=1")
     finally:
         REWARD_MODELS.remove("judgetest:")
+
+
+def test_list_tasks_names_each_task_family(capsys: pytest.CaptureFixture[str]) -> None:
+    from bonbench.apps.cli import main
+
+    assert main(["list", "tasks"]) == 0
+    rows = {line.split()[0]: line.split() for line in capsys.readouterr().out.splitlines()}
+    assert rows["math500"][1:3] == ["family", "math"] and rows["humaneval"][1:3] == ["family", "code"]
+    assert rows["imdb"][1:3] == ["family", "imdb"]  # a task that shares with none is a family of one
+    assert " ".join(rows["math500"][3:]) == "MATH-500, the 500-problem test subset of PRM800K (Lightman et al. 2023)"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -112,9 +113,10 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _listing(what: str, out: Path) -> list[str]:
-    if what == "tasks":
+    if what == "tasks":  # name, the family it shares verifiers and training data with, its summary
         registry.load_plugins()
-        return list(registry.task_names())
+        return [f"{name:<16} family {registry.task_family(name):<8} {_summary(registry.TASKS.get(name))}".rstrip()
+                for name in registry.task_names()]
     if what == "verifiers":  # plain names, then the schemes (rm:, learned:, a plugin's) as their docstrings say
         return [*registry.verifier_names(), *(doc or prefix + "..." for prefix, doc in registry.verifier_schemes())]
     if what == "reward-models":
@@ -128,6 +130,13 @@ def _listing(what: str, out: Path) -> list[str]:
     if what == "metrics":
         return list(METRICS_HELP)
     return [str(d) for d in find_run_dirs(out)]
+
+
+def _summary(factory: Any) -> str:
+    """The first sentence of a plugin factory's docstring ("" when it has none)."""
+    paragraph = " ".join((getattr(factory, "__doc__", None) or "").strip().split("\n\n")[0].split())
+    first = re.split(r"(?<!\bal)\.\s|;\s", paragraph)[0]  # "et al. 2023" is not a sentence's end
+    return first.rstrip(".")
 
 
 def _execute(p: Plan) -> int:

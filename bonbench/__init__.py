@@ -4,6 +4,10 @@ The package is in layers, each a folder; a module imports only from the layers b
 (docs/architecture.md has the diagram and the rule, tests/test_layers.py enforces it):
 
     core <- metrics <- api <- plugins <- (bonbench_tasks) <- pipeline <- run <- apps
+
+Importing ``bonbench`` loads only ``bonbench.core.errors`` (``BonbenchError``) and ``compat`` (the
+0.1 import paths): no layer beyond that, no plugin, no torch or vLLM. It defines no command; the
+``bonbench`` command is ``bonbench.apps.cli``.
 """
 
 from __future__ import annotations

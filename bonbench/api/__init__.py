@@ -10,7 +10,11 @@ an entry point in its package's metadata, one group per kind:
 - objective: ``@register_objective(name, paper=...)`` (``objective`` in ``bonbench.api.objective``); group ``bonbench.objectives`` (modules)
 
 Factory keyword arguments are the plugin's CLI options (``-T`` for tasks, ``-O`` for objectives,
-``?key=value`` for reward models), coerced by annotation. This package imports core and metrics only.
+``?key=value`` for reward models), coerced by annotation.
+
+This package implements no plugin: the built-ins are ``bonbench.plugins`` and ``bonbench_tasks``.
+It imports from ``bonbench.core`` only, never a plugin: a registry reads its entry points (and
+imports the plugin modules they name) when its names are first asked for, not when the api is imported.
 """
 
 from bonbench.api.objective import Group, Objective, make_objective, register_objective

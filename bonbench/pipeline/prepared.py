@@ -3,8 +3,11 @@
 config.json.
 
 ``prepare`` resolves a run without loading a model or writing anything; ``open_run`` writes (or
-refreshes) config.json. The stages that fill the directory are ``bonbench.pipeline.stages``; the
-metrics ``bonbench.pipeline.scoring``.
+refreshes) config.json, ``write_sweep`` a sweep's ``sweep.json``. The stages that fill the directory
+are ``bonbench.pipeline.stages``; the metrics ``bonbench.pipeline.scoring``.
+
+This module samples, grades and scores nothing and writes no rows; it builds no task and picks no
+verifier (``bonbench.run`` does, and passes them in), and it computes no metric.
 """
 
 from __future__ import annotations

@@ -9,9 +9,12 @@
 * ``coscaling``: per-problem (T*, N*) frequencies, the co-scaling figure of Chow et al. 2024; the
   definition is in docs/scaling.md and on the function.
 
-Everything here works on plain arrays (k, value); reading run directories is ``rundir``'s job and
-drawing is ``plots``'. The law with a linear trend and the choice between families are in ``laws``;
-parameter trends in temperature and the fitted ``T*(N)`` in ``temperature``.
+Everything here works on plain arrays (k, value). It reads and writes no file and draws nothing
+(numpy and scipy, no matplotlib): reading run directories is ``rundir``'s job and drawing is
+``plots``'. Nor does it estimate the k-curves it fits: callers pass them (``rundir`` reads or
+rebuilds them from a run, with ``bonbench.metrics``' estimators). The law with a linear trend and
+the choice between families are in ``laws``; parameter trends in temperature and the fitted
+``T*(N)`` in ``temperature``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""``python -m bonbench.apps.cli``: the ``bonbench`` command (as ``python -m bonbench``)."""
+"""``python -m bonbench.apps.cli``: the ``bonbench`` command (as ``python -m bonbench``).
+
+It only calls ``bonbench.apps.cli.main`` and exits with its code; it adds no command or flag, and
+importing it does not call ``main``.
+"""
 
 import sys
 

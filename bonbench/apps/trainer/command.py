@@ -5,6 +5,10 @@ Importing this module imports torch (through the trainer), so ``bonbench.apps.cl
 when ``train`` is the command. Under torchrun / accelerate launch every rank runs the handler;
 rank 0 alone shows progress, prints the checkpoint folder and reports bad input found before the job
 starts (every rank finds the same). The flags themselves are ``bonbench.apps.trainer.cli``'s.
+
+It checks no setting and trains nothing itself (``TrainConfig``, ``setup.prepare_training`` and
+``loop.train`` do), and it prints no error: rank 0's ``BonbenchError`` goes up to
+``bonbench.apps.cli``, which prints the one ``error:`` line and exits 1.
 """
 
 from __future__ import annotations

@@ -22,6 +22,11 @@ the global counts, the gradients are summed over ranks, so the update is the one
 the same global batch; logged metrics are reduced over ranks and only rank 0 writes files.
 
 This module runs the steps (resume, save, export; ``train``); one step is ``step.RolloutStep``'s.
+The checks before a run starts are ``setup``'s (before the process group starts and any model
+loads). This module does not take the optimiser step (``update``) or lay out the checkpoint's files
+(``checkpoint``), and it prints nothing: progress goes to the ``on_step`` callback, warnings
+through ``warnings`` (``TrainingWarning``), notices to the ``setup.NOTICES`` logger (``command``
+shows them). Evaluating the exported model is ``bonbench run``'s.
 """
 
 from __future__ import annotations

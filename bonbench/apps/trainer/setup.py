@@ -5,7 +5,10 @@ the run is already complete, a writable ``--out``; and the run's one-line notice
 already complete, starting over), logged to ``NOTICES`` (the CLI prints them on stderr).
 
 All bad input found here is a ``BonbenchError`` naming the fix, the same on every rank of a
-data-parallel job. Nothing here trains or writes; ``loop`` does.
+data-parallel job. Nothing here trains, loads the base model's weights (it is resolved to its files,
+whose safetensors headers are checked) or leaves anything on disk (the writable check makes and
+removes one temporary file): ``loop`` trains and writes the checkpoint folder. vLLM is imported only
+with ``--rollout-backend vllm``, to check the install.
 """
 
 from __future__ import annotations

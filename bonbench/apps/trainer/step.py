@@ -7,6 +7,11 @@ Sampling seeds derive from (seed, step, problem, sample index) and prompt order 
 so a resumed run redoes a step exactly as the killed one would have. ``RolloutStep`` is a mixin of
 ``loop.Trainer`` (it reads the trainer's config, task, policy, verifier and ``Comm``); the run
 around the steps (resume, save, export) is ``loop``'s.
+
+It defines no grading and no weights: the task's grader grades (``bonbench.pipeline.stages.graded``)
+and the objective turns a group's rewards into weights (``rollout.objective_weights``); the loss and
+the optimiser steps are ``update.PolicyUpdate``'s. It appends only the rollout and reference-sample
+rows (rank 0); the step's log row is returned, and ``loop`` writes it.
 """
 
 from __future__ import annotations

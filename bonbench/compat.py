@@ -14,7 +14,7 @@ import importlib.abc
 import importlib.util
 import sys
 import warnings
-from types import ModuleType
+from types import CodeType, ModuleType
 
 # old module -> new module; a submodule of an old package maps by its longest listed prefix
 MOVED = {
@@ -65,6 +65,14 @@ class _Alias(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         """The module at the new path is already executed."""
 
+    def get_code(self, fullname: str) -> CodeType | None:
+        """The new module's code, so that ``python -m <old path>`` (runpy) runs the new module."""
+        warnings.warn(f"{fullname} moved to {self.target}; run `python -m {self.target}` "
+                      "(the old path goes in the next release)", DeprecationWarning, stacklevel=2)
+        spec = importlib.util.find_spec(self.target)
+        get_code = getattr(spec.loader, "get_code", None) if spec is not None else None
+        return get_code(self.target) if get_code is not None else None
+
 
 class MovedModules(importlib.abc.MetaPathFinder):
     """Answers an old module name with the module at its new place."""
@@ -73,9 +81,11 @@ class MovedModules(importlib.abc.MetaPathFinder):
         if not fullname.startswith("bonbench."):
             return None
         moved = new_name(fullname)
-        if moved is None or importlib.util.find_spec(moved) is None:
+        found = importlib.util.find_spec(moved) if moved is not None else None
+        if moved is None or found is None:
             return None
-        return importlib.util.spec_from_loader(fullname, _Alias(moved))
+        # a package stays a package under its old name (``python -m bonbench.cli`` runs its __main__)
+        return importlib.util.spec_from_loader(fullname, _Alias(moved), is_package=found.submodule_search_locations is not None)
 
 
 def install() -> None:

@@ -47,3 +47,15 @@ def test_the_old_pipeline_module_names_resolve_from_stages() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "bonbench.pipeline.prepare moved to bonbench.pipeline.stages.prepare" in out.stdout, out.stderr
     assert "unknown refused" in out.stdout
+
+
+def test_python_dash_m_runs_an_old_module_path() -> None:
+    # 0.1's docs and install script ran `python -m bonbench.sampler.cpu_preload --print`; old
+    # packages keep their __main__ (`python -m bonbench.cli` is the CLI)
+    new = subprocess.run([sys.executable, "-m", "bonbench.plugins.samplers.cpu_preload", "--print"],
+                         capture_output=True, text=True, timeout=120)
+    old = subprocess.run([sys.executable, "-m", "bonbench.sampler.cpu_preload", "--print"],
+                         capture_output=True, text=True, timeout=120)
+    assert old.returncode == new.returncode == 0 and old.stdout == new.stdout, old.stderr
+    cli = subprocess.run([sys.executable, "-m", "bonbench.cli", "--version"], capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0 and cli.stdout.startswith("bonbench "), cli.stderr

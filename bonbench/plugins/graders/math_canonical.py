@@ -1,6 +1,6 @@
 """Canonical form of a MATH answer, for maj@k clustering and as the input of equivalence.
 
-What it does: ``canonical_answer`` rewrites an answer with string rules only: wrappers, units,
+What it does: ``canonical_answer`` rewrites an answer with string rules only (``math_rewrite``): wrappers, units,
 degrees, percent, money, thousands separators, ``\\frac``/``\\sqrt`` shorthands, equation
 left-hand sides and spacing are removed or normalised; the answer is parsed into a structure
 (``parse_structure``: matrix, union, set, one-variable inequality as an interval, tuple / interval, named
@@ -18,12 +18,11 @@ import functools
 import re
 from typing import Any
 
-from bonbench.plugins.graders.math_extract import braced_group, boxed_contents
 from bonbench.plugins.graders.math_numeric import parse_number, render_number
+from bonbench.plugins.graders.math_rewrite import (collapse_control_spaces, drop_units, fix_shorthands, is_text_answer,
+                                                   matlab_spaces, pre_normalise, text_groups)
 
 
-_TEXT_CMDS = re.compile(r"\\(?:mbox|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mathsf|operatorname|text)\s*\{")
-_UNIT_TEXT = re.compile(r"^[A-Za-z][A-Za-z .'\-]*$")
 BASE_RE = re.compile(r"([0-9A-Z]+)_\{?\(?(\d{1,2})\)?\}?")
 _MC_RE = re.compile(r"\(?([A-E])\)?")
 _LHS_RE = re.compile(
@@ -31,123 +30,21 @@ _LHS_RE = re.compile(
 )
 
 
-def _unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True) -> str:
-    """Replace ``\\cmd{X}`` by ``X`` (keep) for every match, honouring nested braces."""
-    out = []
-    i = 0
-    while True:
-        m = cmd_re.search(s, i)
-        if m is None:
-            out.append(s[i:])
-            return "".join(out)
-        got = braced_group(s, m.end() - 1)
-        if got is None:
-            out.append(s[i:])
-            return "".join(out)
-        out.append(s[i : m.start()])
-        if keep:
-            out.append(got[0])
-        i = got[1]
-
-
-def _text_groups(s: str) -> list[tuple[int, int, str]]:
-    """(start, end, content) of each \\text{...} group."""
-    out = []
-    for m in re.finditer(r"\\text\{", s):
-        got = braced_group(s, m.end() - 1)
-        if got is not None:
-            out.append((m.start(), got[1], got[0]))
-    return out
-
-
-def _drop_units(s: str) -> str:
-    """Remove unit words (\\text{ cm}, trailing "inches") when something else remains."""
-    groups = _text_groups(s)
-    for start, end, content in reversed(groups):
-        c = content.strip()
-        rest = (s[:start] + s[end:]).strip()
-        if c.lower() in ("and", "or") and rest:
-            s = s[:start] + "," + s[end:]
-        elif _UNIT_TEXT.match(c) and rest and re.search(r"[\d\\]", rest):
-            tail = re.match(r"\s*\^\s*\{?[23]\}?", s[end:])  # \text{ cm}^2
-            s = s[:start] + s[end + (tail.end() if tail else 0) :]
-    s = _unwrap_command(s, re.compile(r"\\text\{"))
-    # bare trailing unit words after a number or a closed group: "5 inches", "12 sq units"
-    # each word ends at \b: without it "valuevalue" splits into pieces in exponentially many ways, and a
-    # degenerate completion ("value of value of ... =") backtracked for hours before the $ failed
-    s = re.sub(r"(?<=[\d})\s])\s*(?:[a-zA-Z]{2,}\b\.?\s*)+(?:\^\{?[23]\}?)?$", "", s) if re.search(r"\d", s) else s
-    s = re.sub(r"(?<=[\d})])\s+(?:and|or)\s+(?=[\d\-\\(])", ",", s)
-    return s.strip()
-
-
-def _fix_shorthands(s: str) -> str:
-    """\\frac12 -> \\frac{1}{2}, \\sqrt2 -> \\sqrt{2} (before spaces are dropped)."""
-    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
-    s = re.sub(r"\\frac\s*(\d)\s*\{", r"\\frac{\1}{", s)
-    s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*(\d)", r"\\frac\1{\2}", s)
-    s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*([a-zA-Z])(?![a-zA-Z])", r"\\frac\1{\2}", s)
-    s = re.sub(r"\\sqrt\s*(\d+|[a-zA-Z](?![a-zA-Z]))", r"\\sqrt{\1}", s)
-    return s
-
-
-def _collapse_control_spaces(s: str) -> str:
-    # "\pi r" must stay "\pi r" (not "\pir"); every other space is insignificant in LaTeX math
-    parts = re.split(r"(\\[a-zA-Z]+\s+(?=[a-zA-Z]))", s)
-    out = []
-    for i, p in enumerate(parts):
-        if i % 2 == 1:
-            out.append(p.rstrip() + "\x00")
-        else:
-            out.append(re.sub(r"\s+", "", p))
-    return "".join(out).replace("\x00", " ")
-
-
-def _pre_normalise(s: str) -> str:
-    s = s.strip()
-    boxed = boxed_contents(s)
-    if boxed and re.fullmatch(r"\$*\s*\\(?:boxed|fbox)\s*\{.*\}\s*\$*\.?", s, flags=re.DOTALL):
-        s = boxed[-1]
-    # "25,\\!000" (MATH's thousands notation) is never a list, unlike a bare "7,251"; a run with a
-    # group that is not 3 digits ("41,\\!22,\\!93,\\!024") is left alone
-    s = re.sub(
-        r"(?<![\d,!])\d{1,3}(?:,\\!\d{3})+(?![\d,])", lambda m: m.group().replace(",\\!", ""), s
-    )
-    s = s.replace("\\displaystyle", "").replace("\\!", "")
-    s = re.sub(r"^\$+|\$+$", "", s.strip())
-    s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s.strip())
-    s = s.strip().rstrip(".;").strip()
-    s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![a-zA-Z])\.?", "", s)
-    s = re.sub(r"\\[dt]frac(?![a-zA-Z])", r"\\frac", s)
-    s = s.replace("{,}", ",")
-    s = re.sub(r"(\d)\\,(?=\d{3})", r"\1", s)  # 1\,000
-    s = re.sub(r"(?<!\\)\\[,;:]|\\quad|\\qquad|~|(?<!\\)\\ ", " ", s)
-    # degrees, percent, money: dropped (see docs/math-grading.md for the convention)
-    s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree|°", "", s)
-    s = re.sub(r"\\%|%", "", s)
-    s = re.sub(r"\\\$|\$", "", s)
-    s = _TEXT_CMDS.sub(r"\\text{", s)
-    return s.strip()
-
-
-def _is_text_answer(s: str) -> bool:
-    return bool(re.fullmatch(r"[A-Za-z][A-Za-z .,'\-]*", s)) and bool(re.search(r"[A-Za-z]{2,}", s)) and "," not in s
-
-
 def canonical_answer(ans: str) -> str:
     """A normal form of ``ans`` for clustering (maj@k) and as the input of ``is_equiv``."""
-    s = _pre_normalise(str(ans))
-    groups = _text_groups(s)
+    s = pre_normalise(str(ans))
+    groups = text_groups(s)
     if len(groups) == 1 and groups[0][0] == 0 and groups[0][1] == len(s):
         s = groups[0][2].strip().rstrip(".").strip()  # the whole answer is \text{...}
-    if _is_text_answer(s):
+    if is_text_answer(s):
         words = re.sub(r"\s+", " ", s).strip().rstrip(".").lower()
         if not re.fullmatch(r"[a-z]", words):
             return words
     if _REL_RE.search(s):
         # "x < -1 or x > 2" is a union of intervals (before "\text{ or }" becomes a list comma)
         s = re.sub(r"\\text\{\s*or\s*\}|\s+or\s+|\\lor(?![a-zA-Z])|\\vee(?![a-zA-Z])", r"\\cup ", s)
-    s = _drop_units(s)
-    s = _fix_shorthands(s)
+    s = drop_units(s)
+    s = fix_shorthands(s)
     m = re.fullmatch(r"\+?(-?\d{1,3}(?:,\d{3})+)(\.\d+)?", s.strip())
     if m:
         if m.group(2) or ",0" in m.group(1):
@@ -158,24 +55,13 @@ def canonical_answer(ans: str) -> str:
             # "7,251", "70,110": either the number 7251 or the list 7, 251 (see _readings); "{,}"
             # marks it so that parse_structure can tell it from a list, whose canonical form has ", "
             return m.group(1).replace(",", "{,}")
-    s = _matlab_spaces(s)
-    s = _collapse_control_spaces(s)
+    s = matlab_spaces(s)
+    s = collapse_control_spaces(s)
     node = parse_structure(s)
     if node[0] == "atom" and len(_expand_pm([node[1]])) == 2:
         # a whole answer "\pm\sqrt{2}" is the list of its two solutions
         node = ("list", [parse_structure(v) for v in _expand_pm([node[1]])])
     return render_structure(node)
-
-
-def _matlab_spaces(s: str) -> str:
-    """"[1 2; 3 4]" -> "[1,2;3,4]" (before spaces are dropped); only plain numeric entries."""
-    m = re.fullmatch(r"\[([^\[\],]*;[^\[\],]*)\]", s.strip())
-    if not m:
-        return s
-    rows = [r.split() for r in m.group(1).split(";") if r.strip()]
-    if not all(re.fullmatch(r"[+-]?\d+(?:\.\d+)?(?:/\d+)?", t) for r in rows for t in r):
-        return s
-    return "[" + ";".join(",".join(r) for r in rows) + "]"
 
 
 # structure: ("atom", s) | ("list", [..]) | ("set", [..]) | ("seq", open, close, [..]) |
@@ -374,7 +260,7 @@ def canon_atom(s: str) -> str:
     m = BASE_RE.fullmatch(s)
     if m and re.search(r"\d", m.group(1)) and 2 <= int(m.group(2)) <= 36:
         return f"{m.group(1)}_{int(m.group(2))}"
-    if _is_text_answer(s):
+    if is_text_answer(s):
         return re.sub(r"\s+", " ", s).lower()
     return s
 

@@ -63,13 +63,17 @@ def reward_options(factory: RewardFactory, name: str, options: dict[str, Any]) -
     return coerce_kwargs(factory, options, owner=f"reward model {name!r}", hidden=("data_dir",), noun="option")
 
 
+def scheme_options(scheme: RewardFactory, spec: str, options: dict[str, Any]) -> dict[str, Any]:
+    """A scheme's ``?key=value`` options coerced by the parameters it names; a scheme that takes
+    ``**options`` (``hf:``, ``vllm:``) gets the rest as written and checks them itself."""
+    return coerce_kwargs(scheme, options, owner=f"reward model {spec!r}", hidden=("source", "name", "data_dir"), noun="option")
+
+
 def get_reward_model(name: str, data_dir: str | Path | None = None, **options: Any) -> RewardModel:
     """The reward model registered as ``name`` (or ``prefix:source`` of a scheme), built with ``options``."""
     factory, rest = REWARD_MODELS.resolve(name, hint=" (see `bonbench list reward-models`), or hf:<local folder or hub id>")
     if rest is not None:
-        return factory(rest, name=name, data_dir=data_dir,
-                       **coerce_kwargs(factory, options, owner=f"reward model {name!r}", hidden=("source", "name", "data_dir"),
-                                       noun="option"))
+        return factory(rest, name=name, data_dir=data_dir, **scheme_options(factory, name, options))
     return factory(data_dir=data_dir, **reward_options(factory, name, options))
 
 

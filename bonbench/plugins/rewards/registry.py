@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import Sequence
 
 from bonbench.api.reward import (REWARD_GROUP, REWARD_MODELS, RewardFactory, RewardModel, first_line, register_reward_model,
-                                 reward_model_names, reward_options)
+                                 reward_model_names, reward_options, scheme_options)
 from bonbench.core.errors import BonbenchError
-from bonbench.core.registry import coerce_kwargs
 from bonbench.plugins.rewards.base import RewardVerifier
 
 GROUP = REWARD_GROUP
@@ -140,10 +139,7 @@ def get_reward_model(spec: str, data_dir: str | Path | None = None) -> RewardMod
     parsed = parse_spec(spec)
     if parsed.kind != "registered":
         scheme = REWARD_MODELS.get(parsed.kind + ":")
-        # a scheme's named options are typed by its annotations like any factory's; a scheme that
-        # takes **options (hf:, vllm:) gets them as written and checks them against its own record
-        options = coerce_kwargs(scheme, dict(parsed.options), owner=f"reward model {spec.partition('?')[0]!r}",
-                                hidden=("source", "name", "data_dir"), noun="option")
+        options = scheme_options(scheme, spec.partition("?")[0], dict(parsed.options))
         return scheme(parsed.target, name=parsed.name, data_dir=data_dir, **options)
     factory = REWARD_MODELS.get(parsed.target)
     model = factory(data_dir=data_dir, **reward_options(factory, parsed.target, dict(parsed.options)))

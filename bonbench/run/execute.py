@@ -16,7 +16,7 @@ from bonbench.core.config import policy_name
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import MetricsPatch
 from bonbench.core.store import read_json
-from bonbench.pipeline import compare, shard, stages
+from bonbench.pipeline import compare, prepared, scoring, shard, stages
 from bonbench.pipeline.imported import check_complete, imported_record
 from bonbench.pipeline.progress import Progress, no_progress
 from bonbench.pipeline.shard import ShardStore
@@ -27,7 +27,7 @@ from bonbench.run.resolve import build_sampler, build_verifier
 
 
 def execute(p: Plan, progress: Progress = no_progress,
-            on_run: Callable[[stages.PreparedRun], None] | None = None) -> RunResult:
+            on_run: Callable[[prepared.PreparedRun], None] | None = None) -> RunResult:
     """Write config.json, sample what is missing (one engine for the whole plan), then grade,
     verify and score every run. ``on_run`` is called before each run's stages (progress labels).
 
@@ -39,7 +39,7 @@ def execute(p: Plan, progress: Progress = no_progress,
     if p.ray is not None:
         ray_cluster.connect(p.ray)
     for run in p.runs:
-        stages.open_run(run, _run_facts(p, run) or None)
+        prepared.open_run(run, _run_facts(p, run) or None)
     if p.imported is not None:
         # an imported run holds exactly its file's samples: store those not stored yet
         for run in p.runs:
@@ -56,15 +56,15 @@ def execute(p: Plan, progress: Progress = no_progress,
             on_run(run)
         docs.append(stages.evaluate(run, p.specs, verifier, progress, n_boot=p.n_boot, extras=_comparisons(p, run, progress),
                                     facts=p.facts))
-    sweep = stages.write_sweep(p.runs, p.out) if p.is_sweep else None
+    sweep = prepared.write_sweep(p.runs, p.out) if p.is_sweep else None
     return RunResult(runs=p.runs, docs=tuple(docs), sweep_path=sweep)
 
 
-def _run_facts(p: Plan, run: stages.PreparedRun) -> dict[str, Any]:
+def _run_facts(p: Plan, run: prepared.PreparedRun) -> dict[str, Any]:
     """config.json's facts beside the config: the shard, the imported file, the Ray settings."""
     extra: dict[str, Any] = {}
     if isinstance(run.store, ShardStore):
-        extra["shard"] = shard.record_facts(run.store.spec, stages.select_problems(run.task, run.cfg.limit))
+        extra["shard"] = shard.record_facts(run.store.spec, prepared.select_problems(run.task, run.cfg.limit))
     elif shard.has_shards(run.store.root) and shard.unmerged(run.store.root):
         raise BonbenchError(f"{run.store.root} has shards whose samples are not merged yet: run `bonbench merge "
                             f"{run.store.root}` first, or give this command the same --shard i/n split")
@@ -75,7 +75,7 @@ def _run_facts(p: Plan, run: stages.PreparedRun) -> dict[str, Any]:
     return extra
 
 
-def _sample_missing(p: Plan, progress: Progress, on_run: Callable[[stages.PreparedRun], None] | None) -> None:
+def _sample_missing(p: Plan, progress: Progress, on_run: Callable[[prepared.PreparedRun], None] | None) -> None:
     """Sample every run's missing keys with one sampler, built only when something is missing."""
     todo = [r for r in p.runs if stages.missing_requests(r, r.cfg.prompt_style)]
     if not todo:
@@ -90,7 +90,7 @@ def _sample_missing(p: Plan, progress: Progress, on_run: Callable[[stages.Prepar
         sampler.close()
 
 
-def _comparisons(p: Plan, run: stages.PreparedRun, progress: Progress = no_progress) -> stages.Extras | None:
+def _comparisons(p: Plan, run: prepared.PreparedRun, progress: Progress = no_progress) -> scoring.Extras | None:
     """The metrics of ``bonbench.pipeline.compare`` this plan asks for, as the ``extras`` of ``stages.evaluate``:
     ``kl`` (with --ref-model), ``winrate`` / ``winrate@k``, and on reward-judged tasks ``kl_bon@k``
     beside every max@k (to the reference policy with --ref-model, else to the run's own policy)."""
@@ -125,7 +125,7 @@ def _comparisons(p: Plan, run: stages.PreparedRun, progress: Progress = no_progr
     return extras
 
 
-def _logprob_scorers(p: Plan, run: stages.PreparedRun) -> tuple[Verifier, Verifier]:
+def _logprob_scorers(p: Plan, run: prepared.PreparedRun) -> tuple[Verifier, Verifier]:
     """The run's policy and the reference policy as log-probability scorers of the same tokens."""
     assert p.model is not None and p.ref_model is not None
 

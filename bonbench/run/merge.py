@@ -14,7 +14,7 @@ from typing import Sequence
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import RunStore, atomic_write_json
-from bonbench.pipeline import shard, stages
+from bonbench.pipeline import prepared, shard
 from bonbench.pipeline.progress import Progress, no_progress
 from bonbench.run.execute import execute
 from bonbench.run.reopen import reopen
@@ -40,8 +40,8 @@ def merge(run_dir: Path, *, partial: bool = False, data_dir: str | None = None, 
     store = RunStore(root)
     task = load_task(cfg["task"], cfg.get("task_args") or {}, data_dir=data_dir, out=store.results_root,
                      unsafe=unsafe_no_sandbox)
-    selection = stages.select_problems(task, cfg.get("limit"))
-    if stages.problem_set_id(selection) != first.doc.get("shard", {}).get("selection"):
+    selection = prepared.select_problems(task, cfg.get("limit"))
+    if prepared.problem_set_id(selection) != first.doc.get("shard", {}).get("selection"):
         raise BonbenchError(f"task {task.name!r} now selects other problems than its shards did (its data changed); "
                             "rerun every shard, then merge")
     covered = tuple(shard.coverage(root, selection, count, int(cfg["n"])))

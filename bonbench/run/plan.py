@@ -20,7 +20,7 @@ from bonbench.core import ray_cluster
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import RunStore
 from bonbench.metrics.estimators import parse_metrics
-from bonbench.pipeline import shard, stages
+from bonbench.pipeline import prepared, shard
 from bonbench.pipeline.imported import imported_settings
 from bonbench.pipeline.readers import ImportedSamples, file_content, read_samples, samples_fingerprint
 from bonbench.pipeline.shard import ShardSpec, ShardStore
@@ -66,7 +66,7 @@ def plan(req: RunRequest) -> Plan:
     check_verifier(verifier, req.data_dir, task=task.name, model_path=None if served else resolved.path)
     style = req.prompt_style if req.prompt_style != "auto" else ("chat" if resolved.is_chat else "base")
     stop = task.render(task.problems[0], style).stop if task.problems else ()  # type: ignore[arg-type]
-    runs = [stages.prepare(task, run_config(task, specs, verifier, model=resolved.name, backend=backend, n=n,
+    runs = [prepared.prepare(task, run_config(task, specs, verifier, model=resolved.name, backend=backend, n=n,
                                             temperature=temperature, top_p=top_p,
                                             max_tokens=req.max_tokens or task.max_tokens, seed=req.seed, stop=tuple(stop),
                                             prompt_style=style, dtype="" if served else req.dtype,
@@ -81,7 +81,7 @@ def plan(req: RunRequest) -> Plan:
                 ref_model=ref, winrate_ks=wks, ref_run=req.ref_run, ray=ray)
 
 
-def _shard_runs(runs: list[stages.PreparedRun], spec: ShardSpec, *, kl: bool, winrate: bool) -> list[stages.PreparedRun]:
+def _shard_runs(runs: list[prepared.PreparedRun], spec: ShardSpec, *, kl: bool, winrate: bool) -> list[prepared.PreparedRun]:
     """Each run as shard ``spec`` of itself: its slice of the problems, its files under ``shards/``."""
     if kl or winrate:
         raise BonbenchError("kl and winrate are computed on the whole run: run the shards without them, then "
@@ -128,7 +128,7 @@ def _plan_import(req: RunRequest, task: Task, ray: ray_cluster.RayOptions | None
         raise BonbenchError(f"--n {req.n} exceeds the {counts[pid]} sample(s) {path.name} has for {pid!r}; lower --n, "
                             "or leave it out to use every sample of every problem")
     n = req.n or max(counts.values())
-    usable = {p.id: min(counts[p.id], n) for p in stages.select_problems(task, req.limit)}
+    usable = {p.id: min(counts[p.id], n) for p in prepared.select_problems(task, req.limit)}
     fewest_pid = min(usable, key=lambda pid: usable[pid])
     fewest = usable[fewest_pid]
     requested, special = rules.split_special(req.metrics)
@@ -147,8 +147,8 @@ def _plan_import(req: RunRequest, task: Task, ray: ray_cluster.RayOptions | None
     cfg = run_config(task, specs, verifier, model=req.model or path.name, backend="scripted", n=n,
                      model_fingerprint=imported.fingerprint, limit=req.limit, task_args=dict(req.task_args), seed=req.seed,
                      **imported_settings(imported.generation))
-    # the prompt was the other harness's: not bonbench's prompt id (stages.prepare records the task's)
-    run = stages.prepare(dataclasses.replace(task, prompt_id=None), cfg, Path(req.out))  # type: ignore[arg-type]
+    # the prompt was the other harness's: not bonbench's prompt id (prepared.prepare records the task's)
+    run = prepared.prepare(dataclasses.replace(task, prompt_id=None), cfg, Path(req.out))  # type: ignore[arg-type]
     if req.model is None:
         _warn_same_name(run, path)
     return Plan(runs=(run,), specs=specs, verifier=verifier, backend="scripted", n_boot=req.n_boot, out=Path(req.out),
@@ -156,7 +156,7 @@ def _plan_import(req: RunRequest, task: Task, ray: ray_cluster.RayOptions | None
                 ref_run=req.ref_run, ray=ray)
 
 
-def _warn_same_name(run: stages.PreparedRun, path: Path) -> None:
+def _warn_same_name(run: prepared.PreparedRun, path: Path) -> None:
     """Two different files named alike (every human-eval file is samples.jsonl) land in two runs of
     one model name; say so, since a leaderboard shows one run per model."""
     others = []

@@ -17,7 +17,7 @@ from bonbench.core import models, ray_cluster
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import RunStore
 from bonbench.metrics.estimators import MetricSpec
-from bonbench.pipeline import shard, stages
+from bonbench.pipeline import prepared, shard
 from bonbench.run import rules
 from bonbench.run.request import Plan
 from bonbench.run.resolve import check_verifier, load_task, model_path, run_config
@@ -62,7 +62,7 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
     check_verifier(chosen, data_dir, task=task.name,
                    model_path=model_path(cfg_json) if chosen and chosen.startswith("learned:") else None)
     cfg = run_config(task, specs, chosen, saved=cfg_json, n=n_run, limit=limit or cfg_json.get("limit"), task_args=merged)
-    run = stages.prepare(task, cfg, store.results_root)
+    run = prepared.prepare(task, cfg, store.results_root)
     if run.store.root.resolve() != store.root.resolve():
         raise BonbenchError(f"{store.root} no longer matches its config (task version or settings changed); re-run `bonbench run` instead")
     policy = models.resolve_model(cfg.model) if ref is not None else None

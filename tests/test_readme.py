@@ -192,9 +192,10 @@ def test_commands_are_found_where_a_shell_runs_them() -> None:
     text = "```bash\nRAY_AUTH_TOKEN=$T bonbench run --task math --ray auto | tee out.txt   # a comment\n```\n" \
         "```text\nbonbench hf backend 225.3 tok/s\n```\n" \
         "```\n$ bonbench list tasks|verifiers\n```\n"
-    assert bonbench_argvs(shell_commands(text)) == [["run", "--task", "math", "--ray", "auto"], ["list", "tasks"], ["list", "verifiers"]]
-    assert bonbench_argvs(["jobid=$(sbatch x); sbatch --wrap 'bonbench merge \"$(bonbench run --task math --dry-run | tail -n 1)\"'"]) \
-        == [["run", "--task", "math", "--dry-run"], ["merge", "PLACEHOLDER"]]
+    assert bonbench_argvs(shell_commands(text)) \
+        == [["run", "--task", "math", "--ray", "auto"], ["list", "tasks"], ["list", "verifiers"]]
+    wrapped = "jobid=$(sbatch x); sbatch --wrap 'bonbench merge \"$(bonbench run --task math --dry-run | tail -n 1)\"'"
+    assert bonbench_argvs([wrapped]) == [["run", "--task", "math", "--dry-run"], ["merge", "PLACEHOLDER"]]
     assert bonbench_argvs(["bonbench gate --run RUN_DIR [--out F.json] [--metric M ...]"]) \
         == [["gate", "--run", "RUN_DIR"], ["gate", "--run", "RUN_DIR", "--out", "F.json", "--metric", "1"]]
     assert bonbench_argvs(shell_commands("```\nbonbench sandbox run P.py [--timeout S]\n    [--accounting auto|rlimit]\n```\n")) \
@@ -360,12 +361,13 @@ def test_offline_commands_run_for_real(tmp_path: Path, data_dir: Path) -> None:
     assert any(c.startswith("bonbench gate") for _page, c in runnable), runnable
     # the gates read the run as the main job left it, before any command rescores it (page order kept:
     # a baseline is saved before the gate that reads it)
-    runnable.sort(key=lambda pc: not pc[1].split()[1:2] == ["gate"])
+    runnable.sort(key=lambda pc: pc[1].split()[1:2] != ["gate"])
     failures = []
     for page, command in runnable:
         filled = command.replace("results/runs/math/gemma-3-270m/<hash>", run_dir).replace("../shared/data", str(data_dir))
         filled = re.sub(r"\$\{?(\w+)\}?", lambda m: run_dir if m.group(1) in MATH_RUN else m.group(0), filled)
-        filled = UPPER_PLACEHOLDER.sub(lambda m: run_dir if m.group(0).rstrip(".") in MATH_RUN else m.group(0), PLACEHOLDER.sub(run_dir, filled))
+        filled = PLACEHOLDER.sub(run_dir, filled)
+        filled = UPPER_PLACEHOLDER.sub(lambda m: run_dir if m.group(0).rstrip(".") in MATH_RUN else m.group(0), filled)
         for argv in bonbench_argvs([filled]):
             out = subprocess.run([str(BONBENCH), *argv], cwd=work, env=env, capture_output=True, text=True, timeout=600)
             if out.returncode != 0:

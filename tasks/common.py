@@ -4,7 +4,7 @@ The one module a task may import besides the layers below (tests/layer_rules.py)
 task, so no task depends on another.
 
 **MATH family** (``math``, ``math500``, ``functional_math``, ``mathodyssey``): Hendrycks MATH's
-subject table and level / subject readers, the prompt (``math_prompt``, ``make_render``) and
+subject table and level / subject readers, the prompt (``math_prompt``, ``math_render``) and
 ``math_style_task``, which assembles a ``Task`` with those prompts, the MATH grader and the
 family's default metrics, so that every member's prompts and grading are exactly MATH's (same
 ``prompt_id``: runs are comparable, and a verifier trained on one member scores the others).
@@ -48,11 +48,11 @@ from bonbench.plugins.graders.math import MathGrader
 
 # --------------------------------------------------------------------------- the MATH family
 
-FAMILY = "math"
-PROMPT_ID = "math-prompt-v1"
-DEFAULT_METRICS = ("pass@1", "maj@4", "pass@4")
+MATH_FAMILY = "math"
+MATH_PROMPT_ID = "math-prompt-v1"
+MATH_METRICS = ("pass@1", "maj@4", "pass@4")
 # subject folder (unique_id / hub config name) -> display name (the "type" field)
-SUBJECTS: dict[str, str] = {
+MATH_SUBJECTS: dict[str, str] = {
     "algebra": "Algebra",
     "counting_and_probability": "Counting & Probability",
     "geometry": "Geometry",
@@ -108,7 +108,7 @@ def level_int(raw: Any) -> int | None:
 
 def subject_folder(subject: str) -> str:
     """Subject folder for a display name or folder name."""
-    for folder, display in SUBJECTS.items():
+    for folder, display in MATH_SUBJECTS.items():
         if subject.lower() in (folder, display.lower()):
             return folder
     return subject.lower().replace(" & ", "_and_").replace(" ", "_")
@@ -129,9 +129,9 @@ def parse_subject(subject: str | None, task: str) -> str | None:
     if subject is None or str(subject).strip() == "":
         return None
     key = str(subject).strip().lower().replace("&", "and").replace("-", "_").replace(" ", "_")
-    if key in SUBJECTS:
-        return SUBJECTS[key]
-    raise BonbenchError(f"{task}: unknown -T subject={subject!r}; choose from {', '.join(SUBJECTS)}")
+    if key in MATH_SUBJECTS:
+        return MATH_SUBJECTS[key]
+    raise BonbenchError(f"{task}: unknown -T subject={subject!r}; choose from {', '.join(MATH_SUBJECTS)}")
 
 
 def check_fewshot(fewshot: int) -> int:
@@ -153,7 +153,7 @@ def math_prompt(problem: Problem, style: str, fewshot: int = 4) -> Prompt:
     raise ValueError(f"unknown prompt style {style!r}; use 'base' or 'chat'")
 
 
-def make_render(fewshot: int = 4) -> Callable[[Problem, PromptStyle], Prompt]:
+def math_render(fewshot: int = 4) -> Callable[[Problem, PromptStyle], Prompt]:
     """The renderer with ``fewshot`` exemplars (base style); chat style ignores ``fewshot``."""
 
     def render(problem: Problem, style: PromptStyle) -> Prompt:
@@ -172,10 +172,10 @@ def math_style_task(name: str, version: int, problems: tuple[Problem, ...], fing
         name=name,
         version=version,
         problems=problems,
-        render=make_render(fewshot),
+        render=math_render(fewshot),
         grader=MathGrader(),
-        prompt_id=PROMPT_ID,
-        default_metrics=DEFAULT_METRICS,
+        prompt_id=MATH_PROMPT_ID,
+        default_metrics=MATH_METRICS,
         max_tokens=max_tokens,
         # level/subject/snapshot filters only select problems; a problem's prompt depends on fewshot alone
         hash_args={"fewshot": fewshot},
@@ -183,7 +183,7 @@ def math_style_task(name: str, version: int, problems: tuple[Problem, ...], fing
         breakdowns=dict(breakdowns or {}),
         extra_metrics=extra_metrics,
         description=description,
-        family=FAMILY,
+        family=MATH_FAMILY,
     )
 
 

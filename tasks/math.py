@@ -30,7 +30,7 @@ from bonbench.core.data import file_fingerprint, load_hub, local_file, read_json
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem
 from bonbench.plugins.graders.math_extract import extract_answer
-from bonbench_tasks.common import SUBJECTS, check_fewshot, level_int, math_style_task, subject_folder
+from bonbench_tasks.common import MATH_SUBJECTS, check_fewshot, level_int, math_style_task, subject_folder
 
 VERSION = 1
 HUB_MATH = "EleutherAI/hendrycks_math"
@@ -65,7 +65,7 @@ def _load_rows(root: Path | None, split: str, subset: str) -> tuple[list[dict[st
         return load_hub(HUB_MATH500, "test")
     rows: list[dict[str, Any]] = []
     prints = []
-    for config in SUBJECTS:  # fixed order, so the concatenation is reproducible
+    for config in MATH_SUBJECTS:  # fixed order, so the concatenation is reproducible
         part, fp = load_hub(HUB_MATH, split, config)
         rows.extend(part)
         prints.append(fp)
@@ -80,7 +80,7 @@ def _select(problems: Iterable[Problem], level: int | None, subject: str | None)
         out = tuple(p for p in out if p.meta.get("level") == int(level))
     if subject is not None:
         want = subject.strip().lower()
-        valid = sorted({str(p.meta.get("subject")) for p in out} | set(SUBJECTS.values()))
+        valid = sorted({str(p.meta.get("subject")) for p in out} | set(MATH_SUBJECTS.values()))
         match = {v for v in valid if want in (v.lower(), subject_folder(v))}
         if not match:
             raise BonbenchError(f"unknown subject {subject!r}; choose one of: {', '.join(valid)} (folder names such as number_theory work too)")

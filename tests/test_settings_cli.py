@@ -31,7 +31,7 @@ from bonbench.core import flags, settings
 from bonbench.core.errors import BonbenchError
 from bonbench.core.settings import setting
 from bonbench.pipeline.shard import ShardSpec
-from bonbench.plugins.samplers import select
+from bonbench.api.sampler import sampler_names, sampler_options
 from bonbench.run.request import RunRequest
 
 # settings that are deliberately not flags, and why (the test below fails on any other)
@@ -269,7 +269,8 @@ def test_a_range_is_written_once() -> None:
 
 def test_every_engine_flag_is_a_backend_option() -> None:
     # EngineFlags can not drift from the backends: each is an option of the same name of some backend
-    options = {f.name for cls in select.OPTIONS.values() for f in dataclasses.fields(cls)}
+    records = [sampler_options(name) for name in sampler_names()]
+    options = {f.name for cls in records if cls is not None for f in dataclasses.fields(cls)}
     assert {f.name for f in dataclasses.fields(EngineFlags)} <= options
 
 

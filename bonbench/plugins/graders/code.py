@@ -29,7 +29,6 @@ from bonbench.core.records import Grade, Problem, Sample
 from bonbench.plugins.graders.code_cases import (  # noqa: F401  (re-exported: tasks and tests import them from here)
     DEFAULT_CACHE_DIR,
     ENV_EXEC_CACHE,
-    HUMANEVAL_STOP,
     KEYFILE,
     RECORDED,
     SECRET_HEX,
@@ -59,7 +58,7 @@ from bonbench.plugins.graders.code_text import (  # noqa: F401  (re-exported: ta
 from bonbench.plugins.graders.replay import RECORDINGS_FILE, CallTest, parse_verdicts, recordings_file, trusted_program
 
 __all__ = [
-    "DEFAULT_CACHE_DIR", "ENV_EXEC_CACHE", "FLOAT_TOL", "HUMANEVAL_STOP", "KEYFILE", "RECORDED", "SECRET_HEX",
+    "DEFAULT_CACHE_DIR", "ENV_EXEC_CACHE", "FLOAT_TOL", "KEYFILE", "RECORDED", "SECRET_HEX",
     "TRUSTED_BATCH", "TRUSTED_BATCH_BYTES", "BuildJobs", "CaseVerdict", "CodeGrader", "ExecCase", "GradingInterrupted",
     "GroupExecutor", "NoCode", "ProgressCallback", "always_passes", "assemble_program", "case_judge",
     "default_cache_dir", "defines", "extract_code", "fenced_blocks", "judge", "last_line", "make_secret",

@@ -1,7 +1,8 @@
-"""The settings are the command line (issue 25, point 4).
+"""The settings are the command line (issue 25, point 4; issue 29, point 5).
 
-The flags of ``run``, ``score``, ``train``, ``train-verifier`` and ``eval-verifier`` are the fields of
-their settings dataclasses (``bonbench.core.settings``). Here: every field has a flag and a value
+The flags of every command but ``sandbox run`` (run, score, merge, report, list, train,
+train-verifier, eval-verifier, leaderboard, gate, plot) are the fields of their settings
+dataclasses (``bonbench.core.settings``). Here: every field has a flag and a value
 given on the command line comes back as that field's value (the expected values are built from the
 field's type, not from the flag list, so a field without a flag, or one read into the wrong field,
 fails); old spellings still work and warn once; a field added to a dataclass is in ``--help`` with
@@ -21,7 +22,8 @@ import pytest
 
 from bonbench.apps import cli
 from bonbench.apps.cli import evaluation, verifiers
-from bonbench.apps.cli.evaluation import EngineFlags
+from bonbench.apps.analysis.cli import GateRequest, LeaderboardRequest, PlotRequest
+from bonbench.apps.cli.evaluation import EngineFlags, ListFlags, MergeFlags, ReportFlags, ScoreFlags
 from bonbench.apps.cli.verifiers import EvalVerifierRequest
 from bonbench.apps.trainer import cli as trainer_cli
 from bonbench.apps.trainer.cli import ObjectiveFlags
@@ -40,8 +42,12 @@ NOT_FLAGS = {
     (TrainConfig, "progress"): "library callers turn progress off; the command always shows it",
     (TrainConfig, "log_every"): "a library setting the command never exposed",
 }
-COMMANDS = {"run": (RunRequest, EngineFlags), "score": (RunRequest,), "train": (TrainConfig, ObjectiveFlags),
-            "train-verifier": (TrainVerifierRequest,), "eval-verifier": (EvalVerifierRequest,)}
+COMMANDS = {"run": (RunRequest, EngineFlags), "score": (ScoreFlags, RunRequest), "train": (TrainConfig, ObjectiveFlags),
+            "train-verifier": (TrainVerifierRequest,), "eval-verifier": (EvalVerifierRequest,),
+            "merge": (MergeFlags,), "report": (ReportFlags,), "list": (ListFlags,),
+            "leaderboard": (LeaderboardRequest,), "gate": (GateRequest,), "plot": (PlotRequest,)}
+# the flags of a command that are no setting: how the command runs, not what it computes
+NOT_SETTINGS = {"--help", "--debug", "--config", "--dry-run"}
 
 
 def _subparser(command: str) -> argparse.ArgumentParser:
@@ -67,13 +73,15 @@ def _sample(flag: settings.Flag, hint: Any) -> tuple[Any, list[str]]:
         item = typing.get_args(hint)[0]
         if item is float:
             return (0.25, 0.75), ["0.25,0.75"]
+        if flag.kind == "comma":
+            return ("a", "b"), ["a,b"]
         if item is Path:
             return (Path("runs/a"), Path("runs/b")), ["runs/a", "runs/b"]
         return ("a", "b"), ["a", "b"]
     if hint is int:
         return 7, ["7"]
     if hint is float:
-        return 0.5, ["0.5"]
+        return 0.375, ["0.375"]
     if hint is Path:
         return Path(f"some/{flag.name}"), [f"some/{flag.name}"]
     return f"v-{flag.name}", [f"v-{flag.name}"]
@@ -99,7 +107,7 @@ def _argv(cls: type, skip: tuple[str, ...] = ()) -> tuple[list[str], dict[str, A
     return argv, expected
 
 
-def test_every_setting_of_the_five_commands_is_a_flag_of_its_command() -> None:
+def test_every_setting_is_a_flag_of_its_command() -> None:
     for command, classes in COMMANDS.items():
         options = {s for a in _subparser(command)._actions for s in a.option_strings}
         positionals = {a.dest for a in _subparser(command)._actions if not a.option_strings}
@@ -169,6 +177,33 @@ def test_the_environment_gives_the_defaults_it_names(monkeypatch: pytest.MonkeyP
     assert settings.from_args(RunRequest, cli.build_parser().parse_args(["score", "RUN"])).model is None
 
 
+def test_merge_report_and_list_flags_round_trip() -> None:
+    argv, expected = _argv(MergeFlags)
+    args = cli.build_parser().parse_args(["merge", *argv, "--n-boot", "9"])
+    assert settings.from_args(MergeFlags, args) == MergeFlags(**expected) and args.n_boot == 9
+    for command, cls in (("report", ReportFlags), ("list", ListFlags)):
+        argv, expected = _argv(cls)
+        assert settings.from_args(cls, cli.build_parser().parse_args([command, *argv])) == cls(**expected)
+
+
+@pytest.mark.parametrize("command, cls", [("leaderboard", LeaderboardRequest), ("gate", GateRequest),
+                                          ("plot", PlotRequest)])
+def test_analysis_flags_round_trip(command: str, cls: type) -> None:
+    argv, expected = _argv(cls)
+    args = cli.build_parser().parse_args([command, *argv])
+    assert settings.from_args(cls, args) == cls(**expected)
+    assert expected.get("fit_families", ("a", "b")) == ("a", "b")  # plot's comma list read as a tuple
+
+
+def test_every_flag_of_every_command_is_a_setting() -> None:
+    """No command writes a flag by hand: each argument is a settings field's (or one of NOT_SETTINGS)."""
+    for command in COMMANDS:
+        for action in _subparser(command)._actions:
+            if not set(action.option_strings) & NOT_SETTINGS:
+                assert isinstance(getattr(action, "setting", None), settings.Flag), (command, action.option_strings,
+                                                                                    action.dest)
+
+
 @pytest.mark.parametrize("command, old, new, field, value", [
     (["train", "--task", "t", "--objective", "mean", "--name", "n"], "--max-new-tokens", "--max-tokens", "max_new_tokens", 12),
     (["train", "--task", "t", "--objective", "mean", "--name", "n"], "--micro-batch", "--batch-size", "micro_batch", 3),
@@ -236,6 +271,18 @@ def test_a_new_field_is_a_flag_with_no_other_edit(monkeypatch: pytest.MonkeyPatc
     (["train-verifier", "--samples-from", "RUN", "--samples-per-step", "0"], 1,
      "error: --samples-per-step must be >= 1 (got 0)"),
     (["eval-verifier", "RUN", "--verifier", "oracle", "--seed", "-2"], 1, "error: --seed must be >= 0 (got -2)"),
+    (["leaderboard", "RUN", "--n-boot", "0"], 1, "error: --n-boot must be >= 1 (got 0)"),
+    (["leaderboard", "RUN", "--n-boot", "x"], 2,
+     "error: argument --n-boot: invalid int value: 'x' (see `bonbench leaderboard --help`)"),
+    (["gate", "--run", "RUN", "--baseline", "B", "--alpha", "0.5"], 2, "error: --alpha must be in (0, 0.5) (got 0.5)"),
+    (["gate", "--run", "RUN", "--baseline", "B", "--tolerance", "-1"], 2, "error: --tolerance must be >= 0 (got -1)"),
+    (["gate", "--baseline", "B"], 2, "error: the following arguments are required: --run (see `bonbench gate --help`)"),
+    (["plot", "RUN", "--kind", "max"], 2, "error: argument --kind: invalid choice: 'max' (choose from 'pass', 'bon') "
+                                         "(see `bonbench plot --help`)"),
+    (["plot", "RUN", "--fit-families", ","], 1, "error: --fit-families needs at least one value"),
+    (["plot", "RUN", "--holdout-fraction", "0"], 1, "error: --holdout-fraction must be in (0, 1) (got 0)"),
+    (["list", "models"], 2, "error: argument what: invalid choice: 'models' (choose from 'tasks', 'verifiers', "
+                            "'reward-models', 'backends', 'metrics', 'objectives', 'runs') (see `bonbench list --help`)"),
 ])
 def test_bad_values_are_one_line(argv: list[str], code: int, line: str, tmp_path: Path,
                                  capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -262,8 +309,8 @@ def test_a_request_built_in_code_is_checked_like_the_flags() -> None:
 
 
 def test_a_range_is_written_once() -> None:
-    # the commands whose flags are settings fields have no second table of ranges
-    assert not set(flags.RANGES) & set(COMMANDS)
+    # every command's flags are settings fields: flags keeps no second table of ranges
+    assert not hasattr(flags, "RANGES") and not hasattr(flags, "check")
     assert settings.ranges(TrainVerifierRequest)["folds"] == (2, None, True, False)
 
 

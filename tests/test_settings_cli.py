@@ -50,13 +50,13 @@ COMMANDS = {"run": (RunRequest, EngineFlags), "score": (ScoreFlags, RunRequest),
 NOT_SETTINGS = {"--help", "--debug", "--config", "--dry-run"}
 
 
-def _subparser(command: str) -> argparse.ArgumentParser:
+def subparser(command: str) -> argparse.ArgumentParser:
     parser = cli.build_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return action.choices[command]
 
 
-def _sample(flag: settings.Flag, hint: Any) -> tuple[Any, list[str]]:
+def sample_value(flag: settings.Flag, hint: Any) -> tuple[Any, list[str]]:
     """A value of the field other than its default (inside its range), and how it is written."""
     hint = settings._unwrap_optional(hint)
     origin = typing.get_origin(hint)
@@ -87,7 +87,7 @@ def _sample(flag: settings.Flag, hint: Any) -> tuple[Any, list[str]]:
     return f"v-{flag.name}", [f"v-{flag.name}"]
 
 
-def _argv(cls: type, skip: tuple[str, ...] = ()) -> tuple[list[str], dict[str, Any]]:
+def flag_argv(cls: type, skip: tuple[str, ...] = ()) -> tuple[list[str], dict[str, Any]]:
     """argv setting every flag of ``cls`` to a non-default value, and the values expected back."""
     hints = typing.get_type_hints(cls)
     argv: list[str] = []
@@ -95,7 +95,7 @@ def _argv(cls: type, skip: tuple[str, ...] = ()) -> tuple[list[str], dict[str, A
     for flag in settings.flags_of(cls):
         if flag.name in skip:
             continue
-        value, words = _sample(flag, hints[flag.name])
+        value, words = sample_value(flag, hints[flag.name])
         expected[flag.name] = value
         if flag.meta.get("positional"):
             argv += words
@@ -109,8 +109,8 @@ def _argv(cls: type, skip: tuple[str, ...] = ()) -> tuple[list[str], dict[str, A
 
 def test_every_setting_is_a_flag_of_its_command() -> None:
     for command, classes in COMMANDS.items():
-        options = {s for a in _subparser(command)._actions for s in a.option_strings}
-        positionals = {a.dest for a in _subparser(command)._actions if not a.option_strings}
+        options = {s for a in subparser(command)._actions for s in a.option_strings}
+        positionals = {a.dest for a in subparser(command)._actions if not a.option_strings}
         for cls in classes:
             skipped = evaluation.SAMPLING_ONLY if command == "score" else ()
             for f in dataclasses.fields(cls):
@@ -123,8 +123,8 @@ def test_every_setting_is_a_flag_of_its_command() -> None:
 
 
 def test_run_flags_round_trip_into_a_run_request() -> None:
-    argv, expected = _argv(RunRequest)
-    engine_argv, engine = _argv(EngineFlags)
+    argv, expected = flag_argv(RunRequest)
+    engine_argv, engine = flag_argv(EngineFlags)
     args = cli.build_parser().parse_args(["run", *argv, *engine_argv])
     req = settings.from_args(RunRequest, args, engine_args=evaluation.engine_args(args))
     assert req == RunRequest(**expected, engine_args=engine)
@@ -133,7 +133,7 @@ def test_run_flags_round_trip_into_a_run_request() -> None:
 
 
 def test_score_takes_the_run_request_without_the_sampling_settings() -> None:
-    argv, expected = _argv(RunRequest, skip=evaluation.SAMPLING_ONLY)
+    argv, expected = flag_argv(RunRequest, skip=evaluation.SAMPLING_ONLY)
     args = cli.build_parser().parse_args(["score", "RUN", *argv])
     assert settings.from_args(RunRequest, args) == RunRequest(**expected)
     with pytest.raises(SystemExit):
@@ -141,7 +141,7 @@ def test_score_takes_the_run_request_without_the_sampling_settings() -> None:
 
 
 def test_train_flags_round_trip_into_a_train_config() -> None:
-    argv, expected = _argv(TrainConfig, skip=("objective", "objective_options", "full_finetune"))
+    argv, expected = flag_argv(TrainConfig, skip=("objective", "objective_options", "full_finetune"))
     # vllm / openai rollouts serve LoRA adapters: full fine-tuning is read in a second parse below
     args = cli.build_parser().parse_args(["train", *argv, "--objective", "passk", "-O", "k=3", "--baseline", "none"])
     cfg = trainer_cli.train_config(args)
@@ -152,10 +152,10 @@ def test_train_flags_round_trip_into_a_train_config() -> None:
 
 
 def test_train_verifier_and_eval_verifier_flags_round_trip() -> None:
-    argv, expected = _argv(TrainVerifierRequest)
+    argv, expected = flag_argv(TrainVerifierRequest)
     args = cli.build_parser().parse_args(["train-verifier", *argv])
     assert settings.from_args(TrainVerifierRequest, args) == TrainVerifierRequest(**expected)
-    argv, expected = _argv(EvalVerifierRequest)
+    argv, expected = flag_argv(EvalVerifierRequest)
     args = cli.build_parser().parse_args(["eval-verifier", *argv])
     assert settings.from_args(EvalVerifierRequest, args) == EvalVerifierRequest(**expected)
 
@@ -178,18 +178,18 @@ def test_the_environment_gives_the_defaults_it_names(monkeypatch: pytest.MonkeyP
 
 
 def test_merge_report_and_list_flags_round_trip() -> None:
-    argv, expected = _argv(MergeFlags)
+    argv, expected = flag_argv(MergeFlags)
     args = cli.build_parser().parse_args(["merge", *argv, "--n-boot", "9"])
     assert settings.from_args(MergeFlags, args) == MergeFlags(**expected) and args.n_boot == 9
     for command, cls in (("report", ReportFlags), ("list", ListFlags)):
-        argv, expected = _argv(cls)
+        argv, expected = flag_argv(cls)
         assert settings.from_args(cls, cli.build_parser().parse_args([command, *argv])) == cls(**expected)
 
 
 @pytest.mark.parametrize("command, cls", [("leaderboard", LeaderboardRequest), ("gate", GateRequest),
                                           ("plot", PlotRequest)])
 def test_analysis_flags_round_trip(command: str, cls: type) -> None:
-    argv, expected = _argv(cls)
+    argv, expected = flag_argv(cls)
     args = cli.build_parser().parse_args([command, *argv])
     assert settings.from_args(cls, args) == cls(**expected)
     assert expected.get("fit_families", ("a", "b")) == ("a", "b")  # plot's comma list read as a tuple
@@ -198,7 +198,7 @@ def test_analysis_flags_round_trip(command: str, cls: type) -> None:
 def test_every_flag_of_every_command_is_a_setting() -> None:
     """No command writes a flag by hand: each argument is a settings field's (or one of NOT_SETTINGS)."""
     for command in COMMANDS:
-        for action in _subparser(command)._actions:
+        for action in subparser(command)._actions:
             if not set(action.option_strings) & NOT_SETTINGS:
                 assert isinstance(getattr(action, "setting", None), settings.Flag), (command, action.option_strings,
                                                                                     action.dest)
@@ -217,7 +217,7 @@ def test_old_spellings_work_and_warn_once(command: list[str], old: str, new: str
     assert err == f"warning: {old} is deprecated; use {new} (the old spelling goes in the next release)\n"
     cli.build_parser().parse_args([*command, new, str(value)])
     assert capsys.readouterr().err == ""
-    help_text = " ".join(_subparser(command[0]).format_help().split())
+    help_text = " ".join(subparser(command[0]).format_help().split())
     assert new in help_text and f"deprecated old spelling: {old}" in help_text
     assert f" {old} {old.lstrip('-').replace('-', '_').upper()}" not in help_text  # a note, never a flag of its own
 
@@ -246,7 +246,7 @@ def test_a_new_field_is_a_flag_with_no_other_edit(monkeypatch: pytest.MonkeyPatc
         "Extended", [("warm_start", str | None, setting(None, help="a folder to start from (new)"))],
         bases=(TrainVerifierRequest,), frozen=True)
     monkeypatch.setattr(verifiers, "TrainVerifierRequest", extended)
-    assert "--warm-start WARM_START" in _subparser("train-verifier").format_help()
+    assert "--warm-start WARM_START" in subparser("train-verifier").format_help()
 
 
 @pytest.mark.parametrize("argv, code, line", [

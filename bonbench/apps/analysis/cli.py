@@ -110,7 +110,8 @@ def register(subparsers: Any) -> None:
     _debug(gate)
     gate.set_defaults(handler=f"{HANDLERS}:cmd_gate")
 
-    plot = subparsers.add_parser("plot", help="k-curves, scaling fits, training curves and report.html for runs, sweeps or checkpoints")
+    plot = subparsers.add_parser("plot", help="k-curves, scaling fits, training curves and report.html for runs, sweeps or "
+                                              "checkpoints")
     settings.add_flags(plot, PlotRequest)
     _debug(plot)
     plot.set_defaults(handler=f"{HANDLERS}:cmd_plot")

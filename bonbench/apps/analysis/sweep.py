@@ -95,7 +95,8 @@ def _coscaling(sc: SweepCurves, kind: str, tol: float, title: str, out_png: Path
         return {"coscaling": None, "coscaling_error": str(exc)}
     info["coscaling"] = {"temperatures": cs.temperatures, "Ns": cs.Ns, "freq": cs.freq, "n_counted": cs.n_counted,
                          "n_unsolved": cs.n_unsolved, "n_missing": cs.n_missing, "tol": cs.tol}
-    return {"tol": f"{tol:g}", "coscaling_counts": cs, "coscaling_fig": figure(plot_coscaling(cs, out_png, title=title), "co-scaling"),
+    png = plot_coscaling(cs, out_png, title=title)
+    return {"tol": f"{tol:g}", "coscaling_counts": cs, "coscaling_fig": figure(png, "co-scaling"),
             "coscaling": Table(["T*"] + [f"N*={n}" for n in cs.Ns] + ["all N"],
                                [[f"{t:g}"] + [f"{100 * v:.1f}%" for v in cs.freq[i]] + [f"{100 * cs.freq[i].sum():.1f}%"]
                                 for i, t in enumerate(cs.temperatures)])}
@@ -119,8 +120,9 @@ def sweep_section(key: tuple[str, str], runs: list[Any], idx: int, out_dir: Path
     fits = fit_temperatures({t: (c.k, c.value) for t, c in curves.items()}, n_points=n_points)
     n_max = max(r.n for r in sc.runs.values()) or int(max(c.k.max() for c in curves.values()))
     context["fits"] = Table(["T", "a(T)", "b(T)", "R²", "points", "run"],
-                            [(f"{t:g}", fmt_value(f.a) if f else "—", fmt_value(f.b) if f else "—", fmt_value(f.r2) if f else "no fit",
-                              f.n_points if f else 0, sc.runs[t].hash) for t, f in fits.items()])
+                            [(f"{t:g}", fmt_value(f.a) if f else "—", fmt_value(f.b) if f else "—",
+                              fmt_value(f.r2) if f else "no fit", f.n_points if f else 0, sc.runs[t].hash)
+                             for t, f in fits.items()])
     info["fits"] = {str(t): (asdict(f) if f else None) for t, f in fits.items()}
     Ns = powers_of_two(4 * n_max)
     # the continuous T* is found on a log-spaced grid (what T*(N) is fitted to) plus the table's powers of two

@@ -18,8 +18,8 @@
 * the same PNGs as files, and ``report.json`` with every fit and table in machine-readable form.
 
 What it does not do: fit (``fits``, ``laws``, ``temperature``), draw (``plots``) or format the shared
-pieces (``htmlparts``); this module arranges the sections and writes the two files. It only reads
-run directories and checkpoint folders.
+pieces (``htmlparts``); this module arranges the sections (their markup is ``templates/report.html.j2``
+and ``run.html.j2``) and writes the two files. It only reads run directories and checkpoint folders.
 """
 
 from __future__ import annotations

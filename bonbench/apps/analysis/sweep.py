@@ -5,8 +5,8 @@ What it does: picks each temperature's ``pass`` or ``bon`` curve (the latest run
 for bon, the named verifier's), fits each curve (``fits.fit_temperatures``), chooses the law family
 and trends its parameters in T (``temperature.analyse_sweep``, shown by ``fitreport``), tabulates the
 optimal temperature per budget N (measured, fitted and continuous, with the fitted T*(N) curve) and
-draws the per-problem co-scaling map of (T*, N*) (docs/scaling.md). Returns the section's HTML and
-the JSON ``report.json`` keeps for it.
+draws the per-problem co-scaling map of (T*, N*) (docs/scaling.md). Returns the section's HTML
+(``templates/sweep.html.j2``) and the JSON ``report.json`` keeps for it.
 
 What it does not do: fit anything itself (``fits``, ``laws``, ``temperature``), draw (``plots``) or
 read run directories beyond the curves ``rundir`` gives it.

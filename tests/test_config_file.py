@@ -167,6 +167,8 @@ def _error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     ('unsafe-no-sandbox = "yes"\n', "unsafe-no-sandbox takes true or false (got 'yes')"),
     ('task_args = ["no-equals"]\n', "-T takes KEY=VALUE (got 'no-equals')"),
     ("n_boot = 5\nn-boot = 6\n", "n_boot and n-boot are the same setting; keep one"),
+    ("unsafe_no_sandbox = false\nunsafe-no-sandbox = true\n",
+     "unsafe_no_sandbox and unsafe-no-sandbox are the same setting; keep one"),
     ("n = \n", "not valid TOML: Invalid value (at line 1, column 5); fix it there (https://toml.io)"),
 ])
 def test_a_bad_file_is_one_line_naming_it(content: str, line: str, tmp_path: Path,

@@ -142,7 +142,10 @@ def load(path: Path) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class _Key:
+class ConfigKey:
+    """What a key of a config file sets: the argparse action of its flag, and for an old spelling the
+    flag it now is."""
+
     action: argparse.Action
     deprecated_to: str | None  # the flag an old spelling now is
 
@@ -151,16 +154,16 @@ def _norm(key: str) -> str:
     return key.strip().replace("_", "-")
 
 
-def keys(parser: argparse.ArgumentParser) -> dict[str, _Key]:
+def keys(parser: argparse.ArgumentParser) -> dict[str, ConfigKey]:
     """The keys a config file of ``parser``'s command may hold (normalised: ``-`` for ``_``)."""
-    out: dict[str, _Key] = {}
+    out: dict[str, ConfigKey] = {}
     for action in parser._actions:
         if action.dest in (DEST, "help", "version", argparse.SUPPRESS):
             continue
         deprecated = getattr(action, "deprecated_to", None)
         long = [o for o in action.option_strings if o.startswith("--")]
         for name in (o[2:] for o in long) if long else (action.dest,):
-            out[_norm(name)] = _Key(action, deprecated)
+            out[_norm(name)] = ConfigKey(action, deprecated)
     return out
 
 
@@ -179,7 +182,7 @@ def read(parser: argparse.ArgumentParser, path: Path) -> dict[str, Any]:
             raise BonbenchError(f"{path}: unknown key {raw_key!r} for `{command}`; {hint}")
         entry = table[key]
         dest = entry.action.dest
-        if dest in values:
+        if dest in spelled:
             raise BonbenchError(f"{path}: {spelled[dest]} and {raw_key} are the same setting; keep one")
         if entry.deprecated_to:
             print(f"warning: {path}: {raw_key} is deprecated; use {entry.deprecated_to.lstrip('-')} (the old spelling "
@@ -188,9 +191,9 @@ def read(parser: argparse.ArgumentParser, path: Path) -> dict[str, Any]:
             converted = _value(entry.action, raw_key, value)
         except BonbenchError as exc:
             raise BonbenchError(f"{path}: {exc}") from None
+        spelled[dest] = raw_key
         if converted is not _OFF:
             values[dest] = converted
-            spelled[dest] = raw_key
     return values
 
 

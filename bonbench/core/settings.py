@@ -16,7 +16,9 @@ needs and without their dependencies):
 
 ``from_args(cls, args)`` builds the dataclass from the parsed namespace (no hand mapping) and
 checks its ranges; ``check(obj)`` checks a value built in code the same way (``bonbench.core.flags``
-words the ranges). A deprecated spelling is accepted and prints one line to stderr.
+words the ranges). A deprecated spelling is accepted and prints one line to stderr. Each flag's
+argparse action carries its ``Flag`` (``action.setting``), and ``read(flag, raw)`` reads and checks
+one value: ``bonbench.core.settings_file`` reads a ``--config`` file's values through both.
 
 Errors: a value argparse reads (int, float, choices) is argparse's one-line usage error (exit 2);
 comma lists, ``KEY=VALUE`` pairs and ``parse`` converters are read by ``from_args``, and they and a

@@ -1,5 +1,5 @@
 """What the ``bonbench`` subcommands share: the parser whose usage errors are one line, progress
-bars on stderr, output-path and key=value helpers, the default results root.
+bars on stderr, output-path helpers, the default results root.
 
 No subcommand lives here and nothing here reads a run or a model.
 """
@@ -15,12 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, \
     TimeRemainingColumn
 
-DEFAULT_OUT = "results"
-
-
-def results_root() -> str:
-    """The results root when none is given: ``$BONBENCH_OUT``, else ``results``."""
-    return os.environ.get("BONBENCH_OUT", DEFAULT_OUT)
+DEFAULT_OUT = "results"  # the results root when neither --out nor $BONBENCH_OUT names one
 
 
 class Parser(argparse.ArgumentParser):

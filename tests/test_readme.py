@@ -39,6 +39,8 @@ import pytest
 import yaml
 
 from bonbench.apps.cli import build_parser
+from bonbench.core import settings_file
+from bonbench.core.errors import BonbenchError
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
@@ -148,13 +150,21 @@ def bonbench_argvs(commands: list[str]) -> list[list[str]]:
 
 
 def rejected(argvs: list[list[str]]) -> list[str]:
-    parser = build_parser()
+    """The argvs that bonbench's parser refuses, parsed as ``main`` does: a ``--config FILE`` (a
+    repository path, read from the repository root) first sets the flags' defaults."""
     bad: list[str] = []
-    for argv in argvs:
-        try:
-            parser.parse_args(argv)
-        except SystemExit:
-            bad.append(" ".join(argv))
+    here = Path.cwd()
+    os.chdir(REPO)
+    try:
+        for argv in argvs:
+            parser = build_parser()
+            try:
+                settings_file.apply(parser, argv)
+                parser.parse_args(argv)
+            except (SystemExit, BonbenchError):
+                bad.append(" ".join(argv))
+    finally:
+        os.chdir(here)
     return bad
 
 

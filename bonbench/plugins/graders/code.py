@@ -72,7 +72,9 @@ TRUSTED_BATCH_BYTES = 16 << 20
 
 class GroupExecutor(Protocol):
     """Runs test lists somewhere else than the local thread pool (``bonbench.plugins.graders.ray_sandbox``):
-    each list in order, stopping at its first failing test when asked; results per list, in order."""
+    each list in order, stopping at its first failing test when asked; results per list, in order.
+    Ctrl-C raises ``bonbench_sandbox.pool.Interrupted`` with the lists that finished, as the local
+    pool does, so their grades are kept."""
 
     def run_many_tests(self, groups: Sequence[Sequence[Any]], judges: Sequence[Callable[[int, Any], bool]], *,
                        stop_on_first_failure: bool = True, cache: Any = None,

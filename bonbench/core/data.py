@@ -128,12 +128,16 @@ def _go_offline() -> None:
         datasets_config.HF_HUB_OFFLINE = datasets_config.HF_DATASETS_OFFLINE = True  # type: ignore[attr-defined]
 
 
+_probed: list[bool] = []  # the probe's answer, once per process (a run loads several splits)
+
+
 def load_hub(hub_id: str, split: str, config: str | None = None) -> tuple[list[dict[str, Any]], str]:
     """Rows of a hub dataset split and its fingerprint; a one-line error within seconds when the hub
     is unreachable and the dataset is not in the local cache (see the module docstring)."""
-    unreachable = False
-    if not _offline_asked() and not hub_reachable():
-        unreachable = True
+    if not _probed and not _offline_asked():
+        _probed.append(hub_reachable())
+    unreachable = _probed == [False]
+    if unreachable:
         _go_offline()
     try:
         import datasets

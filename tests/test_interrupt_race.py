@@ -120,7 +120,8 @@ def test_bonbench_score_exits_within_seconds_of_ctrl_c_under_load(data_dir: Path
     rows = []
     for p in problems:  # per problem: a correct sample, then one that sleeps before answering
         rows.append({"task_id": p.id, "completion": p.meta["canonical_solution"]})
-        rows.append({"task_id": p.id, "completion": f"    import time\n    time.sleep({SLEEP_S})\n" + p.meta["canonical_solution"]})
+        slow = f"    import time\n    time.sleep({SLEEP_S})\n" + p.meta["canonical_solution"]
+        rows.append({"task_id": p.id, "completion": slow})
     samples = tmp_path / "samples.jsonl"
     samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
     rng = random.Random(7)

@@ -194,7 +194,8 @@ def test_ctrl_c_under_ray_keeps_every_finished_grade_and_a_rerun_completes(clust
     rows = []
     for p in problems:  # a correct sample, then one that sleeps before answering correctly
         rows.append({"task_id": p.id, "completion": p.meta["canonical_solution"]})
-        rows.append({"task_id": p.id, "completion": f"    import time\n    time.sleep({SLEEP_S})\n" + p.meta["canonical_solution"]})
+        slow = f"    import time\n    time.sleep({SLEEP_S})\n" + p.meta["canonical_solution"]
+        rows.append({"task_id": p.id, "completion": slow})
     samples = tmp_path / "samples.jsonl"
     samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out, cache = tmp_path / "results", tmp_path / "exec"

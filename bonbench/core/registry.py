@@ -37,7 +37,7 @@ import typing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Literal, Mapping, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Literal, Mapping, TypeGuard, TypeVar, Union
 
 from bonbench.core.errors import BonbenchError
 
@@ -72,7 +72,7 @@ def entry_points(group: str) -> Any:
     return installed(group=group)
 
 
-def _is_entry_point(target: Any) -> bool:
+def _is_entry_point(target: Any) -> TypeGuard[EntryPoint]:
     # an EntryPoint exists only once importlib.metadata is imported: no need to import it to ask
     metadata = sys.modules.get("importlib.metadata")
     return metadata is not None and isinstance(target, metadata.EntryPoint)

@@ -73,6 +73,7 @@ def test_stages_are_counted_apart_and_a_finished_stage_starts_again() -> None:
     progress("grade", 0, 3)  # the next run's grading
     clock.now = 5.0
     progress("grade", 3, 3)
+    progress("sample", 0, 0)  # nothing to do: no line
     assert lines == ["grading: 0/4 samples (0.0%)", "verifying: 0/4 samples (0.0%)",
                      "grading: 4/4 samples (100.0%) 2.0/s done in 2s", "grading: 0/3 samples (0.0%)",
                      "grading: 3/3 samples (100.0%) 1.0/s done in 3s"]

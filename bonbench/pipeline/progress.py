@@ -95,6 +95,8 @@ class ProgressLines:
         self.counts: dict[str, _Count] = {}
 
     def __call__(self, stage: str, advance: int, total: int) -> None:
+        if total <= 0:
+            return  # a stage with nothing to do (every imported sample stored already) says nothing
         count = self.counts.get(stage)
         if count is not None and advance == 0 and count.done >= count.total:
             del self.counts[stage]  # a stage that finished starts again (the next run of several)

@@ -23,7 +23,7 @@ import sys
 import warnings
 from typing import Any, Callable, Sequence
 
-from bonbench_sandbox import cli as sandbox_cli
+from bonbench_sandbox import arguments as sandbox_arguments
 
 from bonbench import __version__
 from bonbench.apps.analysis import cli as analysis_cli
@@ -45,9 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     sb = sub.add_parser("sandbox", help="run a program in the sandbox and print a JSON result")
     sb_sub = sb.add_subparsers(dest="sandbox_command", required=True)
     sb_run = sb_sub.add_parser("run", help="run PROGRAM.py isolated")
-    sandbox_cli.add_arguments(sb_run)
+    sandbox_arguments.add_arguments(sb_run)
     sb_run.add_argument("--debug", action="store_true")
-    sb_run.set_defaults(handler=sandbox_cli.run_from_args)
+    sb_run.set_defaults(handler="bonbench_sandbox.cli:run_from_args")
     analysis_cli.register(sub)
     verifiers.register(sub)
     trainer_cli.register(sub)

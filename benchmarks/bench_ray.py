@@ -28,7 +28,8 @@ from ray_helpers import LocalCluster  # noqa: E402
 from bonbench.core import models, ray_cluster  # noqa: E402
 from bonbench.pipeline import stages as pipeline
 from bonbench.plugins.graders.ray_sandbox import RaySandbox  # noqa: E402
-from bonbench.run.runner import RunRequest, plan  # noqa: E402
+from bonbench.run.plan import plan  # noqa: E402
+from bonbench.run.request import RunRequest  # noqa: E402
 from bonbench.api.sampler import SamplingParams  # noqa: E402
 from bonbench.plugins.samplers.ray_backend import RaySampler, SamplerSpec  # noqa: E402
 from bonbench.plugins.samplers.select import HFOptions  # noqa: E402
@@ -69,7 +70,7 @@ def bench_sampling(address: str, args: argparse.Namespace) -> None:
 
 def bench_sandbox(address: str, args: argparse.Namespace) -> None:
     import ray
-    from bonbench_sandbox import Job, run_many_tests
+    from bonbench_sandbox.pool import Job, run_many_tests
 
     # distinct programs (no deduplication), one test each, as a code grader submits them
     groups = [[Job(program=f"x = sum(range({1000 + i}))\nprint(x)\n", timeout_s=10.0)] for i in range(args.programs)]

@@ -32,9 +32,10 @@ import torch
 
 from bonbench.core.models import resolve_model
 from bonbench.core.records import Problem
-from bonbench.run.runner import load_task
+from bonbench.run.resolve import load_task
 from bonbench.core.store import RunStore
-from bonbench.plugins.verifiers.model import VerifierModel, verifier_text
+from bonbench.plugins.verifiers.manifest import verifier_text
+from bonbench.plugins.verifiers.model import VerifierModel
 
 
 def texts_for(run: Path | None, n: int, data_dir: str | None) -> list[str]:

@@ -8,14 +8,13 @@ parallel runs and early stopping, `cache` for the persistent result cache and `c
 from bonbench_sandbox.cache import ResultCache, job_key
 from bonbench_sandbox.execution import (
     SANDBOX_VERSION,
-    Cancelled,
     STATUSES,
-    ExecResult,
     SandboxUnavailable,
     accounting_mode,
     ensure_available,
     execute,
 )
+from bonbench_sandbox.supervise import Cancelled, ExecResult
 from bonbench_sandbox.pool import Interrupted, Job, run_many, run_many_tests, run_tests
 
 __all__ = [

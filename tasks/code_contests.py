@@ -33,7 +33,8 @@ from bonbench.api.task import Task, register_task
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem
-from bonbench.plugins.graders.code import CodeGrader, default_cache_dir
+from bonbench.plugins.graders.code import CodeGrader
+from bonbench.plugins.graders.code_cases import default_cache_dir
 # the stdin problem style taco shares; re-exported under the names this module always had
 from bonbench.plugins.graders.stdin_programs import (CALL_INSTRUCTION, INSTRUCTION, MIN_MEMORY_MB, build_stdin_jobs,
                                                      float_tolerance, limits, render_stdin, solution_code)

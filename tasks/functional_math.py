@@ -70,7 +70,8 @@ from bonbench.api.task import Task, register_task
 from bonbench.core.data import file_fingerprint, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem
-from bonbench.metrics.estimators import bootstrap_ci, mean_correct
+from bonbench.metrics.bootstrap import bootstrap_ci
+from bonbench.metrics.pass_bon import mean_correct
 from bonbench.plugins.graders.math_family import check_fewshot, level_int, math_style_task, parse_level, parse_subject
 
 TASK_NAME = "functional_math"

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
-from bonbench.plugins.graders.code import HUMANEVAL_STOP, CodeGrader, ExecCase, default_cache_dir, extract_code
+from bonbench.plugins.graders.code import CodeGrader
+from bonbench.plugins.graders.code_cases import HUMANEVAL_STOP, ExecCase, default_cache_dir
+from bonbench.plugins.graders.code_text import extract_code
 from bonbench.plugins.graders.blind import blind_asserts
 from bonbench.plugins.graders.replay import CallTest
 from bonbench.core.records import Problem, Prompt

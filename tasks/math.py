@@ -29,7 +29,7 @@ from bonbench.api.task import Task, register_task
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem
-from bonbench.plugins.graders.math import extract_answer
+from bonbench.plugins.graders.math_extract import extract_answer
 # MATH's prompts, subjects and Task assembly, shared with the other math-family tasks; re-exported
 from bonbench.plugins.graders.math_family import (PROMPT_ID, SUBJECTS, check_fewshot, level_int, make_render, math_style_task,
                                                   subject_folder)

@@ -42,7 +42,9 @@ from bonbench.core.data import file_fingerprint, load_hub, local_file, read_json
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem
 from bonbench.api.task import Task, register_task
-from bonbench.plugins.graders.math import canonical_answer, extract_answer, is_equiv
+from bonbench.plugins.graders.math_canonical import canonical_answer
+from bonbench.plugins.graders.math_equiv import is_equiv
+from bonbench.plugins.graders.math_extract import extract_answer
 from bonbench.plugins.graders.math_family import check_fewshot, math_style_task
 
 TASK_NAME = "mathodyssey"

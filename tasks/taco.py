@@ -31,7 +31,8 @@ from typing import Any
 
 from bonbench.core.data import file_fingerprint, load_hub, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.graders.code import CodeGrader, ExecCase, default_cache_dir
+from bonbench.plugins.graders.code import CodeGrader
+from bonbench.plugins.graders.code_cases import ExecCase, default_cache_dir
 from bonbench.plugins.graders.replay import CallTest
 from bonbench.core.records import Problem
 from bonbench.api.task import Task, register_task

@@ -235,6 +235,121 @@ def _cycles(graph: dict[str, set[str]]) -> list[str]:
     return out
 
 
+# Rule 6, one address per name: a name is imported from the module that defines it.
+# A documented facade gathers names for users (its docstring says so); code outside the package
+# (tests, benchmarks, scripts, docs) may import through it, nothing in bonbench or bonbench_tasks may.
+FACADES = frozenset({"bonbench.metrics.estimators", "bonbench.api"})
+OUTSIDE = ("tests", "benchmarks", "scripts")  # folders of code that uses the package from outside
+
+
+def defined_names(tree: ast.Module) -> set[str]:
+    """The names a module defines at module level (def, class, assignment, annotated assignment,
+    ``for`` / ``with`` targets; inside module-level ``if`` / ``try`` blocks too), not those it imports."""
+    out: set[str] = set()
+
+    def targets(node: ast.AST) -> None:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name):
+                out.add(n.id)
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.add(node.name)
+            elif isinstance(node, ast.Assign):
+                for t in node.targets:
+                    targets(t)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+                targets(node.target)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        targets(item.optional_vars)
+            for field in ("body", "orelse", "finalbody"):
+                if isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
+                    visit(getattr(node, field, []) or [])
+            if isinstance(node, ast.Try):
+                for handler in node.handlers:
+                    visit(handler.body)
+    visit(tree.body)
+    return out
+
+
+def outside_modules() -> list[Module]:
+    """The modules that use the package from outside: tests, benchmarks, scripts (named by path)."""
+    found = []
+    for folder in OUTSIDE:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found.append(Module(name, path, ast.parse(path.read_text(), str(path))))
+    return found
+
+
+def misplaced_names(inside: list[Module] | None = None, outside: list[Module] | None = None) -> list[str]:
+    """Every ``from bonbench... import name`` (and ``module.name``, and ``"bonbench.x.y:name"`` /
+    ``"bonbench.x.y.name"`` strings) whose module does not define ``name`` but only imports it."""
+    inside = modules() if inside is None else inside
+    outside = outside_modules() if outside is None else outside
+    defined = {m.name: defined_names(m.tree) for m in inside}
+    known = set(defined)
+    # the names each module takes from our packages: what it would hand on if imported through it
+    passed_on = {m.name: {alias.asname or alias.name for node, target, names, _ in imports(m, known)
+                          if _ours(target) and isinstance(node, ast.ImportFrom) for alias in node.names}
+                 for m in inside}
+    found: list[str] = []
+
+    def check(m: Module, lineno: int, target: str, name: str, how: str) -> None:
+        if target not in defined or f"{target}.{name}" in known or name in defined[target]:
+            return
+        if name not in passed_on[target]:  # not ours (``outputs.os``) or not there at all
+            return
+        if target in FACADES and m in outside:
+            return
+        found.append(f"{_where(m, lineno)}: {how} {name} from {target}, which only imports it; "
+                     "import it from the module that defines it")
+
+    for m in [*inside, *outside]:
+        aliases: dict[str, str] = {}  # local name (``x``, or ``a.b.c`` for a plain import) -> our module
+        for node, target, names, _ in imports(m, known):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in known:
+                        aliases[alias.asname or alias.name] = alias.name
+            elif not names:
+                for alias in node.names:
+                    if target in known and target.endswith("." + alias.name):
+                        aliases[alias.asname or alias.name] = target
+            for n in names:
+                check(m, node.lineno, target, n, "imports")
+        for node in ast.walk(m.tree):
+            if isinstance(node, ast.Attribute):
+                owner = aliases.get(_dotted(node.value) or "")
+                if owner is not None:
+                    check(m, node.lineno, owner, node.attr, "uses")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY.match(node.value):
+                path, _, attr = node.value.partition(":")
+                if not attr and path not in known and path.rsplit(".", 1)[0] not in ("bonbench", "bonbench_tasks"):
+                    path, _, attr = path.rpartition(".")  # "bonbench.x.y.name" (monkeypatch.setattr's form)
+                if attr:
+                    check(m, node.lineno, path, attr, "names")
+    return found
+
+
+def _where(m: Module, lineno: int) -> str:
+    return f"{m.path.relative_to(ROOT)}:{lineno}"
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` as a string, for a chain of attributes on a name; else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
 if __name__ == "__main__":
     problems = violations()
     print("\n".join(problems) or "the layers hold")

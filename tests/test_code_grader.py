@@ -7,15 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.plugins.graders.code import (
-    CodeGrader,
-    ExecCase,
-    NoCode,
-    assemble_program,
-    extract_code,
-    outputs_match,
-    truncate_at_stop,
-)
+from bonbench.plugins.graders.code import CodeGrader
+from bonbench.plugins.graders.code_cases import ExecCase, NoCode, assemble_program
+from bonbench.plugins.graders.code_text import extract_code, outputs_match, truncate_at_stop
 from bonbench.core.records import Problem, Sample
 
 TESTS = "assert add(1, 2) == 3\nassert add(2, 2) == 4\n"

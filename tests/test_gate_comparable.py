@@ -26,6 +26,7 @@ def _math_run(data_dir: Path, out: Path, split: str, limit: int) -> Path:
     """A scored MATH run of ``split`` (first ``limit`` problems) through the real task, grader and
     pipeline; the samples are scripted: the first two of four answer with the gold answer."""
     from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline.prepared import open_run, prepare
     from bonbench.core.config import RunConfig
     from bonbench.metrics.estimators import parse_metrics
     from bonbench.core.records import Sample
@@ -34,8 +35,8 @@ def _math_run(data_dir: Path, out: Path, split: str, limit: int) -> Path:
     task = get_task("math", data_dir=str(data_dir), split=split)
     cfg = RunConfig(task="math", model="org/m", backend="scripted", n=4, limit=limit, task_args={"split": split},
                     metrics=("pass@1", "pass@4"))
-    run = pipeline.prepare(task, cfg, out)
-    pipeline.open_run(run)
+    run = prepare(task, cfg, out)
+    open_run(run)
     pipeline.store_samples(run, [Sample(p.id, i, f"The final answer is $\\boxed{{{p.target if i < 2 else -7}}}$.", 10,
                                         "stop") for p in run.problems for i in range(cfg.n)])
     pipeline.evaluate(run, parse_metrics(list(cfg.metrics)), None, n_boot=50)

@@ -33,8 +33,9 @@ from objective_exact import (
 )
 
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.objectives import REGISTRY, Group, amini, make_objective
-from bonbench.plugins.objectives.chow import lambda_n
+from bonbench.api.objective import REGISTRY, Group, make_objective
+from bonbench.plugins.objectives import amini
+from bonbench.plugins.objectives.chow.sft import lambda_n
 from bonbench.plugins.objectives.ksample import majority_value, softmax_value
 
 THETA = np.array([0.3, -0.7, 0.5, 0.1])
@@ -327,7 +328,7 @@ def test_bon_sft_sampled_bias_as_documented():
 
 def test_bon_sft_sigmoid_population_form_is_exact():
     """With the whole support as rows (mass = pi) the sigmoid form is exactly grad log pi_lambda(y*)."""
-    from bonbench.plugins.objectives.chow import bon_sft_weights
+    from bonbench.plugins.objectives.chow.sft import bon_sft_weights
 
     lam, pi = 3.0, softmax(THETA)
     w_exp, w_pol = bon_sft_weights(R_REAL[[2]], R_REAL, lam, mass=pi, win="sigmoid")

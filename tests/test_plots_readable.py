@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from bonbench.apps.analysis.plots import place_labels, plain_log_axis, plain_symlog_axis, training_figure
+from bonbench.apps.analysis.plotkit import place_labels, plain_log_axis, plain_symlog_axis
+from bonbench.apps.analysis.plots_policy import training_figure
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 
 

@@ -231,7 +231,7 @@ def test_a_task_declares_its_family() -> None:
     training read them through ``task_family`` without loading any data."""
     from bonbench.api.task import TASKS, Task, family_tasks, get_task, register_task, task_family
     from bonbench.core.records import Problem, Prompt
-    from bonbench.plugins.verifiers.folder import task_family as folder_family
+    from bonbench.plugins.verifiers.manifest import task_family as folder_family
 
     # other tests register toy tasks of their own families, so only the built-ins are pinned here
     builtin = {"functional_math", "math", "math500", "mathodyssey", "code_contests", "humaneval", "mbpp", "taco"}

@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 from bonbench.pipeline import stages as pipeline
+from bonbench.pipeline.prepared import PreparedRun, open_run, prepare
 from bonbench.api import task as registry
+from bonbench.api.verifier import get_verifier
 from bonbench.apps.cli import main
 from bonbench.core.config import RunConfig
 from bonbench.core.errors import BonbenchError
@@ -24,8 +26,8 @@ from bonbench.metrics.estimators import parse_metrics
 from bonbench.core.records import Problem, Prompt, Sample
 from bonbench.api.task import Task
 from bonbench.core import cache
-from bonbench.plugins.rewards import imdb, tldr
-from bonbench.plugins.rewards import registry as rm_registry
+from bonbench.plugins.rewards import imdb, registry as rm_registry, tldr
+from bonbench.api.reward import REWARD_MODELS, register_reward_model, reward_model_names
 from bonbench.plugins.rewards.base import RewardGrader, RewardVerifier
 from bonbench.plugins.rewards.registry import get_reward_model, parse_spec, reward_verifier
 
@@ -223,12 +225,12 @@ def test_plugins_register_through_the_entry_point_group(monkeypatch: pytest.Monk
     broken = EntryPoint(name="broken-rm", value="no_such_module_xyz:thing", group=rm_registry.GROUP)
     from bonbench.core import registry as core_registry
 
-    builtins = {k: v for k, v in rm_registry.REWARD_MODELS._entries.items() if k in rm_registry.BUILTIN_REWARD_MODELS}
+    builtins = {k: v for k, v in REWARD_MODELS._entries.items() if k in rm_registry.BUILTIN_REWARD_MODELS}
     monkeypatch.setattr(core_registry, "entry_points", lambda group: [good, broken] if group == rm_registry.GROUP else [])
-    monkeypatch.setattr(rm_registry.REWARD_MODELS, "_read", False)
-    monkeypatch.setattr(rm_registry.REWARD_MODELS, "_entries", dict(builtins))
+    monkeypatch.setattr(REWARD_MODELS, "_read", False)
+    monkeypatch.setattr(REWARD_MODELS, "_entries", dict(builtins))
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    assert rm_registry.reward_model_names() == ["broken-rm", "constant", "imdb-sentiment", "tldr-proxy-eval", "tldr-proxy-train"]
+    assert reward_model_names() == ["broken-rm", "constant", "imdb-sentiment", "tldr-proxy-eval", "tldr-proxy-train"]
     assert get_reward_model("constant?value=0.5").score(["p"], ["c"]) == [0.5]
     described = dict(rm_registry.describe_reward_models())
     assert described["constant"] == "Every completion gets the same reward (a test plugin)."
@@ -236,13 +238,13 @@ def test_plugins_register_through_the_entry_point_group(monkeypatch: pytest.Monk
     with pytest.raises(BonbenchError, match="reward model 'broken-rm' .* failed to load"):
         get_reward_model("broken-rm")
 
-    @rm_registry.register_reward_model("inline", "an in-process model")
+    @register_reward_model("inline", "an in-process model")
     def _inline(data_dir: str | None = None) -> ConstantReward:
         return ConstantReward(2.0)
 
     assert get_reward_model("inline").score(["p"], ["c"]) == [2.0]
     # and as a verifier through the main registry, without the main registry importing rewards
-    assert registry.get_verifier("rm:constant?value=3").name == "rm-constant-value-3"
+    assert get_verifier("rm:constant?value=3").name == "rm-constant-value-3"
 
 
 def test_list_reward_models(capsys: pytest.CaptureFixture[str]) -> None:
@@ -438,13 +440,13 @@ def test_reward_grader_gives_real_valued_grades_and_errors_as_data() -> None:
         RewardGrader(Misconfigured()).grade(_problems(), samples)
 
 
-def _reward_run(tmp_path: Path, model: ScriptedReward) -> pipeline.PreparedRun:
+def _reward_run(tmp_path: Path, model: ScriptedReward) -> PreparedRun:
     problems = tuple(Problem(f"r/{i}", f"prompt {i}", "") for i in range(3))
     task = Task(name="rtoy", version=1, problems=problems, render=lambda p, style: Prompt(p.id, text=p.input),
                 grader=RewardGrader(model), prompt_id="rtoy-v1", default_metrics=("mean",), judged_by="reward")
     cfg = RunConfig(task="rtoy", model="scripted", backend="scripted", n=4, metrics=("bon@2", "mean"))
-    run = pipeline.prepare(task, cfg, tmp_path)
-    pipeline.open_run(run)
+    run = prepare(task, cfg, tmp_path)
+    open_run(run)
     pipeline.store_samples(run, [Sample(p.id, j, "x" * (1 + (i * 7 + j * 3) % 5), 1, "stop") for i, p in enumerate(problems) for j in range(4)])
     return run
 
@@ -474,7 +476,7 @@ def test_reward_verifier_through_the_pipeline_is_keyed_by_version_and_fingerprin
 
 
 def test_rm_verifier_is_lazy_and_scores_with_a_real_backend(tiny: Path, tmp_path: Path) -> None:
-    verifier = registry.get_verifier(f"rm:hf:{tiny}?label=POSITIVE")
+    verifier = get_verifier(f"rm:hf:{tiny}?label=POSITIVE")
     assert verifier.name.startswith("rm-hf-tiny-clf-label-POSITIVE-") and verifier.model._model is None  # nothing loaded yet
     problems = {"a/0": Problem("a/0", "the movie was", "")}
     samples = [Sample("a/0", 0, " great", 1, "stop"), Sample("a/0", 1, " awful", 1, "stop")]

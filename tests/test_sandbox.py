@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 import bonbench_sandbox
-from bonbench_sandbox import Job, ResultCache, SandboxUnavailable, execute, run_many, run_many_tests, run_tests
+from bonbench_sandbox.supervise import ExecResult
+from bonbench_sandbox.cache import ResultCache
+from bonbench_sandbox.execution import SandboxUnavailable, execute
+from bonbench_sandbox.pool import Job, run_many, run_many_tests, run_tests
 from bonbench_sandbox import cli, execution, pool
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
@@ -235,10 +238,10 @@ def test_cache_key_covers_inputs() -> None:
 
 def test_sandbox_errors_are_not_cached(tmp_path: Path) -> None:
     with ResultCache(tmp_path / "c.sqlite") as cache:
-        cache.put("k", bonbench_sandbox.ExecResult("sandbox_error", None, "", "x", 0.0))
+        cache.put("k", ExecResult("sandbox_error", None, "", "x", 0.0))
         assert cache.get("k") is None
-        cache.put("k2", bonbench_sandbox.ExecResult("timeout", None, "", "", 1.0, 9))
-        assert cache.get("k2") == bonbench_sandbox.ExecResult("timeout", None, "", "", 1.0, 9)
+        cache.put("k2", ExecResult("timeout", None, "", "", 1.0, 9))
+        assert cache.get("k2") == ExecResult("timeout", None, "", "", 1.0, 9)
 
 
 def test_run_tests_stops_on_first_failure() -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bonbench_sandbox import Job, accounting_mode, execute
+from bonbench_sandbox.execution import accounting_mode, execute
+from bonbench_sandbox.pool import Job
 from bonbench_sandbox import accounting as acct
 
 pytestmark = pytest.mark.skipif(accounting_mode() == "rlimit", reason=f"no cgroup accounting here: {acct.hierarchy().reason}")

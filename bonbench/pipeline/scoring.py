@@ -20,7 +20,8 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.provenance import git_sha
 from bonbench.core.records import Grade, MetricsPatch, MetricValue, Problem, Sample, Score
 from bonbench.core.store import read_json
-from bonbench.metrics.estimators import MetricSpec, ProblemOutcome, compute_curves, compute_metrics, group_metric_name
+from bonbench.metrics.estimators import ProblemOutcome, compute_curves, compute_metrics
+from bonbench.metrics.names import MetricSpec, group_metric_name
 from bonbench.pipeline.prepared import PreparedRun, grading, problem_set_id
 
 Key = tuple[str, int]

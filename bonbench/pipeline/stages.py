@@ -19,10 +19,11 @@ from dataclasses import replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from bonbench.api.sampler import SampleRequest, Sampler, SamplingParams
-from bonbench.api.task import Grader, Verifier
+from bonbench.api.task import Grader
+from bonbench.api.verifier import Verifier
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
-from bonbench.metrics.estimators import MetricSpec
+from bonbench.metrics.names import MetricSpec
 from bonbench.pipeline.prepared import (  # noqa: F401  (the names callers use through stages)
     PreparedRun,
     grading,

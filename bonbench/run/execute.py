@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from bonbench.api.task import Verifier
+from bonbench.api.verifier import Verifier
 from bonbench.core import ray_cluster
 from bonbench.core.config import policy_name
 from bonbench.core.errors import BonbenchError

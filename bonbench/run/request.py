@@ -14,7 +14,7 @@ from typing import Any, Literal, Mapping
 
 from bonbench.core import flags, models, ray_cluster
 from bonbench.core.settings import setting
-from bonbench.metrics.estimators import MetricSpec
+from bonbench.metrics.names import MetricSpec
 from bonbench.pipeline.readers import ImportedSamples
 from bonbench.pipeline.shard import Coverage, ShardSpec, parse_shard
 from bonbench.pipeline.prepared import PreparedRun

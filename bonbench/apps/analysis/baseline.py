@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import split_metric_name
+from bonbench.metrics.names import split_metric_name
 from bonbench.metrics.info import MetricInfo, metric_info
 from bonbench.apps.analysis.rundir import Metric, RunData, load_run
 

@@ -14,12 +14,13 @@ import sys
 from pathlib import Path
 
 from bonbench.apps.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION
-from bonbench.apps.analysis.gate import format_report, load_baseline, load_gate_run, run_gate, save_baseline, write_report_json
+from bonbench.apps.analysis.baseline import load_baseline, load_gate_run, save_baseline
+from bonbench.apps.analysis.gate import format_report, run_gate, write_report_json
 from bonbench.apps.analysis.html import write_report
 from bonbench.apps.analysis.leaderboard import build_leaderboard, write_leaderboard
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import parse_metrics, split_metric_name
+from bonbench.metrics.names import parse_metrics, split_metric_name
 
 
 def _metric_names(values: list[str] | None) -> list[str] | None:

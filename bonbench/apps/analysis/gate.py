@@ -48,7 +48,7 @@ from bonbench.apps.analysis.baseline import (  # noqa: F401  (re-exported: the C
     BASELINE_SCHEMA, Baseline, default_baseline_path, is_checkpoint_dir, load_baseline, load_gate_run,
     run_metric_info, run_problem_ids, save_baseline)
 from bonbench.apps.analysis.rundir import Metric, RunData
-from bonbench.plugins.verifiers.folder import display_name
+from bonbench.plugins.verifiers.manifest import display_name
 
 Z95 = 1.959963984540054
 

@@ -42,7 +42,7 @@ from bonbench.apps.analysis.sections import bon_references_section, comparison_s
 from bonbench.apps.analysis.sweep import sweep_section
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import metric_sort_key
+from bonbench.metrics.names import metric_sort_key
 from bonbench.metrics.info import footnotes, metric_info
 
 

@@ -36,7 +36,8 @@ import numpy as np
 from bonbench.core.config import model_slug
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import metric_sort_key, paired_bootstrap_diff
+from bonbench.metrics.bootstrap import paired_bootstrap_diff
+from bonbench.metrics.names import metric_sort_key
 from bonbench.metrics.info import LOWER, footnotes, metric_info
 from bonbench.apps.analysis.htmlparts import img_tag, page, table_html
 from bonbench.apps.analysis.baseline import load_gate_run

@@ -27,7 +27,8 @@ import numpy as np
 
 from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import bon_curve, bootstrap_ci, pass_curve
+from bonbench.metrics.bootstrap import bootstrap_ci
+from bonbench.metrics.pass_bon import bon_curve, pass_curve
 from bonbench.core.models import training_summary
 from bonbench.core.store import RunStore, find_run_dirs, is_run_dir, read_json
 

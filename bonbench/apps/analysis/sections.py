@@ -18,7 +18,8 @@ from typing import Any, Sequence
 
 from bonbench.apps.analysis.frontier import bon_reference_rows, pareto_front
 from bonbench.apps.analysis.htmlparts import fmt_value, img_tag, metric_cell, powers_of_two, table_html
-from bonbench.apps.analysis.plots import plot_bon_references, plot_k_curve_comparison, plot_reward_kl, plot_training_curves
+from bonbench.apps.analysis.plots import plot_k_curve_comparison
+from bonbench.apps.analysis.plots_policy import plot_bon_references, plot_reward_kl, plot_training_curves
 from bonbench.core.outputs import read_json, read_jsonl
 from bonbench.metrics.info import footnotes
 

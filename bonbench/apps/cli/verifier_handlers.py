@@ -20,7 +20,7 @@ from bonbench.apps.verifier_training.request import TrainVerifierRequest
 from bonbench.apps.verifier_training.train import train_verifier
 from bonbench.core import outputs, settings
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.verifiers.folder import read_verifier_manifest
+from bonbench.plugins.verifiers.manifest import read_verifier_manifest
 
 
 def cmd_train_verifier(args: argparse.Namespace) -> int:

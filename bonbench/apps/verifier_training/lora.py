@@ -24,6 +24,7 @@ from bonbench.apps.verifier_training.request import TrainVerifierRequest
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.progress import Progress
 from bonbench.plugins.verifiers import model as vm
+from bonbench.plugins.verifiers.manifest import verifier_text
 
 STATE = "training_state"
 
@@ -70,7 +71,7 @@ def train_lora(model: vm.VerifierModel, rows: Sequence[LabelledSample], req: Tra
     orders = [order_rng.permutation(len(rows)) for _ in range(req.epochs)]
     total = steps_per_epoch * req.epochs
     step, losses = _resume(model, opt, folder / STATE)
-    ids = model.encode([vm.verifier_text(r.problem, r.sample.completion) for r in rows])
+    ids = model.encode([verifier_text(r.problem, r.sample.completion) for r in rows])
     labels = torch.tensor([r.label for r in rows], dtype=torch.float32)
     model.backbone.train()
     progress("lora", step, total)

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from bonbench_sandbox import run_tests
+from bonbench_sandbox.pool import run_tests
 
 from bonbench.core import ray_cluster
 

@@ -20,7 +20,8 @@ from typing import Any
 from bonbench.api.task import PromptStyle
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Prompt
-from bonbench.plugins.graders.code import ExecCase, defines, extract_code
+from bonbench.plugins.graders.code_cases import ExecCase
+from bonbench.plugins.graders.code_text import defines, extract_code
 
 MIN_MEMORY_MB = 512  # RLIMIT_AS counts address space, not resident memory: Python needs headroom
 INSTRUCTION = ("Solve the following competitive programming problem in Python 3. The program reads from standard "

@@ -15,9 +15,9 @@ offline models are trained once into bonbench's cache (``bonbench.core.cache``).
 
 from __future__ import annotations
 
-from bonbench.plugins.rewards.base import RewardGrader, RewardModel, RewardVerifier, reward_prompt
-from bonbench.plugins.rewards.registry import (describe_reward_models, get_reward_model, parse_spec, register_reward_model,
-                                       reward_model_names, reward_verifier)
+from bonbench.api.reward import RewardModel, register_reward_model, reward_model_names
+from bonbench.plugins.rewards.base import RewardGrader, RewardVerifier, reward_prompt
+from bonbench.plugins.rewards.registry import describe_reward_models, get_reward_model, parse_spec, reward_verifier
 
 __all__ = ["RewardGrader", "RewardModel", "RewardVerifier", "describe_reward_models", "get_reward_model", "parse_spec",
            "register_reward_model", "reward_model_names", "reward_prompt", "reward_verifier"]

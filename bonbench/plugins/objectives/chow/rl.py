@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bonbench.metrics.estimators import bon_curve
+from bonbench.metrics.pass_bon import bon_curve
 
 from bonbench.core.errors import BonbenchError
 from bonbench.api.objective import Group, Objective, objective

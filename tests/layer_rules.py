@@ -8,8 +8,8 @@ package below every layer: it must import no bonbench module.
 
 The rule:
 1. layers, lowest first: core < metrics < api < plugins < tasks < pipeline < run < apps; a module
-   imports only from its own layer or those below (``bonbench/__init__`` and ``compat`` stand
-   outside and may import core);
+   imports only from its own layer or those below (``bonbench/__init__`` stands outside and may
+   import core);
 2. plugins are ``bonbench.plugins.<kind>`` and ``bonbench_tasks.<name>``: none imports another
    plugin package (a task may import any plugin kind: it composes graders and reward models);
 3. no cycle among modules;
@@ -18,7 +18,11 @@ The rule:
    obeys rules 1 and 2 like an import statement;
 5. an import inside a function (or any block below module level) only of a heavy third-party
    library, so that importing a module costs only what it needs: HEAVY below. A bonbench import,
-   a stdlib import or a light library goes at the top of the module.
+   a stdlib import or a light library goes at the top of the module;
+6. one address per name: ``from m import name`` (and ``m.name``, and a ``"m:name"`` / ``"m.name"``
+   string) takes ``name`` from the module that defines it, not from one that only imports it.
+   ``misplaced_names()`` checks it in bonbench, bonbench_tasks, bonbench_sandbox, tests, benchmarks
+   and scripts; code outside the package may use a documented facade (``FACADES``).
 """
 
 from __future__ import annotations
@@ -190,8 +194,6 @@ def _layer_problems(m: Module, owner: str, where: str) -> list[str]:
 def _lazy_targets(m: Module, known: set[str]) -> list[str]:
     """A ``"bonbench.x.y:attr"`` / ``"bonbench.x.y"`` string (a registry target, an ``import_module``
     argument) is an import made later: it obeys the layer order too."""
-    if m.name == "bonbench.compat":  # the table of 0.1's paths: it names every layer by design
-        return []
     out = []
     for node in ast.walk(m.tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY.match(node.value):
@@ -296,6 +298,7 @@ def misplaced_names(inside: list[Module] | None = None, outside: list[Module] | 
     passed_on = {m.name: {alias.asname or alias.name for node, target, names, _ in imports(m, known)
                           if _ours(target) and isinstance(node, ast.ImportFrom) for alias in node.names}
                  for m in inside}
+    users = {m.name for m in outside}
     found: list[str] = []
 
     def check(m: Module, lineno: int, target: str, name: str, how: str) -> None:
@@ -303,7 +306,7 @@ def misplaced_names(inside: list[Module] | None = None, outside: list[Module] | 
             return
         if name not in passed_on[target]:  # not ours (``outputs.os``) or not there at all
             return
-        if target in FACADES and m in outside:
+        if target in FACADES and m.name in users:
             return
         found.append(f"{_where(m, lineno)}: {how} {name} from {target}, which only imports it; "
                      "import it from the module that defines it")
@@ -351,6 +354,6 @@ def _dotted(node: ast.expr) -> str | None:
 
 
 if __name__ == "__main__":
-    problems = violations()
+    problems = violations() + misplaced_names()
     print("\n".join(problems) or "the layers hold")
     sys.exit(1 if problems else 0)

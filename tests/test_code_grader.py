@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from bonbench_sandbox.execution import execute
 
 from bonbench.plugins.graders.code import CodeGrader
 from bonbench.plugins.graders.code_cases import ExecCase, NoCode, assemble_program
@@ -76,7 +77,7 @@ def test_secret_is_not_readable_inside(grader: CodeGrader, trick: str) -> None:
     """The key file is gone before user code runs: nothing the program can read holds the sentinel."""
     case = ExecCase(source=FORGERIES[trick].replace("os._exit(0)\n", ""))
     job, secret = grader.job_for(case)
-    result = __import__("bonbench_sandbox").execute(job.program, stdin=job.stdin, files=job.files)
+    result = execute(job.program, stdin=job.stdin, files=job.files)
     assert result.stdout.count(secret) == 1 and result.stdout.endswith("\n" + secret + "\n")
     assert secret not in job.program
 

@@ -18,7 +18,7 @@ import torch
 from scipy.stats import binom
 
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.objectives import amini, chow
+from bonbench.plugins.objectives import amini
 from bonbench.plugins.objectives.bonbon import (
     bonbon,
     bonbon_loss_numpy,
@@ -27,10 +27,9 @@ from bonbench.plugins.objectives.bonbon import (
     bonbon_target,
     bonbon_weights,
 )
-from bonbench.plugins.objectives.chow import sft
 from bonbench.plugins.objectives.chow.rl import bon_rl_s, bon_rl_v, rl_s, rl_v
 from bonbench.plugins.objectives.chow.rlb import bon_binary, bon_rlb, bon_rlb_p, rlb_sample_weights, rlb_weights
-from bonbench.plugins.objectives.chow.sft import bon_sft, bon_sft_weights, lambda_n, tilt_kl, tilt_win_rate
+from bonbench.plugins.objectives.chow.sft import bon_sft, bon_sft_weights, lambda_n, sft, star, tilt_kl, tilt_win_rate
 from bonbench.api.objective import NEEDS, REGISTRY, Group, make_objective
 from tests.objective_harness import autograd, expected_estimate, k_sample_gradient, softmax
 
@@ -259,10 +258,10 @@ def _binomial_expectation(theta, G, weights):
     return G * sum(pi[a] * w_row0[R_BIN[a]] * sc[a] for a in range(len(theta)))
 
 
-@pytest.mark.parametrize("name,kw", [("bon_rlb", {"p_estimate": "plugin"}), ("bon_rlb_p", {"p_estimate": "plugin"})])
-def test_rlb_plugin_is_consistent_not_unbiased(name, kw):
+@pytest.mark.parametrize("make,kw", [(bon_rlb, {"p_estimate": "plugin"}), (bon_rlb_p, {"p_estimate": "plugin"})])
+def test_rlb_plugin_is_consistent_not_unbiased(make, kw):
     N = 4
-    obj = getattr(chow, name)(N=N, **kw)
+    obj = make(N=N, **kw)
     gJ = grad_J(THETA5, N)
     # small G agrees with brute-force enumeration of G-tuples (checks the binomial shortcut)
     close(_binomial_expectation(THETA5, 3, obj.weights), expected_estimate(THETA5, 3, lambda t: obj.weights(Group(rewards=R_BIN[list(t)]))))
@@ -339,9 +338,9 @@ def test_sft_star_rl_exact():
     R = np.array([1.0, 0.0, 1.0, 0.0])
     S = np.array([0.2, 0.9, 0.4, 0.1])
     g = Group(rewards=np.array([1.0, 0.0]), expert=np.array([True, False]))
-    close(chow.sft().weights(g), [1.0, 0.0], 0.0)
-    star = sft.star()
-    got = expected_estimate(THETA4, 3, lambda t: star.weights(Group(rewards=R[list(t)])))
+    close(sft().weights(g), [1.0, 0.0], 0.0)
+    star_ = star()
+    got = expected_estimate(THETA4, 3, lambda t: star_.weights(Group(rewards=R[list(t)])))
     close(got, autograd(lambda t: torch.softmax(t, 0)[torch.as_tensor(R == 1)].sum(), THETA4))
     for baseline in ("loo", "none"):
         rs = rl_s(baseline=baseline)
@@ -430,8 +429,8 @@ def test_missing_value_names_the_flag():
 def test_star_keeps_correct_rationalisations():
     """Expert rows of a STaR group are its rationalisations: kept like correct samples (1/G, G policy rows)."""
     g = Group(rewards=np.array([0.0, 0.0, 0.0, 0.0, 1.0, 1.0]), expert=np.array([False] * 4 + [True] * 2))
-    close(sft.star().weights(g), [0, 0, 0, 0, 0.25, 0.25], 0.0)
-    close(sft.star(normalise="correct").weights(g), [0, 0, 0, 0, 0.5, 0.5], 0.0)
+    close(star().weights(g), [0, 0, 0, 0, 0.25, 0.25], 0.0)
+    close(star(normalise="correct").weights(g), [0, 0, 0, 0, 0.5, 0.5], 0.0)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-import bonbench_sandbox
 from bonbench_sandbox.supervise import ExecResult
 from bonbench_sandbox.cache import ResultCache
 from bonbench_sandbox.execution import SandboxUnavailable, execute

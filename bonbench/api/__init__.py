@@ -12,6 +12,11 @@ an entry point in its package's metadata, one group per kind:
 Factory keyword arguments are the plugin's CLI options (``-T`` for tasks, ``-O`` for objectives,
 ``?key=value`` for reward models), coerced by annotation.
 
+This package is a documented facade: it hands on the decorators, protocols and lookups of its
+modules (``task``, ``verifier``, ``reward``, ``sampler``, ``objective``) so that a plugin author
+writes ``from bonbench.api import register_task``. Nothing inside bonbench or bonbench_tasks imports
+through it: they import each name from the module that defines it (``tests/layer_rules.py`` FACADES).
+
 This package implements no plugin: the built-ins are ``bonbench.plugins`` and ``bonbench_tasks``.
 It imports from ``bonbench.core`` only, never a plugin: a registry reads its entry points (and
 imports the plugin modules they name) when its names are first asked for, not when the api is imported.

@@ -10,8 +10,9 @@ law families, temperature trends and T*(N), co-scaling), ``plotkit`` / ``plots``
 ``leaderboard``, ``gate`` and ``plot`` subcommands).
 
 What it does not do: sample or grade. Every module except ``verifiers`` only reads what the pipeline
-wrote; ``verifiers`` scores the given runs with each verifier through the pipeline's verify stage
-(``bonbench.run.runner``), which stores those scores in the runs' ``scores/`` folders, and may load
+wrote; ``verifiers`` reopens the given runs (``bonbench.run.reopen``) and scores them with each
+verifier through the pipeline's verify stage (``bonbench.pipeline.stages.verify``), which stores
+those scores in the runs' ``scores/`` folders, and may load
 a verifier model to do so. The package ``__init__`` imports no submodule, so importing it is cheap;
 a submodule loads what it needs at import (scipy for the fits and the gate, matplotlib for the
 plots, html and leaderboard modules).

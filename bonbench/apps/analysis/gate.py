@@ -44,9 +44,7 @@ from scipy import stats
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.info import HIGHER, LOWER
-from bonbench.apps.analysis.baseline import (  # noqa: F401  (re-exported: the CLI imports them from here)
-    BASELINE_SCHEMA, Baseline, default_baseline_path, is_checkpoint_dir, load_baseline, load_gate_run,
-    run_metric_info, run_problem_ids, save_baseline)
+from bonbench.apps.analysis.baseline import Baseline, run_metric_info, run_problem_ids
 from bonbench.apps.analysis.rundir import Metric, RunData
 from bonbench.plugins.verifiers.manifest import display_name
 

@@ -1,4 +1,4 @@
-"""Variational BoN (Amini et al.), BoNBoN (Gui et al.) and KL-regularised RL, as per-group weights.
+"""Variational BoN (Amini et al.) and KL-regularised RL, as per-group weights (BoNBoN: ``bonbon``).
 
 Amini, Vieira, Ash, Cotterell 2024, "Variational Best-of-N Alignment" (arXiv 2407.06057, ICLR 2025;
 math-reference §3): fine-tune pi_theta to imitate the BoN distribution of a reference policy,
@@ -14,7 +14,6 @@ with F(r) = Pr_{y'~pi_ref}[r(y') < r] (strict), estimated per prompt from M refe
   ties broken uniformly by default (``log_bon_prob_tied``), so the target is a distribution.
 * ``vbon_l``: the lower bound L = (N-1) E[log F] - KL(pi_theta || pi_ref) (§3.3; the paper's
   Theorem 2), or the looser L_1 of Theorems 3-4 (math-reference §7 item 5) with bound='L1'.
-* ``bonbon`` (module ``bonbon``, re-exported here): Gui, Garbacea, Veitch 2024, arXiv 2406.00832.
 * ``kl_rl``: E[r] - beta KL(pi_theta || pi_ref) with an RLOO baseline (the PPO-style baseline), and
   ``ppo_form_reward``: the §3.2 identity that reward (log pi_bon - log pi_ref)/N with beta = 1/N is
   -(1/N) KL(pi_theta || pi_bon).
@@ -42,16 +41,6 @@ from bonbench.plugins.objectives.common import (
     policy_rows_with_ref,
     require,
     scatter,
-)
-# BoNBoN lives in its own module; re-exported here, where it was first defined
-from bonbench.plugins.objectives.bonbon import (  # noqa: F401
-    GUI,
-    bonbon,
-    bonbon_loss_numpy,
-    bonbon_loss_torch,
-    bonbon_pairs,
-    bonbon_target,
-    bonbon_weights,
 )
 
 AMINI = "Amini, Vieira, Ash, Cotterell 2024, arXiv 2407.06057"

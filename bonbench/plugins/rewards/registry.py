@@ -35,8 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from bonbench.api.reward import (REWARD_GROUP, REWARD_MODELS, RewardFactory, RewardModel, first_line, register_reward_model,
-                                 reward_model_names, reward_options, scheme_options)
+from bonbench.api.reward import (REWARD_GROUP, REWARD_MODELS, RewardFactory, RewardModel, first_line, reward_model_names, reward_options, scheme_options)
 from bonbench.core.errors import BonbenchError
 from bonbench.plugins.rewards.base import RewardVerifier
 
@@ -56,9 +55,6 @@ BUILTIN_REWARD_MODELS: dict[str, tuple[str, str]] = {
 for _name, (_ref, _description) in BUILTIN_REWARD_MODELS.items():
     REWARD_MODELS.add(_name, _ref, description=_description)
 Factory = RewardFactory
-__all__ = ["BUILTIN_REWARD_MODELS", "GROUP", "LazyRewardModel", "RewardSpec", "describe_reward_models", "describe_reward_schemes",
-           "get_reward_model",
-           "parse_spec", "preflight", "register_reward_model", "reward_model_names", "reward_verifier"]
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,6 @@ import time
 from pathlib import Path
 
 from bonbench.core import models
-from bonbench.run import runner
 from bonbench.run.execute import execute
 from bonbench.run.merge import merge
 from bonbench.run.plan import plan

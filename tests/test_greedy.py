@@ -18,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from test_sampler_hf import build_tiny_model  # noqa: E402
 
-from bonbench.run import runner  # noqa: E402
 from bonbench.run.execute import execute  # noqa: E402
 from bonbench.run.plan import plan  # noqa: E402
 from bonbench.run.request import RunRequest  # noqa: E402

@@ -17,7 +17,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import toy_plugin  # noqa: E402,F401  (registers the toy task)
 
-from bonbench.metrics import estimators  # noqa: E402
 from bonbench.metrics.names import metric_sort_key, parse_metrics  # noqa: E402
 from bonbench.metrics.pass_bon import pass_at_k  # noqa: E402
 from bonbench.apps.cli import main  # noqa: E402

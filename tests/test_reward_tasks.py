@@ -61,7 +61,6 @@ def test_imdb_rewards_positive_continuations_higher(tmp_path: Path, data_dir: Pa
     assert doc["grading"]["grade_args"]["reward_model"] == "imdb-sentiment"
     # beside max@2, the KL of reward-best-of-2 selection (to the run's own policy: no --ref-model)
     from bonbench.pipeline import compare, stages as pipeline
-    from bonbench.run import runner
     from bonbench.run.reopen import reopen
     from bonbench.metrics.winrate import bon_kl, bon_kl_bound
 

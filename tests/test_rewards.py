@@ -17,7 +17,6 @@ import pytest
 
 from bonbench.pipeline import stages as pipeline
 from bonbench.pipeline.prepared import PreparedRun, open_run, prepare
-from bonbench.api import task as registry
 from bonbench.api.verifier import get_verifier
 from bonbench.apps.cli import main
 from bonbench.core.config import RunConfig

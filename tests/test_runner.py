@@ -18,9 +18,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy_plugin  # noqa: E402  (registers the toy task)
 
 from bonbench.core import models  # noqa: E402
-from bonbench.api import task as registry
 from bonbench.api.verifier import VERIFIER_GROUP, get_verifier, register_verifier, verifier_names  # noqa: E402
-from bonbench.run import plan as run_plan, runner
+from bonbench.run import plan as run_plan
 from bonbench.run.execute import execute  # noqa: E402
 from bonbench.run.reopen import reopen  # noqa: E402
 from bonbench.run.request import RunRequest  # noqa: E402
@@ -79,7 +78,7 @@ class CountingVerifier:
 
 
 def test_scores_are_reused_only_for_the_same_verifier_version_and_fingerprint(tmp_path: Path, toy_engine: None) -> None:
-    from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline import scoring, stages as pipeline
 
     plan = run_plan.plan(RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf", out=tmp_path))
     execute(plan)
@@ -109,6 +108,7 @@ def test_scores_are_reused_only_for_the_same_verifier_version_and_fingerprint(tm
 def test_oracle_scores_follow_the_grading(tmp_path: Path, toy_engine: None) -> None:
     """oracle scores are a function of the grades: a new grader version re-scores them."""
     from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline.prepared import scorer_id
     from bonbench.plugins.verifiers.builtin import OracleVerifier
 
     plan = run_plan.plan(RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf", out=tmp_path))
@@ -185,8 +185,6 @@ def test_real_valued_rewards_reach_the_estimators_exactly(tmp_path: Path, toy_en
 
 
 def test_a_reward_task_refuses_grades_without_a_reward(tmp_path: Path, toy_engine: None) -> None:
-    from bonbench.pipeline import scoring, stages as pipeline
-    from bonbench.pipeline.prepared import scorer_id
     from bonbench.pipeline.scoring import outcomes
     from bonbench.core.errors import BonbenchError
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy_plugin  # noqa: E402  (registers the toy task)
 
 from bonbench.core import models, store  # noqa: E402
-from bonbench.run import merge as run_merge, plan as plan_mod, runner  # noqa: E402
+from bonbench.run import merge as run_merge, plan as plan_mod  # noqa: E402
 from bonbench.run.execute import execute  # noqa: E402
 from bonbench.run.merge import merge  # noqa: E402
 from bonbench.run.request import RunRequest  # noqa: E402

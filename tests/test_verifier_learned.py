@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import torch
 
-from bonbench.plugins.verifiers import folder as vf
 from bonbench.plugins.verifiers.manifest import (
     HEAD_FILE,
     MANIFEST,

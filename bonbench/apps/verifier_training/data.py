@@ -22,7 +22,6 @@ from bonbench.core.models import resolve_model
 from bonbench.core.records import Grade, Problem, Sample
 from bonbench.core.store import RunStore
 from bonbench.pipeline.prepared import grading_id
-from bonbench.plugins.verifiers import folder as vf
 from bonbench.plugins.verifiers.manifest import model_type
 from bonbench.run.resolve import load_task
 

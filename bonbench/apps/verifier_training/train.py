@@ -29,7 +29,7 @@ from bonbench.core.models import EMBEDDED_MODEL, ResolvedModel, resolve_model
 from bonbench.core.provenance import git_sha
 from bonbench.core.store import atomic_write_json, read_json
 from bonbench.pipeline.progress import Progress, no_progress
-from bonbench.plugins.verifiers import folder as vf, model as vm
+from bonbench.plugins.verifiers import model as vm
 from bonbench.plugins.verifiers.manifest import (
     FEATURES_DIR,
     FORMAT,

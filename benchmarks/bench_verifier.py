@@ -123,7 +123,7 @@ def main() -> None:
     print(f"max |score difference| bonbench vs plain: {agree:.2e} (padding and batch composition differ in bf16)")
 
     # training: the head method costs one forward per sample (features) plus a logistic fit
-    from bonbench.apps.verifier_training import fit_head
+    from bonbench.apps.verifier_training.fit import fit_head
 
     t = time.perf_counter()
     feats = vm.features(texts, args.batch_size)

@@ -28,7 +28,8 @@ from bonbench.core.records import Problem, Sample
 from bonbench.run.execute import execute
 from bonbench.run.plan import plan
 from bonbench.run.request import RunRequest
-from bonbench.apps.verifier_training import auroc, check_class_counts, split_problems, train_verifier
+from bonbench.apps.verifier_training.fit import auroc, check_class_counts, split_problems
+from bonbench.apps.verifier_training.train import train_verifier
 from bonbench.apps.verifier_training.data import LabelledSample, TrainingData, assemble, check_no_eval_problems
 from bonbench.apps.verifier_training.request import TrainVerifierRequest
 
@@ -407,7 +408,7 @@ def train_run_problem(data_dir: Path) -> Problem:
 
 
 def test_killed_feature_extraction_resumes(tiny: Path, train_run: Path, data_dir: Path, tmp_path: Path) -> None:
-    from bonbench.apps.verifier_training import FeatureCache
+    from bonbench.apps.verifier_training.features import FeatureCache
 
     req = TrainVerifierRequest(run_dirs=(train_run,), model=str(tiny), out=tmp_path, data_dir=str(data_dir), name="r",
                                batch_size=8, folds=3, dtype="float32", max_length=256)
@@ -438,7 +439,7 @@ def test_verifier_figure_has_short_distinct_legends_and_a_fitted_axis(tmp_path: 
     """Small bon@k values (a weak policy) stay readable: the y axis fits the bands, every curve has
     its own colour, and a learned verifier is named by its folder, not its path."""
     from bonbench.apps.analysis import plots
-    from bonbench.apps.analysis.plotkit import save_figure
+    from bonbench.apps.analysis.plotkit import save_figure as real_save
     from bonbench.apps.analysis.rundir import Curve
     assert display_name("learned:/a/b/verifiers/math-gemma-3-270m-head/") == "learned:math-gemma-3-270m-head"
     assert display_name("logprob") == "logprob"
@@ -446,17 +447,16 @@ def test_verifier_figure_has_short_distinct_legends_and_a_fitted_axis(tmp_path: 
     small = {name: Curve(k, 0.01 * np.log1p(k) * (i + 1), 0.005 * np.ones_like(k), 0.05 * np.log1p(k) * (i + 1) / 3)
              for i, name in enumerate(["pass", "maj", "bon learned:x", "bon logprob", "bon oracle"])}
     seen: dict[str, Any] = {}
-    real_save = save_figure
 
     def keep(fig, out):  # noqa: ANN001, ANN202 - test hook
         seen["ax"] = fig.axes[0]
         return real_save(fig, out)
 
-    save_figure = keep
+    plots.save_figure = keep  # patched where plot_k_curves looks it up
     try:
         plots.plot_k_curves(small, tmp_path / "c.png", ylim=None)
     finally:
-        save_figure = real_save
+        plots.save_figure = real_save
     ax = seen["ax"]
     top = max(float(c.hi.max()) for c in small.values())
     assert top < ax.get_ylim()[1] < 0.5
@@ -506,7 +506,7 @@ def test_meaningless_train_verifier_numbers_refused_before_any_work(flag: str, v
 
 
 def test_damaged_feature_cache_is_one_line(tmp_path: Path) -> None:
-    from bonbench.apps.verifier_training import FeatureCache
+    from bonbench.apps.verifier_training.features import FeatureCache
 
     cache = FeatureCache(tmp_path / "features")
     cache.append([("r", "p", 0)], torch.zeros(1, 4))

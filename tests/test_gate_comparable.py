@@ -165,6 +165,23 @@ def test_a_checkpoint_folder_is_not_a_run(tmp_path: Path, capsys: pytest.Capture
         build_leaderboard(tmp_path, base="synthetic/model", base_runs=[ckpt])
 
 
+def test_a_model_folder_and_a_training_log_are_two_rules(tmp_path: Path) -> None:
+    """The gate refuses any model folder as a run; the report plots only folders with a training log."""
+    from bonbench.apps.analysis.baseline import is_model_folder
+    from bonbench.apps.analysis.html import has_training_log
+
+    model = tmp_path / "hf-model"  # a saved transformers model: no training log
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "gemma3_text"}))
+    training = tmp_path / "checkpoints" / "unfinished"  # a training still running: log and settings, no export
+    training.mkdir(parents=True)
+    (training / "log.jsonl").write_text('{"step": 1}\n')
+    (training / "train_config.json").write_text("{}")
+    run = write_synthetic_run(tmp_path, np.full(20, 0.5), n=2, n_boot=20)
+    assert [is_model_folder(p) for p in (model, training, run)] == [True, True, False]
+    assert [has_training_log(p) for p in (model, training, run)] == [False, True, False]
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_a_read_only_out_keeps_the_old_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = write_synthetic_run(tmp_path, np.full(20, 0.5), n=2, n_boot=20)

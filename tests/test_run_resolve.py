@@ -102,6 +102,17 @@ def test_the_trainer_grades_with_the_options_of_bonbench_run(tmp_path: Path) -> 
     assert (plain.exec_cache, plain.unsafe, plain.executor) == (out / "cache" / "exec", False, None)
 
 
+def test_the_exec_cache_variable_wins_over_out_and_the_grader_reads_it(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from bonbench.plugins.graders.code_cases import ENV_EXEC_CACHE, default_cache_dir
+    from bonbench.run.resolve import grader_options
+
+    assert grader_options({}, tmp_path).exec_cache == tmp_path / "cache" / "exec"
+    monkeypatch.setenv(ENV_EXEC_CACHE, str(tmp_path / "mine"))
+    assert grader_options({}, tmp_path).exec_cache is None  # the grader keeps its own default: the variable's
+    assert default_cache_dir() == tmp_path / "mine"
+
+
 def test_grader_flags_do_not_change_what_is_trained(tmp_path: Path) -> None:
     """--unsafe-no-sandbox and --ray change where code runs, not its verdicts: a run resumes across them."""
     base = dict(task="resolve_probe", objective="test_rloo", name="t", out=str(tmp_path))

@@ -24,14 +24,13 @@ from bonbench.core.config import RunConfig, saved_settings
 from bonbench.core.data import resolve_data_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.names import MetricSpec
+from bonbench.plugins.graders.code_cases import ENV_EXEC_CACHE
 from bonbench.plugins.graders.ray_sandbox import RaySandbox
 from bonbench.plugins.samplers import select
 from bonbench.plugins.samplers.openai_backend import served_model
 from bonbench.plugins.samplers.ray_backend import RaySampler, SamplerSpec
 from bonbench.plugins.verifiers.manifest import model_type
 from bonbench.run.request import RunRequest
-
-ENV_EXEC_CACHE = "BONBENCH_EXEC_CACHE"  # (bonbench.plugins.graders.code reads it)
 
 
 def grader_options(task_args: Mapping[str, str], out: Path, *, unsafe: bool = False,

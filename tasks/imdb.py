@@ -33,7 +33,7 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Prompt
 from bonbench.api.task import PromptStyle, Task, register_task
 from bonbench.plugins.rewards.base import RewardGrader
-from bonbench.plugins.rewards.registry import get_reward_model
+from bonbench.api.reward import get_reward_model
 
 TASK_NAME = "imdb"
 VERSION = 1

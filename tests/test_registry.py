@@ -257,7 +257,7 @@ def test_a_reward_scheme_gets_its_named_options_typed() -> None:
     arrives typed, a wrong type or an unknown option is one line."""
     from bonbench.api.reward import REWARD_MODELS, register_reward_model
     from bonbench.core.errors import BonbenchError
-    from bonbench.plugins.rewards.registry import get_reward_model
+    from bonbench.api.reward import get_reward_model
 
     def judge(source: str, name: str | None = None, data_dir: str | None = None, temperature: float = 1.0) -> tuple:
         return (source, temperature)

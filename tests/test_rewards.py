@@ -26,9 +26,17 @@ from bonbench.core.records import Problem, Prompt, Sample
 from bonbench.api.task import Task
 from bonbench.core import cache
 from bonbench.plugins.rewards import imdb, registry as rm_registry, tldr
-from bonbench.api.reward import REWARD_MODELS, register_reward_model, reward_model_names
+from bonbench.api.reward import (
+    REWARD_GROUP,
+    REWARD_MODELS,
+    RewardSpec,
+    get_reward_model,
+    parse_spec,
+    register_reward_model,
+    reward_model_names,
+)
 from bonbench.plugins.rewards.base import RewardGrader, RewardVerifier
-from bonbench.plugins.rewards.registry import get_reward_model, parse_spec, reward_verifier
+from bonbench.plugins.rewards.registry import reward_verifier
 
 WORDS = ("the a movie film was is great awful good bad boring loved hated plot acting i it and not very "
          "summary post title my girlfriend friend job").split()
@@ -175,7 +183,7 @@ def test_spec_parsing_names_and_options(tiny: Path) -> None:
     assert s.name.startswith("hf-distilbert-imdb-label-POSITIVE-batch_size-8-") and "/" not in s.name
     assert parse_spec("org/name").kind == "hf" and parse_spec(str(tiny)).kind == "hf"
     assert parse_spec("vllm:org/name?label=1").kind == "vllm"
-    assert parse_spec("imdb-sentiment") == rm_registry.RewardSpec("registered", "imdb-sentiment", (), "imdb-sentiment")
+    assert parse_spec("imdb-sentiment") == RewardSpec("registered", "imdb-sentiment", (), "imdb-sentiment")
     assert parse_spec("tldr-proxy-eval?max_words=40").name == "tldr-proxy-eval-max_words-40"
     # two folders with the same base name never share a score file
     assert parse_spec("hf:/x/model").name != parse_spec("hf:/y/model").name
@@ -220,12 +228,12 @@ def constant_factory(data_dir: str | None = None, value: float = 1.0) -> Constan
 
 
 def test_plugins_register_through_the_entry_point_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    good = EntryPoint(name="constant", value="test_rewards:constant_factory", group=rm_registry.GROUP)
-    broken = EntryPoint(name="broken-rm", value="no_such_module_xyz:thing", group=rm_registry.GROUP)
+    good = EntryPoint(name="constant", value="test_rewards:constant_factory", group=REWARD_GROUP)
+    broken = EntryPoint(name="broken-rm", value="no_such_module_xyz:thing", group=REWARD_GROUP)
     from bonbench.core import registry as core_registry
 
     builtins = {k: v for k, v in REWARD_MODELS._entries.items() if k in rm_registry.BUILTIN_REWARD_MODELS}
-    monkeypatch.setattr(core_registry, "entry_points", lambda group: [good, broken] if group == rm_registry.GROUP else [])
+    monkeypatch.setattr(core_registry, "entry_points", lambda group: [good, broken] if group == REWARD_GROUP else [])
     monkeypatch.setattr(REWARD_MODELS, "_read", False)
     monkeypatch.setattr(REWARD_MODELS, "_entries", dict(builtins))
     monkeypatch.syspath_prepend(str(Path(__file__).parent))

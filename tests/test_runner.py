@@ -255,7 +255,7 @@ def test_backends_have_typed_options_and_one_builder(tmp_path: Path) -> None:
     from bonbench.api.sampler import SampleRequest, SamplingParams
 
     assert select.backend_options("vllm", max_model_len=2048, dtype="float16") == select.VLLMOptions(dtype="float16", max_model_len=2048)
-    assert select.backend_options("hf", batch_size=None) == select.HFOptions()  # None = not given
+    assert select.backend_options("hf", batch_size=None) == select.HFSamplerOptions()  # None = not given
     with pytest.raises(BonbenchError, match=r"the vllm backend does not take batch_size \(--batch-size\); its options are"):
         select.backend_options("vllm", batch_size=8)
     with pytest.raises(BonbenchError, match="does not take max_model_len"):

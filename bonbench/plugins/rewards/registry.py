@@ -2,7 +2,7 @@
 
 Spec strings (``--reward-model SPEC``, ``--verifier rm:SPEC``) and the one lookup
 ``get_reward_model(spec, data_dir)`` are ``bonbench.api.reward``'s, where the spec grammar is
-written; options of ``hf:``/``vllm:`` are those of ``HFOptions`` / ``VllmOptions``
+written; options of ``hf:``/``vllm:`` are those of ``HFClassifierOptions`` / ``VllmClassifierOptions``
 (``bonbench.plugins.rewards.schemes``).
 
 Registration is the generic one (``bonbench.api.reward``, ``bonbench.core.registry``): built-ins sit

@@ -7,7 +7,7 @@ same group with ``bonbench.api.sampler.register_sampler`` and is built the same 
 and choosing ``vllm`` never imports torch here: the hf factory is a lazy target
 (``bonbench.plugins.samplers.hf_factory``) and the vllm backend imports vLLM when it starts.
 
-Each backend has a frozen options record (``VLLMOptions``, ``HFOptions``, ``OpenAIOptions``, a
+Each backend has a frozen options record (``VLLMOptions``, ``HFSamplerOptions``, ``OpenAIOptions``, a
 plugin's own): ``backend_options`` builds it from the settings a user actually gave (None = not
 given, so the backend's default holds), and a setting the chosen backend does not take is a
 one-line error naming the ones it does (``--batch-size`` means nothing to vLLM, which schedules
@@ -47,7 +47,7 @@ class VLLMOptions:
 
 
 @dataclass(frozen=True)
-class HFOptions:
+class HFSamplerOptions:
     """transformers backend settings: ``batch_size`` sequences decoded together, ``device`` (default:
     CUDA when available, else CPU)."""
 
@@ -104,10 +104,10 @@ def scripted_sampler(model: str | models.ResolvedModel | None, *, seed: int, opt
 
 
 register_sampler("vllm", options=VLLMOptions)(vllm_sampler)
-SAMPLERS.add("hf", "bonbench.plugins.samplers.hf_factory:hf_sampler", options=HFOptions)  # lazy: imports torch
+SAMPLERS.add("hf", "bonbench.plugins.samplers.hf_factory:hf_sampler", options=HFSamplerOptions)  # lazy: imports torch
 register_sampler("openai", options=OpenAIOptions)(openai_sampler)
 register_sampler("scripted", options=None)(scripted_sampler)
-OPTIONS: dict[str, type] = {"vllm": VLLMOptions, "hf": HFOptions, "openai": OpenAIOptions}
+OPTIONS: dict[str, type] = {"vllm": VLLMOptions, "hf": HFSamplerOptions, "openai": OpenAIOptions}
 
 
 def describe_backends() -> list[tuple[str, str]]:

@@ -23,7 +23,7 @@ from bonbench.apps.cli.evaluation import engine_args
 from bonbench.apps.trainer.cli import list_objectives
 from bonbench.core import settings
 from bonbench.core.errors import BonbenchError
-from bonbench.core.store import find_run_dirs, read_json
+from bonbench.core.store import find_run_dirs, read_run_json
 from bonbench.pipeline import stages
 from bonbench.pipeline.report import print_metrics
 from bonbench.pipeline.shard import ShardStore
@@ -95,7 +95,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for d in dirs:
         # one unreadable run (a damaged metrics.json) is one error line; the other runs are still shown
         try:
-            print_metrics(read_json(d / "metrics.json"), path=d / "metrics.json")
+            print_metrics(read_run_json(d / "metrics.json"), path=d / "metrics.json")
         except BonbenchError as exc:
             if args.debug or len(dirs) == 1:
                 raise

@@ -243,8 +243,8 @@ class CheckpointDir:
     def read_rows(self, path: Path) -> list[dict[str, Any]]:
         if not path.exists():
             return []
-        return outputs.read_jsonl(path, "delete that line (a later run redoes it) or use another --name",
-                                  skip_torn=True)
+        return outputs.read_jsonl_log(path, "delete that line (a later run redoes it) or use another --name",
+                                      skip_torn=True)
 
     def truncate_after(self, step: int) -> int:
         """Drop log and rollout rows of steps >= ``step`` (not covered by the saved state; rows of the

@@ -27,7 +27,7 @@ from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import EMBEDDED_MODEL, ResolvedModel, resolve_model
 from bonbench.core.provenance import git_sha
-from bonbench.core.store import atomic_write_json, read_json
+from bonbench.core.store import atomic_write_json, read_run_json
 from bonbench.pipeline.progress import Progress, no_progress
 from bonbench.plugins.verifiers import model as vm
 from bonbench.plugins.verifiers.manifest import (
@@ -68,7 +68,7 @@ def _recorded_settings(req: TrainVerifierRequest, data: TrainingData, base: Reso
         recorded["lora_fit"] = "problems not held out"
     cfg_path = folder / TRAIN_CONFIG
     if cfg_path.exists():
-        old = read_json(cfg_path)
+        old = read_run_json(cfg_path)
         diff = sorted(k for k in set(old) | set(recorded) if old.get(k) != recorded.get(k))
         if diff:
             raise BonbenchError(f"verifier folder {str(folder)!r} was trained with other settings or data ({', '.join(diff)}); "

@@ -156,7 +156,7 @@ def make_objective(name: str, **options: Any) -> Objective:
 # Option defaults that changed after checkpoints were written with them (issue 24): objective ->
 # {option: the value a config that did not name the option meant before the change}. A training
 # config records only the options given on the command line, so without this a resumed old run
-# would silently switch estimator; ``pinned_options`` / ``recorded_options`` let the config name the
+# would silently switch estimator; ``pinned_options`` / ``options_as_trained`` let the config name the
 # value explicitly for new runs and read old records with the old meaning.
 CHANGED_DEFAULTS: dict[str, dict[str, Any]] = {
     "bon_rlb": {"p_estimate": "plugin"},  # the plug-in (g+, g-) form; now the exact U-statistic
@@ -174,7 +174,7 @@ def pinned_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     return {**{k: info.options[k] for k in changed}, **options}
 
 
-def recorded_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+def options_as_trained(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """A recorded config's options as they were meant: a changed default it does not name takes the
     value from before the change (a config written before issue 24 trained with that)."""
     return {**CHANGED_DEFAULTS.get(name, {}), **options}

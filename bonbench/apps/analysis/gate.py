@@ -43,12 +43,11 @@ from scipy import stats
 
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
+from bonbench.metrics.bootstrap import Z95
 from bonbench.metrics.info import HIGHER, LOWER
 from bonbench.apps.analysis.baseline import Baseline, run_metric_info, run_problem_ids
 from bonbench.apps.analysis.rundir import Metric, RunData
 from bonbench.plugins.verifiers.manifest import display_name
-
-Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ def describe_backends() -> list[tuple[str, str]]:
     return out
 
 
-def recorded_options(options: Any) -> dict[str, Any]:
+def backend_options_record(options: Any) -> dict[str, Any]:
     """The options as config.json records them (not hashed): the openai backend leaves out its API key."""
     recorded = getattr(options, "recorded", None)
     return recorded() if callable(recorded) else asdict(options)

@@ -32,11 +32,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from bonbench.api.task import task_family
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
 from bonbench.core.registry import load_target
 from bonbench.plugins.verifiers.manifest import (MANIFEST, PREFIX, VERIFIERS_DIR, VERSION, display_name,
-                                                 read_verifier_manifest, task_family, verifier_text)
+                                                 read_verifier_manifest, verifier_text)
 
 # the model imports torch (about a second): loaded as a lazy target on the first score, so that
 # planning a run or listing verifiers never pays for it

@@ -147,8 +147,8 @@ def test_entry_points_read_once_and_in_process_registration_wins(monkeypatch: py
 
 def test_module_entry_points_register_by_importing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / "regtest_registering.py").write_text(
-        "from bonbench.api.objective import objective, Objective\n"
-        "@objective('regtest_obj', paper='test', summary='a test objective')\n"
+        "from bonbench.api.objective import register_objective, Objective\n"
+        "@register_objective('regtest_obj', paper='test', summary='a test objective')\n"
         "def build(scale: float = 1.0):\n"
         "    return Objective('regtest_obj', lambda g: g.rewards * scale, frozenset(), {'scale': scale})\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -7,7 +7,7 @@ an entry point in its package's metadata, one group per kind:
 - verifier: ``@register_verifier(name)``; group ``bonbench.verifiers`` (``name`` or scheme ``prefix:``)
 - reward model: ``@register_reward_model(name)``; group ``bonbench.reward_models`` (``name`` or ``prefix:``)
 - sampler backend: ``@register_sampler(name, options=Options)``; group ``bonbench.samplers``
-- objective: ``@register_objective(name, paper=...)`` (``objective`` in ``bonbench.api.objective``); group ``bonbench.objectives`` (modules)
+- objective: ``@register_objective(name, paper=...)``; group ``bonbench.objectives`` (modules)
 
 Factory keyword arguments are the plugin's CLI options (``-T`` for tasks, ``-O`` for objectives,
 ``?key=value`` for reward models), coerced by annotation.

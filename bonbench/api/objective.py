@@ -16,7 +16,7 @@ step and says which flag provides it. An objective that reads the learned value 
 "value") also says what the value head regresses on (``value_target``: one number per group, an
 unbiased estimate of what ``Group.value`` stands for); the trainer trains the head on it.
 
-Objectives register themselves with ``@objective(...)`` into the generic registry
+Objectives register themselves with ``@register_objective(...)`` into the generic registry
 (``bonbench.core.registry``); the modules that hold them are listed in the ``bonbench.objectives``
 entry-point group (the built-ins: ``bonbench.plugins.objectives.tang`` etc., a package its own),
 imported when the objectives are first asked for. ``make_objective(name, **options)`` builds one
@@ -120,7 +120,8 @@ class ObjectiveTable(Mapping[str, ObjectiveInfo]):
 REGISTRY = ObjectiveTable()
 
 
-def objective(name: str, *, paper: str, needs: tuple[str, ...] = (), summary: str = "") -> Callable[[Callable[..., Objective]], Callable[..., Objective]]:
+def register_objective(name: str, *, paper: str, needs: tuple[str, ...] = (),
+                       summary: str = "") -> Callable[[Callable[..., Objective]], Callable[..., Objective]]:
     """Register ``factory(**options) -> Objective`` under ``name``; its keyword defaults are the options."""
     unknown = set(needs) - set(NEEDS)
     if unknown:
@@ -134,11 +135,6 @@ def objective(name: str, *, paper: str, needs: tuple[str, ...] = (), summary: st
         return factory
 
     return wrap
-
-
-# the register_* name every other plugin kind uses (``bonbench.api`` exports this one: there the
-# name ``objective`` is this module)
-register_objective = objective
 
 
 def make_objective(name: str, **options: Any) -> Objective:

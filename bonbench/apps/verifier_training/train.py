@@ -41,7 +41,6 @@ from bonbench.plugins.verifiers.manifest import (
 )
 
 TRAIN_CONFIG = "train_verifier_config.json"
-FEATURES = FEATURES_DIR
 
 
 def default_name(family: str, policy: str, method: str) -> str:
@@ -162,7 +161,7 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress = no_progress) 
     outputs.ensure_dir(folder)
     atomic_write_json(folder / TRAIN_CONFIG, recorded)
     t0 = time.time()
-    cache = FeatureCache(folder / FEATURES)
+    cache = FeatureCache(folder / FEATURES_DIR)
     n_cached = len(cache.load())
     feats = extract_features(model, data.rows, cache, req.batch_size, progress)
     seconds, fresh = time.time() - t0, len(data.rows) - n_cached

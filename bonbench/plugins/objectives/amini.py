@@ -32,7 +32,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from bonbench.core.errors import BonbenchError
-from bonbench.api.objective import Group, Objective, objective
+from bonbench.api.objective import Group, Objective, register_objective
 from bonbench.plugins.objectives.common import (
     BASELINES,
     check_choice,
@@ -269,7 +269,7 @@ def _vbon_objective(name: str, N: int, baseline: str, cdf: str, ties: str, seed:
                                                  "seed": seed}, 2 if baseline == "loo" else 1)
 
 
-@objective("vbon", paper=AMINI + " §3 (vBoN)", needs=("logprobs", "ref_logprobs", "ref_rewards"),
+@register_objective("vbon", paper=AMINI + " §3 (vBoN)", needs=("logprobs", "ref_logprobs", "ref_rewards"),
            summary="vBoN: maximise -KL(pi_theta || pi_bon), pi_bon from M reference rewards, reward ties uniform")
 def vbon(N: int = 8, baseline: str = "loo", cdf: str = "add_one", ties: str = "uniform", seed: int = 0) -> Objective:
     """vBoN (§3.2): w_i = (t_i - b_i)/G, t_i = log pi_bon(y_i) - log pi_theta(y_i) (``vbon_weights``).
@@ -304,7 +304,7 @@ def vbon(N: int = 8, baseline: str = "loo", cdf: str = "add_one", ties: str = "u
 BOUNDS = ("L", "L1")
 
 
-@objective("vbon_l", paper=AMINI + " §3 (vBoN lower bound L, Theorem 2; L_1, Theorems 3-4)",
+@register_objective("vbon_l", paper=AMINI + " §3 (vBoN lower bound L, Theorem 2; L_1, Theorems 3-4)",
            needs=("logprobs", "ref_logprobs", "ref_rewards"),
            summary="vBoN-L: maximise (N-1) E[log F_hat] - KL(pi_theta || pi_ref) (Theorem 2; or the looser L_1)")
 def vbon_l(N: int = 8, bound: str = "L", baseline: str = "loo", cdf: str = "add_one", ties: str = "strict",
@@ -349,7 +349,7 @@ def ppo_form_reward(log_bon: np.ndarray, ref_logprobs: np.ndarray, N: int) -> np
     return (np.asarray(log_bon, dtype=np.float64) - np.asarray(ref_logprobs, dtype=np.float64)) / N
 
 
-@objective("kl_rl", paper="KL-regularised RL (Ziegler et al. 2019; the PPO baseline of " + AMINI + ")",
+@register_objective("kl_rl", paper="KL-regularised RL (Ziegler et al. 2019; the PPO baseline of " + AMINI + ")",
            needs=("logprobs", "ref_logprobs"),
            summary="KL-regularised RL: reward r - beta (log pi - log pi_ref), RLOO baseline")
 def kl_rl(beta: float = 0.05, baseline: str = "loo") -> Objective:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.apps.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
+from bonbench.apps.analysis.analysis_flags import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
 from bonbench.apps.analysis.gate import compare_metric, paired_test, verdict
 from bonbench.apps.analysis.rundir import Metric
 from bonbench.apps.analysis.synthetic import per_problem_pass, write_synthetic_run

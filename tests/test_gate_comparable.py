@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.apps.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
+from bonbench.apps.analysis.analysis_flags import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 
 

@@ -376,7 +376,7 @@ def test_group_metrics_reach_report_leaderboard_and_gate(tmp_path: Path, capsys:
     """The readers need nothing new: per-group metrics are ordinary metric names with per-problem
     values, listed in the one display order by the report table, the leaderboard and report.html."""
     import html
-    from bonbench.apps.analysis.cli import GATE_PASS, main as analysis_main
+    from bonbench.apps.analysis.analysis_flags import GATE_PASS, main as analysis_main
     from bonbench.apps.analysis.html import write_report
     from bonbench.apps.analysis.leaderboard import build_leaderboard
     from bonbench.pipeline.report import metrics_table

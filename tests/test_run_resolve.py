@@ -20,7 +20,7 @@ import trainer_plugin  # noqa: E402,F401  (registers the test_rloo objective)
 from bonbench.api.task import GraderOptions, Task, register_task  # noqa: E402
 from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
 from bonbench.apps.trainer.setup import load_train_task  # noqa: E402
-from bonbench.apps.verifier_training.data import assemble  # noqa: E402
+from bonbench.apps.verifier_training.training_data import assemble  # noqa: E402
 from bonbench.core import provenance  # noqa: E402
 from bonbench.core.config import RunConfig, saved_settings  # noqa: E402
 from bonbench.core.errors import BonbenchError  # noqa: E402

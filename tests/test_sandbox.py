@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from bonbench_sandbox.supervise import ExecResult
-from bonbench_sandbox.cache import ResultCache
+from bonbench_sandbox.result_cache import ResultCache
 from bonbench_sandbox.execution import SandboxUnavailable, execute
 from bonbench_sandbox.pool import Job, run_many, run_many_tests, run_tests
-from bonbench_sandbox import cli, execution, pool
+from bonbench_sandbox import command_line, execution, pool
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
@@ -326,17 +326,17 @@ def test_cli_run_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     prog.write_text("print(input().upper())")
     stdin = tmp_path / "in.txt"
     stdin.write_text("shout\n")
-    assert cli.main(["run", str(prog), "--stdin", str(stdin), "--timeout", "5", "--memory-mb", "512"]) == 0
+    assert command_line.main(["run", str(prog), "--stdin", str(stdin), "--timeout", "5", "--memory-mb", "512"]) == 0
     row = json.loads(capsys.readouterr().out)
     assert row["status"] == "ok" and row["stdout"] == "SHOUT\n" and row["exit_code"] == 0
     assert {"stderr", "wall_s"} <= set(row)
     prog.write_text("import time; time.sleep(5)")
-    assert cli.main(["run", str(prog), "--timeout", "0.3", "--unsafe-no-sandbox"]) == 1
+    assert command_line.main(["run", str(prog), "--timeout", "0.3", "--unsafe-no-sandbox"]) == 1
     assert json.loads(capsys.readouterr().out)["status"] == "timeout"
 
 
 def test_cli_check(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["check"]) == 0
+    assert command_line.main(["check"]) == 0
     assert json.loads(capsys.readouterr().out)["bwrap"] == "ok"
 
 
@@ -356,10 +356,10 @@ def test_cli_mounts_into_a_host_parser(tmp_path: Path, capsys: pytest.CaptureFix
     parser = argparse.ArgumentParser(prog="bonbench")
     sub = parser.add_subparsers(dest="command")
     sandbox_sub = sub.add_parser("sandbox").add_subparsers(dest="sandbox_command", required=True)
-    cli.add_arguments(sandbox_sub.add_parser("run"))
+    command_line.add_arguments(sandbox_sub.add_parser("run"))
     prog = tmp_path / "p.py"
     prog.write_text("import sys; sys.exit(3)")
     args = parser.parse_args(["sandbox", "run", str(prog), "--timeout", "5", "--memory-mb", "256"])
-    assert cli.run_from_args(args) == 1
+    assert command_line.run_from_args(args) == 1
     row = json.loads(capsys.readouterr().out)
     assert (row["status"], row["exit_code"]) == ("runtime_error", 3)

@@ -113,12 +113,12 @@ def test_cache_key_includes_the_mode() -> None:
 def test_cli_reports_the_mode(tmp_path: Path) -> None:
     prog = tmp_path / "p.py"
     prog.write_text(MEMFD)
-    out = subprocess.run([sys.executable, "-m", "bonbench_sandbox.cli", "run", str(prog), "--timeout", "5",
+    out = subprocess.run([sys.executable, "-m", "bonbench_sandbox.command_line", "run", str(prog), "--timeout", "5",
                           "--memory-mb", "512"], capture_output=True, text=True, timeout=60)
     row = json.loads(out.stdout)
     assert out.returncode == 1 and row["status"] == "memory" and row["accounting"] == accounting_mode()
-    bad = subprocess.run([sys.executable, "-m", "bonbench_sandbox.cli", "run", str(prog), "--accounting", "none"],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run([sys.executable, "-m", "bonbench_sandbox.command_line", "run", str(prog),
+                          "--accounting", "none"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 

@@ -30,7 +30,7 @@ from bonbench.run.plan import plan
 from bonbench.run.request import RunRequest
 from bonbench.apps.verifier_training.fit import auroc, check_class_counts, split_problems
 from bonbench.apps.verifier_training.train import train_verifier
-from bonbench.apps.verifier_training.data import LabelledSample, TrainingData, assemble, check_no_eval_problems
+from bonbench.apps.verifier_training.training_data import LabelledSample, TrainingData, assemble, check_no_eval_problems
 from bonbench.apps.verifier_training.request import TrainVerifierRequest
 
 CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
@@ -190,7 +190,7 @@ def test_default_verifier_is_learned_when_one_exists_for_task_and_model(verifier
 
 
 def test_eval_verifier_reports_curves_auroc_and_paired_diff(verifier: Path, data_dir: Path, tmp_path: Path) -> None:
-    from bonbench.apps.analysis.verifiers import evaluate
+    from bonbench.apps.analysis.verifier_eval import evaluate
 
     out = tmp_path / "results"
     run = _scripted_run(out, data_dir, {}, "policy", limit=8, task="math500")
@@ -206,7 +206,7 @@ def test_eval_verifier_reports_curves_auroc_and_paired_diff(verifier: Path, data
 def test_code_verifier_mbpp_train_to_humaneval(tiny: Path, data_dir: Path, tmp_path: Path) -> None:
     # the code family end to end: MBPP train samples labelled by the sandbox, the four MBPP train problems
     # that repeat test problems dropped, then the verifier scores and is evaluated on HumanEval
-    from bonbench.apps.analysis.verifiers import evaluate
+    from bonbench.apps.analysis.verifier_eval import evaluate
 
     out = tmp_path / "results"
     train = _scripted_run(out, data_dir, {"split": "train"}, "coder", limit=8, task="mbpp")  # ids 601..608

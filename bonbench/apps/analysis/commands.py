@@ -2,8 +2,8 @@
 call, the outputs' paths (or the gate's verdict) out.
 
 Importing this module loads the analysis modules (scipy, matplotlib), so the CLI imports it only
-when one of these commands runs (``bonbench.apps.analysis.cli`` names each handler). The flags are
-``bonbench.apps.analysis.cli``'s; no analysis logic lives here.
+when one of these commands runs (``bonbench.apps.analysis.analysis_flags`` names each handler). The flags are
+``bonbench.apps.analysis.analysis_flags``'s; no analysis logic lives here.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from bonbench.apps.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION
+from bonbench.apps.analysis.analysis_flags import GATE_ERROR, GATE_PASS, GATE_REGRESSION
 from bonbench.apps.analysis.baseline import load_baseline, load_gate_run, save_baseline
 from bonbench.apps.analysis.gate import format_report, run_gate, write_report_json
 from bonbench.apps.analysis.html import write_report

@@ -27,7 +27,7 @@ significant drops that are too small to matter. The CI shown is the two-sided ``
 interval of ``current - baseline``.
 
 Baseline files are ``baseline``'s. This module neither runs the pipeline nor decides exit codes;
-``analysis.cli`` maps the report to 0 (pass) / 1 (regression) / 2 (input error).
+``analysis_flags`` maps the report to 0 (pass) / 1 (regression) / 2 (input error).
 """
 
 from __future__ import annotations

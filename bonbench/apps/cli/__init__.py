@@ -1,8 +1,8 @@
 """The ``bonbench`` command: the subcommands' parsers, one handler call, errors as one line.
 
 Subcommands: run, score, merge, report, list (``evaluation``), sandbox, leaderboard, gate, plot
-(``bonbench.apps.analysis.cli``), train (``bonbench.apps.trainer.cli``), train-verifier and
-eval-verifier (``verifiers``). The flags of run, score, train, train-verifier and eval-verifier are
+(``bonbench.apps.analysis.analysis_flags``), train (``bonbench.apps.trainer.train_flags``),
+train-verifier and eval-verifier (``verifiers``). The flags of run, score, train, train-verifier and eval-verifier are
 the fields of their settings dataclasses (``bonbench.core.settings``). Progress goes to stderr, the
 final metrics table to stdout, and the run directory is the last line printed. Exit codes: 0
 success, 1 a user error (one line naming the fix; ``--debug`` shows the traceback), 2 bad usage.
@@ -22,13 +22,13 @@ import sys
 import warnings
 from typing import Any, Callable, Sequence
 
-from bonbench_sandbox import cli as sandbox_cli
+from bonbench_sandbox import command_line as sandbox_cli
 
 from bonbench import __version__
-from bonbench.apps.analysis import cli as analysis_cli
+from bonbench.apps.analysis import analysis_flags as analysis_cli
 from bonbench.apps.cli import evaluation, verifiers
 from bonbench.apps.cli.common import Parser
-from bonbench.apps.trainer import cli as trainer_cli
+from bonbench.apps.trainer import train_flags as trainer_cli
 from bonbench.core import flags, outputs
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import load_target

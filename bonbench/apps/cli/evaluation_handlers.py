@@ -20,7 +20,7 @@ from bonbench.api import task as registry
 from bonbench.api.verifier import verifier_names, verifier_schemes
 from bonbench.apps.cli.common import Progress
 from bonbench.apps.cli.evaluation import engine_args
-from bonbench.apps.trainer.cli import list_objectives
+from bonbench.apps.trainer.train_flags import list_objectives
 from bonbench.core import settings
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import find_run_dirs, read_run_json

@@ -13,7 +13,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from bonbench.apps.analysis import verifiers as ev
+from bonbench.apps.analysis import verifier_eval as ev
 from bonbench.apps.cli.common import Progress, file_in
 from bonbench.apps.cli.verifiers import EvalVerifierRequest
 from bonbench.apps.verifier_training.request import TrainVerifierRequest

@@ -7,7 +7,7 @@ the interface (``Group``, ``Objective``, the ``@register_objective`` decorator, 
 ``bonbench.plugins.objectives`` (``tang``, ``chow``, ``amini``, ``bonbon``), each turning one prompt
 group's rewards into per-sample weights.
 
-Modules: ``config`` (``TrainConfig``, checked once, hashed for resume) and ``cli`` / ``command``
+Modules: ``config`` (``TrainConfig``, checked once, hashed for resume) and ``train_flags`` / ``command``
 (``bonbench train``'s flags and handler); ``setup`` checks a run before its model loads; ``policy``
 (the LoRA or fully trained causal LM, its reference, log-probabilities, export) and ``value`` (the
 learned value head); ``loop`` runs the steps, ``rollout`` turns a step's samples into groups and

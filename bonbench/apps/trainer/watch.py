@@ -10,7 +10,7 @@
 * ``ProgressLines``: one line per step (at most one per ``min_gap_s`` seconds, plus the first and
   the last step) with reward, KL and time, for output that is not a terminal (logs, CI).
 
-This module trains nothing and writes no files: it decides and words; ``loop`` and ``cli`` act.
+This module trains nothing and writes no files: it decides and words; ``loop`` and ``command`` act.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ Steps, each resumable:
 
 Held-out quality (AUROC on problems of the training runs that the head, or the adapters, did not
 see) is reported in the manifest; evaluation on other runs is ``bonbench eval-verifier``
-(``bonbench.apps.analysis.verifiers``).
+(``bonbench.apps.analysis.verifier_eval``).
 
-Modules: ``request`` (the flags as a value), ``data`` (steps 1-2), ``features`` (3), ``fit`` (4),
+Modules: ``request`` (the flags as a value), ``training_data`` (steps 1-2), ``features`` (3), ``fit`` (4),
 ``lora`` (5), ``train`` (the driver, 6). This package trains and writes the verifier folder; it
 does not sample (``bonbench run`` does). Importing the package loads none of its modules (the CLI
 reads ``request.TrainVerifierRequest``'s flags for ``bonbench --help`` without torch).

@@ -14,7 +14,7 @@ from typing import Iterator, Sequence
 
 import torch
 
-from bonbench.apps.verifier_training.data import LabelledSample
+from bonbench.apps.verifier_training.training_data import LabelledSample
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.progress import Progress

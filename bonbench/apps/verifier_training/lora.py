@@ -4,7 +4,7 @@ cross-entropy, resuming from ``training_state/`` (saved atomically every ``--sav
 This module trains in place and saves the training state; the verifier folder's weights and
 manifest are written by ``bonbench.apps.verifier_training.train``. It does not build the model or
 attach the adapters (``bonbench.plugins.verifiers.model.VerifierModel`` does), and it neither reads
-nor labels the training rows (``data``) nor chooses which problems are held out (``fit``, ``train``).
+nor labels the training rows (``training_data``) nor chooses which problems are held out (``fit``, ``train``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from bonbench.apps.verifier_training.data import LabelledSample
+from bonbench.apps.verifier_training.training_data import LabelledSample
 from bonbench.apps.verifier_training.features import saving
 from bonbench.apps.verifier_training.request import TrainVerifierRequest
 from bonbench.core.errors import BonbenchError

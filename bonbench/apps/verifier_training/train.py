@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from bonbench.apps.verifier_training.data import TrainingData, assemble, check_no_eval_problems
+from bonbench.apps.verifier_training.training_data import TrainingData, assemble, check_no_eval_problems
 from bonbench.apps.verifier_training.features import FeatureCache, extract_features
 from bonbench.apps.verifier_training.fit import auroc, check_class_counts, fit_head, split_problems
 from bonbench.apps.verifier_training.lora import train_lora

@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from bonbench_sandbox.cache import ResultCache
+from bonbench_sandbox.result_cache import ResultCache
 from bonbench_sandbox.execution import SandboxUnavailable
 from bonbench_sandbox.pool import Interrupted, Job, run_many, run_many_tests
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

@@ -21,7 +21,7 @@ DOCS = sorted([rules.ROOT / "README.md", *(rules.ROOT / "docs").glob("*.md")])
 _TICKED = re.compile(r"`+([^`\n]+?)`+")
 _DOTTED = re.compile(r"\b(bonbench(?:_tasks|_sandbox)?(?:\.[A-Za-z_]\w*)+)(?::([A-Za-z_]\w*))?")
 _PATH = re.compile(r"^(?:bonbench|tasks|sandbox)/[\w./-]*$")
-_IMPORT = re.compile(r"^\s*from (bonbench(?:_tasks|_sandbox)?(?:\.\w+)*) import \(?([\w, ]+)\)?\s*(?:#.*)?$")
+_IMPORT = re.compile(r"^\s*from (bonbench(?:_tasks|_sandbox)?(?:\.\w+)*) import (\([^)]*\)|[\w, ]+)", re.M)
 _GROUPS = {"bonbench.tasks", "bonbench.verifiers", "bonbench.reward_models", "bonbench.samplers",
            "bonbench.objectives"}  # entry-point group names, not modules
 
@@ -91,17 +91,11 @@ def test_every_dotted_name_in_the_docs_exists(doc: Path) -> None:
 def test_code_examples_import_each_name_from_its_module(doc: Path) -> None:
     problems = []
     for block in _code_blocks(doc.read_text(encoding="utf-8")):
-        for line in block.splitlines():
-            found = _IMPORT.match(line)
-            if not found:
-                continue
-            module, names = found.groups()
-            for name in filter(None, (n.strip().split(" as ")[0] for n in names.split(","))):
-                if f"{module}.{name}" in NAMES.known:
-                    continue
-                why = NAMES.problem(module, name)
+        for module, names in _IMPORT.findall(block):
+            for name in filter(None, (n.strip().split(" as ")[0] for n in names.strip("()").split(","))):
+                why = None if f"{module}.{name}" in NAMES.known else NAMES.problem(module, name)
                 if why:
-                    problems.append(f"{line.strip()}: {why}")
+                    problems.append(f"from {module} import {name}: {why}")
     assert problems == [], f"{doc.name}:\n" + "\n".join(problems)
 
 

@@ -19,3 +19,15 @@ def test_every_package_folder_is_listed() -> None:
             rel = init.parent.relative_to(REPO / root)
             found.add(".".join((top, *rel.parts)))
     assert found - listed == set(), f"add these to [tool.setuptools] packages: {sorted(found - listed)}"
+
+
+def test_the_version_is_written_once_per_file_and_agrees() -> None:
+    """pyproject's version, ``bonbench.__version__`` (what config.json records) and the newest
+    CHANGELOG.md release are the same release."""
+    import re
+
+    import bonbench
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    newest = re.search(r"^## \[(\d+\.\d+\.\d+)\]", (REPO / "CHANGELOG.md").read_text(), flags=re.M)
+    assert newest is not None and version == bonbench.__version__ == newest.group(1)

@@ -46,12 +46,12 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.records import MetricValue
 # the facade (see the docstring): users import every estimator, the metric specs and names, and the
 # maj internals benchmarks/bench_estimators.py times, from this module
-from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff  # noqa: F401
-from bonbench.metrics.maj import FLOAT64_MAX_N, WINS_CACHE, maj_at_k, maj_curve, maj_terms  # noqa: F401
-from bonbench.metrics.names import (  # noqa: F401
+from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
+from bonbench.metrics.maj import FLOAT64_MAX_N, WINS_CACHE, maj_at_k, maj_curve, maj_terms
+from bonbench.metrics.names import (
     KINDS, MetricSpec, group_metric_name, metric_sort_key, parse_metrics, split_metric_name,
 )
-from bonbench.metrics.pass_bon import (  # noqa: F401
+from bonbench.metrics.pass_bon import (
     bon_at_k, bon_curve, bon_weights, mean_correct, pass_at_k, pass_curve,
 )
 

@@ -62,7 +62,7 @@ def main() -> None:
 
     def request(out: Path, spec: ShardSpec | None = None) -> RunRequest:
         return RunRequest(task="math", metrics=(f"pass@1,{args.n}", f"maj@{args.n}"), n=args.n, backend="hf",
-                                 limit=args.problems, out=out, data_dir=args.data_dir, shard=spec)
+                          limit=args.problems, out=out, data_dir=args.data_dir, shard=spec)
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()

@@ -61,7 +61,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def _req(tiny: str, out: Path, **kw: Any) -> RunRequest:
     return RunRequest(**{"task": "tiny_greedy", "model": tiny, "backend": "hf", "temperatures": (0.0,),
-                                "dtype": "float32", "out": out, "n_boot": 50, **kw})
+                         "dtype": "float32", "out": out, "n_boot": 50, **kw})
 
 
 # ------------------------------------------------------------------------------- planning rules
@@ -180,7 +180,7 @@ def test_openai_backend_sends_temperature_0(tmp_path: Path) -> None:
 
     with FakeServer() as server:
         req = RunRequest(task="tiny_greedy", model="served-model", backend="openai", temperatures=(0,),
-                                out=tmp_path, n_boot=50, engine_args={"endpoints": (server.url,), "api_key": "test"})
+                         out=tmp_path, n_boot=50, engine_args={"endpoints": (server.url,), "api_key": "test"})
         first = execute(plan(req)).runs[0]
         bodies = server.generations()
         again = execute(plan(dataclasses.replace(req, out=tmp_path / "b"))).runs[0]

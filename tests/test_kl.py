@@ -93,7 +93,7 @@ def _direct_logprob(folder: str, prompt: str, completion: str, temperature: floa
 
 def _run(tmp_path: Path, policy: str, ref: str, temperature: float = 1.0) -> dict[str, Any]:
     req = RunRequest(task="tiny_kl", model=policy, backend="hf", n=5, metrics=("pass@1", "kl"), ref_model=ref,
-                            temperatures=(temperature,), dtype="float32", out=tmp_path)
+                     temperatures=(temperature,), dtype="float32", out=tmp_path)
     return execute(plan(req)).docs[0]
 
 
@@ -130,4 +130,4 @@ def test_bad_references_are_one_line_errors(tmp_path: Path, models: dict[str, st
         plan(RunRequest(task="tiny_kl", model=models["a"], backend="hf", metrics=("kl",), out=tmp_path))
     with pytest.raises(BonbenchError, match="top-p 1 only"):
         plan(RunRequest(task="tiny_kl", model=models["a"], backend="hf", ref_model=models["a"],
-                                      top_ps=(0.9,), out=tmp_path))
+                        top_ps=(0.9,), out=tmp_path))

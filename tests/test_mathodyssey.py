@@ -288,7 +288,7 @@ def test_pipeline_scores_levels_and_subjects_with_the_shared_estimators(data_dir
         return f"So the final answer is $\\boxed{{{targets[pid] if right else '-98765'}}}$."
 
     run = prepare(task, RunConfig(task=task.name, model="scripted", backend="scripted", n=2, seed=11),
-                           tmp_path / "results")
+                  tmp_path / "results")
     pipeline.sample(run, ScriptedSampler(script))
     doc = pipeline.evaluate(run, parse_metrics(["pass@1,2", "maj@2"]), verifier=None, n_boot=300)
     m = doc["metrics"]

@@ -56,7 +56,7 @@ def test_a_run_end_to_end_from_python(tmp_path: Path, toy_engine: None) -> None:
     assert {"pass@1", "pass@4", "bon@4", "maj@4", "maj@2"} <= set(again.docs[0]["metrics"])
     # a sweep: one run per temperature, a sweep record
     sweep = execute(run_plan.plan(RunRequest(task="toy", metrics=("pass@2",), backend="hf", out=tmp_path,
-                                                         temperatures=(0.5, 1.0))))
+                                             temperatures=(0.5, 1.0))))
     assert len(sweep.runs) == 2 and sweep.sweep_path is not None and sweep.sweep_path.exists()
 
 
@@ -166,7 +166,7 @@ def _brute_bon(scores: Sequence[float], rewards: Sequence[float], k: int) -> Fra
 
 def test_real_valued_rewards_reach_the_estimators_exactly(tmp_path: Path, toy_engine: None) -> None:
     plan = run_plan.plan(RunRequest(task="toy_reward", metrics=("mean", "bon@3"), verifier="logprob", n=6,
-                                         backend="hf", out=tmp_path))
+                                    backend="hf", out=tmp_path))
     doc = execute(plan).docs[0]
     run = plan.runs[0]
     grades = run.store.grades("length_reward").read()
@@ -300,7 +300,7 @@ def test_score_of_a_run_with_a_torn_last_line_names_the_run_command(tmp_path: Pa
     from bonbench.core.errors import BonbenchError
 
     plan = run_plan.plan(RunRequest(task="toy", metrics=("pass@1,2",), backend="hf",
-                                         out=tmp_path, temperatures=(0.5,)))
+                                    out=tmp_path, temperatures=(0.5,)))
     execute(plan)
     path = plan.runs[0].store.samples.path
     data = path.read_bytes()
@@ -323,7 +323,7 @@ def test_score_of_a_run_with_a_torn_last_line_names_the_run_command(tmp_path: Pa
     req = settings.from_args(RunRequest, args)
     assert (req.task, req.model, req.backend, req.n, req.temperatures) == ("toy", "toy-model", "hf", 2, (0.5,))
     again = run_plan.plan(RunRequest(task="toy", metrics=("pass@1,2",), backend="hf", out=Path(args.out),
-                                          temperatures=(0.5,), n=2, max_tokens=args.max_tokens, prompt_style=args.prompt_style))
+                                     temperatures=(0.5,), n=2, max_tokens=args.max_tokens, prompt_style=args.prompt_style))
     assert again.runs[0].store.root == plan.runs[0].store.root
     with pytest.warns(UserWarning):
         execute(again)
@@ -351,7 +351,7 @@ def test_every_bon_run_says_which_verifier_and_why(tmp_path: Path, toy_engine: N
     assert note.endswith("; pass --verifier learned:PATH)") and str(REPO / "results" / "verifiers") in note
     assert run_plan.plan(RunRequest(task="toy", metrics=("pass@2",), backend="hf", out=out)).verifier_note is None
     assert run_plan.plan(RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf",
-                                         out=out)).verifier_note == "verifier: oracle (--verifier)"
+                                    out=out)).verifier_note == "verifier: oracle (--verifier)"
     # a learned verifier in the default results root (the committed one) is found with --out elsewhere
     committed = tmp_path / "results" / "verifiers" / "toy-toy-model-head"
     committed.mkdir(parents=True)

@@ -106,7 +106,7 @@ def toy_engine(monkeypatch: pytest.MonkeyPatch) -> None:
 def _request(out: Path, spec: shard.ShardSpec | None = None, *metrics: str) -> RunRequest:
     """The request ``RUN`` makes (plus ``metrics``), as a library call."""
     return RunRequest(task="toy", metrics=("pass@1,4", "maj@4", "bon@4", *metrics), backend="hf", limit=11,
-                             out=out, shard=spec)
+                      out=out, shard=spec)
 
 
 def shards_in_process(out: Path, count: int, *metrics: str, only: tuple[int, ...] | None = None) -> Path:
@@ -363,7 +363,7 @@ def test_math_sharded_and_merged_equals_unsharded(data_dir: Path, tmp_path: Path
 
     def request(out: Path, spec: shard.ShardSpec | None = None) -> RunRequest:
         return RunRequest(task="math", metrics=("pass@1,3", "maj@3"), backend="hf", limit=24, out=out,
-                                 data_dir=str(data_dir), shard=spec)
+                          data_dir=str(data_dir), shard=spec)
 
     reference = execute(plan_mod.plan(request(tmp_path / "ref"))).runs[0].store.root
     for i in (1, 2, 3):

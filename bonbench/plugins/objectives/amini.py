@@ -270,7 +270,7 @@ def _vbon_objective(name: str, N: int, baseline: str, cdf: str, ties: str, seed:
 
 
 @register_objective("vbon", paper=AMINI + " §3 (vBoN)", needs=("logprobs", "ref_logprobs", "ref_rewards"),
-           summary="vBoN: maximise -KL(pi_theta || pi_bon), pi_bon from M reference rewards, reward ties uniform")
+                    summary="vBoN: maximise -KL(pi_theta || pi_bon), pi_bon from M reference rewards, reward ties uniform")
 def vbon(N: int = 8, baseline: str = "loo", cdf: str = "add_one", ties: str = "uniform", seed: int = 0) -> Objective:
     """vBoN (§3.2): w_i = (t_i - b_i)/G, t_i = log pi_bon(y_i) - log pi_theta(y_i) (``vbon_weights``).
 
@@ -305,8 +305,8 @@ BOUNDS = ("L", "L1")
 
 
 @register_objective("vbon_l", paper=AMINI + " §3 (vBoN lower bound L, Theorem 2; L_1, Theorems 3-4)",
-           needs=("logprobs", "ref_logprobs", "ref_rewards"),
-           summary="vBoN-L: maximise (N-1) E[log F_hat] - KL(pi_theta || pi_ref) (Theorem 2; or the looser L_1)")
+                    needs=("logprobs", "ref_logprobs", "ref_rewards"),
+                    summary="vBoN-L: maximise (N-1) E[log F_hat] - KL(pi_theta || pi_ref) (Theorem 2; or the looser L_1)")
 def vbon_l(N: int = 8, bound: str = "L", baseline: str = "loo", cdf: str = "add_one", ties: str = "strict",
            seed: int = 0) -> Objective:
     """vBoN-L (§3.3): the bound's score-function gradient, w_i = (t_i - b_i)/G, t from ``vbon_l_terms``.
@@ -350,8 +350,8 @@ def ppo_form_reward(log_bon: np.ndarray, ref_logprobs: np.ndarray, N: int) -> np
 
 
 @register_objective("kl_rl", paper="KL-regularised RL (Ziegler et al. 2019; the PPO baseline of " + AMINI + ")",
-           needs=("logprobs", "ref_logprobs"),
-           summary="KL-regularised RL: reward r - beta (log pi - log pi_ref), RLOO baseline")
+                    needs=("logprobs", "ref_logprobs"),
+                    summary="KL-regularised RL: reward r - beta (log pi - log pi_ref), RLOO baseline")
 def kl_rl(beta: float = 0.05, baseline: str = "loo") -> Objective:
     """Maximise E[r] - beta KL(pi_theta || pi_ref): ``kl_rl_weights`` (beta = 0.05 by default)."""
     if not (isinstance(beta, (int, float)) and beta >= 0):

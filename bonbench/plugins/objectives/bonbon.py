@@ -111,7 +111,7 @@ def bonbon_weights(logprobs: np.ndarray, ref_logprobs: np.ndarray, rewards: np.n
 
 
 @register_objective("bonbon", paper=GUI, needs=("logprobs", "ref_logprobs"),
-           summary="BoNBoN: alpha SFT on the best of N + (1-alpha) IPO(best vs worst of N, target (N-1)H_{N-1})")
+                    summary="BoNBoN: alpha SFT on the best of N + (1-alpha) IPO(best vs worst of N, target (N-1)H_{N-1})")
 def bonbon(N: int = 8, alpha: float = 0.5) -> Objective:
     """BoNBoN (``bonbon_loss_numpy``), as the exact loss gradient at the current theta (``bonbon_weights``).
 

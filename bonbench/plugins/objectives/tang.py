@@ -107,7 +107,7 @@ def mean_weights(rewards: np.ndarray, baseline: str = "loo", normalise: str = "n
 
 
 @register_objective("mean", paper="REINFORCE / RLOO (Kool et al. 2019); GRPO (arXiv 2402.03300); Dr.GRPO (arXiv 2503.20783)",
-           summary="mean-reward policy gradient: RLOO by default; GRPO / Dr.GRPO advantages via normalise=")
+                    summary="mean-reward policy gradient: RLOO by default; GRPO / Dr.GRPO advantages via normalise=")
 def mean_objective(baseline: str = "loo", normalise: str = "none", eps: float = 1e-6) -> Objective:
     """Mean-reward policy gradient E[r]: w_i = (r_i - b_i) / G, optionally GRPO-normalised."""
     if baseline not in MEAN_BASELINES:
@@ -199,7 +199,7 @@ def _ksample_objective(name: str, k: int, options: dict, needs: frozenset, weigh
 
 
 @register_objective("passk", paper=TANG,
-           summary="pass@k / max@k k-sample objective E[max of k rewards] (LOO, biased, leave-p-out, U-statistic)")
+                    summary="pass@k / max@k k-sample objective E[max of k rewards] (LOO, biased, leave-p-out, U-statistic)")
 def passk_objective(k: int = 4, baseline: str = "loo", p: int = 2, leave_p_out_form: str = "unbiased") -> Objective:
     """pass@k / max@k: J_k = E[max_i r(y_i)] over k iid samples (Tang et al. §4.3)."""
     opts = {"baseline": baseline, "p": p, "leave_p_out_form": leave_p_out_form}
@@ -211,7 +211,7 @@ def passk_objective(k: int = 4, baseline: str = "loo", p: int = 2, leave_p_out_f
 
 
 @register_objective("majk", paper=TANG, needs=("answers",),
-           summary="majority-vote k-sample objective (plurality answer's value, ties uniform, None abstains)")
+                    summary="majority-vote k-sample objective (plurality answer's value, ties uniform, None abstains)")
 def majk_objective(k: int = 4, baseline: str = "loo", p: int = 2, leave_p_out_form: str = "unbiased") -> Objective:
     """maj@k: J_k = E[value of the plurality answer of k iid samples] (Tang et al. §4.5)."""
     opts = {"baseline": baseline, "p": p, "leave_p_out_form": leave_p_out_form}

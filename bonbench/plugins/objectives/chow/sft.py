@@ -164,7 +164,7 @@ SFT_KEYS = ("rewards", "scores")
 
 
 @register_objective("bon_sft", paper=CHOW + " §4 Lemma 1 (BoN-SFT)", needs=("expert",),
-           summary="BoN-SFT: likelihood of the expert answer under the tilted BoN approximation pi_lambda_N")
+                    summary="BoN-SFT: likelihood of the expert answer under the tilted BoN approximation pi_lambda_N")
 def bon_sft(N: int = 4, lambda_rule: str = "kl", lam: float | None = None, key: str = "rewards",
             win: str = "indicator") -> Objective:
     """BoN-SFT (Lemma 1): max log pi_lambda(y*) for the expert rows; ``bon_sft_weights`` (sampled form).
@@ -204,7 +204,7 @@ def bon_sft(N: int = 4, lambda_rule: str = "kl", lam: float | None = None, key: 
 
 
 @register_objective("sft", paper="supervised fine-tuning on the task's reference solutions (Chow et al.'s SFT baseline)",
-           needs=("expert",), summary="SFT: weight 1 on every expert row, 0 on policy samples")
+                    needs=("expert",), summary="SFT: weight 1 on every expert row, 0 on policy samples")
 def sft() -> Objective:
     """SFT: maximise sum over expert rows of log pi(y*): w = 1 on expert rows, 0 elsewhere."""
 
@@ -219,7 +219,7 @@ STAR_NORMALISE = ("group", "correct")
 
 
 @register_objective("star", paper="STaR, Zelikman et al. 2022, arXiv 2203.14465 (Chow et al.'s baseline)",
-           summary="STaR: SFT on the policy's own correct samples; w = 1[R >= threshold] / G")
+                    summary="STaR: SFT on the policy's own correct samples; w = 1[R >= threshold] / G")
 def star(threshold: float = 1.0, normalise: str = "group") -> Objective:
     """STaR: fine-tune on the policy's own samples that are correct (and on its rationalisations).
 

@@ -12,7 +12,8 @@ import argparse
 import sys
 import time
 
-from bonbench.plugins.graders.code import CodeGrader, ExecCase
+from bonbench.plugins.graders.code import CodeGrader
+from bonbench.plugins.graders.code_cases import ExecCase
 from bonbench.core.records import Sample
 from bonbench.api.task import get_task
 from bonbench_tasks.humaneval import build_jobs, program_source

@@ -28,10 +28,11 @@ from ray_helpers import LocalCluster  # noqa: E402
 from bonbench.core import models, ray_cluster  # noqa: E402
 from bonbench.pipeline import stages as pipeline
 from bonbench.plugins.graders.ray_sandbox import RaySandbox  # noqa: E402
-from bonbench.run.runner import RunRequest, plan  # noqa: E402
+from bonbench.run.plan import plan  # noqa: E402
+from bonbench.run.request import RunRequest  # noqa: E402
 from bonbench.api.sampler import SamplingParams  # noqa: E402
 from bonbench.plugins.samplers.ray_backend import RaySampler, SamplerSpec  # noqa: E402
-from bonbench.plugins.samplers.select import HFOptions  # noqa: E402
+from bonbench.plugins.samplers.select import HFSamplerOptions  # noqa: E402
 
 
 def always_passes(test_idx: int, result: Any) -> bool:
@@ -47,7 +48,7 @@ def bench_sampling(address: str, args: argparse.Namespace) -> None:
                           max_tokens=args.max_tokens, out=Path("/tmp/bench_ray_unused"))).runs[0]
     requests = pipeline.missing_requests(run, run.cfg.prompt_style)
     params = SamplingParams(temperature=1.0, max_tokens=args.max_tokens, seed=0, stop=run.cfg.stop)
-    spec = SamplerSpec("hf", models.resolve_model(None), seed=0, options=HFOptions(dtype="float32", batch_size=64))
+    spec = SamplerSpec("hf", models.resolve_model(None), seed=0, options=HFSamplerOptions(dtype="float32", batch_size=64))
     total = sum(len(r.sample_indices) for r in requests)
     rates = {}
     for workers in (1, 2):
@@ -69,7 +70,7 @@ def bench_sampling(address: str, args: argparse.Namespace) -> None:
 
 def bench_sandbox(address: str, args: argparse.Namespace) -> None:
     import ray
-    from bonbench_sandbox import Job, run_many_tests
+    from bonbench_sandbox.pool import Job, run_many_tests
 
     # distinct programs (no deduplication), one test each, as a code grader submits them
     groups = [[Job(program=f"x = sum(range({1000 + i}))\nprint(x)\n", timeout_s=10.0)] for i in range(args.programs)]

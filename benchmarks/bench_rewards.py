@@ -29,7 +29,7 @@ from typing import Callable
 import numpy as np
 
 from bonbench.core.data import read_jsonl
-from bonbench.plugins.rewards.registry import get_reward_model
+from bonbench.api.reward import get_reward_model
 
 
 def load_avg() -> str:

@@ -28,7 +28,10 @@ import time
 from pathlib import Path
 
 from bonbench.core import models
-from bonbench.run import runner
+from bonbench.run.execute import execute
+from bonbench.run.merge import merge
+from bonbench.run.plan import plan
+from bonbench.run.request import RunRequest
 from bonbench.plugins.samplers import select
 from bonbench.plugins.samplers.scripted import ScriptedSampler
 from bonbench.pipeline.shard import ShardSpec
@@ -57,24 +60,24 @@ def main() -> None:
         name="scripted-math", path="scripted-math", is_chat=False, fingerprint="scripted", revision=None)
     select.get_sampler = lambda *a, **k: ScriptedSampler(answer)  # type: ignore[assignment]
 
-    def request(out: Path, spec: ShardSpec | None = None) -> runner.RunRequest:
-        return runner.RunRequest(task="math", metrics=(f"pass@1,{args.n}", f"maj@{args.n}"), n=args.n, backend="hf",
-                                 limit=args.problems, out=out, data_dir=args.data_dir, shard=spec)
+    def request(out: Path, spec: ShardSpec | None = None) -> RunRequest:
+        return RunRequest(task="math", metrics=(f"pass@1,{args.n}", f"maj@{args.n}"), n=args.n, backend="hf",
+                          limit=args.problems, out=out, data_dir=args.data_dir, shard=spec)
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        reference = runner.execute(runner.plan(request(Path(tmp) / "ref"))).runs[0].store.root
+        reference = execute(plan(request(Path(tmp) / "ref"))).runs[0].store.root
         unsharded = time.perf_counter() - t0
         shard_times = []
         for i in range(1, args.shards + 1):
             t0 = time.perf_counter()
-            run_dir = runner.execute(runner.plan(request(Path(tmp) / "sharded", ShardSpec(i, args.shards)))).runs[0].store.run_root
+            run_dir = execute(plan(request(Path(tmp) / "sharded", ShardSpec(i, args.shards)))).runs[0].store.run_root
             shard_times.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        merged = runner.merge(run_dir, data_dir=args.data_dir)
+        merged = merge(run_dir, data_dir=args.data_dir)
         merge_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        again = runner.merge(run_dir, data_dir=args.data_dir)
+        again = merge(run_dir, data_dir=args.data_dir)
         again_s = time.perf_counter() - t0
         got = json.loads((run_dir / "metrics.json").read_text())
         want = json.loads((reference / "metrics.json").read_text())

@@ -27,7 +27,8 @@ def _one(group: int, tokens: int, micro_batch: int, kl: float, data_dir: str | N
     import torch
 
     from bonbench.apps.trainer.config import TrainConfig
-    from bonbench.apps.trainer.loop import Trainer, prepare_training
+    from bonbench.apps.trainer.loop import Trainer
+    from bonbench.apps.trainer.setup import prepare_training
 
     cfg = TrainConfig(task="imdb", objective="passk", name="bench-mem", objective_options={"k": 4}, group=group,
                       prompts_per_step=1, micro_batch=micro_batch, kl_coef=kl, data_dir=data_dir, out="/tmp/bench-mem")

@@ -42,7 +42,8 @@ def main() -> int:
     import trainer_plugin  # noqa: F401  (registers tiny_train)
 
     from bonbench.apps.trainer.config import TrainConfig
-    from bonbench.apps.trainer.loop import Trainer, prepare_training
+    from bonbench.apps.trainer.loop import Trainer
+    from bonbench.apps.trainer.setup import prepare_training
 
     with tempfile.TemporaryDirectory() as tmp:
         model = None

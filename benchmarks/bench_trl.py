@@ -79,7 +79,8 @@ def peak_rss_gb() -> float:
 def _prompts(setup: Setup) -> tuple[Any, list[Any]]:
     """bonbench's IMDB train task and the prompts of every step, in bonbench's order."""
     from bonbench.apps.trainer.config import TrainConfig
-    from bonbench.apps.trainer.loop import load_train_task, prompt_batch
+    from bonbench.apps.trainer.setup import load_train_task
+    from bonbench.apps.trainer.step import prompt_batch
 
     cfg = TrainConfig(task="imdb", objective="mean", name="bench-trl", data_dir=setup.data_dir)
     task = load_train_task(cfg)
@@ -94,7 +95,8 @@ def _count_tokens(tokenizer: Any, completions: list[str]) -> int:
 def run_bonbench(setup: Setup) -> dict[str, Any]:
     """``bonbench train --objective mean`` driven step by step (the CLI's loop without saving)."""
     from bonbench.apps.trainer.config import TrainConfig
-    from bonbench.apps.trainer.loop import Trainer, prepare_training
+    from bonbench.apps.trainer.loop import Trainer
+    from bonbench.apps.trainer.setup import prepare_training
 
     out = tempfile.mkdtemp(prefix="bench-trl-bonbench-")
     cfg = TrainConfig(task="imdb", objective="mean", name="bench", steps=setup.warmup + setup.steps,

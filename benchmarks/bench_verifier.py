@@ -32,9 +32,10 @@ import torch
 
 from bonbench.core.models import resolve_model
 from bonbench.core.records import Problem
-from bonbench.run.runner import load_task
+from bonbench.run.resolve import load_task
 from bonbench.core.store import RunStore
-from bonbench.plugins.verifiers.model import VerifierModel, verifier_text
+from bonbench.plugins.verifiers.manifest import verifier_text
+from bonbench.plugins.verifiers.model import VerifierModel
 
 
 def texts_for(run: Path | None, n: int, data_dir: str | None) -> list[str]:
@@ -122,7 +123,7 @@ def main() -> None:
     print(f"max |score difference| bonbench vs plain: {agree:.2e} (padding and batch composition differ in bf16)")
 
     # training: the head method costs one forward per sample (features) plus a logistic fit
-    from bonbench.apps.verifier_training import fit_head
+    from bonbench.apps.verifier_training.fit import fit_head
 
     t = time.perf_counter()
     feats = vm.features(texts, args.batch_size)

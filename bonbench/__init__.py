@@ -5,18 +5,11 @@ The package is in layers, each a folder; a module imports only from the layers b
 
     core <- metrics <- api <- plugins <- (bonbench_tasks) <- pipeline <- run <- apps
 
-Importing ``bonbench`` loads only ``bonbench.core.errors`` (``BonbenchError``) and ``compat`` (the
-0.1 import paths): no layer beyond that, no plugin, no torch or vLLM. It defines no command; the
-``bonbench`` command is ``bonbench.apps.cli``.
+This module holds the version (``__version__``) and imports nothing: no layer, no plugin, no torch
+or vLLM. Each name lives in one module and is imported from there (``BonbenchError`` from
+``bonbench.core.errors``). It defines no command; the ``bonbench`` command is ``bonbench.apps.cli``.
 """
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
-from bonbench import compat  # noqa: E402
-from bonbench.core.errors import BonbenchError  # noqa: E402
-
-compat.install()
-
-__all__ = ["BonbenchError", "__version__"]
+__version__ = "0.2.0"

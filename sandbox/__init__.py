@@ -1,37 +1,8 @@
 """Isolated execution of untrusted Python programs (bubblewrap + rlimits); imports nothing from bonbench.
 
 See `bonbench_sandbox.execution` for what the sandbox covers and what it does not, `pool` for
-parallel runs and early stopping, `cache` for the persistent result cache and `cli` for
-``bonbench sandbox run``.
+parallel runs and early stopping, `result_cache` for the persistent result cache and `command_line` for
+``bonbench sandbox run``. The package hands on no names: import each from the module that defines
+it (``execute`` from ``execution``, ``Job`` and ``run_many_tests`` from ``pool``, ``ResultCache``
+from ``result_cache``, ``ExecResult`` from ``supervise``).
 """
-
-from bonbench_sandbox.cache import ResultCache, job_key
-from bonbench_sandbox.execution import (
-    SANDBOX_VERSION,
-    Cancelled,
-    STATUSES,
-    ExecResult,
-    SandboxUnavailable,
-    accounting_mode,
-    ensure_available,
-    execute,
-)
-from bonbench_sandbox.pool import Interrupted, Job, run_many, run_many_tests, run_tests
-
-__all__ = [
-    "Cancelled",
-    "SANDBOX_VERSION",
-    "STATUSES",
-    "ExecResult",
-    "Interrupted",
-    "Job",
-    "ResultCache",
-    "SandboxUnavailable",
-    "accounting_mode",
-    "ensure_available",
-    "execute",
-    "job_key",
-    "run_many",
-    "run_many_tests",
-    "run_tests",
-]

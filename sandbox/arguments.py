@@ -1,5 +1,5 @@
 """The arguments of ``bonbench sandbox run`` (the program file and its limits), apart from the code
-that runs it (``bonbench_sandbox.cli``): building the ``bonbench`` parser (every ``--help``) then
+that runs it (``bonbench_sandbox.command_line``): building the ``bonbench`` parser (every ``--help``) then
 imports no execution machinery. Nothing here runs anything or imports bonbench.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the arguments of ``run`` (PROGRAM.py and the limits) to ``parser``.
 
-    The bonbench CLI calls this on its ``sandbox run`` parser; `bonbench_sandbox.cli.main` does the
+    The bonbench CLI calls this on its ``sandbox run`` parser; `bonbench_sandbox.command_line.main` does the
     same for the stand-alone command and adds ``check`` next to it.
     """
     parser.add_argument("program", type=Path, help="Python file to run (as main.py in the sandbox)")

@@ -24,16 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from bonbench_sandbox.cache import ResultCache, job_key
-from bonbench_sandbox.execution import (
-    Cancelled,
-    ExecResult,
-    accounting_mode,
-    ensure_available,
-    execute,
-    resolve_interpreter,
-    resolve_limits,
-)
+from bonbench_sandbox.result_cache import ResultCache, job_key
+from bonbench_sandbox.execution import accounting_mode, ensure_available, execute, resolve_interpreter, resolve_limits
+from bonbench_sandbox.supervise import Cancelled, ExecResult
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from bonbench.plugins.rewards import imdb, tldr
-from bonbench.plugins.rewards.registry import get_reward_model
+from bonbench.api.reward import get_reward_model
 
 
 def imdb_figures(data_dir: Path, cv: bool) -> None:

@@ -13,7 +13,7 @@ id = ``imdb/<dataset id>`` (``imdb/test/neg/0_2.txt``; hub rows: ``imdb/<split>/
 the opening words; target = "" (no gold continuation); meta = ``label``, ``rating``, ``words``.
 Source: ``imdb/<split>.jsonl.gz`` under the data dir, else the hub ``stanfordnlp/imdb``.
 
-Grading: ``bonbench.plugins.rewards.RewardGrader`` on ``-T reward_model`` (default ``imdb-sentiment``, the
+Grading: ``bonbench.plugins.rewards.base.RewardGrader`` on ``-T reward_model`` (default ``imdb-sentiment``, the
 offline classifier bonbench trains; ``hf:lvwerra/distilbert-imdb?label=POSITIVE`` is the paper's).
 The task is reward-judged: ``mean`` is the mean reward, ``bon@k`` the reward of the verifier's pick.
 This module loads and renders; it does not train or score anything itself.
@@ -33,7 +33,7 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Prompt
 from bonbench.api.task import PromptStyle, Task, register_task
 from bonbench.plugins.rewards.base import RewardGrader
-from bonbench.plugins.rewards.registry import get_reward_model
+from bonbench.api.reward import get_reward_model
 
 TASK_NAME = "imdb"
 VERSION = 1

@@ -10,7 +10,7 @@ at a newline; chat models are asked for a one-sentence summary.
 Source: ``tldr/oai_ppo1.3b_samples.jsonl`` under the data dir (1,945 posts), else the hub
 ``trl-lib/tldr`` (fields ``prompt``, ``completion``), split ``-T split`` (default ``test``).
 
-Grading: ``bonbench.plugins.rewards.RewardGrader`` on ``-T reward_model`` (default ``tldr-proxy-eval``, the
+Grading: ``bonbench.plugins.rewards.base.RewardGrader`` on ``-T reward_model`` (default ``tldr-proxy-eval``, the
 offline evaluation proxy: see docs/rewards.md for what it measures; a real reward model such as a
 Pythia TL;DR RM is ``hf:<hub id or folder>``). Keep it different from any reward a policy was
 trained on (``tldr-proxy-train`` is the training proxy). This module does not score anything itself.
@@ -26,7 +26,7 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Prompt
 from bonbench.api.task import PromptStyle, Task, register_task
 from bonbench.plugins.rewards.base import RewardGrader
-from bonbench.plugins.rewards.registry import get_reward_model
+from bonbench.api.reward import get_reward_model
 
 TASK_NAME = "tldr"
 VERSION = 1

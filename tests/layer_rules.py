@@ -8,8 +8,8 @@ package below every layer: it must import no bonbench module.
 
 The rule:
 1. layers, lowest first: core < metrics < api < plugins < tasks < pipeline < run < apps; a module
-   imports only from its own layer or those below (``bonbench/__init__`` and ``compat`` stand
-   outside and may import core);
+   imports only from its own layer or those below (``bonbench/__init__`` stands outside and may
+   import core);
 2. plugins are ``bonbench.plugins.<kind>`` and ``bonbench_tasks.<name>``: none imports another
    plugin package (a task may import any plugin kind: it composes graders and reward models), except
    that a task may import the tasks' one shared module, ``bonbench_tasks.common`` (``SHARED_TASKS``),
@@ -20,7 +20,11 @@ The rule:
    obeys rules 1 and 2 like an import statement;
 5. an import inside a function (or any block below module level) only of a heavy third-party
    library, so that importing a module costs only what it needs: HEAVY below. A bonbench import,
-   a stdlib import or a light library goes at the top of the module.
+   a stdlib import or a light library goes at the top of the module;
+6. one address per name: ``from m import name`` (and reading ``m.name``, and a lazy ``"m:name"``
+   target) takes ``name`` from the module that defines it, not from one that only imports it.
+   ``misplaced_names()`` checks it in bonbench, bonbench_tasks, bonbench_sandbox, tests, benchmarks
+   and scripts; code outside the package may use a documented facade (``FACADES``).
 """
 
 from __future__ import annotations
@@ -199,8 +203,6 @@ def _layer_problems(m: Module, owner: str, where: str) -> list[str]:
 def _lazy_targets(m: Module, known: set[str]) -> list[str]:
     """A ``"bonbench.x.y:attr"`` / ``"bonbench.x.y"`` string (a registry target, an ``import_module``
     argument) is an import made later: it obeys the layer order too."""
-    if m.name == "bonbench.compat":  # the table of 0.1's paths: it names every layer by design
-        return []
     out = []
     for node in ast.walk(m.tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY.match(node.value):
@@ -244,7 +246,122 @@ def _cycles(graph: dict[str, set[str]]) -> list[str]:
     return out
 
 
+# Rule 6, one address per name: a name is imported from the module that defines it.
+# A documented facade gathers names for users (its docstring says so); code outside the package
+# (tests, benchmarks, scripts, docs) may import through it, nothing in bonbench or bonbench_tasks may.
+FACADES = frozenset({"bonbench.metrics.estimators", "bonbench.api"})
+OUTSIDE = ("tests", "benchmarks", "scripts")  # folders of code that uses the package from outside
+
+
+def defined_names(tree: ast.Module) -> set[str]:
+    """The names a module defines at module level (def, class, assignment, annotated assignment,
+    ``for`` / ``with`` targets; inside module-level ``if`` / ``try`` blocks too), not those it imports."""
+    out: set[str] = set()
+
+    def targets(node: ast.AST) -> None:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name):
+                out.add(n.id)
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.add(node.name)
+            elif isinstance(node, ast.Assign):
+                for t in node.targets:
+                    targets(t)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+                targets(node.target)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                for item in node.items:
+                    if item.optional_vars is not None:
+                        targets(item.optional_vars)
+            for field in ("body", "orelse", "finalbody"):
+                if isinstance(node, (ast.If, ast.Try, ast.With, ast.AsyncWith, ast.For, ast.AsyncFor, ast.While)):
+                    visit(getattr(node, field, []) or [])
+            if isinstance(node, ast.Try):
+                for handler in node.handlers:
+                    visit(handler.body)
+    visit(tree.body)
+    return out
+
+
+def outside_modules() -> list[Module]:
+    """The modules that use the package from outside: tests, benchmarks, scripts (named by path)."""
+    found = []
+    for folder in OUTSIDE:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found.append(Module(name, path, ast.parse(path.read_text(), str(path))))
+    return found
+
+
+def misplaced_names(inside: list[Module] | None = None, outside: list[Module] | None = None) -> list[str]:
+    """Every ``from bonbench... import name`` (and ``module.name`` read, and a ``"bonbench.x.y:name"``
+    lazy target) whose module does not define ``name`` but only imports it."""
+    inside = modules() if inside is None else inside
+    outside = outside_modules() if outside is None else outside
+    defined = {m.name: defined_names(m.tree) for m in inside}
+    known = set(defined)
+    # the names each module takes from our packages: what it would hand on if imported through it
+    passed_on = {m.name: {alias.asname or alias.name for node, target, names, _ in imports(m, known)
+                          if _ours(target) and isinstance(node, ast.ImportFrom) for alias in node.names}
+                 for m in inside}
+    users = {m.name for m in outside}
+    found: list[str] = []
+
+    def check(m: Module, lineno: int, target: str, name: str, how: str) -> None:
+        if target not in defined or f"{target}.{name}" in known or name in defined[target]:
+            return
+        if name not in passed_on[target] and "__getattr__" not in defined[target]:
+            return  # not ours (``outputs.os``) or not there at all; a module ``__getattr__`` hands on anything
+        if target in FACADES and m.name in users:
+            return
+        found.append(f"{_where(m, lineno)}: {how} {name} from {target}, which only imports it; "
+                     "import it from the module that defines it")
+
+    for m in [*inside, *outside]:
+        aliases: dict[str, str] = {}  # local name (``x``, or ``a.b.c`` for a plain import) -> our module
+        for node, target, names, _ in imports(m, known):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name in known:
+                        aliases[alias.asname or alias.name] = alias.name
+            elif not names:
+                for alias in node.names:
+                    if target in known and target.endswith("." + alias.name):
+                        aliases[alias.asname or alias.name] = target
+            for n in names:
+                check(m, node.lineno, target, n, "imports")
+        for node in ast.walk(m.tree):
+            # a store (``plots.save_figure = fake``) patches the binding where it is used: allowed
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                owner = aliases.get(_dotted(node.value) or "")
+                if owner is not None:
+                    check(m, node.lineno, owner, node.attr, "uses")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _LAZY.match(node.value):
+                path, _, attr = node.value.partition(":")
+                if attr:  # a lazy target; a dotted "bonbench.x.y.name" is a patch target, aimed where it is used
+                    check(m, node.lineno, path, attr, "names")
+    return found
+
+
+def _where(m: Module, lineno: int) -> str:
+    return f"{m.path.relative_to(ROOT)}:{lineno}"
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``a.b.c`` as a string, for a chain of attributes on a name; else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
 if __name__ == "__main__":
-    problems = violations()
+    problems = violations() + misplaced_names()
     print("\n".join(problems) or "the layers hold")
     sys.exit(1 if problems else 0)

@@ -22,7 +22,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from bonbench.plugins.objectives import Group
+from bonbench.api.objective import Group
 
 
 def softmax(theta: np.ndarray) -> np.ndarray:

@@ -175,7 +175,7 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 def test_report_for_a_sweep_embeds_valid_pngs_and_tables(tmp_path: Path) -> None:
-    from bonbench.apps.analysis.cli import main
+    from bonbench.apps.analysis.analysis_flags import main
 
     runs = _two_temperature_sweep(tmp_path / "results")
     sweep = write_sweep_file(tmp_path / "sweep", runs)
@@ -198,7 +198,7 @@ def test_report_for_a_sweep_embeds_valid_pngs_and_tables(tmp_path: Path) -> None
 
 
 def test_plot_rejects_a_path_that_is_not_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bonbench.apps.analysis.cli import main
+    from bonbench.apps.analysis.analysis_flags import main
 
     assert main(["plot", str(tmp_path / "nope")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -211,7 +211,7 @@ def test_plot_reads_a_real_pipeline_sweep(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from bonbench.apps.analysis.cli import main
+    from bonbench.apps.analysis.analysis_flags import main
 
     here = Path(__file__).parent
     proc = subprocess.run([sys.executable, str(here / "run_toy_cli.py"), "0", "--", "run", "--task", "toy", "--backend",

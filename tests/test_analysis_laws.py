@@ -234,7 +234,7 @@ def test_kind_curve_rebuilds_bon_for_any_verifier(tmp_path: Path) -> None:
 
 def test_plot_bon_with_a_learned_verifier_writes_the_new_fields(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from bonbench.apps.analysis.cli import main
+    from bonbench.apps.analysis.analysis_flags import main
 
     sweep = write_sweep_file(tmp_path / "sweep", _bon_sweep(tmp_path / "results"))
     out = tmp_path / "report"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.plugins.graders.code import CodeGrader, ExecCase
+from bonbench.plugins.graders.code import CodeGrader
+from bonbench.plugins.graders.code_cases import ExecCase
 from bonbench.core.records import Sample
 from bonbench.api.task import Task, get_task
 from bonbench_tasks.humaneval import program_source

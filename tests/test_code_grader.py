@@ -6,16 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from bonbench_sandbox.execution import execute
 
-from bonbench.plugins.graders.code import (
-    CodeGrader,
-    ExecCase,
-    NoCode,
-    assemble_program,
-    extract_code,
-    outputs_match,
-    truncate_at_stop,
-)
+from bonbench.plugins.graders.code import CodeGrader
+from bonbench.plugins.graders.code_cases import ExecCase, NoCode, assemble_program
+from bonbench.plugins.graders.code_text import extract_code, outputs_match, truncate_at_stop
 from bonbench.core.records import Problem, Sample
 
 TESTS = "assert add(1, 2) == 3\nassert add(2, 2) == 4\n"
@@ -82,7 +77,7 @@ def test_secret_is_not_readable_inside(grader: CodeGrader, trick: str) -> None:
     """The key file is gone before user code runs: nothing the program can read holds the sentinel."""
     case = ExecCase(source=FORGERIES[trick].replace("os._exit(0)\n", ""))
     job, secret = grader.job_for(case)
-    result = __import__("bonbench_sandbox").execute(job.program, stdin=job.stdin, files=job.files)
+    result = execute(job.program, stdin=job.stdin, files=job.files)
     assert result.stdout.count(secret) == 1 and result.stdout.endswith("\n" + secret + "\n")
     assert secret not in job.program
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.plugins.graders.code import CodeGrader, ExecCase
+from bonbench.plugins.graders.code import CodeGrader
+from bonbench.plugins.graders.code_cases import ExecCase
 from bonbench.plugins.graders.replay import CallTest
 from bonbench.core.records import Sample
 from bonbench.api.task import get_task
@@ -52,7 +53,7 @@ def test_codec_keeps_python_semantics(grader: CodeGrader, body: str, test: str, 
 
 def test_trusted_run_checks_arguments_names_and_length() -> None:
     """Recordings handed straight to the trusted program: only the honest one passes."""
-    from bonbench_sandbox import execute
+    from bonbench_sandbox.execution import execute
 
     from bonbench.plugins.graders.replay import RECORDINGS_FILE, parse_verdicts, recordings_file, trusted_program
 

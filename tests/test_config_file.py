@@ -206,7 +206,7 @@ def test_a_bad_config_never_reads_as_a_gate_regression(tmp_path: Path, capsys: p
     path.write_text("alpha = 0.7\n", encoding="utf-8")
     line = _error(["gate", "--run", "r", "--config", str(path)], capsys)  # exit 2, never 1 ("regression")
     assert line == f"error: {path}: --alpha must be in (0, 0.5) (got 0.7)"
-    from bonbench.apps.analysis.cli import main as analysis_main
+    from bonbench.apps.analysis.analysis_flags import main as analysis_main
 
     assert analysis_main(["gate", "--run", "r", "--config", str(path)]) == 2
     assert capsys.readouterr().err == f"error: {path}: --alpha must be in (0, 0.5) (got 0.7)\n"

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from bonbench.apps.analysis.frontier import PlanePoint, bon_curves, bon_reference_rows, pareto_front, plane_points
-from bonbench.apps.analysis.plots import plot_reward_kl
+from bonbench.apps.analysis.plots_policy import plot_reward_kl
 from bonbench.apps.analysis.rundir import Curve, Metric, RunData, load_run
 from bonbench.metrics.estimators import pass_curve
 from bonbench.apps.cli import main

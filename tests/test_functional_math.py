@@ -494,6 +494,7 @@ def test_pipeline_end_to_end_with_scripted_completions(data_dir: Path, tmp_path:
     import json
 
     from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline.prepared import prepare
     from bonbench.core.config import RunConfig
     from bonbench.metrics.estimators import ProblemOutcome, compute_metrics, parse_metrics
     from bonbench.plugins.samplers.scripted import ScriptedSampler
@@ -512,7 +513,7 @@ def test_pipeline_end_to_end_with_scripted_completions(data_dir: Path, tmp_path:
         return f"So the answer is $\\boxed{{{targets[pid] if right else 'nope'}}}$."
 
     cfg = RunConfig(task=t.name, model="scripted", backend="scripted", n=4, seed=5)
-    run = pipeline.prepare(t, cfg, tmp_path / "results")
+    run = prepare(t, cfg, tmp_path / "results")
     pipeline.sample(run, ScriptedSampler(script))
     doc = pipeline.evaluate(run, parse_metrics(["pass@1,2", "maj@4"]), verifier=None, n_boot=200)
     m, pp = doc["metrics"], doc["per_problem"]

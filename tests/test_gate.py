@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.apps.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
+from bonbench.apps.analysis.analysis_flags import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
 from bonbench.apps.analysis.gate import compare_metric, paired_test, verdict
 from bonbench.apps.analysis.rundir import Metric
 from bonbench.apps.analysis.synthetic import per_problem_pass, write_synthetic_run
@@ -176,11 +176,13 @@ def test_committed_math_baseline_is_reproduced_by_the_pipeline_and_passes_the_ga
     with the baseline's seed and the CLI's default bootstrap size must give exactly its metrics and
     per-problem values, and `bonbench gate` must pass on the run."""
     from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline.prepared import prepare
     from bonbench.apps.cli import main as bonbench_main
     from bonbench.core.config import RunConfig
     from bonbench.metrics.estimators import parse_metrics
     from bonbench.core.records import Sample
-    from bonbench.api.task import get_task, get_verifier
+    from bonbench.api.task import get_task
+    from bonbench.api.verifier import get_verifier
 
     base = json.loads(BASELINE.read_text())
     c = base["config"]
@@ -188,7 +190,7 @@ def test_committed_math_baseline_is_reproduced_by_the_pipeline_and_passes_the_ga
     cfg = RunConfig(task="math", model=c["model"], backend="scripted", n=c["n"], temperature=c["temperature"],
                     top_p=c["top_p"], max_tokens=c["max_tokens"], seed=c["seed"], stop=tuple(c["stop"]),
                     prompt_style=c["prompt_style"], limit=c["limit"])
-    run = pipeline.prepare(task, cfg, tmp_path / "results")
+    run = prepare(task, cfg, tmp_path / "results")
     assert [p.id for p in run.problems] == sorted(base["per_problem"]["pass@1"])
     right = {"test/algebra/1.json": 5, "test/algebra/2.json": 0}
     samples = []

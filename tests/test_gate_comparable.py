@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.apps.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
+from bonbench.apps.analysis.analysis_flags import GATE_ERROR, GATE_PASS, GATE_REGRESSION, main
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 
 
@@ -26,6 +26,7 @@ def _math_run(data_dir: Path, out: Path, split: str, limit: int) -> Path:
     """A scored MATH run of ``split`` (first ``limit`` problems) through the real task, grader and
     pipeline; the samples are scripted: the first two of four answer with the gold answer."""
     from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline.prepared import open_run, prepare
     from bonbench.core.config import RunConfig
     from bonbench.metrics.estimators import parse_metrics
     from bonbench.core.records import Sample
@@ -34,8 +35,8 @@ def _math_run(data_dir: Path, out: Path, split: str, limit: int) -> Path:
     task = get_task("math", data_dir=str(data_dir), split=split)
     cfg = RunConfig(task="math", model="org/m", backend="scripted", n=4, limit=limit, task_args={"split": split},
                     metrics=("pass@1", "pass@4"))
-    run = pipeline.prepare(task, cfg, out)
-    pipeline.open_run(run)
+    run = prepare(task, cfg, out)
+    open_run(run)
     pipeline.store_samples(run, [Sample(p.id, i, f"The final answer is $\\boxed{{{p.target if i < 2 else -7}}}$.", 10,
                                         "stop") for p in run.problems for i in range(cfg.n)])
     pipeline.evaluate(run, parse_metrics(list(cfg.metrics)), None, n_boot=50)
@@ -162,6 +163,23 @@ def test_a_checkpoint_folder_is_not_a_run(tmp_path: Path, capsys: pytest.Capture
 
     with pytest.raises(BonbenchError, match="is a model checkpoint, not a run directory"):
         build_leaderboard(tmp_path, base="synthetic/model", base_runs=[ckpt])
+
+
+def test_a_model_folder_and_a_training_log_are_two_rules(tmp_path: Path) -> None:
+    """The gate refuses any model folder as a run; the report plots only folders with a training log."""
+    from bonbench.apps.analysis.baseline import is_model_folder
+    from bonbench.apps.analysis.html import has_training_log
+
+    model = tmp_path / "hf-model"  # a saved transformers model: no training log
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"model_type": "gemma3_text"}))
+    training = tmp_path / "checkpoints" / "unfinished"  # a training still running: log and settings, no export
+    training.mkdir(parents=True)
+    (training / "log.jsonl").write_text('{"step": 1}\n')
+    (training / "train_config.json").write_text("{}")
+    run = write_synthetic_run(tmp_path, np.full(20, 0.5), n=2, n_boot=20)
+    assert [is_model_folder(p) for p in (model, training, run)] == [True, True, False]
+    assert [has_training_log(p) for p in (model, training, run)] == [False, True, False]
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")

@@ -18,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from test_sampler_hf import build_tiny_model  # noqa: E402
 
-from bonbench.run import runner  # noqa: E402
+from bonbench.run.execute import execute  # noqa: E402
+from bonbench.run.plan import plan  # noqa: E402
+from bonbench.run.request import RunRequest  # noqa: E402
 from bonbench.apps.cli import main  # noqa: E402
 from bonbench.core.config import config_hash  # noqa: E402
 from bonbench.core.errors import BonbenchError  # noqa: E402
@@ -57,26 +59,26 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> str:
     return build_tiny_model(tmp_path_factory.mktemp("greedy")).path
 
 
-def _req(tiny: str, out: Path, **kw: Any) -> runner.RunRequest:
-    return runner.RunRequest(**{"task": "tiny_greedy", "model": tiny, "backend": "hf", "temperatures": (0.0,),
-                                "dtype": "float32", "out": out, "n_boot": 50, **kw})
+def _req(tiny: str, out: Path, **kw: Any) -> RunRequest:
+    return RunRequest(**{"task": "tiny_greedy", "model": tiny, "backend": "hf", "temperatures": (0.0,),
+                         "dtype": "float32", "out": out, "n_boot": 50, **kw})
 
 
 # ------------------------------------------------------------------------------- planning rules
 
 
 def test_temperature_0_forces_one_sample_and_the_k1_defaults(tiny: str, tmp_path: Path) -> None:
-    p = runner.plan(_req(tiny, tmp_path))
+    p = plan(_req(tiny, tmp_path))
     run = p.runs[0]
     assert run.cfg.n == 1 and run.cfg.temperature == 0.0
     assert [s.name for s in p.specs] == ["pass@1"], "maj@4 / pass@4 dropped from the defaults"
     assert run.cfg.hashed()["temperature"] == 0.0
-    sampled = runner.plan(_req(tiny, tmp_path, temperatures=(1.0,)))
+    sampled = plan(_req(tiny, tmp_path, temperatures=(1.0,)))
     assert sampled.runs[0].cfg.n == 4 and sampled.runs[0].run_hash != run.run_hash
     # 0, 0.0 and -0.0 are one setting, one run id
-    assert runner.plan(_req(tiny, tmp_path, temperatures=(-0.0,))).runs[0].run_hash == run.run_hash == config_hash(run.cfg)
+    assert plan(_req(tiny, tmp_path, temperatures=(-0.0,))).runs[0].run_hash == run.run_hash == config_hash(run.cfg)
     # k = 1 metrics of every kind are fine (bon@1 brings pass@1 and maj@1)
-    ok = runner.plan(_req(tiny, tmp_path, metrics=("maj@1", "bon@1", "mean"), verifier="oracle"))
+    ok = plan(_req(tiny, tmp_path, metrics=("maj@1", "bon@1", "mean"), verifier="oracle"))
     assert ok.runs[0].cfg.n == 1 and {s.name for s in ok.specs} == {"maj@1", "bon@1", "mean", "pass@1"}
 
 
@@ -89,7 +91,7 @@ def test_temperature_0_forces_one_sample_and_the_k1_defaults(tiny: str, tmp_path
 ])
 def test_temperature_0_refuses_more_than_one_sample(tiny: str, tmp_path: Path, kw: dict, match: str) -> None:
     with pytest.raises(BonbenchError, match=match):
-        runner.plan(_req(tiny, tmp_path, **kw))
+        plan(_req(tiny, tmp_path, **kw))
 
 
 def test_cli_temperature_0_with_n_is_a_one_line_error_and_dry_run_records_it(tiny: str, tmp_path: Path,
@@ -120,8 +122,8 @@ def test_hf_greedy_runs_are_identical_and_match_generate_without_sampling(tiny: 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    first = runner.execute(runner.plan(_req(tiny, tmp_path / "a", seed=0))).runs[0]
-    second = runner.execute(runner.plan(_req(tiny, tmp_path / "b", seed=1))).runs[0]
+    first = execute(plan(_req(tiny, tmp_path / "a", seed=0))).runs[0]
+    second = execute(plan(_req(tiny, tmp_path / "b", seed=1))).runs[0]
     a, b = _samples(first.store.root), _samples(second.store.root)
     assert [(r["problem_id"], r["sample_idx"]) for r in a] == [(f"g/{i}", 0) for i in range(len(WORDS))]
     assert [(r["completion"], r["n_tokens"], r["finish_reason"]) for r in a] == \
@@ -165,11 +167,11 @@ def test_scripted_backend_gets_temperature_0_and_one_index_per_problem(tiny: str
         return samplers[-1]
 
     monkeypatch.setattr(select, "get_sampler", build)
-    dirs = [runner.execute(runner.plan(_req(tiny, tmp_path / name))).runs[0].store.root for name in ("a", "b")]
+    dirs = [execute(plan(_req(tiny, tmp_path / name))).runs[0].store.root for name in ("a", "b")]
     assert [c for s in samplers for c in s.calls] == [(0.0, (0,))] * (2 * len(WORDS))
     assert _samples(dirs[0]) == _samples(dirs[1])
     # a rerun samples nothing: the one greedy sample is there
-    runner.execute(runner.plan(_req(tiny, tmp_path / "a")))
+    execute(plan(_req(tiny, tmp_path / "a")))
     assert len(samplers) == 2
 
 
@@ -177,11 +179,11 @@ def test_openai_backend_sends_temperature_0(tmp_path: Path) -> None:
     from test_sampler_openai import FakeServer
 
     with FakeServer() as server:
-        req = runner.RunRequest(task="tiny_greedy", model="served-model", backend="openai", temperatures=(0,),
-                                out=tmp_path, n_boot=50, engine_args={"endpoints": (server.url,), "api_key": "test"})
-        first = runner.execute(runner.plan(req)).runs[0]
+        req = RunRequest(task="tiny_greedy", model="served-model", backend="openai", temperatures=(0,),
+                         out=tmp_path, n_boot=50, engine_args={"endpoints": (server.url,), "api_key": "test"})
+        first = execute(plan(req)).runs[0]
         bodies = server.generations()
-        again = runner.execute(runner.plan(dataclasses.replace(req, out=tmp_path / "b"))).runs[0]
+        again = execute(plan(dataclasses.replace(req, out=tmp_path / "b"))).runs[0]
     assert len(bodies) == len(WORDS)
     assert all(b["temperature"] == 0.0 and b["n"] == 1 for b in bodies)
     assert _samples(first.store.root) == _samples(again.store.root)
@@ -190,7 +192,8 @@ def test_openai_backend_sends_temperature_0(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_vllm_request_at_temperature_0_is_greedy() -> None:
     """The vLLM request a greedy run sends is vLLM's greedy sampling type (argmax; top-p unused)."""
-    from bonbench.plugins.samplers.vllm import VLLMSampler, import_vllm
+    from bonbench.core.engines import import_vllm
+    from bonbench.plugins.samplers.vllm import VLLMSampler
 
     vllm = import_vllm()
     sampler = object.__new__(VLLMSampler)  # no engine: only the request-building method is exercised

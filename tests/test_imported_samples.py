@@ -338,7 +338,7 @@ def test_lm_eval_two_filters_count_each_generation_once(tmp_path: Path, data_dir
 
 
 def test_lm_eval_greedy_rows_record_temperature_zero(tmp_path: Path, data_dir: Path) -> None:
-    from bonbench.run.runner import imported_settings
+    from bonbench.pipeline.imported import imported_settings
 
     assert imported_settings({"until": "Q:", "do_sample": False, "temperature": 0.7})["temperature"] == 0.0
     assert imported_settings({"until": "Q:"})["stop"] == ("Q:",)

@@ -16,7 +16,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from test_sampler_hf import SPECIALS, build_tiny_model  # noqa: E402
 
-from bonbench.run import runner  # noqa: E402
+from bonbench.run.execute import execute  # noqa: E402
+from bonbench.run.plan import plan  # noqa: E402
+from bonbench.run.request import RunRequest  # noqa: E402
 from bonbench.core.errors import BonbenchError  # noqa: E402
 from bonbench.core.records import Problem, Prompt  # noqa: E402
 from bonbench.api.task import Task, register_task  # noqa: E402
@@ -90,9 +92,9 @@ def _direct_logprob(folder: str, prompt: str, completion: str, temperature: floa
 
 
 def _run(tmp_path: Path, policy: str, ref: str, temperature: float = 1.0) -> dict[str, Any]:
-    req = runner.RunRequest(task="tiny_kl", model=policy, backend="hf", n=5, metrics=("pass@1", "kl"), ref_model=ref,
-                            temperatures=(temperature,), dtype="float32", out=tmp_path)
-    return runner.execute(runner.plan(req)).docs[0]
+    req = RunRequest(task="tiny_kl", model=policy, backend="hf", n=5, metrics=("pass@1", "kl"), ref_model=ref,
+                     temperatures=(temperature,), dtype="float32", out=tmp_path)
+    return execute(plan(req)).docs[0]
 
 
 def test_a_model_against_itself_has_zero_kl(tmp_path: Path, models: dict[str, str], scripted: None) -> None:
@@ -125,7 +127,7 @@ def test_bad_references_are_one_line_errors(tmp_path: Path, models: dict[str, st
     with pytest.raises(BonbenchError, match="another tokenizer"):
         _run(tmp_path, models["a"], models["other"])
     with pytest.raises(BonbenchError, match="kl needs a reference policy: add --ref-model"):
-        runner.plan(runner.RunRequest(task="tiny_kl", model=models["a"], backend="hf", metrics=("kl",), out=tmp_path))
+        plan(RunRequest(task="tiny_kl", model=models["a"], backend="hf", metrics=("kl",), out=tmp_path))
     with pytest.raises(BonbenchError, match="top-p 1 only"):
-        runner.plan(runner.RunRequest(task="tiny_kl", model=models["a"], backend="hf", ref_model=models["a"],
-                                      top_ps=(0.9,), out=tmp_path))
+        plan(RunRequest(task="tiny_kl", model=models["a"], backend="hf", ref_model=models["a"],
+                        top_ps=(0.9,), out=tmp_path))

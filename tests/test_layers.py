@@ -17,6 +17,11 @@ def test_the_layers_hold() -> None:
     assert problems == [], "\n".join(problems)
 
 
+def test_every_name_is_imported_from_the_module_that_defines_it() -> None:
+    problems = rules.misplaced_names()
+    assert problems == [], "\n".join(problems)
+
+
 def _module(name: str, source: str) -> rules.Module:
     path = rules.ROOT / "bonbench" / Path(*name.split(".")[1:]).with_suffix(".py")
     return rules.Module(name, path, ast.parse(source))
@@ -67,3 +72,33 @@ def test_the_checker_sees_an_upward_lazy_target() -> None:
     assert any("higher layer" in p for p in rules._lazy_targets(m, known))
     same = _module("bonbench.plugins.samplers.fake", 'X = "bonbench.plugins.samplers.hf:make"\n')
     assert rules._lazy_targets(same, {"bonbench.plugins.samplers.hf"}) == []
+
+
+def test_the_checker_sees_a_name_taken_through_a_re_export() -> None:
+    home = _module("bonbench.core.home", "def f():\n    pass\nX: int = 1\nY = Z = 2\n")
+    hub = _module("bonbench.core.hub", "from bonbench.core.home import X, f\nimport json\nW = 3\n")
+    assert rules.defined_names(home.tree) == {"f", "X", "Y", "Z"}
+
+    def found(source: str, *, outside: bool = False, hub_name: str = "bonbench.core.hub") -> list[str]:
+        user = _module("bonbench.run.user", source)
+        the_hub = rules.Module(hub_name, hub.path, hub.tree)
+        return rules.misplaced_names([home, the_hub] + ([] if outside else [user]), [user] if outside else [])
+
+    assert found("from bonbench.core.hub import f, W\n") == [
+        "bonbench/run/user.py:1: imports f from bonbench.core.hub, which only imports it; "
+        "import it from the module that defines it"]
+    assert found("from bonbench.core.home import f, X\nfrom bonbench.core.hub import W\n") == []
+    assert found("from bonbench.core import hub\nhub.X\n") and found("import bonbench.core.hub as h\nh.f()\n")
+    assert found('TARGET = "bonbench.core.hub:f"\n')
+    # patching the binding where it is used is not a second address
+    assert found("from bonbench.core import hub\nhub.f = None\n") == []
+    assert found('monkeypatch.setattr("bonbench.core.hub.X", 1)\n') == []
+    assert found('TARGET = "bonbench.core.home:f"\n') == [] and found("from bonbench.core.hub import json\n") == []
+    # a documented facade serves users outside the package, never a module inside it
+    facade = sorted(rules.FACADES)[0]
+    assert found(f"from {facade} import f\n", hub_name=facade)
+    assert found(f"from {facade} import f\n", hub_name=facade, outside=True) == []
+    assert found("from bonbench.core.hub import f\n", outside=True)
+    # a module __getattr__ (PEP 562) that hands on another module's names is a re-export too
+    lazy = _module("bonbench.core.hub", "def __getattr__(name):\n    return getattr(home, name)\n")
+    assert rules.misplaced_names([home, lazy], [_module("bonbench.run.user", "from bonbench.core.hub import f\n")])

@@ -83,7 +83,7 @@ def test_markdown_and_html_content(results: Path, tmp_path: Path) -> None:
 
 
 def test_cli_and_user_errors(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from bonbench.apps.analysis.cli import main
+    from bonbench.apps.analysis.analysis_flags import main
 
     assert main(["leaderboard", str(results), "--base", "org/base", "--metric", "pass@4", "--out", str(tmp_path),
                  "--n-boot", "200"]) == 0
@@ -126,7 +126,7 @@ def test_base_run_pins_the_row_every_checkpoint_is_paired_against(tmp_path: Path
         build_leaderboard(tmp_path, base_runs=[first])
     with pytest.raises(BonbenchError, match="two runs for task t"):
         build_leaderboard(tmp_path, base="org/base", base_runs=[first, first])
-    from bonbench.apps.analysis.cli import main
+    from bonbench.apps.analysis.analysis_flags import main
 
     assert main(["leaderboard", str(tmp_path), "--base", "org/base", "--base-run", str(first), "--n-boot", "200",
                  "--out", str(tmp_path / "out")]) == 0

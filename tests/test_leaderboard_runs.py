@@ -20,6 +20,7 @@ import pytest
 
 from bonbench.apps import cli
 from bonbench.apps.trainer import loop
+from bonbench.apps.trainer.setup import prepare_training
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "leaderboard_runs.sh"
 
@@ -36,7 +37,7 @@ def test_every_train_command_reaches_prepare(tmp_path: Path, data_dir: Path, mon
     seen: list[Any] = []
 
     def fake_train(cfg: Any, on_step: Any = None) -> Path:
-        seen.append(loop.prepare_training(cfg))  # raises BonbenchError on anything the real run would refuse
+        seen.append(prepare_training(cfg))  # raises BonbenchError on anything the real run would refuse
         return tmp_path
 
     monkeypatch.setattr(loop, "train", fake_train)
@@ -66,7 +67,7 @@ def test_every_train_command_reaches_prepare(tmp_path: Path, data_dir: Path, mon
 def test_the_imdb_sweep_varies_one_setting_per_method(tmp_path: Path, data_dir: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
-    monkeypatch.setattr(loop, "train", lambda cfg, on_step=None: seen.append(loop.prepare_training(cfg)) or tmp_path)
+    monkeypatch.setattr(loop, "train", lambda cfg, on_step=None: seen.append(prepare_training(cfg)) or tmp_path)
     monkeypatch.setenv("BONBENCH_DATA_DIR", str(data_dir))
     base = {c.name: c for c in _prepared(tmp_path, data_dir, seen, "imdb")}
     seen.clear()

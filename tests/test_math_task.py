@@ -14,7 +14,8 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.prompts import chat_messages, fewshot_text
 from bonbench.core.records import Sample
 from bonbench.api.task import get_task
-from bonbench.plugins.graders.math import extract_answer, is_equiv
+from bonbench.plugins.graders.math_equiv import is_equiv
+from bonbench.plugins.graders.math_extract import extract_answer
 
 
 def test_loads_full_test_split(data_dir: Path) -> None:

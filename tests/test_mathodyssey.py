@@ -275,6 +275,7 @@ def test_pipeline_scores_levels_and_subjects_with_the_shared_estimators(data_dir
     import hashlib
 
     from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline.prepared import prepare
     from bonbench.core.config import RunConfig
     from bonbench.metrics.estimators import ProblemOutcome, compute_metrics, parse_metrics
     from bonbench.plugins.samplers.scripted import ScriptedSampler
@@ -286,8 +287,8 @@ def test_pipeline_scores_levels_and_subjects_with_the_shared_estimators(data_dir
         right = int(hashlib.sha256(f"{pid}:{idx}".encode()).hexdigest(), 16) % 3 == 0
         return f"So the final answer is $\\boxed{{{targets[pid] if right else '-98765'}}}$."
 
-    run = pipeline.prepare(task, RunConfig(task=task.name, model="scripted", backend="scripted", n=2, seed=11),
-                           tmp_path / "results")
+    run = prepare(task, RunConfig(task=task.name, model="scripted", backend="scripted", n=2, seed=11),
+                  tmp_path / "results")
     pipeline.sample(run, ScriptedSampler(script))
     doc = pipeline.evaluate(run, parse_metrics(["pass@1,2", "maj@2"]), verifier=None, n_boot=300)
     m = doc["metrics"]

@@ -14,7 +14,8 @@ import pytest
 
 import bonbench.core.models as models
 from bonbench.core.errors import BonbenchError
-from bonbench.core.models import EMBEDDED_FOLDER, MARKER, embedded_model_dir, is_known_base, resolve_model
+from bonbench.core.cache import MARKER
+from bonbench.core.models import EMBEDDED_FOLDER, embedded_model_dir, is_known_base, resolve_model
 
 
 def _folder(path: Path, template: bool = False, weights: bytes = b"x" * 10) -> Path:

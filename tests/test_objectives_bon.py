@@ -18,7 +18,18 @@ import torch
 from scipy.stats import binom
 
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.objectives import amini, chow
+from bonbench.plugins.objectives import amini
+from bonbench.plugins.objectives.bonbon import (
+    bonbon,
+    bonbon_loss_numpy,
+    bonbon_loss_torch,
+    bonbon_pairs,
+    bonbon_target,
+    bonbon_weights,
+)
+from bonbench.plugins.objectives.chow.rl import bon_rl_s, bon_rl_v, rl_s, rl_v
+from bonbench.plugins.objectives.chow.rlb import bon_binary, bon_rlb, bon_rlb_p, rlb_sample_weights, rlb_weights
+from bonbench.plugins.objectives.chow.sft import bon_sft, bon_sft_weights, lambda_n, sft, star, tilt_kl, tilt_win_rate
 from bonbench.api.objective import NEEDS, REGISTRY, Group, make_objective
 from tests.objective_harness import autograd, expected_estimate, k_sample_gradient, softmax
 
@@ -47,7 +58,7 @@ THETA5 = np.array([0.2, -0.4, 0.9, -1.1, 0.35])
 
 
 def test_eq8_vector_and_enumeration():
-    correct, wrong, J = chow.bon_binary(0.5, 4)
+    correct, wrong, J = bon_binary(0.5, 4)
     assert (correct, wrong, J) == (15 / 8, 1 / 8, 15 / 16)
     # against the exact BoN distribution (uniform ties) of a policy that fails with p = 0.5
     pi = np.array([0.2, 0.3, 0.1, 0.4])
@@ -58,7 +69,7 @@ def test_eq8_vector_and_enumeration():
 
 
 def test_rlb_weight_vector():
-    gp, gm, gbar = chow.rlb_weights(0.5, 4)
+    gp, gm, gbar = rlb_weights(0.5, 4)
     close([gp, gm, gbar], [8 / 15, 4, 4 / 15], 1e-15)
 
 
@@ -100,14 +111,14 @@ def test_log_f_hat_random_order():
 ])
 def test_lambda_n_table(rule, values):
     for N, v in zip([2, 4, 8, 16, 32, 64], values):
-        assert abs(chow.lambda_n(N, rule) - v) <= 1e-6, (rule, N, chow.lambda_n(N, rule), v)
-    assert chow.lambda_n(1, rule) == 0.0
+        assert abs(lambda_n(N, rule) - v) <= 1e-6, (rule, N, lambda_n(N, rule), v)
+    assert lambda_n(1, rule) == 0.0
 
 
 def test_lambda_n_rules_mean_what_they_say():
     N = 6
-    assert chow.tilt_kl(chow.lambda_n(N, "kl")) == pytest.approx(amini.kl_bound(N), abs=1e-12)
-    assert chow.tilt_win_rate(chow.lambda_n(N, "winrate")) == pytest.approx(N / (N + 1), abs=1e-12)
+    assert tilt_kl(lambda_n(N, "kl")) == pytest.approx(amini.kl_bound(N), abs=1e-12)
+    assert tilt_win_rate(lambda_n(N, "winrate")) == pytest.approx(N / (N + 1), abs=1e-12)
     # reverse KL(pi_lambda || pi_bon) on a fine grid of the continuous case is smallest at the root
     u = (np.arange(200000) + 0.5) / 200000
 
@@ -116,7 +127,7 @@ def test_lambda_n_rules_mean_what_they_say():
         d /= d.mean()
         return float(np.mean(d * (np.log(d) - np.log(N) - (N - 1) * np.log(u))))
 
-    lam = chow.lambda_n(N, "reverse_kl")
+    lam = lambda_n(N, "reverse_kl")
     assert rkl(lam) < rkl(lam - 0.05) and rkl(lam) < rkl(lam + 0.05)
 
 
@@ -141,11 +152,11 @@ def bon_f(keys, grades):
 @pytest.mark.parametrize("baseline", ["none", "loo"])
 def test_bon_rl_exact(kind, N, G, baseline):
     if kind == "s":
-        obj = chow.bon_rl_s(N=N, baseline=baseline)
+        obj = bon_rl_s(N=N, baseline=baseline)
         keys, grades = R_S, R_S
         group_of = lambda t: Group(rewards=R_S[list(t)])
     else:
-        obj = chow.bon_rl_v(N=N, baseline=baseline)
+        obj = bon_rl_v(N=N, baseline=baseline)
         keys, grades = S_V, R_V
         group_of = lambda t: Group(rewards=R_V[list(t)], scores=S_V[list(t)])
     want = k_sample_gradient(THETA4, N, bon_f(keys, grades))
@@ -169,7 +180,7 @@ def test_bon_rl_v_tie_break_matters():
 
 
 def test_bon_rl_expert_rows_ignored():
-    obj = chow.bon_rl_s(N=2)
+    obj = bon_rl_s(N=2)
     g = Group(rewards=np.array([1.0, 0.0, 0.5, 1.0]), expert=np.array([False, False, False, True]))
     w = obj.weights(g)
     assert w[3] == 0.0
@@ -196,7 +207,7 @@ def test_rlb_paper_form_under_pi_bon(N):
     """The reported weights as expectations under pi_bon: plus form = grad J, minus = (1+p)/(1-p) grad J."""
     pi, p = softmax(THETA5), p_fail(THETA5)
     b = amini.bon_probs(pi, R_BIN, N)
-    gp, gm, gbar = chow.rlb_weights(p, N)
+    gp, gm, gbar = rlb_weights(p, N)
     sc = glogpi(THETA5, range(5))
     plus = sum(b[a] * (gp if R_BIN[a] else gm) * sc[a] for a in range(5))
     minus = sum(b[a] * (gp if R_BIN[a] else -gm) * sc[a] for a in range(5))
@@ -217,13 +228,13 @@ def test_rlb_population_weights_from_pi_samples(N, G):
     p = p_fail(THETA5)
     gJ = grad_J(THETA5, N)
     for kw, factor in [({"sign": "plus"}, 1.0), ({"positive_only": True}, 1.0), ({"sign": "minus"}, (1 + p) / (1 - p))]:
-        got = expected_estimate(THETA5, G, lambda t: chow.rlb_sample_weights(R_BIN[list(t)] == 1, p, N, **kw))
+        got = expected_estimate(THETA5, G, lambda t: rlb_sample_weights(R_BIN[list(t)] == 1, p, N, **kw))
         close(got, factor * gJ)
 
 
 @pytest.mark.parametrize("N,G", [(2, 2), (2, 4), (3, 3), (3, 4)])
 def test_rlb_p_unbiased_estimator_exact(N, G):
-    obj = chow.bon_rlb_p(N=N)  # p_estimate='unbiased' by default
+    obj = bon_rlb_p(N=N)  # p_estimate='unbiased' by default
     R = R_BIN[:4]
     got = expected_estimate(THETA4, G, lambda t: obj.weights(Group(rewards=R[list(t)])))
     want = autograd(lambda t: 1 - torch.softmax(t, 0)[torch.as_tensor(R == 0)].sum() ** N, THETA4)
@@ -247,10 +258,10 @@ def _binomial_expectation(theta, G, weights):
     return G * sum(pi[a] * w_row0[R_BIN[a]] * sc[a] for a in range(len(theta)))
 
 
-@pytest.mark.parametrize("name,kw", [("bon_rlb", {"p_estimate": "plugin"}), ("bon_rlb_p", {"p_estimate": "plugin"})])
-def test_rlb_plugin_is_consistent_not_unbiased(name, kw):
+@pytest.mark.parametrize("make,kw", [(bon_rlb, {"p_estimate": "plugin"}), (bon_rlb_p, {"p_estimate": "plugin"})])
+def test_rlb_plugin_is_consistent_not_unbiased(make, kw):
     N = 4
-    obj = getattr(chow, name)(N=N, **kw)
+    obj = make(N=N, **kw)
     gJ = grad_J(THETA5, N)
     # small G agrees with brute-force enumeration of G-tuples (checks the binomial shortcut)
     close(_binomial_expectation(THETA5, 3, obj.weights), expected_estimate(THETA5, 3, lambda t: obj.weights(Group(rewards=R_BIN[list(t)]))))
@@ -262,7 +273,7 @@ def test_rlb_plugin_is_consistent_not_unbiased(name, kw):
 
 def test_rlb_rejects_non_binary_rewards():
     with pytest.raises(BonbenchError, match="0/1"):
-        chow.bon_rlb().weights(Group(rewards=np.array([1.0, 0.5])))
+        bon_rlb().weights(Group(rewards=np.array([1.0, 0.5])))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -283,7 +294,7 @@ def log_pi_lambda(t, keys, star, lam):
 def test_bon_sft_population_is_lemma1(star):
     lam = 3.0
     pi = softmax(THETA6)
-    w_exp, w_pol = chow.bon_sft_weights(KEYS6[[star]], KEYS6, lam, mass=pi)
+    w_exp, w_pol = bon_sft_weights(KEYS6[[star]], KEYS6, lam, mass=pi)
     sc = glogpi(THETA6, range(6))
     got = w_exp[0] * sc[star] + w_pol @ sc
     want = autograd(lambda t: log_pi_lambda(t, KEYS6, star, lam), THETA6)
@@ -302,21 +313,21 @@ def test_bon_sft_sampled_is_consistent():
     errs = []
     for G in (200, 20000):
         ys = rng.choice(6, size=G, p=softmax(THETA6))
-        w_exp, w_pol = chow.bon_sft_weights(KEYS6[[star]], KEYS6[ys], lam)
+        w_exp, w_pol = bon_sft_weights(KEYS6[[star]], KEYS6[ys], lam)
         sc = glogpi(THETA6, ys)
         errs.append(np.abs(w_exp[0] * glogpi(THETA6, [star])[0] + w_pol @ sc - want).max())
     assert errs[1] < 0.03 and errs[1] < errs[0]
 
 
 def test_bon_sft_objective_rows():
-    obj = chow.bon_sft(N=4)
+    obj = bon_sft(N=4)
     assert obj.options["lambda"] == pytest.approx(4.916908, abs=1e-6)
     g = Group(rewards=np.array([1.0, 0.0, 1.0, 0.0, 1.0]), expert=np.array([True, False, False, False, False]))
     w = obj.weights(g)
-    w_exp, w_pol = chow.bon_sft_weights(np.array([1.0]), np.array([0.0, 1.0, 0.0, 1.0]), obj.options["lambda"])
+    w_exp, w_pol = bon_sft_weights(np.array([1.0]), np.array([0.0, 1.0, 0.0, 1.0]), obj.options["lambda"])
     close(w, np.concatenate([w_exp, w_pol]), 0.0)
     assert w[0] == 1.0
-    assert chow.bon_sft(lam=2.0).options["lambda"] == 2.0
+    assert bon_sft(lam=2.0).options["lambda"] == 2.0
 
 
 # ------------------------------------------------------------------------------------------------
@@ -327,15 +338,15 @@ def test_sft_star_rl_exact():
     R = np.array([1.0, 0.0, 1.0, 0.0])
     S = np.array([0.2, 0.9, 0.4, 0.1])
     g = Group(rewards=np.array([1.0, 0.0]), expert=np.array([True, False]))
-    close(chow.sft().weights(g), [1.0, 0.0], 0.0)
-    star = chow.star()
-    got = expected_estimate(THETA4, 3, lambda t: star.weights(Group(rewards=R[list(t)])))
+    close(sft().weights(g), [1.0, 0.0], 0.0)
+    star_ = star()
+    got = expected_estimate(THETA4, 3, lambda t: star_.weights(Group(rewards=R[list(t)])))
     close(got, autograd(lambda t: torch.softmax(t, 0)[torch.as_tensor(R == 1)].sum(), THETA4))
     for baseline in ("loo", "none"):
-        rs = chow.rl_s(baseline=baseline)
+        rs = rl_s(baseline=baseline)
         got = expected_estimate(THETA4, 3, lambda t: rs.weights(Group(rewards=R_S[list(t)])))
         close(got, autograd(lambda t: torch.softmax(t, 0) @ torch.as_tensor(R_S), THETA4))
-        rv = chow.rl_v(baseline=baseline)
+        rv = rl_v(baseline=baseline)
         got = expected_estimate(THETA4, 3, lambda t: rv.weights(Group(rewards=R[list(t)], scores=S[list(t)])))
         close(got, autograd(lambda t: torch.softmax(t, 0) @ torch.as_tensor(S), THETA4))
 
@@ -348,7 +359,7 @@ def test_sft_star_rl_exact():
 @pytest.mark.parametrize("N,G", [(1, 1), (2, 2), (2, 3), (3, 4)])
 def test_bon_rl_value_baseline_is_exact_for_any_value(V, N, G):
     """baseline='value': any V(x) (a function of x alone) keeps the BoN-RL estimator exactly unbiased."""
-    obj = chow.bon_rl_s(N=N, baseline="value")
+    obj = bon_rl_s(N=N, baseline="value")
     assert "value" in obj.needs and obj.min_group == N
     got = expected_estimate(THETA4, G, lambda t: obj.weights(Group(rewards=R_S[list(t)], value=V)))
     close(got, k_sample_gradient(THETA4, N, bon_f(R_S, R_S)))
@@ -360,14 +371,14 @@ def test_bon_rl_value_baseline_is_exact_for_any_value(V, N, G):
     # any constant baseline is unbiased, so the scale is checked directly: each sample lies in N/G of the
     # N-subsets, each of which subtracts V once
     g = Group(rewards=R_S[[1, 0, 3, 2][:G]], value=V)
-    close(obj.weights(g), chow.bon_rl_s(N=N, baseline="none").weights(g) - N / G * V, 1e-14)
+    close(obj.weights(g), bon_rl_s(N=N, baseline="none").weights(g) - N / G * V, 1e-14)
 
 
 @pytest.mark.parametrize("V", [0.0, 0.6])
 def test_rl_value_baseline_is_exact(V):
     R = np.array([1.0, 0.0, 1.0, 0.0])
     S = np.array([0.2, 0.9, 0.4, 0.1])
-    rs, rv = chow.rl_s(baseline="value"), chow.rl_v(baseline="value")
+    rs, rv = rl_s(baseline="value"), rl_v(baseline="value")
     got = expected_estimate(THETA4, 3, lambda t: rs.weights(Group(rewards=R_S[list(t)], value=V)))
     close(got, autograd(lambda t: torch.softmax(t, 0) @ torch.as_tensor(R_S), THETA4))
     got = expected_estimate(THETA4, 2, lambda t: rv.weights(Group(rewards=R[list(t)], scores=S[list(t)], value=V)))
@@ -384,7 +395,7 @@ def test_perfect_value_gives_the_closed_form_rlb_weights(N, G):
     exactly grad(1 - p^N) (BoN-RLB with sign plus, BoN-RLB(P))."""
     p = p_fail(THETA5)
     gJ = grad_J(THETA5, N)
-    rlb, rlbp = chow.bon_rlb(N=N, p_source="value"), chow.bon_rlb_p(N=N, p_source="value")
+    rlb, rlbp = bon_rlb(N=N, p_source="value"), bon_rlb_p(N=N, p_source="value")
     assert rlb.needs == rlbp.needs == frozenset({"value"}) and rlbp.min_group == 1
     r = np.array([1.0, 0.0, 0.0])
     g = Group(rewards=r, value=p)
@@ -401,25 +412,25 @@ def test_perfect_value_gives_the_closed_form_rlb_weights(N, G):
 def test_value_p_is_clipped_before_the_weights():
     r = np.array([1.0, 0.0])
     for raw, p in [(1.7, 0.8), (-0.3, 0.0), (0.5, 0.5)]:
-        got = chow.bon_rlb(N=2, p_clip=0.8, p_source="value").weights(Group(rewards=r, value=raw))
-        close(got, chow.rlb_sample_weights(r == 1, p, 2), 0.0)
+        got = bon_rlb(N=2, p_clip=0.8, p_source="value").weights(Group(rewards=r, value=raw))
+        close(got, rlb_sample_weights(r == 1, p, 2), 0.0)
 
 
 def test_missing_value_names_the_flag():
-    for obj in (chow.bon_rl_s(N=2, baseline="value"), chow.rl_s(baseline="value"), chow.bon_rlb(p_source="value")):
+    for obj in (bon_rl_s(N=2, baseline="value"), rl_s(baseline="value"), bon_rlb(p_source="value")):
         with pytest.raises(BonbenchError) as e:
             obj.weights(Group(rewards=np.array([1.0, 0.0, 1.0])))
         msg = str(e.value)
         assert NEEDS["value"] in msg and "--baseline value" in msg and "\n" not in msg
     with pytest.raises(BonbenchError, match="p_source"):
-        chow.bon_rlb(p_source="network")
+        bon_rlb(p_source="network")
 
 
 def test_star_keeps_correct_rationalisations():
     """Expert rows of a STaR group are its rationalisations: kept like correct samples (1/G, G policy rows)."""
     g = Group(rewards=np.array([0.0, 0.0, 0.0, 0.0, 1.0, 1.0]), expert=np.array([False] * 4 + [True] * 2))
-    close(chow.star().weights(g), [0, 0, 0, 0, 0.25, 0.25], 0.0)
-    close(chow.star(normalise="correct").weights(g), [0, 0, 0, 0, 0.5, 0.5], 0.0)
+    close(star().weights(g), [0, 0, 0, 0, 0.25, 0.25], 0.0)
+    close(star(normalise="correct").weights(g), [0, 0, 0, 0, 0.5, 0.5], 0.0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -590,8 +601,8 @@ def test_bonbon_target_is_best_worst_gap():
     p_best = cdf_hi**N - cdf_lo**N
     p_worst = (1 - cdf_lo) ** N - (1 - cdf_hi) ** N
     gap = p_best @ log_ratio - p_worst @ log_ratio
-    assert gap == pytest.approx(amini.bonbon_target(N), rel=2e-3)
-    assert amini.bonbon_target(2) == 1.0 and amini.bonbon_target(4) == pytest.approx(3 * (1 + 1 / 2 + 1 / 3))
+    assert gap == pytest.approx(bonbon_target(N), rel=2e-3)
+    assert bonbon_target(2) == 1.0 and bonbon_target(4) == pytest.approx(3 * (1 + 1 / 2 + 1 / 3))
 
 
 @pytest.mark.parametrize("N,outcomes", [(4, [0, 2, 4, 1]), (3, [0, 2, 2, 4, 1]), (2, [3, 0, 1])])
@@ -601,19 +612,19 @@ def test_bonbon_weights_are_the_loss_gradient(N, outcomes):
     rew = np.array([0.42, 0.1, 0.91, 0.66, 0.3])[t]
     ref = torch.as_tensor(np.log(PI_REF5)[t])
     pi, lp = _tab(THETA5)
-    w = amini.bonbon_weights(lp[t], np.log(PI_REF5)[t], rew, N, alpha)
+    w = bonbon_weights(lp[t], np.log(PI_REF5)[t], rew, N, alpha)
     got = w @ glogpi(THETA5, t)
-    want = -autograd(lambda th: amini.bonbon_loss_torch(torch.log_softmax(th, 0)[t], ref, rew, N, alpha), THETA5)
+    want = -autograd(lambda th: bonbon_loss_torch(torch.log_softmax(th, 0)[t], ref, rew, N, alpha), THETA5)
     close(got, want, 1e-12)
-    loss_t = amini.bonbon_loss_torch(torch.as_tensor(lp[t]), ref, rew, N, alpha).item()
-    assert amini.bonbon_loss_numpy(lp[t], np.log(PI_REF5)[t], rew, N, alpha) == pytest.approx(loss_t, abs=1e-12)
-    obj = amini.bonbon(N=N, alpha=alpha)
+    loss_t = bonbon_loss_torch(torch.as_tensor(lp[t]), ref, rew, N, alpha).item()
+    assert bonbon_loss_numpy(lp[t], np.log(PI_REF5)[t], rew, N, alpha) == pytest.approx(loss_t, abs=1e-12)
+    obj = bonbon(N=N, alpha=alpha)
     close(obj.weights(Group(rewards=rew, logprobs=lp[t], ref_logprobs=np.log(PI_REF5)[t])), w, 0.0)
 
 
 def test_bonbon_pairs_subset_counts():
     r = np.array([0.3, 0.1, 0.9, 0.5, 0.7])
-    best, worst, P, top = amini.bonbon_pairs(r, 3)
+    best, worst, P, top = bonbon_pairs(r, 3)
     counts = {}
     for S in itertools.combinations(range(5), 3):
         key = (max(S, key=lambda i: r[i]), min(S, key=lambda i: r[i]))
@@ -628,7 +639,7 @@ def test_bonbon_pairs_subset_counts():
 
 def test_missing_scores_names_the_flag():
     with pytest.raises(BonbenchError) as e:
-        chow.bon_rl_v(N=2).weights(Group(rewards=np.array([1.0, 0.0, 1.0])))
+        bon_rl_v(N=2).weights(Group(rewards=np.array([1.0, 0.0, 1.0])))
     msg = str(e.value)
     assert "scores" in msg and NEEDS["scores"] in msg and "\n" not in msg
 
@@ -652,8 +663,8 @@ def test_registry_and_options():
     assert REGISTRY["vbon"].options["N"] == 8 and REGISTRY["kl_rl"].options["beta"] == 0.05
     assert make_objective("bon_rl_s", N=3).min_group == 3
     with pytest.raises(BonbenchError, match="sign"):
-        chow.bon_rlb(sign="neg")
+        bon_rlb(sign="neg")
     with pytest.raises(BonbenchError, match="lambda_rule"):
-        chow.bon_sft(lambda_rule="bogus")
+        bon_sft(lambda_rule="bogus")
     with pytest.raises(BonbenchError, match="at least 3"):
-        chow.bon_rl_s(N=3).weights(Group(rewards=np.array([1.0, 0.0])))
+        bon_rl_s(N=3).weights(Group(rewards=np.array([1.0, 0.0])))

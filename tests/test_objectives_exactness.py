@@ -33,8 +33,9 @@ from objective_exact import (
 )
 
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.objectives import REGISTRY, Group, amini, make_objective
-from bonbench.plugins.objectives.chow import lambda_n
+from bonbench.api.objective import REGISTRY, Group, make_objective
+from bonbench.plugins.objectives import amini
+from bonbench.plugins.objectives.chow.sft import lambda_n
 from bonbench.plugins.objectives.ksample import majority_value, softmax_value
 
 THETA = np.array([0.3, -0.7, 0.5, 0.1])
@@ -327,7 +328,7 @@ def test_bon_sft_sampled_bias_as_documented():
 
 def test_bon_sft_sigmoid_population_form_is_exact():
     """With the whole support as rows (mass = pi) the sigmoid form is exactly grad log pi_lambda(y*)."""
-    from bonbench.plugins.objectives.chow import bon_sft_weights
+    from bonbench.plugins.objectives.chow.sft import bon_sft_weights
 
     lam, pi = 3.0, softmax(THETA)
     w_exp, w_pol = bon_sft_weights(R_REAL[[2]], R_REAL, lam, mass=pi, win="sigmoid")
@@ -448,19 +449,19 @@ def test_add_one_cdf_bias_as_documented():
 
 def test_changed_defaults_keep_old_records_meaning():
     """A run recorded before issue 24 named only N (``bonbench train --objective bon_rlb --N 4``), and
-    its manifest the full old options; read through ``recorded_options`` both still build the plug-in
+    its manifest the full old options; read through ``options_as_trained`` both still build the plug-in
     estimator they trained with, while ``pinned_options`` makes a new run name the new default."""
-    from bonbench.api.objective import CHANGED_DEFAULTS, pinned_options, recorded_options
+    from bonbench.api.objective import CHANGED_DEFAULTS, options_as_trained, pinned_options
 
     old_cli, old_manifest = {"N": 4}, {"N": 4, "sign": "plus", "p_clip": 0.95, "p_source": "group"}
     g = Group(rewards=np.zeros(8))
     plugin = make_objective("bon_rlb", p_estimate="plugin").weights(g)
     for rec in (old_cli, old_manifest):
-        assert make_objective("bon_rlb", **recorded_options("bon_rlb", rec)).options["p_estimate"] == "plugin"
-        assert np.array_equal(make_objective("bon_rlb", **recorded_options("bon_rlb", rec)).weights(g), plugin)
+        assert make_objective("bon_rlb", **options_as_trained("bon_rlb", rec)).options["p_estimate"] == "plugin"
+        assert np.array_equal(make_objective("bon_rlb", **options_as_trained("bon_rlb", rec)).weights(g), plugin)
     assert pinned_options("bon_rlb", old_cli) == {"N": 4, "p_estimate": "unbiased"}
     assert pinned_options("bon_rlb", {"p_estimate": "plugin"}) == {"p_estimate": "plugin"}
-    assert recorded_options("vbon", {"N": 8})["ties"] == "strict" and pinned_options("vbon", {})["ties"] == "uniform"
+    assert options_as_trained("vbon", {"N": 8})["ties"] == "strict" and pinned_options("vbon", {})["ties"] == "uniform"
     assert pinned_options("mean", {"baseline": "loo"}) == {"baseline": "loo"}  # unchanged objectives: as given
     for name, changed in CHANGED_DEFAULTS.items():  # every entry is a real option whose default moved
         for key, old in changed.items():

@@ -5,6 +5,7 @@ folders, and the JSON/JSONL readers' one-line errors."""
 from __future__ import annotations
 
 import errno
+import gzip
 import json
 import os
 from pathlib import Path
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from bonbench.core import outputs
+from bonbench.core.data import read_jsonl
 from bonbench.core.errors import BonbenchError
 
 
@@ -96,20 +98,38 @@ def test_read_json_errors_name_the_file(tmp_path: Path) -> None:
         outputs.read_json(tmp_path / "none.json")
 
 
-def test_read_jsonl_torn_tail_dropped_torn_middle_refused(tmp_path: Path) -> None:
+def test_read_jsonl_log_torn_tail_dropped_torn_middle_refused(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
     log.write_bytes(b'{"step": 1}\n\n{"step": 2}\n{"st')
-    assert outputs.read_jsonl(log) == [{"step": 1}, {"step": 2}]
+    assert outputs.read_jsonl_log(log) == [{"step": 1}, {"step": 2}]
     log.write_bytes(b'{"step": 1}\n{"st\n{"step": 3}\n')
     with pytest.raises(BonbenchError, match=r"log.jsonl:2: the line is not valid JSON"):
-        outputs.read_jsonl(log)
-    assert outputs.read_jsonl(log, skip_torn=True) == [{"step": 1}, {"step": 3}]
+        outputs.read_jsonl_log(log)
+    assert outputs.read_jsonl_log(log, skip_torn=True) == [{"step": 1}, {"step": 3}]
     log.write_bytes(b'{"step": 1}\n{"s\xfftep": 2}\n')
     with pytest.raises(BonbenchError, match=r"log.jsonl:2: the line is not UTF-8"):
-        outputs.read_jsonl(log, skip_torn=True)
+        outputs.read_jsonl_log(log, skip_torn=True)
     log.write_bytes(b'{"step": 1}\n{"s\xc3')  # a multi-byte character cut by a killed writer
-    assert outputs.read_jsonl(log) == [{"step": 1}]
-    assert json.loads(json.dumps(outputs.read_jsonl(log))) == [{"step": 1}]
+    assert outputs.read_jsonl_log(log) == [{"step": 1}]
+    assert json.loads(json.dumps(outputs.read_jsonl_log(log))) == [{"step": 1}]
+
+
+def test_a_data_file_of_the_mirror_must_be_whole(tmp_path: Path) -> None:
+    """Unlike a log, a data file cut short or damaged is an error, never a row dropped."""
+    data = tmp_path / "train.jsonl"
+    data.write_bytes(b'{"id": 1}\n\n{"id": 2}\n')
+    assert list(read_jsonl(data)) == [{"id": 1}, {"id": 2}]
+    data.write_bytes(b'{"id": 1}\n{"id"')
+    with pytest.raises(BonbenchError, match=r"train.jsonl:2: malformed JSON row \(.*, the file ends inside it\); "):
+        list(read_jsonl(data))
+    data.write_bytes(b'{"id": 1}\n{"i\xffd": 2}\n')
+    with pytest.raises(BonbenchError, match=r"train.jsonl:2: the line is not UTF-8 text; "):
+        list(read_jsonl(data))
+    packed = tmp_path / "train.jsonl.gz"
+    whole = gzip.compress("".join(json.dumps({"id": i, "text": os.urandom(8).hex()}) + "\n" for i in range(500)).encode())
+    packed.write_bytes(whole[: len(whole) // 2])  # a download cut short
+    with pytest.raises(BonbenchError, match=r"train.jsonl.gz: cannot read it \(.*\); copy the file from the mirror again"):
+        list(read_jsonl(packed))
 
 
 def test_os_error_message_only_for_what_a_user_can_fix() -> None:

@@ -49,3 +49,13 @@ def test_a_wheel_ships_the_report_templates(tmp_path: Path) -> None:
               "print(h.page('t', h.render('report.html.j2', n_runs=1, n_checkpoints=0, sections=['<b>'])))")
     out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True, cwd=tmp_path).stdout
     assert "<h1>bonbench report</h1>" in out and "border-collapse" in out and "&lt;b&gt;" in out
+def test_the_version_is_written_once_per_file_and_agrees() -> None:
+    """pyproject's version, ``bonbench.__version__`` (what config.json records) and the newest
+    CHANGELOG.md release are the same release."""
+    import re
+
+    import bonbench
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    newest = re.search(r"^## \[(\d+\.\d+\.\d+)\]", (REPO / "CHANGELOG.md").read_text(), flags=re.M)
+    assert newest is not None and version == bonbench.__version__ == newest.group(1)

@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import toy_plugin  # noqa: E402,F401  (registers the toy task)
 
-from bonbench.metrics import estimators  # noqa: E402
+from bonbench.metrics.names import metric_sort_key, parse_metrics  # noqa: E402
+from bonbench.metrics.pass_bon import pass_at_k  # noqa: E402
 from bonbench.apps.cli import main  # noqa: E402
 from bonbench.core.records import Problem  # noqa: E402
 
@@ -55,7 +56,7 @@ def test_run_writes_complete_run_dir_and_rerun_is_noop(tmp_path: Path) -> None:
     assert config["hash"] == run_dir.name and config["config"]["n"] == 8
     assert "n" not in config["hashed"] and "temperature" in config["hashed"]
     # expected pass@4 from the toy model's answers
-    exp = sum(estimators.pass_at_k([toy_plugin.toy_answer(f"toy/{i}", j) == f"answer: {i}" for j in range(8)], 4) for i in range(12)) / 12
+    exp = sum(pass_at_k([toy_plugin.toy_answer(f"toy/{i}", j) == f"answer: {i}" for j in range(8)], 4) for i in range(12)) / 12
     assert doc["metrics"]["pass@4"]["value"] == pytest.approx(exp)
     lo, hi = doc["metrics"]["pass@4"]["ci95"]
     assert lo <= exp <= hi
@@ -333,15 +334,16 @@ def _scored_toy(out: Path, problems: tuple | None = None, seed: int = 3, breakdo
     from dataclasses import replace
 
     from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline.prepared import prepare
     from bonbench.core.config import RunConfig
-    from bonbench.api.task import get_verifier
+    from bonbench.api.verifier import get_verifier
     from bonbench.plugins.samplers.scripted import ScriptedSampler
 
     task = toy_plugin.toy_task()
     task = replace(task, problems=problems or task.problems, breakdowns=breakdowns or {})
-    run = pipeline.prepare(task, RunConfig(task="toy", model="toy-model", backend="scripted", n=8, seed=seed), out)
+    run = prepare(task, RunConfig(task="toy", model="toy-model", backend="scripted", n=8, seed=seed), out)
     pipeline.sample(run, ScriptedSampler(toy_plugin.toy_answer))
-    specs = estimators.parse_metrics(["pass@1,4", "maj@8", "bon@8", "mean"])
+    specs = parse_metrics(["pass@1,4", "maj@8", "bon@8", "mean"])
     return pipeline.evaluate(run, specs, get_verifier("oracle"), n_boot=300)
 
 
@@ -374,8 +376,7 @@ def test_group_metrics_reach_report_leaderboard_and_gate(tmp_path: Path, capsys:
     """The readers need nothing new: per-group metrics are ordinary metric names with per-problem
     values, listed in the one display order by the report table, the leaderboard and report.html."""
     import html
-    from bonbench.apps.analysis.cli import GATE_PASS
-    from bonbench.apps.analysis.cli import main as analysis_main
+    from bonbench.apps.analysis.analysis_flags import GATE_PASS, main as analysis_main
     from bonbench.apps.analysis.html import write_report
     from bonbench.apps.analysis.leaderboard import build_leaderboard
     from bonbench.pipeline.report import metrics_table
@@ -383,7 +384,7 @@ def test_group_metrics_reach_report_leaderboard_and_gate(tmp_path: Path, capsys:
     _scored_toy(tmp_path / "results", breakdowns={"parity": _parity})
     run_dir = next((tmp_path / "results" / "runs" / "toy").glob("*/*"))
     doc = json.loads((run_dir / "metrics.json").read_text())
-    order = sorted(doc["metrics"], key=estimators.metric_sort_key)
+    order = sorted(doc["metrics"], key=metric_sort_key)
     assert order[:3] == ["pass@1", "pass@1[parity=even]", "pass@1[parity=odd]"]
     assert [str(r) for r in metrics_table(doc).columns[0].cells] == [n.replace("[", "\\[") for n in order]
     board = build_leaderboard(tmp_path / "results", n_boot=50)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from bonbench.apps.analysis.plots import place_labels, plain_log_axis, plain_symlog_axis, training_figure
+from bonbench.apps.analysis.plotkit import place_labels, plain_log_axis, plain_symlog_axis
+from bonbench.apps.analysis.plots_policy import training_figure
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 
 
@@ -95,7 +96,7 @@ def test_reward_kl_labels_do_not_overlap() -> None:
 
 
 def test_plot_puts_base_and_checkpoint_k_curves_on_shared_axes(tmp_path: Path) -> None:
-    from bonbench.apps.analysis.cli import main
+    from bonbench.apps.analysis.analysis_flags import main
 
     p = 0.1 + 0.6 * np.random.default_rng(2).random(60)
     base = write_synthetic_run(tmp_path / "r", p, n=8, model="org/base", seed=1, metrics=("pass@1", "bon@8"), n_boot=50)

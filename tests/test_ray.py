@@ -19,15 +19,17 @@ from typing import Any, Iterator
 
 import pytest
 
-from bonbench_sandbox.cache import ResultCache
+from bonbench_sandbox.result_cache import ResultCache
 
 from bonbench.pipeline import stages as pipeline
+from bonbench.pipeline.prepared import PreparedRun
 from bonbench.core import ray_cluster
 from bonbench.core.errors import BonbenchError
 from bonbench.plugins.graders.ray_sandbox import RaySandbox
 from bonbench.core.records import Prompt, Sample
 from bonbench.api.task import GraderOptions, get_task
-from bonbench.run.runner import RunRequest, plan
+from bonbench.run.plan import plan
+from bonbench.run.request import RunRequest
 from bonbench.api.sampler import SampleRequest
 from bonbench.plugins.samplers.ray_backend import RaySampler, units
 from bonbench.plugins.samplers.scripted import ScriptedSampler
@@ -173,7 +175,7 @@ def test_worker_node_killed_mid_run_same_keys_and_metrics(cluster: tuple[LocalCl
     assert docs[0]["metrics"]["pass@4"]["value"] == 1.0 and docs[0]["metrics"]["pass@1"]["value"] == 0.75
 
 
-def models_resolved(run: pipeline.PreparedRun) -> Any:
+def models_resolved(run: PreparedRun) -> Any:
     from bonbench.core import models
 
     return models.ResolvedModel(name=run.cfg.model, path="", is_chat=False, fingerprint=run.cfg.model_fingerprint)

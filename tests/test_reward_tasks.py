@@ -61,7 +61,7 @@ def test_imdb_rewards_positive_continuations_higher(tmp_path: Path, data_dir: Pa
     assert doc["grading"]["grade_args"]["reward_model"] == "imdb-sentiment"
     # beside max@2, the KL of reward-best-of-2 selection (to the run's own policy: no --ref-model)
     from bonbench.pipeline import compare, stages as pipeline
-    from bonbench.run import runner
+    from bonbench.run.reopen import reopen
     from bonbench.metrics.winrate import bon_kl, bon_kl_bound
 
     per = {p.id: bon_kl([g["score"] for g in sorted(grades, key=lambda g: g["sample_idx"]) if g["problem_id"] == p.id], 2)
@@ -73,7 +73,7 @@ def test_imdb_rewards_positive_continuations_higher(tmp_path: Path, data_dir: Pa
     assert kl2["analytic"] == pytest.approx(bon_kl_bound(2)) and 0 < kl2["value"] <= bon_kl_bound(2)
     assert doc["per_problem"]["kl_bon@2"] == pytest.approx(per)
     # with per-sample log-ratios to a reference policy, the selection-weighted mean is added
-    run = runner.reopen(run_dir, data_dir=str(data_dir)).runs[0]
+    run = reopen(run_dir, data_dir=str(data_dir)).runs[0]
     graded = pipeline.grade(run, pipeline.load_samples(run))
     shifted = compare.bon_kls(run, graded, [2], {key: 0.25 for key in graded}, "ref", n_boot=10)
     assert shifted.metrics["kl_bon@2"]["value"] == pytest.approx(kl2["value"] + 0.25)

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from bonbench.pipeline import stages as pipeline
-from bonbench.api import task as registry
+from bonbench.pipeline.prepared import PreparedRun, open_run, prepare
+from bonbench.api.verifier import get_verifier
 from bonbench.apps.cli import main
 from bonbench.core.config import RunConfig
 from bonbench.core.errors import BonbenchError
@@ -24,10 +25,18 @@ from bonbench.metrics.estimators import parse_metrics
 from bonbench.core.records import Problem, Prompt, Sample
 from bonbench.api.task import Task
 from bonbench.core import cache
-from bonbench.plugins.rewards import imdb, tldr
-from bonbench.plugins.rewards import registry as rm_registry
+from bonbench.plugins.rewards import imdb, registry as rm_registry, tldr
+from bonbench.api.reward import (
+    REWARD_GROUP,
+    REWARD_MODELS,
+    RewardSpec,
+    get_reward_model,
+    parse_spec,
+    register_reward_model,
+    reward_model_names,
+)
 from bonbench.plugins.rewards.base import RewardGrader, RewardVerifier
-from bonbench.plugins.rewards.registry import get_reward_model, parse_spec, reward_verifier
+from bonbench.plugins.rewards.registry import reward_verifier
 
 WORDS = ("the a movie film was is great awful good bad boring loved hated plot acting i it and not very "
          "summary post title my girlfriend friend job").split()
@@ -174,7 +183,7 @@ def test_spec_parsing_names_and_options(tiny: Path) -> None:
     assert s.name.startswith("hf-distilbert-imdb-label-POSITIVE-batch_size-8-") and "/" not in s.name
     assert parse_spec("org/name").kind == "hf" and parse_spec(str(tiny)).kind == "hf"
     assert parse_spec("vllm:org/name?label=1").kind == "vllm"
-    assert parse_spec("imdb-sentiment") == rm_registry.RewardSpec("registered", "imdb-sentiment", (), "imdb-sentiment")
+    assert parse_spec("imdb-sentiment") == RewardSpec("registered", "imdb-sentiment", (), "imdb-sentiment")
     assert parse_spec("tldr-proxy-eval?max_words=40").name == "tldr-proxy-eval-max_words-40"
     # two folders with the same base name never share a score file
     assert parse_spec("hf:/x/model").name != parse_spec("hf:/y/model").name
@@ -219,17 +228,17 @@ def constant_factory(data_dir: str | None = None, value: float = 1.0) -> Constan
 
 
 def test_plugins_register_through_the_entry_point_group(monkeypatch: pytest.MonkeyPatch) -> None:
-    good = EntryPoint(name="constant", value="test_rewards:constant_factory", group=rm_registry.GROUP)
-    broken = EntryPoint(name="broken-rm", value="no_such_module_xyz:thing", group=rm_registry.GROUP)
+    good = EntryPoint(name="constant", value="test_rewards:constant_factory", group=REWARD_GROUP)
+    broken = EntryPoint(name="broken-rm", value="no_such_module_xyz:thing", group=REWARD_GROUP)
     from bonbench.core import registry as core_registry
 
-    installed = [ep for ep in core_registry.entry_points(group=rm_registry.GROUP) if not ep.name.endswith(":")]
+    installed = [ep for ep in core_registry.entry_points(group=REWARD_GROUP) if not ep.name.endswith(":")]
     plugins = installed + [good, broken]  # the built-ins are installed entry points like any plugin
-    monkeypatch.setattr(core_registry, "entry_points", lambda group: plugins if group == rm_registry.GROUP else [])
-    monkeypatch.setattr(rm_registry.REWARD_MODELS, "_read", False)
-    monkeypatch.setattr(rm_registry.REWARD_MODELS, "_entries", {})
+    monkeypatch.setattr(core_registry, "entry_points", lambda group: plugins if group == REWARD_GROUP else [])
+    monkeypatch.setattr(REWARD_MODELS, "_read", False)
+    monkeypatch.setattr(REWARD_MODELS, "_entries", {})
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
-    assert rm_registry.reward_model_names() == ["broken-rm", "constant", "imdb-sentiment", "tldr-proxy-eval", "tldr-proxy-train"]
+    assert reward_model_names() == ["broken-rm", "constant", "imdb-sentiment", "tldr-proxy-eval", "tldr-proxy-train"]
     assert get_reward_model("constant?value=0.5").score(["p"], ["c"]) == [0.5]
     described = dict(rm_registry.describe_reward_models())
     assert described["constant"] == "Every completion gets the same reward (a test plugin)."
@@ -238,13 +247,13 @@ def test_plugins_register_through_the_entry_point_group(monkeypatch: pytest.Monk
     with pytest.raises(BonbenchError, match="reward model 'broken-rm' .* failed to load"):
         get_reward_model("broken-rm")
 
-    @rm_registry.register_reward_model("inline", "an in-process model")
+    @register_reward_model("inline", "an in-process model")
     def _inline(data_dir: str | None = None) -> ConstantReward:
         return ConstantReward(2.0)
 
     assert get_reward_model("inline").score(["p"], ["c"]) == [2.0]
     # and as a verifier through the main registry, without the main registry importing rewards
-    assert registry.get_verifier("rm:constant?value=3").name == "rm-constant-value-3"
+    assert get_verifier("rm:constant?value=3").name == "rm-constant-value-3"
 
 
 def test_list_reward_models(capsys: pytest.CaptureFixture[str]) -> None:
@@ -440,13 +449,13 @@ def test_reward_grader_gives_real_valued_grades_and_errors_as_data() -> None:
         RewardGrader(Misconfigured()).grade(_problems(), samples)
 
 
-def _reward_run(tmp_path: Path, model: ScriptedReward) -> pipeline.PreparedRun:
+def _reward_run(tmp_path: Path, model: ScriptedReward) -> PreparedRun:
     problems = tuple(Problem(f"r/{i}", f"prompt {i}", "") for i in range(3))
     task = Task(name="rtoy", version=1, problems=problems, render=lambda p, style: Prompt(p.id, text=p.input),
                 grader=RewardGrader(model), prompt_id="rtoy-v1", default_metrics=("mean",), judged_by="reward")
     cfg = RunConfig(task="rtoy", model="scripted", backend="scripted", n=4, metrics=("bon@2", "mean"))
-    run = pipeline.prepare(task, cfg, tmp_path)
-    pipeline.open_run(run)
+    run = prepare(task, cfg, tmp_path)
+    open_run(run)
     pipeline.store_samples(run, [Sample(p.id, j, "x" * (1 + (i * 7 + j * 3) % 5), 1, "stop") for i, p in enumerate(problems) for j in range(4)])
     return run
 
@@ -476,7 +485,7 @@ def test_reward_verifier_through_the_pipeline_is_keyed_by_version_and_fingerprin
 
 
 def test_rm_verifier_is_lazy_and_scores_with_a_real_backend(tiny: Path, tmp_path: Path) -> None:
-    verifier = registry.get_verifier(f"rm:hf:{tiny}?label=POSITIVE")
+    verifier = get_verifier(f"rm:hf:{tiny}?label=POSITIVE")
     assert verifier.name.startswith("rm-hf-tiny-clf-label-POSITIVE-") and verifier.model._model is None  # nothing loaded yet
     problems = {"a/0": Problem("a/0", "the movie was", "")}
     samples = [Sample("a/0", 0, " great", 1, "stop"), Sample("a/0", 1, " awful", 1, "stop")]

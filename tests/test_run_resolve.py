@@ -20,7 +20,7 @@ import trainer_plugin  # noqa: E402,F401  (registers the test_rloo objective)
 from bonbench.api.task import GraderOptions, Task, register_task  # noqa: E402
 from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
 from bonbench.apps.trainer.setup import load_train_task  # noqa: E402
-from bonbench.apps.verifier_training import assemble  # noqa: E402
+from bonbench.apps.verifier_training.training_data import assemble  # noqa: E402
 from bonbench.core import provenance  # noqa: E402
 from bonbench.core.config import RunConfig, saved_settings  # noqa: E402
 from bonbench.core.errors import BonbenchError  # noqa: E402
@@ -28,6 +28,7 @@ from bonbench.core.ray_cluster import ray_options  # noqa: E402
 from bonbench.core.records import Grade, Problem, Prompt, Sample  # noqa: E402
 from bonbench.metrics.estimators import parse_metrics  # noqa: E402
 from bonbench.pipeline import stages  # noqa: E402
+from bonbench.pipeline.prepared import prepare  # noqa: E402
 from bonbench.plugins.graders.ray_sandbox import RaySandbox  # noqa: E402
 from bonbench.run import rules  # noqa: E402
 from bonbench.run.execute import execute  # noqa: E402
@@ -101,6 +102,17 @@ def test_the_trainer_grades_with_the_options_of_bonbench_run(tmp_path: Path) -> 
     assert (plain.exec_cache, plain.unsafe, plain.executor) == (out / "cache" / "exec", False, None)
 
 
+def test_the_exec_cache_variable_wins_over_out_and_the_grader_reads_it(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from bonbench.plugins.graders.code_cases import ENV_EXEC_CACHE, default_cache_dir
+    from bonbench.run.resolve import grader_options
+
+    assert grader_options({}, tmp_path).exec_cache == tmp_path / "cache" / "exec"
+    monkeypatch.setenv(ENV_EXEC_CACHE, str(tmp_path / "mine"))
+    assert grader_options({}, tmp_path).exec_cache is None  # the grader keeps its own default: the variable's
+    assert default_cache_dir() == tmp_path / "mine"
+
+
 def test_grader_flags_do_not_change_what_is_trained(tmp_path: Path) -> None:
     """--unsafe-no-sandbox and --ray change where code runs, not its verdicts: a run resumes across them."""
     base = dict(task="resolve_probe", objective="test_rloo", name="t", out=str(tmp_path))
@@ -138,7 +150,7 @@ def test_a_grader_that_drops_a_sample_is_one_line_naming_the_bug(tmp_path: Path)
                                             r"\('test/0', 1\); this is a grader bug"):
         stages.graded(task.grader, problems, samples)
     # the pipeline's grade stage goes through the same check (and stores nothing of the bad chunk)
-    run = stages.prepare(task, RunConfig(task="resolve_probe", model="m", backend="scripted", n=2), tmp_path)
+    run = prepare(task, RunConfig(task="resolve_probe", model="m", backend="scripted", n=2), tmp_path)
     with pytest.raises(BonbenchError, match="this is a grader bug"):
         stages.grade(run, {s.key: s for s in samples})
     assert not run.store.grades("options").read()

@@ -18,10 +18,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy_plugin  # noqa: E402  (registers the toy task)
 
 from bonbench.core import models  # noqa: E402
-from bonbench.api import task as registry
-from bonbench.run import plan as run_plan, runner
+from bonbench.api.verifier import VERIFIER_GROUP, get_verifier, register_verifier, verifier_names  # noqa: E402
+from bonbench.run import plan as run_plan
+from bonbench.run.execute import execute  # noqa: E402
+from bonbench.run.reopen import reopen  # noqa: E402
+from bonbench.run.request import RunRequest  # noqa: E402
+from bonbench.run.rules import metric_specs  # noqa: E402
 from bonbench.core.records import Grade, Problem, Sample, Score  # noqa: E402
-from bonbench.api.task import Task, register_task, register_verifier  # noqa: E402
+from bonbench.api.task import Task, register_task  # noqa: E402
 from bonbench.plugins.samplers import select  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,23 +40,23 @@ def toy_engine(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_run_end_to_end_from_python(tmp_path: Path, toy_engine: None) -> None:
-    req = runner.RunRequest(task="toy", metrics=("pass@1,4", "bon@4"), verifier="oracle", backend="hf", out=tmp_path)
-    plan = runner.plan(req)
+    req = RunRequest(task="toy", metrics=("pass@1,4", "bon@4"), verifier="oracle", backend="hf", out=tmp_path)
+    plan = run_plan.plan(req)
     run = plan.runs[0]
     assert not run.store.root.exists()  # planning writes nothing
     assert [s.name for s in plan.specs] == ["pass@1", "pass@4", "bon@4", "maj@4"] and run.cfg.n == 4
-    result = runner.execute(plan)
+    result = execute(plan)
     doc = result.docs[0]
     assert doc["metrics"]["bon@4"]["value"] == pytest.approx(doc["metrics"]["pass@4"]["value"])  # oracle
     assert json.loads(run.store.config_path.read_text())["verifiers"] == ["oracle"]
     # reopen: re-score the same directory without sampling, with another metric
     before = run.store.samples.path.read_bytes()
-    again = runner.execute(runner.reopen(run.store.root, metrics=("maj@2",)))
+    again = execute(reopen(run.store.root, metrics=("maj@2",)))
     assert again.runs[0].store.root == run.store.root and run.store.samples.path.read_bytes() == before
     assert {"pass@1", "pass@4", "bon@4", "maj@4", "maj@2"} <= set(again.docs[0]["metrics"])
     # a sweep: one run per temperature, a sweep record
-    sweep = runner.execute(runner.plan(runner.RunRequest(task="toy", metrics=("pass@2",), backend="hf", out=tmp_path,
-                                                         temperatures=(0.5, 1.0))))
+    sweep = execute(run_plan.plan(RunRequest(task="toy", metrics=("pass@2",), backend="hf", out=tmp_path,
+                                             temperatures=(0.5, 1.0))))
     assert len(sweep.runs) == 2 and sweep.sweep_path is not None and sweep.sweep_path.exists()
 
 
@@ -74,10 +78,10 @@ class CountingVerifier:
 
 
 def test_scores_are_reused_only_for_the_same_verifier_version_and_fingerprint(tmp_path: Path, toy_engine: None) -> None:
-    from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline import scoring, stages as pipeline
 
-    plan = runner.plan(runner.RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf", out=tmp_path))
-    runner.execute(plan)
+    plan = run_plan.plan(RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf", out=tmp_path))
+    execute(plan)
     run = plan.runs[0]
     samples = pipeline.load_samples(run)
     grades = pipeline.grade(run, samples)
@@ -97,19 +101,20 @@ def test_scores_are_reused_only_for_the_same_verifier_version_and_fingerprint(tm
     rows = run.store.scores("counting").path.read_text().splitlines()
     assert len(rows) == 3 * len(samples)  # old rows stay in the file, unused
     # bon@k scored by another version is dropped from metrics.json, not merged
-    doc = pipeline.score(run, runner.metric_specs(["bon@1"], ()), grades, scores, "counting", scorer=(2, "weights-a"))
+    doc = scoring.score(run, metric_specs(["bon@1"], ()), grades, scores, "counting", scorer=(2, "weights-a"))
     assert doc["metrics"]["bon@1"]["verifier_version"] == 2 and "bon@2" not in doc["metrics"]
 
 
 def test_oracle_scores_follow_the_grading(tmp_path: Path, toy_engine: None) -> None:
     """oracle scores are a function of the grades: a new grader version re-scores them."""
     from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline.prepared import scorer_id
     from bonbench.plugins.verifiers.builtin import OracleVerifier
 
-    plan = runner.plan(runner.RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf", out=tmp_path))
-    runner.execute(plan)
+    plan = run_plan.plan(RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf", out=tmp_path))
+    execute(plan)
     run = plan.runs[0]
-    v, fp = pipeline.scorer_id(run, OracleVerifier())
+    v, fp = scorer_id(run, OracleVerifier())
     assert fp == "|exact:1:"
 
     class Stricter(toy_plugin.ExactGrader):
@@ -160,9 +165,9 @@ def _brute_bon(scores: Sequence[float], rewards: Sequence[float], k: int) -> Fra
 
 
 def test_real_valued_rewards_reach_the_estimators_exactly(tmp_path: Path, toy_engine: None) -> None:
-    plan = runner.plan(runner.RunRequest(task="toy_reward", metrics=("mean", "bon@3"), verifier="logprob", n=6,
-                                         backend="hf", out=tmp_path))
-    doc = runner.execute(plan).docs[0]
+    plan = run_plan.plan(RunRequest(task="toy_reward", metrics=("mean", "bon@3"), verifier="logprob", n=6,
+                                    backend="hf", out=tmp_path))
+    doc = execute(plan).docs[0]
     run = plan.runs[0]
     grades = run.store.grades("length_reward").read()
     scores = run.store.scores("logprob").read()
@@ -180,17 +185,17 @@ def test_real_valued_rewards_reach_the_estimators_exactly(tmp_path: Path, toy_en
 
 
 def test_a_reward_task_refuses_grades_without_a_reward(tmp_path: Path, toy_engine: None) -> None:
-    from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline.scoring import outcomes
     from bonbench.core.errors import BonbenchError
 
-    plan = runner.plan(runner.RunRequest(task="toy_reward", metrics=("mean",), n=2, backend="hf", out=tmp_path))
-    runner.execute(plan)
+    plan = run_plan.plan(RunRequest(task="toy_reward", metrics=("mean",), n=2, backend="hf", out=tmp_path))
+    execute(plan)
     run = plan.runs[0]
     grades = dict(run.store.grades("length_reward").read())
     key = next(iter(grades))
     grades[key] = Grade(key[0], key[1], "length_reward", 1, correct=None, score=None, error="model crashed")
     with pytest.raises(BonbenchError, match="have no reward .*model crashed"):
-        pipeline.outcomes(run, grades, None)
+        outcomes(run, grades, None)
 
 
 # ------------------------------------------------------------------------- registry and imports
@@ -202,34 +207,34 @@ def test_verifiers_come_from_the_entry_point_group(monkeypatch: pytest.MonkeyPat
     from bonbench.api import verifier as api_verifier
     from bonbench.core import registry as core_registry
 
-    ep = EntryPoint(name="counting", value="test_runner:CountingVerifier", group=registry.VERIFIER_GROUP)
-    broken = EntryPoint(name="broken_rm", value="no_such_module_xyz:Thing", group=registry.VERIFIER_GROUP)
-    real = list(core_registry.entry_points(group=registry.VERIFIER_GROUP))
-    monkeypatch.setattr(core_registry, "entry_points", lambda group: real + [ep, broken] if group == registry.VERIFIER_GROUP else [])
+    ep = EntryPoint(name="counting", value="test_runner:CountingVerifier", group=VERIFIER_GROUP)
+    broken = EntryPoint(name="broken_rm", value="no_such_module_xyz:Thing", group=VERIFIER_GROUP)
+    real = list(core_registry.entry_points(group=VERIFIER_GROUP))
+    monkeypatch.setattr(core_registry, "entry_points", lambda group: real + [ep, broken] if group == VERIFIER_GROUP else [])
     monkeypatch.setattr(api_verifier.VERIFIERS, "_entries", {})
     monkeypatch.setattr(api_verifier.VERIFIERS, "_schemes", {})
     monkeypatch.setattr(api_verifier.VERIFIERS, "_read", False)
-    assert registry.verifier_names() == ["broken_rm", "counting", "logprob", "oracle"]
-    assert isinstance(registry.get_verifier("counting"), CountingVerifier)
-    assert registry.get_verifier("oracle").name == "oracle"
+    assert verifier_names() == ["broken_rm", "counting", "logprob", "oracle"]
+    assert isinstance(get_verifier("counting"), CountingVerifier)
+    assert get_verifier("oracle").name == "oracle"
     from bonbench.core.errors import BonbenchError
 
     with pytest.raises(BonbenchError, match="verifier 'broken_rm' .* failed to load"):
-        registry.get_verifier("broken_rm")
+        get_verifier("broken_rm")
 
     @register_verifier("inline")
     def _inline() -> CountingVerifier:
         return CountingVerifier()
 
-    assert registry.get_verifier("inline").name == "counting"
+    assert get_verifier("inline").name == "counting"
 
 
 def test_reward_tasks_report_max_at_k_and_refuse_pass_and_maj(tmp_path: Path, toy_engine: None) -> None:
     from bonbench.core.errors import BonbenchError
 
-    plan = runner.plan(runner.RunRequest(task="toy_reward", metrics=("bon@3",), n=5, backend="hf", out=tmp_path))
+    plan = run_plan.plan(RunRequest(task="toy_reward", metrics=("bon@3",), n=5, backend="hf", out=tmp_path))
     assert [s.name for s in plan.specs] == ["bon@3", "mean", "max@3"]  # reward companions, not pass/maj
-    doc = runner.execute(plan).docs[0]
+    doc = execute(plan).docs[0]
     grades = plan.runs[0].store.grades("length_reward").read()
     expected = []
     for p in plan.runs[0].problems:
@@ -241,7 +246,7 @@ def test_reward_tasks_report_max_at_k_and_refuse_pass_and_maj(tmp_path: Path, to
     assert set(curves) == {"max", "bon"} and curves["max"]["value"][2] == pytest.approx(doc["metrics"]["max@3"]["value"])
     for bad, word in (("pass@2", "max@k"), ("maj@2", "nothing to pass or vote on")):
         with pytest.raises(BonbenchError, match=word):
-            runner.plan(runner.RunRequest(task="toy_reward", metrics=(bad,), backend="hf", out=tmp_path))
+            run_plan.plan(RunRequest(task="toy_reward", metrics=(bad,), backend="hf", out=tmp_path))
 
 
 def test_backends_have_typed_options_and_one_builder(tmp_path: Path) -> None:
@@ -250,14 +255,14 @@ def test_backends_have_typed_options_and_one_builder(tmp_path: Path) -> None:
     from bonbench.api.sampler import SampleRequest, SamplingParams
 
     assert select.backend_options("vllm", max_model_len=2048, dtype="float16") == select.VLLMOptions(dtype="float16", max_model_len=2048)
-    assert select.backend_options("hf", batch_size=None) == select.HFOptions()  # None = not given
+    assert select.backend_options("hf", batch_size=None) == select.HFSamplerOptions()  # None = not given
     with pytest.raises(BonbenchError, match=r"the vllm backend does not take batch_size \(--batch-size\); its options are"):
         select.backend_options("vllm", batch_size=8)
     with pytest.raises(BonbenchError, match="does not take max_model_len"):
         select.backend_options("hf", max_model_len=512)
     # the run plan checks them before any model is resolved or loaded
     with pytest.raises(BonbenchError, match="the hf backend does not take tensor_parallel_size"):
-        runner.plan(runner.RunRequest(task="toy", backend="hf", engine_args={"tensor_parallel_size": 2}, out=tmp_path))
+        run_plan.plan(RunRequest(task="toy", backend="hf", engine_args={"tensor_parallel_size": 2}, out=tmp_path))
     sampler = select.get_sampler("scripted", "replay", seed=0, samples=[Sample("p", 0, "42", 1, "stop")])
     out = [s for g in sampler.generate([SampleRequest(Prompt("p", text="q"), (0,))], SamplingParams()) for s in g]
     assert [s.completion for s in out] == ["42"] and sampler.model == "replay"
@@ -294,9 +299,9 @@ def test_score_of_a_run_with_a_torn_last_line_names_the_run_command(tmp_path: Pa
     engine's own complaint (it used to build a sampler and ask for --endpoint, a flag score lacks)."""
     from bonbench.core.errors import BonbenchError
 
-    plan = runner.plan(runner.RunRequest(task="toy", metrics=("pass@1,2",), backend="hf",
-                                         out=tmp_path, temperatures=(0.5,)))
-    runner.execute(plan)
+    plan = run_plan.plan(RunRequest(task="toy", metrics=("pass@1,2",), backend="hf",
+                                    out=tmp_path, temperatures=(0.5,)))
+    execute(plan)
     path = plan.runs[0].store.samples.path
     data = path.read_bytes()
     path.write_bytes(data[:-10])  # the last row cut mid-line
@@ -304,7 +309,7 @@ def test_score_of_a_run_with_a_torn_last_line_names_the_run_command(tmp_path: Pa
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(select, "get_sampler", lambda *a, **k: calls.append("sampler") or toy_plugin.SlowScripted(0.0))
         with pytest.warns(UserWarning), pytest.raises(BonbenchError) as err:
-            runner.execute(runner.reopen(plan.runs[0].store.root))
+            execute(reopen(plan.runs[0].store.root))
     msg = str(err.value)
     assert calls == [] and "\n" not in msg and "--endpoint" not in msg
     assert "1 sample(s) of 1 problem(s) are missing (samples.jsonl ends in a torn line" in msg
@@ -315,23 +320,23 @@ def test_score_of_a_run_with_a_torn_last_line_names_the_run_command(tmp_path: Pa
     from bonbench.core import settings
 
     args = build_parser().parse_args(cmd.split()[1:])
-    req = settings.from_args(runner.RunRequest, args)
+    req = settings.from_args(RunRequest, args)
     assert (req.task, req.model, req.backend, req.n, req.temperatures) == ("toy", "toy-model", "hf", 2, (0.5,))
-    again = runner.plan(runner.RunRequest(task="toy", metrics=("pass@1,2",), backend="hf", out=Path(args.out),
-                                          temperatures=(0.5,), n=2, max_tokens=args.max_tokens, prompt_style=args.prompt_style))
+    again = run_plan.plan(RunRequest(task="toy", metrics=("pass@1,2",), backend="hf", out=Path(args.out),
+                                     temperatures=(0.5,), n=2, max_tokens=args.max_tokens, prompt_style=args.prompt_style))
     assert again.runs[0].store.root == plan.runs[0].store.root
     with pytest.warns(UserWarning):
-        runner.execute(again)
-    assert runner.execute(runner.reopen(plan.runs[0].store.root)).docs[0]["n"] == 2
+        execute(again)
+    assert execute(reopen(plan.runs[0].store.root)).docs[0]["n"] == 2
 
 
 def test_reopen_refuses_n_below_one(tmp_path: Path, toy_engine: None) -> None:
     from bonbench.core.errors import BonbenchError
 
-    plan = runner.plan(runner.RunRequest(task="toy", metrics=("pass@2",), backend="hf", out=tmp_path))
-    runner.execute(plan)
+    plan = run_plan.plan(RunRequest(task="toy", metrics=("pass@2",), backend="hf", out=tmp_path))
+    execute(plan)
     with pytest.raises(BonbenchError, match=r"^--n must be >= 1 \(got -3\)$"):
-        runner.reopen(plan.runs[0].store.root, n=-3)
+        reopen(plan.runs[0].store.root, n=-3)
 
 
 def test_every_bon_run_says_which_verifier_and_why(tmp_path: Path, toy_engine: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -339,14 +344,14 @@ def test_every_bon_run_says_which_verifier_and_why(tmp_path: Path, toy_engine: N
 
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "elsewhere"
-    plan = runner.plan(runner.RunRequest(task="toy", metrics=("bon@2",), backend="hf", out=out))
+    plan = run_plan.plan(RunRequest(task="toy", metrics=("bon@2",), backend="hf", out=out))
     assert plan.verifier == "logprob"
     note = plan.verifier_note or ""
     assert note.startswith("verifier: logprob (no learned verifier for toy / toy-model under elsewhere/verifiers")
     assert note.endswith("; pass --verifier learned:PATH)") and str(REPO / "results" / "verifiers") in note
-    assert runner.plan(runner.RunRequest(task="toy", metrics=("pass@2",), backend="hf", out=out)).verifier_note is None
-    assert runner.plan(runner.RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf",
-                                         out=out)).verifier_note == "verifier: oracle (--verifier)"
+    assert run_plan.plan(RunRequest(task="toy", metrics=("pass@2",), backend="hf", out=out)).verifier_note is None
+    assert run_plan.plan(RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf",
+                                    out=out)).verifier_note == "verifier: oracle (--verifier)"
     # a learned verifier in the default results root (the committed one) is found with --out elsewhere
     committed = tmp_path / "results" / "verifiers" / "toy-toy-model-head"
     committed.mkdir(parents=True)
@@ -358,7 +363,7 @@ def test_every_bon_run_says_which_verifier_and_why(tmp_path: Path, toy_engine: N
 
     monkeypatch.setattr(verifier_folder, "find_verifier", find)
     monkeypatch.setattr(run_plan, "check_verifier", lambda *a, **k: None)  # the fake folder has no model to check
-    plan = runner.plan(runner.RunRequest(task="toy", metrics=("bon@2",), backend="hf", out=out))
+    plan = run_plan.plan(RunRequest(task="toy", metrics=("bon@2",), backend="hf", out=out))
     assert plan.verifier == f"learned:{committed.resolve()}"
     assert plan.verifier_note == ("verifier: learned:results/verifiers/toy-toy-model-head (newest learned verifier for "
                                   "toy / toy-model under results/verifiers)")

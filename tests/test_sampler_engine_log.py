@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.samplers import engine_log
-from bonbench.plugins.samplers.engine_log import engine_output, quiet_log_level
+from bonbench.core.engines import quiet_log_level
+from bonbench.plugins.samplers.engine_log import engine_output
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -27,9 +27,9 @@ import pytest
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Prompt
-from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.plugins.samplers.openai_answers import retry_after
-from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, base_url, sample_seed, served_model
+from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, base_url, served_model
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN_LPS = (-0.5, -0.25, -0.125)  # the script's three "tokens"
@@ -189,6 +189,12 @@ def sampler_for(opts: OpenAIOptions, seed: int = 3) -> OpenAISampler:
 
 
 PARAMS = SamplingParams(temperature=0.7, top_p=0.9, max_tokens=32, seed=3, stop=("STOP",))
+
+
+def test_the_per_sample_seed_is_the_one_stored_runs_were_drawn_with() -> None:
+    # hf and openai runs drew their samples with these seeds: a change would redraw stored keys differently
+    assert sample_seed(0, "p", 0) == 3479207433225186374
+    assert sample_seed(3, "math/1", 7) == 6362177577789679240
 
 
 def test_base_url() -> None:

@@ -15,7 +15,7 @@ from bonbench.core.models import ResolvedModel, resolve_model
 from bonbench.core.records import Prompt
 from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.plugins.samplers.select import get_sampler
-from bonbench.plugins.samplers.vllm import cpu_ranges, import_vllm, set_cpu_env_defaults
+from bonbench.core.engines import cpu_ranges, import_vllm, set_cpu_env_defaults
 
 
 def testcpu_ranges() -> None:

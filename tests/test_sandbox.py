@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import bonbench_sandbox
-from bonbench_sandbox import Job, ResultCache, SandboxUnavailable, execute, run_many, run_many_tests, run_tests
-from bonbench_sandbox import arguments, cli, execution, pool
+from bonbench_sandbox import arguments, command_line, execution, pool
+from bonbench_sandbox.execution import SandboxUnavailable, execute
+from bonbench_sandbox.pool import Job, run_many, run_many_tests, run_tests
+from bonbench_sandbox.result_cache import ResultCache
+from bonbench_sandbox.supervise import ExecResult
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
@@ -235,10 +237,10 @@ def test_cache_key_covers_inputs() -> None:
 
 def test_sandbox_errors_are_not_cached(tmp_path: Path) -> None:
     with ResultCache(tmp_path / "c.sqlite") as cache:
-        cache.put("k", bonbench_sandbox.ExecResult("sandbox_error", None, "", "x", 0.0))
+        cache.put("k", ExecResult("sandbox_error", None, "", "x", 0.0))
         assert cache.get("k") is None
-        cache.put("k2", bonbench_sandbox.ExecResult("timeout", None, "", "", 1.0, 9))
-        assert cache.get("k2") == bonbench_sandbox.ExecResult("timeout", None, "", "", 1.0, 9)
+        cache.put("k2", ExecResult("timeout", None, "", "", 1.0, 9))
+        assert cache.get("k2") == ExecResult("timeout", None, "", "", 1.0, 9)
 
 
 def test_run_tests_stops_on_first_failure() -> None:
@@ -324,17 +326,17 @@ def test_cli_run_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     prog.write_text("print(input().upper())")
     stdin = tmp_path / "in.txt"
     stdin.write_text("shout\n")
-    assert cli.main(["run", str(prog), "--stdin", str(stdin), "--timeout", "5", "--memory-mb", "512"]) == 0
+    assert command_line.main(["run", str(prog), "--stdin", str(stdin), "--timeout", "5", "--memory-mb", "512"]) == 0
     row = json.loads(capsys.readouterr().out)
     assert row["status"] == "ok" and row["stdout"] == "SHOUT\n" and row["exit_code"] == 0
     assert {"stderr", "wall_s"} <= set(row)
     prog.write_text("import time; time.sleep(5)")
-    assert cli.main(["run", str(prog), "--timeout", "0.3", "--unsafe-no-sandbox"]) == 1
+    assert command_line.main(["run", str(prog), "--timeout", "0.3", "--unsafe-no-sandbox"]) == 1
     assert json.loads(capsys.readouterr().out)["status"] == "timeout"
 
 
 def test_cli_check(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["check"]) == 0
+    assert command_line.main(["check"]) == 0
     assert json.loads(capsys.readouterr().out)["bwrap"] == "ok"
 
 
@@ -358,6 +360,6 @@ def test_cli_mounts_into_a_host_parser(tmp_path: Path, capsys: pytest.CaptureFix
     prog = tmp_path / "p.py"
     prog.write_text("import sys; sys.exit(3)")
     args = parser.parse_args(["sandbox", "run", str(prog), "--timeout", "5", "--memory-mb", "256"])
-    assert cli.run_from_args(args) == 1
+    assert command_line.run_from_args(args) == 1
     row = json.loads(capsys.readouterr().out)
     assert (row["status"], row["exit_code"]) == ("runtime_error", 3)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from bonbench_sandbox import Job, accounting_mode, execute
+from bonbench_sandbox.execution import accounting_mode, execute
+from bonbench_sandbox.pool import Job
 from bonbench_sandbox import accounting as acct
 
 pytestmark = pytest.mark.skipif(accounting_mode() == "rlimit", reason=f"no cgroup accounting here: {acct.hierarchy().reason}")
@@ -98,7 +99,7 @@ def test_leaves_and_mounts_are_reused_empty_and_removed_at_exit() -> None:
     res = execute("import os\nprint(sorted(os.listdir('.')), oct(os.stat('.').st_mode & 0o777))\n")
     assert res.stdout == "['main.py'] 0o700\n", res
     # a process that exits removes its leaves, its parent cgroup and its mounts
-    code = "from bonbench_sandbox import execute\nimport os\nprint(os.getpid())\nassert execute('print(1)').status == 'ok'\n"
+    code = "from bonbench_sandbox.execution import execute\nimport os\nprint(os.getpid())\nassert execute('print(1)').status == 'ok'\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     pid = out.stdout.split()[0]
     assert not (where.memory.parent / f"bonbench-{pid}").exists()
@@ -112,12 +113,12 @@ def test_cache_key_includes_the_mode() -> None:
 def test_cli_reports_the_mode(tmp_path: Path) -> None:
     prog = tmp_path / "p.py"
     prog.write_text(MEMFD)
-    out = subprocess.run([sys.executable, "-m", "bonbench_sandbox.cli", "run", str(prog), "--timeout", "5",
+    out = subprocess.run([sys.executable, "-m", "bonbench_sandbox.command_line", "run", str(prog), "--timeout", "5",
                           "--memory-mb", "512"], capture_output=True, text=True, timeout=60)
     row = json.loads(out.stdout)
     assert out.returncode == 1 and row["status"] == "memory" and row["accounting"] == accounting_mode()
-    bad = subprocess.run([sys.executable, "-m", "bonbench_sandbox.cli", "run", str(prog), "--accounting", "none"],
-                         capture_output=True, text=True, timeout=60)
+    bad = subprocess.run([sys.executable, "-m", "bonbench_sandbox.command_line", "run", str(prog),
+                          "--accounting", "none"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 

@@ -20,7 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from bonbench_sandbox import ExecResult, Job, execute, run_many
+from bonbench_sandbox.execution import execute
+from bonbench_sandbox.pool import Job, run_many
+from bonbench_sandbox.supervise import ExecResult
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 

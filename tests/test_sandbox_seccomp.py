@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bonbench_sandbox import execute
+from bonbench_sandbox.execution import execute
 from bonbench_sandbox.seccomp import ARCHES, DENIED, RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS, evaluate, filter_program
 
 HEADERS = {"x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"), "aarch64": Path("/usr/include/asm-generic/unistd.h")}

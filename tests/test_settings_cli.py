@@ -22,11 +22,11 @@ import pytest
 
 from bonbench.apps import cli
 from bonbench.apps.cli import evaluation, verifiers
-from bonbench.apps.analysis.cli import GateRequest, LeaderboardRequest, PlotRequest
+from bonbench.apps.analysis.analysis_flags import GateRequest, LeaderboardRequest, PlotRequest
 from bonbench.apps.cli.evaluation import EngineFlags, ListFlags, MergeFlags, ReportFlags, ScoreFlags
 from bonbench.apps.cli.verifiers import EvalVerifierRequest
-from bonbench.apps.trainer import cli as trainer_cli
-from bonbench.apps.trainer.cli import ObjectiveFlags
+from bonbench.apps.trainer import train_flags as trainer_cli
+from bonbench.apps.trainer.train_flags import ObjectiveFlags
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.verifier_training.request import TrainVerifierRequest
 from bonbench.core import flags, settings

@@ -21,7 +21,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import toy_plugin  # noqa: E402  (registers the toy task)
 
 from bonbench.core import models, store  # noqa: E402
-from bonbench.run import merge as run_merge, runner
+from bonbench.run import merge as run_merge, plan as plan_mod  # noqa: E402
+from bonbench.run.execute import execute  # noqa: E402
+from bonbench.run.merge import merge  # noqa: E402
+from bonbench.run.request import RunRequest  # noqa: E402
 from bonbench.pipeline import shard
 from bonbench.apps.cli import main  # noqa: E402
 from bonbench.core.errors import BonbenchError  # noqa: E402
@@ -100,15 +103,15 @@ def toy_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(select, "get_sampler", lambda *a, **k: toy_plugin.SlowScripted(0.0))
 
 
-def _request(out: Path, spec: shard.ShardSpec | None = None, *metrics: str) -> runner.RunRequest:
+def _request(out: Path, spec: shard.ShardSpec | None = None, *metrics: str) -> RunRequest:
     """The request ``RUN`` makes (plus ``metrics``), as a library call."""
-    return runner.RunRequest(task="toy", metrics=("pass@1,4", "maj@4", "bon@4", *metrics), backend="hf", limit=11,
-                             out=out, shard=spec)
+    return RunRequest(task="toy", metrics=("pass@1,4", "maj@4", "bon@4", *metrics), backend="hf", limit=11,
+                      out=out, shard=spec)
 
 
 def shards_in_process(out: Path, count: int, *metrics: str, only: tuple[int, ...] | None = None) -> Path:
     """Shards ``only`` (default all) of ``count`` through the library, one after the other; their run directory."""
-    dirs = {runner.execute(runner.plan(_request(out, shard.ShardSpec(i, count), *metrics))).runs[0].store.run_root
+    dirs = {execute(plan_mod.plan(_request(out, shard.ShardSpec(i, count), *metrics))).runs[0].store.run_root
             for i in (only or range(1, count + 1))}
     assert len(dirs) == 1
     return dirs.pop()
@@ -207,7 +210,7 @@ def test_growing_n_and_adding_metrics_after_a_merge(tmp_path: Path, toy_engine: 
     # the run's metrics wait for the merge
     assert "holds samples not merged" in cli_error(capsys, "score", str(run_dir))
     cli_ok(capsys, "merge", str(run_dir))
-    reference = runner.execute(runner.plan(_request(tmp_path / "ref", None, "pass@8"))).runs[0].store.root
+    reference = execute(plan_mod.plan(_request(tmp_path / "ref", None, "pass@8"))).runs[0].store.root
     assert metrics(run_dir)["n"] == 8
     assert_same_run(run_dir, reference)
 
@@ -235,7 +238,7 @@ def test_a_killed_shard_resumes_with_every_key_once(tmp_path: Path) -> None:
 
 def test_a_missing_shard_is_an_error_until_it_runs_or_partial_is_asked(tmp_path: Path, toy_engine: None,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    reference = runner.execute(runner.plan(_request(tmp_path / "ref"))).runs[0].store.root
+    reference = execute(plan_mod.plan(_request(tmp_path / "ref"))).runs[0].store.root
     run_dir = shards_in_process(tmp_path / "sharded", 3, only=(1, 3))
     before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
     err = cli_error(capsys, "merge", str(run_dir))
@@ -303,9 +306,9 @@ class _FullAfter:
 def test_a_full_disk_during_merge_is_one_line_and_the_rerun_finishes(tmp_path: Path, toy_engine: None,
                                                                      monkeypatch: pytest.MonkeyPatch,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    reference = runner.execute(runner.plan(_request(tmp_path / "ref"))).runs[0].store.root
+    reference = execute(plan_mod.plan(_request(tmp_path / "ref"))).runs[0].store.root
     for i in (1, 2):
-        run_dir = runner.execute(runner.plan(_request(tmp_path / "sharded", shard.ShardSpec(i, 2)))).runs[0].store.run_root
+        run_dir = execute(plan_mod.plan(_request(tmp_path / "sharded", shard.ShardSpec(i, 2)))).runs[0].store.run_root
     shard_files = {p: p.read_bytes() for p in (run_dir / "shards").rglob("*") if p.is_file()}
     target = run_dir / "samples.jsonl"
 
@@ -332,12 +335,12 @@ def test_a_full_disk_during_merge_is_one_line_and_the_rerun_finishes(tmp_path: P
 
 
 def test_a_planned_shard_is_its_slice_and_writes_nothing(tmp_path: Path, toy_engine: None) -> None:
-    plan = runner.plan(_request(tmp_path, shard.ShardSpec(2, 3)))
+    plan = plan_mod.plan(_request(tmp_path, shard.ShardSpec(2, 3)))
     run = plan.runs[0]
     assert isinstance(run.store, shard.ShardStore) and [p.id for p in run.problems] == ["toy/1", "toy/4", "toy/7", "toy/10"]
     assert not run.store.run_root.exists()  # planning writes nothing
     with pytest.raises(BonbenchError, match="a samples file is scored in one go"):
-        runner.plan(replace(_request(tmp_path, shard.ShardSpec(1, 2)), samples=tmp_path / "x.jsonl", backend="scripted"))
+        plan_mod.plan(replace(_request(tmp_path, shard.ShardSpec(1, 2)), samples=tmp_path / "x.jsonl", backend="scripted"))
 
 
 # ----------------------------------------------------------------------------- real MATH problems
@@ -358,15 +361,15 @@ def test_math_sharded_and_merged_equals_unsharded(data_dir: Path, tmp_path: Path
         name="scripted-math", path="scripted-math", is_chat=False, fingerprint="scripted", revision=None))
     monkeypatch.setattr(select, "get_sampler", lambda *a, **k: ScriptedSampler(answer))
 
-    def request(out: Path, spec: shard.ShardSpec | None = None) -> runner.RunRequest:
-        return runner.RunRequest(task="math", metrics=("pass@1,3", "maj@3"), backend="hf", limit=24, out=out,
-                                 data_dir=str(data_dir), shard=spec)
+    def request(out: Path, spec: shard.ShardSpec | None = None) -> RunRequest:
+        return RunRequest(task="math", metrics=("pass@1,3", "maj@3"), backend="hf", limit=24, out=out,
+                          data_dir=str(data_dir), shard=spec)
 
-    reference = runner.execute(runner.plan(request(tmp_path / "ref"))).runs[0].store.root
+    reference = execute(plan_mod.plan(request(tmp_path / "ref"))).runs[0].store.root
     for i in (1, 2, 3):
-        runner.execute(runner.plan(request(tmp_path / "sharded", shard.ShardSpec(i, 3))))
+        execute(plan_mod.plan(request(tmp_path / "sharded", shard.ShardSpec(i, 3))))
     run_dir = tmp_path / "sharded" / reference.relative_to(tmp_path / "ref")
-    result = runner.merge(run_dir, data_dir=str(data_dir))
+    result = merge(run_dir, data_dir=str(data_dir))
     assert [len(c.complete) for c in result.coverage] == [8, 8, 8]
     got, want = metrics(run_dir), metrics(reference)
     assert got["metrics"] == want["metrics"] and got["per_problem"] == want["per_problem"]

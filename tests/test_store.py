@@ -107,9 +107,9 @@ def test_torn_non_utf8_tail_is_an_interrupted_write(tmp_path: Path) -> None:
 
 
 def test_non_utf8_json_files_are_one_line(tmp_path: Path) -> None:
-    from bonbench.core.store import read_json
+    from bonbench.core.store import read_run_json
 
     path = tmp_path / "metrics.json"
     path.write_bytes(b'{"metrics": "\xff"}')
     with pytest.raises(BonbenchError, match=r"metrics.json is not UTF-8 text .*restore it"):
-        read_json(path)
+        read_run_json(path)

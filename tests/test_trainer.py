@@ -26,7 +26,8 @@ from bonbench.apps.cli import main  # noqa: E402
 from bonbench.core.errors import BonbenchError  # noqa: E402
 from bonbench.core.models import resolve_model  # noqa: E402
 from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
-from bonbench.apps.trainer.loop import Trainer, prepare_training, train  # noqa: E402
+from bonbench.apps.trainer.loop import Trainer, train  # noqa: E402
+from bonbench.apps.trainer.setup import prepare_training  # noqa: E402
 
 HERE = Path(__file__).parent
 

@@ -23,7 +23,8 @@ from bonbench.core.errors import BonbenchError  # noqa: E402
 from bonbench.core.records import Grade, Problem, Sample  # noqa: E402
 from bonbench.plugins.samplers.scripted import ScriptedSampler  # noqa: E402
 from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
-from bonbench.apps.trainer.loop import Trainer, prepare_training, train  # noqa: E402
+from bonbench.apps.trainer.loop import Trainer, train  # noqa: E402
+from bonbench.apps.trainer.setup import prepare_training  # noqa: E402
 from bonbench.apps.trainer.rollout import failed_prompts, hinted, normalise_advantages  # noqa: E402
 
 

@@ -111,8 +111,8 @@ def _cfg(tiny: str, out: Path, url: str, **kw: Any) -> TrainConfig:
 
 def test_each_step_samples_from_the_adapter_synced_after_the_last_update(tiny: str, tmp_path: Path,
                                                                           server: FakeLoraServer) -> None:
-    from bonbench.plugins.samplers.openai_backend import sample_seed
-    from bonbench.apps.trainer.loop import seed_of as _seed
+    from bonbench.api.sampler import sample_seed
+    from bonbench.apps.trainer.step import seed_of as _seed
 
     folder = train(_cfg(tiny, tmp_path, server.url))
     assert server.loads == ["srv-step0", "srv-step1", "srv-step2"]  # none after the last step: nothing samples it

@@ -85,7 +85,8 @@ def test_vllm_rollouts_with_the_live_adapter_equal_hf_greedy_on_merged_weights(t
                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """Two training steps on the embedded Gemma with rollouts through vLLM and the live adapter; then
     greedy completions of three prompts through the same engine equal HF greedy on the merged weights."""
-    from bonbench.apps.trainer.loop import Trainer, prepare_training
+    from bonbench.apps.trainer.loop import Trainer
+    from bonbench.apps.trainer.setup import prepare_training
 
     if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
         monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # the 270M model needs little; shared machines have little

@@ -14,13 +14,24 @@ import numpy as np
 import pytest
 import torch
 
-from bonbench.plugins.verifiers import folder as vf
+from bonbench.plugins.verifiers.manifest import (
+    HEAD_FILE,
+    MANIFEST,
+    VERIFIERS_DIR,
+    display_name,
+    read_verifier_manifest,
+    weights_sha256,
+)
 from bonbench.apps.cli import main
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Sample
-from bonbench.run.runner import RunRequest, execute, plan
-from bonbench.apps.verifier_training import (LabelledSample, TrainingData, TrainVerifierRequest, assemble, auroc,
-                                     check_class_counts, check_no_eval_problems, split_problems, train_verifier)
+from bonbench.run.execute import execute
+from bonbench.run.plan import plan
+from bonbench.run.request import RunRequest
+from bonbench.apps.verifier_training.fit import auroc, check_class_counts, split_problems
+from bonbench.apps.verifier_training.train import train_verifier
+from bonbench.apps.verifier_training.training_data import LabelledSample, TrainingData, assemble, check_no_eval_problems
+from bonbench.apps.verifier_training.request import TrainVerifierRequest
 
 CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
@@ -85,7 +96,7 @@ def _code_completions(problem: Problem, n: int) -> list[str]:
 
 def _scripted_run(out: Path, data_dir: Path, task_args: dict[str, str], name: str, limit: int, n: int = 4,
                   task: str = "math") -> Path:
-    from bonbench.run.runner import load_task
+    from bonbench.run.resolve import load_task
 
     t = load_task(task, task_args, data_dir=str(data_dir), out=out)
     make = _completions if task.startswith("math") else _code_completions
@@ -114,12 +125,12 @@ def verifier(tmp_path_factory: pytest.TempPathFactory, tiny: Path, train_run: Pa
 
 
 def test_train_verifier_end_to_end(verifier: Path, train_run: Path) -> None:
-    doc = vf.read_verifier_manifest(verifier)
+    doc = read_verifier_manifest(verifier)
     assert doc["task_family"] == "math" and doc["method"] == "head"
     assert doc["data"]["n_samples"] == 24 * 4 and doc["data"]["n_correct"] == 24 * 2  # the real grader's labels
     assert doc["data"]["runs"][0]["run_dir"] == str(train_run.resolve())
     assert {s["task"] for s in doc["eval_excluded"]["sets"]} == {"math", "math500"}
-    assert doc["weights_sha256"] == vf.weights_sha256(verifier)
+    assert doc["weights_sha256"] == weights_sha256(verifier)
     assert doc["base"]["model_type"] == "gemma3_text"
     # the two kinds of completion differ in length and words: the head separates them on its training data
     assert doc["metrics"]["train_auroc"] > 0.9
@@ -127,8 +138,9 @@ def test_train_verifier_end_to_end(verifier: Path, train_run: Path) -> None:
 
 
 def test_save_load_round_trip_identical_scores(verifier: Path, train_run: Path, data_dir: Path) -> None:
-    from bonbench.plugins.verifiers.model import load_verifier_model, verifier_text
-    from bonbench.run.runner import load_task
+    from bonbench.plugins.verifiers.manifest import verifier_text
+    from bonbench.plugins.verifiers.model import load_verifier_model
+    from bonbench.run.resolve import load_task
 
     task = load_task("math", {"split": "train", "level": "1"}, data_dir=str(data_dir), out=verifier.parent)
     texts = [verifier_text(p, c) for p in task.problems[:5] for c in _completions(p, 2)]
@@ -148,7 +160,7 @@ def test_learned_verifier_in_a_run(verifier: Path, data_dir: Path, tmp_path: Pat
     assert main(["score", str(run), "--metric", "bon@4", "--verifier", spec, "--n-boot", "50", "--data-dir", str(data_dir)]) == 0
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["metrics"]["bon@4"]["verifier"] == "learned:v"
-    assert metrics["metrics"]["bon@4"]["verifier_fingerprint"].startswith("w:" + vf.read_verifier_manifest(verifier)["weights_sha256"][:16])
+    assert metrics["metrics"]["bon@4"]["verifier_fingerprint"].startswith("w:" + read_verifier_manifest(verifier)["weights_sha256"][:16])
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["config"]["verifier"] == spec and "learned:v" in cfg["verifiers"]
     rows = [json.loads(line) for line in (run / "scores" / "learned:v.jsonl").read_text().splitlines()]
@@ -165,7 +177,7 @@ def test_config_records_the_verifier_used(data_dir: Path, tmp_path: Path) -> Non
 
 def test_default_verifier_is_learned_when_one_exists_for_task_and_model(verifier: Path, train_run: Path) -> None:
     from bonbench.metrics.estimators import parse_metrics
-    from bonbench.run.runner import default_verifier
+    from bonbench.run.rules import default_verifier
 
     specs = parse_metrics(["bon@4"])
     fp = json.loads((train_run / "config.json").read_text())["config"]["model_fingerprint"]
@@ -178,7 +190,7 @@ def test_default_verifier_is_learned_when_one_exists_for_task_and_model(verifier
 
 
 def test_eval_verifier_reports_curves_auroc_and_paired_diff(verifier: Path, data_dir: Path, tmp_path: Path) -> None:
-    from bonbench.apps.analysis.verifiers import evaluate
+    from bonbench.apps.analysis.verifier_eval import evaluate
 
     out = tmp_path / "results"
     run = _scripted_run(out, data_dir, {}, "policy", limit=8, task="math500")
@@ -194,14 +206,14 @@ def test_eval_verifier_reports_curves_auroc_and_paired_diff(verifier: Path, data
 def test_code_verifier_mbpp_train_to_humaneval(tiny: Path, data_dir: Path, tmp_path: Path) -> None:
     # the code family end to end: MBPP train samples labelled by the sandbox, the four MBPP train problems
     # that repeat test problems dropped, then the verifier scores and is evaluated on HumanEval
-    from bonbench.apps.analysis.verifiers import evaluate
+    from bonbench.apps.analysis.verifier_eval import evaluate
 
     out = tmp_path / "results"
     train = _scripted_run(out, data_dir, {"split": "train"}, "coder", limit=8, task="mbpp")  # ids 601..608
     folder = train_verifier(TrainVerifierRequest(run_dirs=(train,), model=str(tiny), out=tmp_path, data_dir=str(data_dir),
                                                  batch_size=8, folds=3, dtype="float32", max_length=256,
                                                  drop_eval_overlap=True))
-    doc = vf.read_verifier_manifest(folder)
+    doc = read_verifier_manifest(folder)
     assert folder.name == "code-coder-head" and doc["task_family"] == "code" and doc["tasks"] == ["mbpp"]
     assert doc["eval_excluded"]["dropped"] == ["mbpp/602"]  # 602 is test problem 217's text
     # the references pass their tests, the stubs fail: 7 problems x 2 of each
@@ -247,7 +259,7 @@ def test_too_few_of_a_class_refused_before_any_work(train_run: Path, tiny: Path,
     assert code == 1 and len(err) == 1
     assert err[0].startswith("error: only 48 of 96 training samples are correct (24 problems), fewer than --min-class 49")
     assert err[0].endswith("pass --min-class 48 to fit anyway")
-    assert not (tmp_path / vf.VERIFIERS_DIR).exists()
+    assert not (tmp_path / VERIFIERS_DIR).exists()
 
 
 def test_class_count_check_counts_the_rarer_class(data_dir: Path) -> None:
@@ -267,7 +279,7 @@ def _rows(problems: list[Problem]) -> tuple[LabelledSample, ...]:
 
 
 def test_eval_exclusion_by_text_on_real_ids(data_dir: Path) -> None:
-    from bonbench.run.runner import load_task
+    from bonbench.run.resolve import load_task
 
     train = load_task("math", {"split": "train", "level": "1"}, data_dir=str(data_dir), out=Path("results")).problems
     ok = TrainingData(rows=_rows(list(train)), family="math", tasks=("math",), policy={})
@@ -288,7 +300,7 @@ def test_eval_exclusion_by_text_on_real_ids(data_dir: Path) -> None:
 
 
 def test_eval_exclusion_code_family_on_real_ids(data_dir: Path) -> None:
-    from bonbench.run.runner import load_task
+    from bonbench.run.resolve import load_task
 
     train = load_task("mbpp", {"split": "train"}, data_dir=str(data_dir), out=Path("results")).problems
     data = TrainingData(rows=_rows(list(train)), family="code", tasks=("mbpp",), policy={})
@@ -310,9 +322,9 @@ def test_verifier_for_another_model_family_refused(verifier: Path, tiny: Path, d
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     other = tmp_path / "other"
     shutil.copytree(verifier, other)
-    doc = json.loads((other / vf.MANIFEST).read_text())
+    doc = json.loads((other / MANIFEST).read_text())
     doc["policy"]["model_type"] = "qwen2"  # learned from a Qwen policy's samples
-    (other / vf.MANIFEST).write_text(json.dumps(doc))
+    (other / MANIFEST).write_text(json.dumps(doc))
     code = main(["run", "--task", "math500", "--model", str(tiny), "--backend", "hf", "--metric", "bon@2", "--limit", "1",
                  "--verifier", f"learned:{other}", "--out", str(tmp_path / "r"), "--data-dir", str(data_dir), "--dry-run"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -325,9 +337,9 @@ def test_verifier_whose_base_model_changed_refused(verifier: Path, tiny: Path, t
 
     other = tmp_path / "moved"
     shutil.copytree(verifier, other)
-    doc = json.loads((other / vf.MANIFEST).read_text())
+    doc = json.loads((other / MANIFEST).read_text())
     doc["base"]["fingerprint"] = "sha256:0000000000000000"
-    (other / vf.MANIFEST).write_text(json.dumps(doc))
+    (other / MANIFEST).write_text(json.dumps(doc))
     with pytest.raises(BonbenchError, match="retrain it with `bonbench train-verifier`"):
         load_verifier_model(other)
 
@@ -348,13 +360,14 @@ def test_auroc_matches_brute_force_pair_count() -> None:
 
 
 def test_lora_method_trains_saves_and_resumes(tiny: Path, train_run: Path, data_dir: Path, tmp_path: Path) -> None:
-    from bonbench.plugins.verifiers.model import load_verifier_model, verifier_text
+    from bonbench.plugins.verifiers.manifest import verifier_text
+    from bonbench.plugins.verifiers.model import load_verifier_model
 
     req = TrainVerifierRequest(run_dirs=(train_run,), model=str(tiny), out=tmp_path, data_dir=str(data_dir), name="lv",
                                method="lora", batch_size=8, folds=3, dtype="float32", max_length=128, micro_batch=16,
                                save_every=2, lr=1e-3)
     folder = train_verifier(req)
-    doc = vf.read_verifier_manifest(folder)
+    doc = read_verifier_manifest(folder)
     assert doc["method"] == "lora" and (folder / "adapter" / "adapter_config.json").is_file()
     # the adapters learn from the problems not held out only, so the held-out AUROC is the LoRA verifier's own
     held_problems = doc["metrics"]["heldout"]["n_problems"]
@@ -371,7 +384,7 @@ def test_lora_method_trains_saves_and_resumes(tiny: Path, train_run: Path, data_
     assert "head_auroc" in doc["metrics"]["heldout"]
     # a rerun with the same settings resumes at the saved step: no step is redone, the weights are the same
     again = train_verifier(req)
-    assert vf.read_verifier_manifest(again)["weights_sha256"] == doc["weights_sha256"]
+    assert read_verifier_manifest(again)["weights_sha256"] == doc["weights_sha256"]
     # the adapters are part of the weights hash and of the loaded model
     text = [verifier_text(train_run_problem(data_dir), "So the answer is $\\boxed{1}$.")]
     loaded = load_verifier_model(folder).score_texts(text)
@@ -389,24 +402,24 @@ def test_lora_method_trains_saves_and_resumes(tiny: Path, train_run: Path, data_
 
 
 def train_run_problem(data_dir: Path) -> Problem:
-    from bonbench.run.runner import load_task
+    from bonbench.run.resolve import load_task
 
     return load_task("math", {"split": "train", "level": "1"}, data_dir=str(data_dir), out=Path("results")).problems[0]
 
 
 def test_killed_feature_extraction_resumes(tiny: Path, train_run: Path, data_dir: Path, tmp_path: Path) -> None:
-    from bonbench.apps.verifier_training import FeatureCache
+    from bonbench.apps.verifier_training.features import FeatureCache
 
     req = TrainVerifierRequest(run_dirs=(train_run,), model=str(tiny), out=tmp_path, data_dir=str(data_dir), name="r",
                                batch_size=8, folds=3, dtype="float32", max_length=256)
     from safetensors.torch import load_file
 
     full = train_verifier(req)
-    before = load_file(str(full / vf.HEAD_FILE))
+    before = load_file(str(full / HEAD_FILE))
     # as if killed after 40 rows' features were saved: no manifest, a partial feature cache
-    (full / vf.MANIFEST).unlink()
+    (full / MANIFEST).unlink()
     with pytest.raises(BonbenchError, match="training has not finished; rerun the same"):
-        vf.read_verifier_manifest(full)
+        read_verifier_manifest(full)
     cache = FeatureCache(full / "features")
     have = cache.load()
     keys = sorted(have)[:40]
@@ -415,31 +428,31 @@ def test_killed_feature_extraction_resumes(tiny: Path, train_run: Path, data_dir
     seen: list[int] = []
     again = train_verifier(req, progress=lambda stage, advance, total: seen.append(total) if stage == "features" else None)
     assert set(seen) == {96 - 40}  # only the missing rows were computed
-    after = load_file(str(again / vf.HEAD_FILE))
+    after = load_file(str(again / HEAD_FILE))
     # the same head up to float noise (the resumed rows were batched with other rows, so padded differently)
     for name, value in before.items():
         assert torch.allclose(value, after[name], rtol=1e-3, atol=1e-4), name
-    assert vf.read_verifier_manifest(again)["weights_sha256"] == vf.weights_sha256(again)
+    assert read_verifier_manifest(again)["weights_sha256"] == weights_sha256(again)
 
 
 def test_verifier_figure_has_short_distinct_legends_and_a_fitted_axis(tmp_path: Path) -> None:
     """Small bon@k values (a weak policy) stay readable: the y axis fits the bands, every curve has
     its own colour, and a learned verifier is named by its folder, not its path."""
     from bonbench.apps.analysis import plots
+    from bonbench.apps.analysis.plotkit import save_figure as real_save
     from bonbench.apps.analysis.rundir import Curve
-    assert vf.display_name("learned:/a/b/verifiers/math-gemma-3-270m-head/") == "learned:math-gemma-3-270m-head"
-    assert vf.display_name("logprob") == "logprob"
+    assert display_name("learned:/a/b/verifiers/math-gemma-3-270m-head/") == "learned:math-gemma-3-270m-head"
+    assert display_name("logprob") == "logprob"
     k = np.arange(1, 17, dtype=float)
     small = {name: Curve(k, 0.01 * np.log1p(k) * (i + 1), 0.005 * np.ones_like(k), 0.05 * np.log1p(k) * (i + 1) / 3)
              for i, name in enumerate(["pass", "maj", "bon learned:x", "bon logprob", "bon oracle"])}
     seen: dict[str, Any] = {}
-    real_save = plots.save_figure
 
     def keep(fig, out):  # noqa: ANN001, ANN202 - test hook
         seen["ax"] = fig.axes[0]
         return real_save(fig, out)
 
-    plots.save_figure = keep
+    plots.save_figure = keep  # patched where plot_k_curves looks it up
     try:
         plots.plot_k_curves(small, tmp_path / "c.png", ylim=None)
     finally:
@@ -474,7 +487,7 @@ def test_truncated_base_model_is_one_line_and_a_finished_verifier_stays(verifier
                  "--name", verifier.name + "-cut", "--data-dir", str(data_dir), "--dtype", "float32", "--folds", "3"])
     line = _one_error_line(capsys.readouterr().err)
     assert code == 1 and str(weights.parent) in line and "damaged or cut short" in line
-    assert not (out / vf.VERIFIERS_DIR / (verifier.name + "-cut")).exists()  # nothing was started
+    assert not (out / VERIFIERS_DIR / (verifier.name + "-cut")).exists()  # nothing was started
     assert {p: p.read_bytes() for p in verifier.rglob("*") if p.is_file()} == before
 
 
@@ -493,7 +506,7 @@ def test_meaningless_train_verifier_numbers_refused_before_any_work(flag: str, v
 
 
 def test_damaged_feature_cache_is_one_line(tmp_path: Path) -> None:
-    from bonbench.apps.verifier_training import FeatureCache
+    from bonbench.apps.verifier_training.features import FeatureCache
 
     cache = FeatureCache(tmp_path / "features")
     cache.append([("r", "p", 0)], torch.zeros(1, 4))

@@ -10,7 +10,7 @@ import numpy as np
 
 from bonbench.core.records import Grade, Problem, Prompt
 from bonbench.api.task import Task, register_task
-from bonbench.api.objective import Objective, objective
+from bonbench.api.objective import Objective, register_objective
 
 WORDS = ["abc", "dd e", "cab a", "e e", "bad", "ce", "a b c", "dab"]
 
@@ -43,7 +43,7 @@ def tiny_notrain_task(data_dir: str | None = None) -> Task:
                 max_tokens=4)
 
 
-@objective("test_rloo", paper="test only", summary="leave-one-out REINFORCE (test objective)")
+@register_objective("test_rloo", paper="test only", summary="leave-one-out REINFORCE (test objective)")
 def _test_rloo() -> Objective:
     def weights(g: Any) -> np.ndarray:
         r = np.asarray(g.rewards, dtype=float)
@@ -52,12 +52,12 @@ def _test_rloo() -> Objective:
     return Objective("test_rloo", weights, frozenset(), {})
 
 
-@objective("test_needs_k", paper="test only", needs=("scores",), summary="needs a verifier and k samples")
+@register_objective("test_needs_k", paper="test only", needs=("scores",), summary="needs a verifier and k samples")
 def _test_needs_k(k: int = 6) -> Objective:
     return Objective("test_needs_k", lambda g: np.zeros(len(g.rewards)), frozenset({"scores"}), {"k": k}, min_group=k)
 
 
-@objective("test_flat", paper="test only", summary="weight 0 on every sample (a step without a learning signal)")
+@register_objective("test_flat", paper="test only", summary="weight 0 on every sample (a step without a learning signal)")
 def _test_flat() -> Objective:
     return Objective("test_flat", lambda g: np.zeros(len(g.rewards)), frozenset(), {})
 

@@ -7,10 +7,15 @@ an entry point in its package's metadata, one group per kind:
 - verifier: ``@register_verifier(name)``; group ``bonbench.verifiers`` (``name`` or scheme ``prefix:``)
 - reward model: ``@register_reward_model(name)``; group ``bonbench.reward_models`` (``name`` or ``prefix:``)
 - sampler backend: ``@register_sampler(name, options=Options)``; group ``bonbench.samplers``
-- objective: ``@register_objective(name, paper=...)`` (``objective`` in ``bonbench.api.objective``); group ``bonbench.objectives`` (modules)
+- objective: ``@register_objective(name, paper=...)``; group ``bonbench.objectives`` (modules)
 
 Factory keyword arguments are the plugin's CLI options (``-T`` for tasks, ``-O`` for objectives,
 ``?key=value`` for reward models), coerced by annotation.
+
+This package is a documented facade: it hands on the decorators, protocols and lookups of its
+modules (``task``, ``verifier``, ``reward``, ``sampler``, ``objective``) so that a plugin author
+writes ``from bonbench.api import register_task``. Nothing inside bonbench or bonbench_tasks imports
+through it: they import each name from the module that defines it (``tests/layer_rules.py`` FACADES).
 
 This package implements no plugin: the built-ins are ``bonbench.plugins`` and ``bonbench_tasks``.
 It imports from ``bonbench.core`` only, never a plugin: a registry reads its entry points (and

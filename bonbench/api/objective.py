@@ -16,7 +16,7 @@ step and says which flag provides it. An objective that reads the learned value 
 "value") also says what the value head regresses on (``value_target``: one number per group, an
 unbiased estimate of what ``Group.value`` stands for); the trainer trains the head on it.
 
-Objectives register themselves with ``@objective(...)`` into the generic registry
+Objectives register themselves with ``@register_objective(...)`` into the generic registry
 (``bonbench.core.registry``); the modules that hold them are listed in the ``bonbench.objectives``
 entry-point group (the built-ins: ``bonbench.plugins.objectives.tang`` etc., a package its own),
 imported when the objectives are first asked for. ``make_objective(name, **options)`` builds one
@@ -123,7 +123,8 @@ class ObjectiveTable(Mapping[str, ObjectiveInfo]):
 REGISTRY = ObjectiveTable()
 
 
-def objective(name: str, *, paper: str, needs: tuple[str, ...] = (), summary: str = "") -> Callable[[Callable[..., Objective]], Callable[..., Objective]]:
+def register_objective(name: str, *, paper: str, needs: tuple[str, ...] = (),
+                       summary: str = "") -> Callable[[Callable[..., Objective]], Callable[..., Objective]]:
     """Register ``factory(**options) -> Objective`` under ``name``; its keyword defaults are the options."""
     unknown = set(needs) - set(NEEDS)
     if unknown:
@@ -137,11 +138,6 @@ def objective(name: str, *, paper: str, needs: tuple[str, ...] = (), summary: st
         return factory
 
     return wrap
-
-
-# the register_* name every other plugin kind uses (``bonbench.api`` exports this one: there the
-# name ``objective`` is this module)
-register_objective = objective
 
 
 def make_objective(name: str, **options: Any) -> Objective:
@@ -159,7 +155,7 @@ def make_objective(name: str, **options: Any) -> Objective:
 # Option defaults that changed after checkpoints were written with them (issue 24): objective ->
 # {option: the value a config that did not name the option meant before the change}. A training
 # config records only the options given on the command line, so without this a resumed old run
-# would silently switch estimator; ``pinned_options`` / ``recorded_options`` let the config name the
+# would silently switch estimator; ``pinned_options`` / ``options_as_trained`` let the config name the
 # value explicitly for new runs and read old records with the old meaning.
 CHANGED_DEFAULTS: dict[str, dict[str, Any]] = {
     "bon_rlb": {"p_estimate": "plugin"},  # the plug-in (g+, g-) form; now the exact U-statistic
@@ -177,7 +173,7 @@ def pinned_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     return {**{k: info.options[k] for k in changed}, **options}
 
 
-def recorded_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+def options_as_trained(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
     """A recorded config's options as they were meant: a changed default it does not name takes the
     value from before the change (a config written before issue 24 trained with that)."""
     return {**CHANGED_DEFAULTS.get(name, {}), **options}

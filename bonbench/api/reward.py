@@ -1,4 +1,4 @@
-"""The ``RewardModel`` protocol and the reward-model registry.
+"""The ``RewardModel`` protocol, the reward-model registry and the spec strings that name models.
 
 A reward model scores (prompt, completion) pairs; higher is better. It is registered like every
 other plugin (``bonbench.core.registry``): ``@register_reward_model("name", "one-line description")``
@@ -7,20 +7,37 @@ entry point ``name = "module:factory"``. An entry named ``prefix:`` (``hf:``, ``
 *scheme*: its factory is called as ``factory(source, name=..., data_dir=..., **options)`` with
 the rest of the spec as ``source`` and checks its own options.
 
-``get_reward_model(name, data_dir, **options)`` is the core lookup: options of a registered
-factory are coerced by its annotations (``-T`` rules: a wrong type is one line naming the option
-and its type). Spec strings (``name?key=value&...``) are parsed by
-``bonbench.plugins.rewards.registry``, which calls this. This module loads no model.
+A spec (``--reward-model SPEC``, ``--verifier rm:SPEC``, a task's ``-T reward_model=SPEC``)::
+
+    SPEC    = BASE [ "?" KEY "=" VALUE { "&" KEY "=" VALUE } ]
+    BASE    = NAME                 a registered reward model (``bonbench list reward-models``)
+            | PREFIX SOURCE        a scheme: ``hf:`` (a Hugging Face sequence classifier), ``vllm:``
+                                   (the same served by vLLM's pooling runner), or a plugin's
+            | SOURCE               an unregistered folder or hub id means ``hf:SOURCE``
+    SOURCE  = a local folder saved with save_pretrained, or a hub id ``org/name``
+
+``parse_spec`` reads one; ``get_reward_model(spec, data_dir)`` builds the model it names, the one
+lookup every caller uses (tasks, the ``rm:`` verifier, scripts). Options of a registered model are
+its factory's keyword arguments, coerced by annotation (a wrong type is one line naming the option
+and its type); a scheme's are checked by the scheme. Values may not contain ``&``. A model's
+``name`` (and so its grade / score file) is derived from the spec: the registered name plus a slug
+of the options; a scheme's spec gets a readable slug and a short hash of the spec, so that two
+folders called ``model`` never share a file. This module loads no model itself (the factories do).
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
+from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import Registry, coerce_kwargs
 
 REWARD_GROUP = "bonbench.reward_models"
+DEFAULT_SCHEME = "hf:"  # what a bare folder or hub id in a spec means
 
 
 class RewardModel(Protocol):
@@ -69,14 +86,81 @@ def scheme_options(scheme: RewardFactory, spec: str, options: dict[str, Any]) ->
     return coerce_kwargs(scheme, options, owner=f"reward model {spec!r}", hidden=("source", "name", "data_dir"), noun="option")
 
 
-def get_reward_model(name: str, data_dir: str | Path | None = None, **options: Any) -> RewardModel:
-    """The reward model registered as ``name`` (or ``prefix:source`` of a scheme), built with ``options``."""
-    factory, rest = REWARD_MODELS.resolve(name, hint=" (see `bonbench list reward-models`), or hf:<local folder or hub id>")
-    if rest is not None:
-        return factory(rest, name=name, data_dir=data_dir, **scheme_options(factory, name, options))
-    return factory(data_dir=data_dir, **reward_options(factory, name, options))
+@dataclass(frozen=True)
+class RewardSpec:
+    """A parsed spec: ``kind`` (registered / hf / vllm), ``target`` (name, folder or hub id), options."""
+
+    kind: str  # "registered", or a scheme's prefix without its colon ("hf", "vllm", a plugin's)
+    target: str
+    options: tuple[tuple[str, str], ...] = ()
+    text: str = ""
+
+    @property
+    def name(self) -> str:
+        """Filename-safe model name (module docstring)."""
+        opts = "-".join(f"{k}-{v}" for k, v in self.options)
+        if self.kind == "registered":
+            return self.target + (f"-{_slug(opts)}" if opts else "")
+        readable = _slug(f"{self.kind}-{Path(self.target.rstrip('/')).name}" + (f"-{opts}" if opts else ""))[:60]
+        return f"{readable}-{hashlib.sha256(self.text.encode()).hexdigest()[:6]}"
+
+
+def parse_spec(spec: str) -> RewardSpec:
+    """Parse a spec string (module docstring) or raise a one-line ``BonbenchError``."""
+    text = spec.strip()
+    base, _, query = text.partition("?")
+    options: list[tuple[str, str]] = []
+    for part in filter(None, query.split("&")):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip():
+            raise BonbenchError(f"reward model option {part!r} in {spec!r} is not KEY=VALUE (e.g. {base}?label=POSITIVE)")
+        if key.strip() in dict(options):
+            raise BonbenchError(f"reward model option {key.strip()!r} is given twice in {spec!r}")
+        options.append((key.strip(), value.strip()))
+    if base in REWARD_MODELS.names():
+        return RewardSpec("registered", base, tuple(options), text)
+    prefix = REWARD_MODELS.scheme_of(base)
+    if prefix is not None:
+        if not base[len(prefix):]:
+            raise BonbenchError(f"reward model spec {spec!r} names no model: {prefix}<local folder or hub id>")
+        return RewardSpec(prefix[:-1], base[len(prefix):], tuple(options), text)
+    if Path(base).expanduser().exists() or (base.count("/") == 1 and not base.startswith((".", "/", "~"))):
+        return RewardSpec(DEFAULT_SCHEME[:-1], base, tuple(options), text)
+    raise BonbenchError(f"unknown reward model {base!r}; choose one of: {', '.join(reward_model_names())} "
+                        f"(see `bonbench list reward-models`), or {DEFAULT_SCHEME}<local folder or hub id>")
+
+
+def get_reward_model(spec: str, data_dir: str | Path | None = None) -> RewardModel:
+    """Build the reward model ``spec`` names (loads weights / trains offline models now); ``data_dir``
+    is the local data mirror an offline model is built from (None: ``BONBENCH_DATA_DIR`` or the hub)."""
+    parsed = parse_spec(spec)
+    if parsed.kind != "registered":
+        scheme = REWARD_MODELS.get(parsed.kind + ":")
+        options = scheme_options(scheme, spec.partition("?")[0], dict(parsed.options))
+        return scheme(parsed.target, name=parsed.name, data_dir=data_dir, **options)
+    factory = REWARD_MODELS.get(parsed.target)
+    model = factory(data_dir=data_dir, **reward_options(factory, parsed.target, dict(parsed.options)))
+    if parsed.options:
+        model.name = parsed.name  # options change the scores: keep their files apart
+    return model
+
+
+def preflight(spec: RewardSpec) -> None:
+    """The checks that need no weights: option names and types, and whatever a scheme checks before
+    loading (``hf:``: the folder or hub id and the label, from config.json alone), so that a run
+    fails before sampling, not after."""
+    if spec.kind == "registered":
+        reward_options(REWARD_MODELS.get(spec.target), spec.target, dict(spec.options))
+        return
+    check = getattr(REWARD_MODELS.get(spec.kind + ":"), "preflight", None)
+    if check is not None:
+        check(spec.target, **dict(spec.options))
 
 
 def first_line(doc: str | None) -> str:
     """The first line of a docstring ("" when there is none)."""
     return (doc or "").strip().splitlines()[0] if (doc or "").strip() else ""
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-.") or "x"

@@ -21,6 +21,7 @@ pyproject.toml lists (factories in ``bonbench.plugins.samplers``).
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, is_dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
@@ -28,6 +29,14 @@ from bonbench.core.records import Prompt, Sample
 from bonbench.core.registry import Registry, parameter_types
 
 SAMPLER_GROUP = "bonbench.samplers"
+
+
+def sample_seed(seed: int, problem_id: str, sample_idx: int) -> int:
+    """The seed of one sample's random stream, for backends that seed per key (hf, openai): a hash of
+    (run seed, problem id, sample index), so neighbouring indices get unrelated streams and a sample
+    does not depend on the batch, actor or server that drew it. Stored samples depend on this formula."""
+    digest = hashlib.sha256(f"{seed}\0{problem_id}\0{sample_idx}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 @dataclass(frozen=True)

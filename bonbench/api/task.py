@@ -10,7 +10,7 @@ lists modules, and importing a module runs its decorators (``bonbench.core.regis
 that fails to import produces a warning naming it, not a crash. Factory keyword arguments become
 ``-T key=value`` CLI args, coerced by annotation (``bonbench.core.registry.coerce``).
 
-Verifiers live in ``bonbench.api.verifier``; their names are re-exported here for older callers.
+Verifiers live in ``bonbench.api.verifier``.
 This module does not load data or models; factories do, lazily.
 """
 
@@ -21,7 +21,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 
-from bonbench.api.verifier import VERIFIER_GROUP, Verifier, get_verifier, register_verifier, verifier_names, verifier_schemes
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Prompt, Sample
 from bonbench.core.registry import Registry, coerce_kwargs
@@ -122,10 +121,6 @@ class Task:
 
 TaskFactory = Callable[..., Task]
 TASKS: Registry[TaskFactory] = Registry("task", ENTRY_POINT_GROUP)
-
-__all__ = ["ENTRY_POINT_GROUP", "TASKS", "VERIFIER_GROUP", "Grader", "GraderOptions", "PromptStyle", "Task", "TaskFactory",
-           "Verifier", "family_tasks", "get_task", "get_verifier", "load_plugins", "register_task", "register_verifier",
-           "task_family", "task_names", "task_parameters", "verifier_names", "verifier_schemes"]
 
 
 def register_task(name: str, *, family: str | None = None) -> Callable[[TaskFactory], TaskFactory]:

@@ -25,6 +25,7 @@ import socket
 import sys
 import threading
 import urllib.parse
+import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -56,16 +57,29 @@ def local_file(root: Path, relative: str, what: str) -> Path:
 
 
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """Rows of a .jsonl or .jsonl.gz file; a malformed line is an error naming file and line."""
+    """Rows of a data file of the mirror (.jsonl or .jsonl.gz), streamed. A mirror file must be whole:
+    a line that is not UTF-8 or not JSON (a final line cut short included) and a damaged gzip stream
+    are one-line errors naming the file (and line), never a row silently dropped, since that would
+    change the problem set. (Files bonbench appends to, which a kill may tear, are read by
+    ``bonbench.core.outputs.read_jsonl_log`` and ``bonbench.core.store``.)"""
+    fix = "fix or remove that line, or copy the file from the mirror again"
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise BonbenchError(f"{path}:{lineno}: malformed JSON row ({exc.msg}); fix or remove that line") from None
+    try:
+        with opener(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                if not raw.strip():
+                    continue
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise BonbenchError(f"{path}:{lineno}: the line is not UTF-8 text; {fix}") from None
+                try:
+                    yield json.loads(text)
+                except json.JSONDecodeError as exc:
+                    cut = "" if raw.endswith(b"\n") else ", the file ends inside it"
+                    raise BonbenchError(f"{path}:{lineno}: malformed JSON row ({exc.msg}{cut}); {fix}") from None
+    except (OSError, EOFError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        raise BonbenchError(f"{path}: cannot read it ({exc}); copy the file from the mirror again") from None
 
 
 def file_fingerprint(*paths: Path) -> str:

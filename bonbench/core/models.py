@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bonbench.core.cache import MARKER, build_once, cache_dir  # noqa: F401  (MARKER: re-exported for callers)
+from bonbench.core.cache import build_once, cache_dir
 from bonbench.core.errors import BonbenchError
 
 EMBEDDED_MODEL = "gemma-3-270m"

@@ -7,9 +7,10 @@ quota, a name that is a folder) leaves the old file byte-for-byte as it was and 
 folder of outputs (``bonbench plot``, ``bonbench leaderboard``): everything is written into a
 hidden sibling folder first and moved into place only when all of it was written.
 
-Readers (``read_text``, ``read_json``, ``read_jsonl``) turn a missing file, bytes that are not
+Readers (``read_text``, ``read_json``, ``read_jsonl_log``) turn a missing file, bytes that are not
 UTF-8 and JSON that does not parse into one-line ``BonbenchError`` messages naming the file (and
-the line) and what to do. ``os_error_message`` words an ``OSError`` that escaped elsewhere the same
+the line) and what to do. ``read_jsonl_log`` reads a log bonbench appends to, which a kill may have
+torn; a data file of the mirror, which must be whole, is ``bonbench.core.data.read_jsonl``'s. ``os_error_message`` words an ``OSError`` that escaped elsewhere the same
 way, for the CLI's last line of defence.
 
 This module knows nothing about runs, metrics or models; ``bonbench.core.store`` builds on it.
@@ -190,8 +191,8 @@ def read_json(path: Path | str, fix: str = "restore it from a copy or delete it"
                             f"{fix}") from None
 
 
-def read_jsonl(path: Path | str, fix: str = "delete that line and rerun", *, skip_torn: bool = False) -> list[Any]:
-    """Every JSON line of ``path`` (blank lines skipped). A final line without its newline that does
+def read_jsonl_log(path: Path | str, fix: str = "delete that line and rerun", *, skip_torn: bool = False) -> list[Any]:
+    """Every JSON line of the log ``path`` (blank lines skipped). A final line without its newline that does
     not parse is an interrupted write and is dropped; so is any UTF-8 line that is not JSON when
     ``skip_torn`` (logs appended to again after a killed run, without repair). Any other bad line
     (bytes that are not UTF-8 anywhere) is a one-line error naming the file and line."""

@@ -42,8 +42,9 @@ def atomic_write_json(path: Path, obj: Any) -> None:
     outputs.write_json(path, obj, indent=2)
 
 
-def read_json(path: Path) -> Any:
-    """A run's JSON file; missing, non-UTF-8 or malformed is a one-line BonbenchError naming it."""
+def read_run_json(path: Path) -> Any:
+    """A run directory's JSON file (config.json, metrics.json, ...): ``outputs.read_json`` with the
+    run's fixes (a missing one asks whether this is a run directory at all)."""
     if not Path(path).exists():
         raise BonbenchError(f"{path} not found; is this a bonbench run directory? (run `bonbench run ...` first)")
     return outputs.read_json(path, fix="restore it, or delete the run directory and run again")
@@ -187,7 +188,7 @@ class RunStore:
         return self.config_path.exists()
 
     def read_config(self) -> dict[str, Any]:
-        return read_json(self.config_path)
+        return read_run_json(self.config_path)
 
     def write_config(self, config: dict[str, Any]) -> None:
         atomic_write_json(self.config_path, config)

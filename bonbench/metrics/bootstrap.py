@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+Z95 = 1.959963984540054  # the normal quantile of a two-sided 95% interval: a CI's half-width in standard errors
+
 # ----------------------------------------------------------------------------------------------
 # bootstrap
 

@@ -25,8 +25,10 @@ the range (x86-64 Linux), otherwise maj@k raises ``ValueError``. pass@k and bon@
 
 Layout: pass@k / bon@k are ``bonbench.metrics.pass_bon``, maj@k ``bonbench.metrics.maj``, the
 bootstrap ``bonbench.metrics.bootstrap``, metric specs and names ``bonbench.metrics.names`` and the
-shared argument checks ``bonbench.metrics.checks``; this module re-exports their public names, so
-``from bonbench.metrics.estimators import ...`` is the one entry point.
+shared argument checks ``bonbench.metrics.checks``. This module is also the metrics' documented
+facade for users: it hands on their public names, so ``from bonbench.metrics.estimators import ...``
+reaches every estimator. Nothing inside bonbench imports through it (each module imports a name
+from the module that defines it; ``tests/layer_rules.py`` FACADES).
 
 What it does not do: grading, answer canonicalisation (answers are compared with ``==``/hash), Monte
 Carlo estimates, scaling-law fits, I/O.
@@ -42,14 +44,14 @@ import numpy as np
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import MetricValue
-# re-exported: callers import every estimator, the metric specs and names, and the maj internals
-# benchmarks/bench_estimators.py times, from this module
-from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff  # noqa: F401
-from bonbench.metrics.maj import FLOAT64_MAX_N, WINS_CACHE, maj_at_k, maj_curve, maj_terms  # noqa: F401
-from bonbench.metrics.names import (  # noqa: F401
+# the facade (see the docstring): users import every estimator, the metric specs and names, and the
+# maj internals benchmarks/bench_estimators.py times, from this module
+from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
+from bonbench.metrics.maj import FLOAT64_MAX_N, WINS_CACHE, maj_at_k, maj_curve, maj_terms
+from bonbench.metrics.names import (
     KINDS, MetricSpec, group_metric_name, metric_sort_key, parse_metrics, split_metric_name,
 )
-from bonbench.metrics.pass_bon import (  # noqa: F401
+from bonbench.metrics.pass_bon import (
     bon_at_k, bon_curve, bon_weights, mean_correct, pass_at_k, pass_curve,
 )
 

@@ -14,8 +14,8 @@ float64 up to n = ``FLOAT64_MAX_N`` (C(1024, 512) fits) and in the platform's ex
 ``longdouble`` above that when it has the range (x86-64 Linux); otherwise ``ValueError``.
 
 What it does not do: pass@k, bon@k (``bonbench.metrics.pass_bon``), bootstraps and metric specs
-(``bonbench.metrics.bootstrap``, ``names``); ``bonbench.metrics.estimators`` re-exports ``maj_at_k``,
-``maj_curve``, ``FLOAT64_MAX_N`` and the names the benchmarks use (``WINS_CACHE``, ``maj_terms``);
+(``bonbench.metrics.bootstrap``, ``names``); the facade ``bonbench.metrics.estimators`` hands on
+``maj_at_k``, ``maj_curve``, ``FLOAT64_MAX_N`` and the names the benchmarks use (``WINS_CACHE``, ``maj_terms``);
 answers are compared with ``==``/hash, never canonicalised here.
 """
 

@@ -10,7 +10,8 @@ All counts are products of non-negative numbers (no cancellation), so there is n
 What it does not do: maj@k (``bonbench.metrics.maj``), bootstraps (``bonbench.metrics.bootstrap``),
 metric specs and names (``bonbench.metrics.names``), user-facing errors (per-problem functions
 raise ``ValueError``; ``bonbench.metrics.estimators.compute_metrics`` turns input into
-``BonbenchError``s). Import these names from ``bonbench.metrics.estimators``, which re-exports them.
+``BonbenchError``s). Users may import these names from the facade ``bonbench.metrics.estimators``;
+modules of bonbench import them from here.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from typing import Sequence
 
 import numpy as np
 
-from bonbench.metrics.estimators import pass_curve
+from bonbench.metrics.pass_bon import pass_curve
 
 
 def win_values(rewards: Sequence[float] | np.ndarray, comparison: Sequence[float] | np.ndarray) -> np.ndarray:

@@ -12,21 +12,3 @@ plugin package or a task), and ``bonbench.apps.cli`` parses. Importing the packa
 """
 
 from __future__ import annotations
-
-import importlib
-import warnings
-from typing import Any
-
-
-def __getattr__(name: str) -> Any:
-    """0.1's ``bonbench.pipeline`` was one module: its names (``prepare``, ``score``, ...) still
-    resolve here, from ``bonbench.pipeline.stages``, with a DeprecationWarning, for one release."""
-    if name.startswith("__"):
-        raise AttributeError(name)
-    stages = importlib.import_module("bonbench.pipeline.stages")
-    if not hasattr(stages, name) or isinstance(getattr(stages, name), type(importlib)):
-        # not an old name (or a submodule: Python imports it itself after this AttributeError)
-        raise AttributeError(f"module 'bonbench.pipeline' has no attribute {name!r}")
-    warnings.warn(f"bonbench.pipeline.{name} moved to bonbench.pipeline.stages.{name}; the old path goes in the next release",
-                  DeprecationWarning, stacklevel=2)
-    return getattr(stages, name)

@@ -24,12 +24,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import bootstrap_ci
+from bonbench.metrics.bootstrap import bootstrap_ci
 from bonbench.metrics.winrate import bon_kl, winrate_curve
 from bonbench.pipeline.progress import Progress, no_progress
-from bonbench.pipeline.stages import PreparedRun, grade, grading_id, load_samples, verify
+from bonbench.pipeline.prepared import PreparedRun, grading_id
+from bonbench.pipeline.stages import grade, load_samples, verify
 from bonbench.core.records import Grade, MetricsPatch, Sample
-from bonbench.api.task import Verifier
+from bonbench.api.verifier import Verifier
 
 Key = tuple[str, int]
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from bonbench.pipeline import stages as pipeline
+from bonbench.pipeline.prepared import PreparedRun
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.readers import ImportedSamples
 
@@ -56,7 +57,7 @@ def imported_record(imported: ImportedSamples) -> dict[str, Any]:
     return doc
 
 
-def check_complete(run: pipeline.PreparedRun) -> None:
+def check_complete(run: PreparedRun) -> None:
     """A reopened run must have its samples (``bonbench score`` never samples): else one line naming
     the command that draws them. A torn last line of samples.jsonl (a writer killed mid-line) is not
     a sample (the store's rule): it is said, and the same ``bonbench run`` resumes from it."""
@@ -83,7 +84,7 @@ def check_complete(run: pipeline.PreparedRun) -> None:
                             "sample), then score again")
 
 
-def run_command(run: pipeline.PreparedRun) -> str:
+def run_command(run: PreparedRun) -> str:
     """The ``bonbench run`` command line that resumes ``run`` (same hashed settings, same run dir)."""
     cfg = run.cfg
     parts = ["bonbench run", f"--task {cfg.task}", f"--model {cfg.model}", f"--backend {cfg.backend}", f"--n {cfg.n}"]

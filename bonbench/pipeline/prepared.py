@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from bonbench import __version__
-from bonbench.api.task import Task, Verifier
+from bonbench.api.task import Task
+from bonbench.api.verifier import Verifier
 from bonbench.core.config import HASH_SCHEME, RunConfig, config_hash, model_slug
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import training_summary

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import metric_sort_key
+from bonbench.metrics.names import metric_sort_key
 from bonbench.metrics.info import footnotes, metric_info
 
 

@@ -19,8 +19,9 @@ from bonbench.api.task import Task
 from bonbench.core.errors import BonbenchError
 from bonbench.core.provenance import git_sha
 from bonbench.core.records import Grade, MetricsPatch, MetricValue, Problem, Sample, Score
-from bonbench.core.store import read_json
-from bonbench.metrics.estimators import MetricSpec, ProblemOutcome, compute_curves, compute_metrics, group_metric_name
+from bonbench.core.store import read_run_json
+from bonbench.metrics.estimators import ProblemOutcome, compute_curves, compute_metrics
+from bonbench.metrics.names import MetricSpec, group_metric_name
 from bonbench.pipeline.prepared import PreparedRun, grading, problem_set_id
 
 Key = tuple[str, int]
@@ -113,7 +114,7 @@ def _kept(run: PreparedRun, verifier: str | None, scorer: tuple[int, str]) -> di
     doc: dict[str, Any] = {"metrics": {}, "per_problem": {}}
     if not run.store.metrics_path.exists():
         return doc
-    old = read_json(run.store.metrics_path)
+    old = read_run_json(run.store.metrics_path)
     current = grading(run.task)
     old_grading = old.get("grading") or {}
     same_grading = (old_grading.get("grading_id", "") == current["grading_id"]

@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.prepared import problem_set_id
 from bonbench.core.records import Grade, Problem, Sample, Score, from_row
-from bonbench.core.store import JsonlTable, R, RunStore, atomic_write_json, read_json
+from bonbench.core.store import JsonlTable, R, RunStore, atomic_write_json, read_run_json
 
 SHARDS_DIR = "shards"
 RECORD = "shard.json"
@@ -191,7 +191,7 @@ def read_records(run_root: Path) -> list[ShardRecord]:
         m = _FOLDER.match(folder.name)
         if not m or not (folder / RECORD).is_file():
             continue
-        records.append(ShardRecord(ShardSpec(int(m.group(1)), int(m.group(2))), folder, read_json(folder / RECORD)))
+        records.append(ShardRecord(ShardSpec(int(m.group(1)), int(m.group(2))), folder, read_run_json(folder / RECORD)))
     if not records:
         raise BonbenchError(f"{run_root} has no shards (no {SHARDS_DIR}/<i>-of-<n>/{RECORD}); run "
                             "`bonbench run ... --shard i/n` first, or pass the run directory it printed")

@@ -8,9 +8,9 @@ missing, so a rerun is a no-op and a larger ``n`` samples only the difference; `
 samples of each selected problem and writes ``metrics.json`` and ``curves.json``; ``evaluate``
 runs grade -> verify -> score.
 
-This module does not parse flags (cli) or print tables (report.py). The names of ``prepared`` and
-``scoring`` that callers reach through this module (``stages.prepare``, ``stages.score``, ...) are
-imported here.
+This module does not parse flags (cli) or print tables (report.py), and it hands on no name of
+``prepared`` or ``scoring``: import ``prepare``, ``PreparedRun``, ``score`` and the rest from the
+module that defines them.
 """
 
 from __future__ import annotations
@@ -19,31 +19,20 @@ from dataclasses import replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from bonbench.api.sampler import SampleRequest, Sampler, SamplingParams
-from bonbench.api.task import Grader, Verifier
+from bonbench.api.task import Grader
+from bonbench.api.verifier import Verifier
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
-from bonbench.metrics.estimators import MetricSpec
-from bonbench.pipeline.prepared import (  # noqa: F401  (the names callers use through stages)
+from bonbench.metrics.names import MetricSpec
+from bonbench.pipeline.prepared import (
     PreparedRun,
-    grading,
     grading_id,
     open_run,
-    prepare,
-    problem_set_id,
     record_verifier,
     scorer_id,
-    select_problems,
-    write_sweep,
 )
 from bonbench.pipeline.progress import Progress, no_progress
-from bonbench.pipeline.scoring import Extras, group_metrics, needs_scores, outcomes, score  # noqa: F401
-
-__all__ = [
-    "Extras", "GRADE_CHUNK", "PreparedRun", "Progress", "evaluate", "grade", "graded", "grading", "grading_id",
-    "group_metrics", "load_samples", "missing_requests", "needs_scores", "open_run", "outcomes", "prepare",
-    "problem_set_id", "record_verifier", "sample", "score", "scorer_id", "select_problems", "store_samples", "verify",
-    "write_sweep",
-]
+from bonbench.pipeline.scoring import Extras, score
 
 Key = tuple[str, int]
 GRADE_CHUNK = 256

@@ -6,7 +6,7 @@ RunConfig; the trainer and verifier training use it too), ``rules`` (metric comp
 decoding, kl / winrate checks, the k-fits-the-samples rule), ``plan`` (a request into runs, imports
 of foreign samples, shards), ``reopen`` (a plan for an existing run directory), ``execute`` (sample,
 grade, verify, score a plan), ``merge`` (combine shards) and ``verifier_choice`` (the default
-verifier and the line that says why). ``runner`` re-exports the former module's names for one release.
+verifier and the line that says why).
 
 It parses no flags and prints nothing itself (warnings go through ``warnings``; ``bonbench.apps.cli``
 parses and prints); the stages, and the row files they write, are ``bonbench.pipeline``'s, and the

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from bonbench.api.task import Verifier
+from bonbench.api.verifier import Verifier
 from bonbench.core import ray_cluster
 from bonbench.core.config import policy_name
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import MetricsPatch
-from bonbench.core.store import read_json
+from bonbench.core.store import read_run_json
 from bonbench.pipeline import compare, prepared, scoring, shard, stages
 from bonbench.pipeline.imported import check_complete, imported_record
 from bonbench.pipeline.progress import Progress, no_progress
@@ -98,7 +98,7 @@ def _comparisons(p: Plan, run: prepared.PreparedRun, progress: Progress = no_pro
     if p.ref_model is None and run.store.metrics_path.exists():
         # a rescore without --ref-model keeps kl_bon@k measured against a reference model earlier
         # rather than replacing it with the (weaker) KL to the run's own policy
-        kept = read_json(run.store.metrics_path).get("metrics", {})
+        kept = read_run_json(run.store.metrics_path).get("metrics", {})
         bon_ks = [k for k in bon_ks if "reference" not in kept.get("kl", {}) or f"kl_bon@{k}" not in kept]
     if p.ref_model is None and not p.winrate_ks and not bon_ks:
         return None

@@ -19,7 +19,7 @@ from bonbench.api.task import Task
 from bonbench.core import ray_cluster
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import RunStore
-from bonbench.metrics.estimators import parse_metrics
+from bonbench.metrics.names import parse_metrics
 from bonbench.pipeline import prepared, shard
 from bonbench.pipeline.imported import imported_settings
 from bonbench.pipeline.readers import ImportedSamples, file_content, read_samples, samples_fingerprint
@@ -69,7 +69,7 @@ def plan(req: RunRequest) -> Plan:
                                             max_tokens=req.max_tokens or task.max_tokens, seed=req.seed, stop=tuple(stop),
                                             prompt_style=style, dtype="" if served else req.dtype,
                                             task_args=dict(req.task_args), model_fingerprint=resolved.fingerprint,
-                                            limit=req.limit, engine_args=select.recorded_options(options)),
+                                            limit=req.limit, engine_args=select.backend_options_record(options)),
                            Path(req.out))
             for temperature in temperatures for top_p in req.top_ps]
     if req.shard is not None:

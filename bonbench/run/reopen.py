@@ -16,7 +16,7 @@ from bonbench.api.task import Task
 from bonbench.core import models, ray_cluster
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import RunStore
-from bonbench.metrics.estimators import MetricSpec
+from bonbench.metrics.names import MetricSpec
 from bonbench.pipeline import prepared, shard
 from bonbench.run import rules
 from bonbench.run.request import Plan

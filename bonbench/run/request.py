@@ -104,7 +104,7 @@ class Plan:
     out: Path
     model: models.ResolvedModel | None = None
     imported: ImportedSamples | None = None
-    options: Any = None  # the backend's typed options (select.VLLMOptions / HFOptions / OpenAIOptions); None for scripted
+    options: Any = None  # the backend's typed options (select.VLLMOptions / HFSamplerOptions / ...); None for scripted
     data_dir: str | None = None  # reward-model verifiers that build themselves read their data here
     ref_model: models.ResolvedModel | None = None  # KL to this reference policy, when asked for
     winrate_ks: tuple[int, ...] = ()  # win rates to compute (k = 1 is ``winrate``)

@@ -17,20 +17,20 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from bonbench.api.sampler import Sampler
-from bonbench.api.task import GraderOptions, Task, Verifier, get_task, get_verifier, task_parameters
+from bonbench.api.task import GraderOptions, Task, get_task, task_parameters
+from bonbench.api.verifier import Verifier, get_verifier
 from bonbench.core import models, ray_cluster
 from bonbench.core.config import RunConfig, saved_settings
 from bonbench.core.data import resolve_data_dir
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import MetricSpec
+from bonbench.metrics.names import MetricSpec
+from bonbench.plugins.graders.code_cases import ENV_EXEC_CACHE
 from bonbench.plugins.graders.ray_sandbox import RaySandbox
 from bonbench.plugins.samplers import select
 from bonbench.plugins.samplers.openai_backend import served_model
 from bonbench.plugins.samplers.ray_backend import RaySampler, SamplerSpec
-from bonbench.plugins.verifiers.folder import model_type
+from bonbench.plugins.verifiers.manifest import model_type
 from bonbench.run.request import RunRequest
-
-ENV_EXEC_CACHE = "BONBENCH_EXEC_CACHE"  # (bonbench.plugins.graders.code reads it)
 
 
 def grader_options(task_args: Mapping[str, str], out: Path, *, unsafe: bool = False,

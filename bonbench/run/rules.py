@@ -20,7 +20,7 @@ from typing import Sequence
 from bonbench.api.task import Task
 from bonbench.core import models
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import MetricSpec, parse_metrics
+from bonbench.metrics.names import MetricSpec, parse_metrics
 from bonbench.run.verifier_choice import choose_verifier
 
 

@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Sequence
 
 from bonbench.api.task import task_family
-from bonbench.metrics.estimators import MetricSpec
+from bonbench.metrics.names import MetricSpec
 from bonbench.pipeline.scoring import needs_scores
 from bonbench.plugins.verifiers import folder as verifier_folder
+from bonbench.plugins.verifiers.manifest import PREFIX, VERIFIERS_DIR
 
 # the bonbench checkout (bonbench/run/verifier_choice.py -> the repository root)
 CHECKOUT = Path(__file__).resolve().parents[2]
@@ -32,8 +33,8 @@ def verifier_roots(out: Path) -> tuple[Path, ...]:
     default results root's ``results/verifiers`` (of the current directory), then the bonbench
     checkout's committed ``results/verifiers``. A run with ``--out`` elsewhere therefore still finds
     the committed verifier of its task and model (the first root holding one wins)."""
-    candidates = [Path(out) / verifier_folder.VERIFIERS_DIR, Path("results") / verifier_folder.VERIFIERS_DIR,
-                  CHECKOUT / "results" / verifier_folder.VERIFIERS_DIR]
+    candidates = [Path(out) / VERIFIERS_DIR, Path("results") / VERIFIERS_DIR,
+                  CHECKOUT / "results" / VERIFIERS_DIR]
     roots = [candidates[0]]  # named even when absent: it is where `train-verifier --out` would put one
     for c in candidates[1:]:
         if c.is_dir() and all(c.resolve() != r.resolve() for r in roots):
@@ -71,7 +72,7 @@ def choose_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task:
     for root in roots:
         found = verifier_folder.find_verifier(root.parent, task, model_fingerprint)
         if found is not None:
-            return verifier_folder.PREFIX + str(found.resolve()), f"newest learned verifier for {what} under {_shown(root)}"
+            return PREFIX + str(found.resolve()), f"newest learned verifier for {what} under {_shown(root)}"
     where = ", ".join(_shown(r) for r in roots)
     return "logprob", f"no learned verifier for {what} under {where}; pass --verifier learned:PATH"
 

@@ -5,13 +5,14 @@ Modules: ``rundir`` (read run dirs and sweeps), ``fits`` / ``laws`` / ``temperat
 law families, temperature trends and T*(N), co-scaling), ``plotkit`` / ``plots`` / ``plots_policy``
 (PNG figures), ``htmlparts`` (the jinja2 templates of ``templates/``, shared HTML pieces), ``html`` / ``sections`` / ``sweep`` /
 ``fitreport`` (report.html), ``frontier`` (reward-vs-KL plane, best-of-N references),
-``leaderboard``, ``baseline`` / ``gate`` (the CI gate), ``verifiers`` (``bonbench eval-verifier``),
-``synthetic`` (run dirs with known ground truth for tests) and ``cli`` (``register`` adds the
+``leaderboard``, ``baseline`` / ``gate`` (the CI gate), ``verifier_eval`` (``bonbench eval-verifier``),
+``synthetic`` (run dirs with known ground truth for tests) and ``analysis_flags`` (``register`` adds the
 ``leaderboard``, ``gate`` and ``plot`` subcommands).
 
-What it does not do: sample or grade. Every module except ``verifiers`` only reads what the pipeline
-wrote; ``verifiers`` scores the given runs with each verifier through the pipeline's verify stage
-(``bonbench.run.runner``), which stores those scores in the runs' ``scores/`` folders, and may load
+What it does not do: sample or grade. Every module except ``verifier_eval`` only reads what the pipeline
+wrote; ``verifier_eval`` reopens the given runs (``bonbench.run.reopen``) and scores them with each
+verifier through the pipeline's verify stage (``bonbench.pipeline.stages.verify``), which stores
+those scores in the runs' ``scores/`` folders, and may load
 a verifier model to do so. The package ``__init__`` imports no submodule, so importing it is cheap;
 a submodule loads what it needs at import (scipy for the fits and the gate, matplotlib for the
 plots, html and leaderboard modules).

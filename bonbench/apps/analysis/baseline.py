@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import split_metric_name
+from bonbench.metrics.names import split_metric_name
 from bonbench.metrics.info import MetricInfo, metric_info
 from bonbench.apps.analysis.rundir import Metric, RunData, load_run
 
@@ -55,8 +55,11 @@ class Baseline:
     default_metrics: tuple[str, ...] = ()
 
 
-def is_checkpoint_dir(path: Path) -> bool:
-    """A model folder (a ``bonbench train`` checkpoint or any saved model), not a run directory."""
+def is_model_folder(path: Path) -> bool:
+    """A model folder (a ``bonbench train`` checkpoint, finished or not, or any saved transformers
+    model), not a run directory: what the gate and the leaderboard refuse as ``--run`` with the
+    command that evaluates it. (``html.has_training_log`` is the narrower rule of the folders whose
+    training curves a report plots.)"""
     path = Path(path)
     if any((path / f).is_file() for f in ("bonbench_manifest.json", "train_config.json", "log.jsonl")):
         return True
@@ -74,7 +77,7 @@ def is_checkpoint_dir(path: Path) -> bool:
 def load_gate_run(path: Path | str, task: str | None = None) -> RunData:
     """``rundir.load_run`` with a one-line refusal of a model folder passed as ``--run``."""
     path = Path(path)
-    if is_checkpoint_dir(path):
+    if is_model_folder(path):
         raise BonbenchError(
             f"{path} is a model checkpoint, not a run directory: evaluate it first with `bonbench run --task "
             f"{task or 'TASK'} --model {path} --metric ...` (the baseline's settings) and pass the run directory it "

@@ -2,9 +2,9 @@
 call, the outputs' paths (or the gate's verdict) out.
 
 Importing this module loads the analysis modules (scipy, matplotlib), so the CLI imports it only
-when one of these commands runs (``bonbench.apps.analysis.cli`` names each handler). The flags are
-``bonbench.apps.analysis.cli``'s settings dataclasses, read here with ``settings.from_args``; no
-analysis logic lives here.
+when one of these commands runs (``bonbench.apps.analysis.analysis_flags`` names each handler). The flags
+are ``bonbench.apps.analysis.analysis_flags``'s settings dataclasses, read here with ``settings.from_args``;
+no analysis logic lives here.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import re
 import sys
 from typing import Sequence
 
-from bonbench.apps.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION, GateRequest, LeaderboardRequest, PlotRequest
-from bonbench.apps.analysis.gate import format_report, load_baseline, load_gate_run, run_gate, save_baseline, write_report_json
+from bonbench.apps.analysis.analysis_flags import GATE_ERROR, GATE_PASS, GATE_REGRESSION, GateRequest, LeaderboardRequest, PlotRequest
+from bonbench.apps.analysis.baseline import load_baseline, load_gate_run, save_baseline
+from bonbench.apps.analysis.gate import format_report, run_gate, write_report_json
 from bonbench.apps.analysis.html import write_report
 from bonbench.apps.analysis.leaderboard import build_leaderboard, write_leaderboard
 from bonbench.core import outputs, settings
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import parse_metrics, split_metric_name
+from bonbench.metrics.names import parse_metrics, split_metric_name
 
 
 def _metric_names(values: Sequence[str]) -> list[str] | None:

@@ -27,7 +27,7 @@ significant drops that are too small to matter. The CI shown is the two-sided ``
 interval of ``current - baseline``.
 
 Baseline files are ``baseline``'s. This module neither runs the pipeline nor decides exit codes;
-``analysis.cli`` maps the report to 0 (pass) / 1 (regression) / 2 (input error).
+``analysis_flags`` maps the report to 0 (pass) / 1 (regression) / 2 (input error).
 """
 
 from __future__ import annotations
@@ -43,14 +43,11 @@ from scipy import stats
 
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
+from bonbench.metrics.bootstrap import Z95
 from bonbench.metrics.info import HIGHER, LOWER
-from bonbench.apps.analysis.baseline import (  # noqa: F401  (re-exported: the CLI imports them from here)
-    BASELINE_SCHEMA, Baseline, default_baseline_path, is_checkpoint_dir, load_baseline, load_gate_run,
-    run_metric_info, run_problem_ids, save_baseline)
+from bonbench.apps.analysis.baseline import Baseline, run_metric_info, run_problem_ids
 from bonbench.apps.analysis.rundir import Metric, RunData
-from bonbench.plugins.verifiers.folder import display_name
-
-Z95 = 1.959963984540054
+from bonbench.plugins.verifiers.manifest import display_name
 
 
 @dataclass(frozen=True)

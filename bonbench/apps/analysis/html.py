@@ -43,7 +43,7 @@ from bonbench.apps.analysis.sections import bon_references_section, comparison_s
 from bonbench.apps.analysis.sweep import sweep_section
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import metric_sort_key
+from bonbench.metrics.names import metric_sort_key
 from bonbench.metrics.info import footnotes, metric_info
 
 
@@ -112,8 +112,10 @@ def _ci_text(run: Any, name: str) -> str:
 
 
 
-def is_checkpoint_dir(path: Path) -> bool:
-    """A ``bonbench train`` checkpoint folder (finished or not): it has a per-step log and its train config."""
+def has_training_log(path: Path) -> bool:
+    """A ``bonbench train`` folder (finished or not) whose training curves the report plots: it has
+    the per-step log and the train config. Any other folder is read as runs (a model folder without a
+    log is not a run, and says so; ``baseline.is_model_folder`` is the gate's wider rule)."""
     return (path / "log.jsonl").is_file() and (path / "train_config.json").is_file()
 
 
@@ -138,8 +140,8 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
         raise BonbenchError(f"--fit-families takes distinct names from {', '.join(FAMILIES)} (got {', '.join(families)})")
     if not 0 < holdout_fraction < 1:
         raise BonbenchError(f"--holdout-fraction must be in (0, 1) (got {holdout_fraction})")
-    checkpoints = [Path(d) for d in run_dirs if is_checkpoint_dir(Path(d))]
-    others = [d for d in run_dirs if not is_checkpoint_dir(Path(d))]
+    checkpoints = [Path(d) for d in run_dirs if has_training_log(Path(d))]
+    others = [d for d in run_dirs if not has_training_log(Path(d))]
     runs = [load_run(d) for d in expand_run_dirs(others)] if others else []
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

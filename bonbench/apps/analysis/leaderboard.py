@@ -35,7 +35,8 @@ import numpy as np
 from bonbench.core.config import model_slug
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import metric_sort_key, paired_bootstrap_diff
+from bonbench.metrics.bootstrap import Z95, paired_bootstrap_diff
+from bonbench.metrics.names import metric_sort_key
 from bonbench.metrics.info import LOWER, footnotes, metric_info
 from bonbench.apps.analysis.htmlparts import Styled, Table, figure, page, render
 from bonbench.apps.analysis.baseline import load_gate_run
@@ -45,7 +46,6 @@ from bonbench.apps.analysis.sections import run_curve_label
 from bonbench.core.store import atomic_write_json, find_run_dirs
 
 UP, DOWN, MISMATCH = "▲", "▼", "†"
-Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True)

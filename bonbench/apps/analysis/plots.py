@@ -5,8 +5,7 @@ Every function draws one figure with matplotlib's object API on the Agg canvas (
 state, no display needed), writes it to ``out`` and returns the path. Inputs are already-computed
 curves and fits; nothing here reads run directories or fits anything. The policy figures
 (best-of-N references, reward vs KL, training curves) are ``plots_policy``'s and the shared axis
-and label machinery ``plotkit``'s; both are re-exported here, so ``from
-bonbench.apps.analysis.plots import ...`` reaches every figure.
+and label machinery ``plotkit``'s; import them from there.
 """
 
 from __future__ import annotations
@@ -21,20 +20,9 @@ from matplotlib.lines import Line2D
 
 from bonbench.apps.analysis.fits import CoScaling, OptimalTemperature
 from bonbench.apps.analysis.laws import ScalingFit, describe
-from bonbench.apps.analysis.plotkit import (  # noqa: F401  (re-exported)
-    COLORS, DPI, fit_k, place_labels, plain_log_axis, plain_symlog_axis, save_figure,
-)
-from bonbench.apps.analysis.plots_policy import (  # noqa: F401  (re-exported)
-    TRAINING_PANELS, plot_bon_references, plot_reward_kl, plot_training_curves, training_figure,
-)
+from bonbench.apps.analysis.plotkit import COLORS, fit_k, plain_log_axis, save_figure
 from bonbench.apps.analysis.rundir import Curve
 from bonbench.apps.analysis.temperature import ContinuousOptimum, TStarFit
-
-__all__ = [
-    "COLORS", "DPI", "TRAINING_PANELS", "fit_k", "place_labels", "plain_log_axis", "plain_symlog_axis",
-    "plot_bon_references", "plot_coscaling", "plot_k_curve_comparison", "plot_k_curves", "plot_optimal_temperature",
-    "plot_reward_kl", "plot_temperature_curves", "plot_training_curves", "save_figure", "training_figure",
-]
 
 
 def plot_k_curves(curves: Mapping[str, Curve], out: Path, *, title: str = "",

@@ -27,9 +27,10 @@ import numpy as np
 
 from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import bon_curve, bootstrap_ci, pass_curve
+from bonbench.metrics.bootstrap import bootstrap_ci
+from bonbench.metrics.pass_bon import bon_curve, pass_curve
 from bonbench.core.models import training_summary
-from bonbench.core.store import RunStore, find_run_dirs, is_run_dir, read_json
+from bonbench.core.store import RunStore, find_run_dirs, is_run_dir, read_run_json
 
 SWEEP_FILE = "sweep.json"
 # The settings that change what a metric measures; two runs that agree on all of them are
@@ -166,8 +167,8 @@ def load_run(path: Path | str) -> RunData:
         raise BonbenchError(f"{path} is not a run directory (no config.json); pass results/runs/<task>/<model>/<hash>")
     if not (path / "metrics.json").is_file():
         raise BonbenchError(f"{path} has no metrics.json; finish the run first (`bonbench run ...` scores it)")
-    cfg_file = read_json(path / "config.json")
-    met_file = read_json(path / "metrics.json")
+    cfg_file = read_run_json(path / "config.json")
+    met_file = read_run_json(path / "metrics.json")
     for name, doc in (("config.json", cfg_file), ("metrics.json", met_file)):
         if not isinstance(doc, Mapping):
             raise BonbenchError(f"{path / name} is not a bonbench {name} (a JSON object); restore it or rerun the run")
@@ -192,7 +193,7 @@ def _run_data(path: Path, cfg_file: Mapping[str, Any], met_file: Mapping[str, An
     per_problem = {name: {str(pid): float(v) for pid, v in vals.items() if v is not None}
                    for name, vals in met_file.get("per_problem", {}).items()}
     curves_path = path / "curves.json"
-    curves = _parse_curves(read_json(curves_path), curves_path) if curves_path.is_file() else {}
+    curves = _parse_curves(read_run_json(curves_path), curves_path) if curves_path.is_file() else {}
     return RunData(
         path=path,
         config=config,
@@ -219,7 +220,7 @@ def read_sweep(path: Path | str) -> list[Path]:
     """
     path = Path(path)
     file = path / SWEEP_FILE if path.is_dir() else path
-    raw = read_json(file)
+    raw = read_run_json(file)
     entries = raw.get("runs", []) if isinstance(raw, Mapping) else raw
     if not isinstance(entries, list) or not entries:
         raise BonbenchError(f"{file} lists no runs; expected {{\"runs\": [{{\"run_dir\": ...}}, ...]}}")

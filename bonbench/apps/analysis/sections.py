@@ -19,8 +19,9 @@ from markupsafe import Markup
 
 from bonbench.apps.analysis.frontier import bon_reference_rows, pareto_front
 from bonbench.apps.analysis.htmlparts import Table, figure, fmt_value, metric_cell, powers_of_two, render
-from bonbench.apps.analysis.plots import plot_bon_references, plot_k_curve_comparison, plot_reward_kl, plot_training_curves
-from bonbench.core.outputs import read_json, read_jsonl
+from bonbench.apps.analysis.plots import plot_k_curve_comparison
+from bonbench.apps.analysis.plots_policy import plot_bon_references, plot_reward_kl, plot_training_curves
+from bonbench.core.outputs import read_json, read_jsonl_log
 from bonbench.metrics.info import footnotes
 
 
@@ -59,8 +60,8 @@ def training_section(folders: Sequence[Path], out_dir: Path) -> tuple[Markup, di
     rows = []
     for f in folders:
         # torn lines of a killed run are skipped; bytes that are not UTF-8 are a one-line error naming the line
-        log = read_jsonl(f / "log.jsonl", "the checkpoint's training log is damaged; restore it or drop that folder",
-                         skip_torn=True)
+        log = read_jsonl_log(f / "log.jsonl", "the checkpoint's training log is damaged; restore it or drop that folder",
+                             skip_torn=True)
         logs[f.name] = log
         cfg = read_json(f / "train_config.json")
         last = log[-1] if log else {}

@@ -22,7 +22,8 @@ import numpy as np
 from bonbench.core.config import RunConfig, config_hash, model_slug
 from bonbench.core.records import SCHEMA_VERSION
 from bonbench.core.store import RunStore, atomic_write_json
-from bonbench.metrics.estimators import ProblemOutcome, compute_curves, compute_metrics, pass_curve
+from bonbench.metrics.estimators import ProblemOutcome, compute_curves, compute_metrics
+from bonbench.metrics.pass_bon import pass_curve
 
 GRADER = "synthetic"
 VERIFIER = "synthetic"

@@ -1,7 +1,7 @@
 """The ``bonbench`` command: the subcommands' parsers, one handler call, errors as one line.
 
 Subcommands: run, score, merge, report, list (``evaluation``), sandbox, leaderboard, gate, plot
-(``bonbench.apps.analysis.cli``), train (``bonbench.apps.trainer.cli``), train-verifier and
+(``bonbench.apps.analysis.analysis_flags``), train (``bonbench.apps.trainer.train_flags``), train-verifier and
 eval-verifier (``verifiers``). The flags of every command but ``sandbox run`` are the fields of its
 settings dataclasses (``bonbench.core.settings``), and every command takes ``--config FILE.toml``
 (``bonbench.core.settings_file``: the file's values under the flags given). Progress goes to stderr, the
@@ -26,10 +26,10 @@ from typing import Any, Callable, Sequence
 from bonbench_sandbox import arguments as sandbox_arguments
 
 from bonbench import __version__
-from bonbench.apps.analysis import cli as analysis_cli
+from bonbench.apps.analysis import analysis_flags as analysis_cli
 from bonbench.apps.cli import evaluation, verifiers
 from bonbench.apps.cli.common import Parser
-from bonbench.apps.trainer import cli as trainer_cli
+from bonbench.apps.trainer import train_flags as trainer_cli
 from bonbench.core import outputs, settings_file
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import load_target
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     sb_run = sb_sub.add_parser("run", help="run PROGRAM.py isolated")
     sandbox_arguments.add_arguments(sb_run)
     sb_run.add_argument("--debug", action="store_true")
-    sb_run.set_defaults(handler="bonbench_sandbox.cli:run_from_args")
+    sb_run.set_defaults(handler="bonbench_sandbox.command_line:run_from_args")
     analysis_cli.register(sub)
     verifiers.register(sub)
     trainer_cli.register(sub)

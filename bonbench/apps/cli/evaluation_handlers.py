@@ -17,19 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from bonbench.api import task as registry
+from bonbench.api.verifier import verifier_names, verifier_schemes
 from bonbench.apps.cli.common import Progress
 from bonbench.apps.cli.evaluation import ListFlags, MergeFlags, ReportFlags, ScoreFlags, engine_args
-from bonbench.apps.trainer.cli import list_objectives
+from bonbench.apps.trainer.train_flags import list_objectives
 from bonbench.core import settings
 from bonbench.core.errors import BonbenchError
-from bonbench.core.store import find_run_dirs, read_json
+from bonbench.core.store import find_run_dirs, read_run_json
 from bonbench.pipeline import stages
 from bonbench.pipeline.report import print_metrics
 from bonbench.pipeline.shard import ShardStore
 from bonbench.plugins.rewards.registry import describe_reward_models, describe_reward_schemes
 from bonbench.plugins.samplers import cpu_preload, select
-from bonbench.run import execute as run_execute
-from bonbench.run import merge as run_merge
+from bonbench.run import execute as run_execute, merge as run_merge
 from bonbench.run.plan import plan
 from bonbench.run.reopen import reopen
 from bonbench.run.request import Plan, RunRequest, RunResult
@@ -98,7 +98,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for d in dirs:
         # one unreadable run (a damaged metrics.json) is one error line; the other runs are still shown
         try:
-            print_metrics(read_json(d / "metrics.json"), path=d / "metrics.json")
+            print_metrics(read_run_json(d / "metrics.json"), path=d / "metrics.json")
         except BonbenchError as exc:
             if args.debug or len(dirs) == 1:
                 raise
@@ -122,7 +122,7 @@ def _listing(what: str, out: Path) -> list[str]:
         return [f"{name:<16} family {registry.task_family(name):<8} {_summary(registry.TASKS.get(name))}".rstrip()
                 for name in registry.task_names()]
     if what == "verifiers":  # plain names, then the schemes (rm:, learned:, a plugin's) as their docstrings say
-        return [*registry.verifier_names(), *(doc or prefix + "..." for prefix, doc in registry.verifier_schemes())]
+        return [*verifier_names(), *(doc or prefix + "..." for prefix, doc in verifier_schemes())]
     if what == "reward-models":
         return [*(f"{name:<18} {description}" for name, description in describe_reward_models()),
                 *(f"{prefix}<source>?key=value  {description}" for prefix, description in describe_reward_schemes()),

@@ -13,14 +13,14 @@ import json
 import tempfile
 from pathlib import Path
 
-from bonbench.apps.analysis import verifiers as ev
+from bonbench.apps.analysis import verifier_eval as ev
 from bonbench.apps.cli.common import Progress, file_in
 from bonbench.apps.cli.verifiers import EvalVerifierRequest
 from bonbench.apps.verifier_training.request import TrainVerifierRequest
 from bonbench.apps.verifier_training.train import train_verifier
 from bonbench.core import outputs, settings
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.verifiers.folder import read_verifier_manifest
+from bonbench.plugins.verifiers.manifest import read_verifier_manifest
 
 
 def cmd_train_verifier(args: argparse.Namespace) -> int:

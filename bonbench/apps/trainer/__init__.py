@@ -2,12 +2,12 @@
 
 It uses the layers below it (tasks, graders, reward models, the hf and vLLM samplers, the run
 store's row conventions); nothing below ``bonbench.apps`` imports it. The objectives are not here:
-the interface (``Group``, ``Objective``, the ``@objective`` decorator, ``make_objective``) is
+the interface (``Group``, ``Objective``, the ``@register_objective`` decorator, ``make_objective``) is
 ``bonbench.api.objective`` and the built-in objectives are the plugin package
 ``bonbench.plugins.objectives`` (``tang``, ``chow``, ``amini``, ``bonbon``), each turning one prompt
 group's rewards into per-sample weights.
 
-Modules: ``config`` (``TrainConfig``, checked once, hashed for resume) and ``cli`` / ``command``
+Modules: ``config`` (``TrainConfig``, checked once, hashed for resume) and ``train_flags`` / ``command``
 (``bonbench train``'s flags and handler); ``setup`` checks a run before its model loads; ``policy``
 (the LoRA or fully trained causal LM, its reference, log-probabilities, export) and ``value`` (the
 learned value head); ``loop`` runs the steps, ``rollout`` turns a step's samples into groups and

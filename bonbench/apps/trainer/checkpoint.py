@@ -42,7 +42,7 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.models import CHECKPOINT_MANIFEST, TRAINING_STATE
 from bonbench.core.store import atomic_write_json
 from bonbench.apps.trainer.config import TrainConfig
-from bonbench.api.objective import recorded_options
+from bonbench.api.objective import options_as_trained
 
 TRAIN_CONFIG = "train_config.json"
 STATE_FILES = ("weights.pt", "optimizer.pt", "rng.pt")
@@ -243,8 +243,8 @@ class CheckpointDir:
     def read_rows(self, path: Path) -> list[dict[str, Any]]:
         if not path.exists():
             return []
-        return outputs.read_jsonl(path, "delete that line (a later run redoes it) or use another --name",
-                                  skip_torn=True)
+        return outputs.read_jsonl_log(path, "delete that line (a later run redoes it) or use another --name",
+                                      skip_torn=True)
 
     def truncate_after(self, step: int) -> int:
         """Drop log and rollout rows of steps >= ``step`` (not covered by the saved state; rows of the
@@ -286,7 +286,7 @@ def _cut_torn_tail(path: Path) -> None:
 def _options_hint(old: Mapping[str, Any]) -> str:
     """The recorded objective options as -O flags: a record from before a default changed (issue 24)
     names none, yet trained with the old default, which resuming must name."""
-    options = recorded_options(str(old.get("objective", "")), old.get("objective_options") or {})
+    options = options_as_trained(str(old.get("objective", "")), old.get("objective_options") or {})
     flags = " ".join(f"-O {key}={json.dumps(value) if not isinstance(value, str) else value}"
                      for key, value in sorted(options.items()))
     return f" (it trained with {flags})" if flags else ""

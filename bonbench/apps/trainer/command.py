@@ -4,7 +4,7 @@ checkpoint folder printed (stdout's last line), progress and the trainer's notic
 Importing this module imports torch (through the trainer), so ``bonbench.apps.cli`` loads it only
 when ``train`` is the command. Under torchrun / accelerate launch every rank runs the handler;
 rank 0 alone shows progress, prints the checkpoint folder and reports bad input found before the job
-starts (every rank finds the same). The flags themselves are ``bonbench.apps.trainer.cli``'s.
+starts (every rank finds the same). The flags themselves are ``bonbench.apps.trainer.train_flags``'s.
 
 It checks no setting and trains nothing itself (``TrainConfig``, ``setup.prepare_training`` and
 ``loop.train`` do), and it prints no error: rank 0's ``BonbenchError`` goes up to
@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from bonbench.apps.trainer import loop
-from bonbench.apps.trainer.cli import train_config
+from bonbench.apps.trainer.train_flags import train_config
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.distributed import RankError, env_world
 from bonbench.apps.trainer.setup import NOTICES

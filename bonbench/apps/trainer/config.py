@@ -17,7 +17,7 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Mapping
 
-from bonbench.api.objective import pinned_options, recorded_options
+from bonbench.api.objective import options_as_trained, pinned_options
 from bonbench.core import flags, settings
 from bonbench.core.errors import BonbenchError
 from bonbench.core.settings import setting
@@ -194,7 +194,7 @@ def training_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
     later = {f.name: f.default for f in fields(TrainConfig) if f.name in LATER}
     full = {**later, **doc}
     if "objective" in full:  # a record that names no value of a changed default trained with the old one
-        full["objective_options"] = recorded_options(str(full["objective"]), full.get("objective_options") or {})
+        full["objective_options"] = options_as_trained(str(full["objective"]), full.get("objective_options") or {})
     out = {}
     for key, value in full.items():
         if key in RESUMABLE:

@@ -43,20 +43,15 @@ from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.distributed import Comm, RankError, env_world, start, stop
 from bonbench.apps.trainer.policy import Policy
 from bonbench.apps.trainer.rollout_server import AdapterPublisher
-from bonbench.apps.trainer.setup import Prepared, before_start, expert_completion, load_train_task, prepare_training
-from bonbench.apps.trainer.step import RolloutStep, prompt_batch, seed_of
+from bonbench.apps.trainer.setup import Prepared, before_start, prepare_training
+from bonbench.apps.trainer.step import RolloutStep
 from bonbench.apps.trainer.value import ValueHead
 from bonbench.apps.trainer.watch import SaveSchedule, SignalWatch, TrainingWarning
 from bonbench.core.errors import BonbenchError
 from bonbench.core.provenance import git_sha
 from bonbench.run.resolve import build_verifier
 
-__all__ = ["Prepared", "StepCallback", "Trainer", "expert_completion", "load_train_task", "prepare", "prepare_training", "prompt_batch",
-           "seed_of", "train"]
-
 StepCallback = Callable[[int, int, Mapping[str, Any]], None]  # (steps done, total, last log row)
-# 0.1 called it ``prepare``, the name of the pipeline's run preparation too; kept for one release
-prepare = prepare_training
 
 
 class Trainer(RolloutStep):

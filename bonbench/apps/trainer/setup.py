@@ -32,7 +32,7 @@ from bonbench.core import ray_cluster
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel, resolve_model
 from bonbench.core.records import Problem
-from bonbench.plugins.samplers.vllm import import_vllm
+from bonbench.core.engines import import_vllm
 from bonbench.run.resolve import check_verifier, load_task
 
 NOTICES = logging.getLogger("bonbench.apps.trainer")  # one line each: resuming, already complete, starting over

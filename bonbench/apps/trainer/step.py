@@ -25,7 +25,8 @@ import numpy as np
 import torch
 
 from bonbench.api.sampler import SampleRequest, SamplingParams
-from bonbench.api.task import Task, Verifier
+from bonbench.api.task import Task
+from bonbench.api.verifier import Verifier
 from bonbench.apps.trainer.checkpoint import CheckpointDir
 from bonbench.apps.trainer.distributed import shard
 from bonbench.apps.trainer.rollout import (

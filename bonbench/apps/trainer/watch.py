@@ -11,7 +11,7 @@
   ``bonbench.pipeline.progress.ProgressLines``, the one line format of every stage (at most one per
   10 s, plus the first and the last step), with the step's reward and KL.
 
-This module trains nothing and writes no files: it decides and words; ``loop`` and ``cli`` act.
+This module trains nothing and writes no files: it decides and words; ``loop`` and ``command`` act.
 """
 
 from __future__ import annotations

@@ -21,43 +21,10 @@ Steps, each resumable:
 
 Held-out quality (AUROC on problems of the training runs that the head, or the adapters, did not
 see) is reported in the manifest; evaluation on other runs is ``bonbench eval-verifier``
-(``bonbench.apps.analysis.verifiers``).
+(``bonbench.apps.analysis.verifier_eval``).
 
-Modules: ``request`` (the flags as a value), ``data`` (steps 1-2), ``features`` (3), ``fit`` (4),
+Modules: ``request`` (the flags as a value), ``training_data`` (steps 1-2), ``features`` (3), ``fit`` (4),
 ``lora`` (5), ``train`` (the driver, 6). This package trains and writes the verifier folder; it
-does not sample (``bonbench run`` does).
+does not sample (``bonbench run`` does). Importing the package loads none of its modules (the CLI
+reads ``request.TrainVerifierRequest``'s flags for ``bonbench --help`` without torch).
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import Any
-
-from bonbench.apps.verifier_training.data import (
-    EVAL_SETS,
-    LabelledSample,
-    TrainingData,
-    assemble,
-    check_no_eval_problems,
-    normalised_text_hash,
-)
-from bonbench.apps.verifier_training.request import TrainVerifierRequest
-
-# names of the modules that import torch, loaded on first use (PEP 562): importing the package (the
-# CLI reads TrainVerifierRequest's flags for `bonbench --help`) must not load torch
-_TORCH_NAMES = {"FeatureCache": "features", "extract_features": "features", "auroc": "fit",
-                "check_class_counts": "fit", "fit_head": "fit", "split_problems": "fit", "default_name": "train",
-                "train_verifier": "train"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _TORCH_NAMES:
-        return getattr(importlib.import_module(f"{__name__}.{_TORCH_NAMES[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = [
-    "EVAL_SETS", "FeatureCache", "LabelledSample", "TrainVerifierRequest", "TrainingData", "assemble", "auroc",
-    "check_class_counts", "check_no_eval_problems", "default_name", "extract_features", "fit_head",
-    "normalised_text_hash", "split_problems", "train_verifier",
-]

@@ -14,11 +14,12 @@ from typing import Iterator, Sequence
 
 import torch
 
-from bonbench.apps.verifier_training.data import LabelledSample
+from bonbench.apps.verifier_training.training_data import LabelledSample
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.progress import Progress
 from bonbench.plugins.verifiers import model as vm
+from bonbench.plugins.verifiers.manifest import verifier_text
 
 FEATURE_CHUNK = 256
 
@@ -82,7 +83,7 @@ def extract_features(model: vm.VerifierModel, rows: Sequence[LabelledSample], ca
         progress("features", 0, total)
     for start in range(0, total, FEATURE_CHUNK):
         chunk = todo[start:start + FEATURE_CHUNK]
-        feats = model.features([vm.verifier_text(r.problem, r.sample.completion) for r in chunk], batch_size,
+        feats = model.features([verifier_text(r.problem, r.sample.completion) for r in chunk], batch_size,
                                lambda k: progress("features", k, total))
         cache.append([r.key for r in chunk], feats)
         have.update({r.key: f for r, f in zip(chunk, feats, strict=True)})

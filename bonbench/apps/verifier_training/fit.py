@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from bonbench.apps.verifier_training.data import LabelledSample
+from bonbench.apps.verifier_training.training_data import LabelledSample
 from bonbench.core.errors import BonbenchError
 from bonbench.plugins.verifiers import model as vm
 

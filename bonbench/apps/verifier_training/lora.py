@@ -4,7 +4,7 @@ cross-entropy, resuming from ``training_state/`` (saved atomically every ``--sav
 This module trains in place and saves the training state; the verifier folder's weights and
 manifest are written by ``bonbench.apps.verifier_training.train``. It does not build the model or
 attach the adapters (``bonbench.plugins.verifiers.model.VerifierModel`` does), and it neither reads
-nor labels the training rows (``data``) nor chooses which problems are held out (``fit``, ``train``).
+nor labels the training rows (``training_data``) nor chooses which problems are held out (``fit``, ``train``).
 """
 
 from __future__ import annotations
@@ -18,12 +18,13 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from bonbench.apps.verifier_training.data import LabelledSample
+from bonbench.apps.verifier_training.training_data import LabelledSample
 from bonbench.apps.verifier_training.features import saving
 from bonbench.apps.verifier_training.request import TrainVerifierRequest
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.progress import Progress
 from bonbench.plugins.verifiers import model as vm
+from bonbench.plugins.verifiers.manifest import verifier_text
 
 STATE = "training_state"
 
@@ -70,7 +71,7 @@ def train_lora(model: vm.VerifierModel, rows: Sequence[LabelledSample], req: Tra
     orders = [order_rng.permutation(len(rows)) for _ in range(req.epochs)]
     total = steps_per_epoch * req.epochs
     step, losses = _resume(model, opt, folder / STATE)
-    ids = model.encode([vm.verifier_text(r.problem, r.sample.completion) for r in rows])
+    ids = model.encode([verifier_text(r.problem, r.sample.completion) for r in rows])
     labels = torch.tensor([r.label for r in rows], dtype=torch.float32)
     model.backbone.train()
     progress("lora", step, total)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from bonbench.core import flags
 from bonbench.core.settings import setting
-from bonbench.plugins.verifiers.folder import DEFAULT_MAX_LENGTH
+from bonbench.plugins.verifiers.manifest import DEFAULT_MAX_LENGTH
 
 
 @dataclass(frozen=True)

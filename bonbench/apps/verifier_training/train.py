@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from bonbench.apps.verifier_training.data import TrainingData, assemble, check_no_eval_problems
+from bonbench.apps.verifier_training.training_data import TrainingData, assemble, check_no_eval_problems
 from bonbench.apps.verifier_training.features import FeatureCache, extract_features
 from bonbench.apps.verifier_training.fit import auroc, check_class_counts, fit_head, split_problems
 from bonbench.apps.verifier_training.lora import train_lora
@@ -27,13 +27,20 @@ from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import EMBEDDED_MODEL, ResolvedModel, resolve_model
 from bonbench.core.provenance import git_sha
-from bonbench.core.store import atomic_write_json, read_json
+from bonbench.core.store import atomic_write_json, read_run_json
 from bonbench.pipeline.progress import Progress, no_progress
-from bonbench.plugins.verifiers import folder as vf
 from bonbench.plugins.verifiers import model as vm
+from bonbench.plugins.verifiers.manifest import (
+    FEATURES_DIR,
+    FORMAT,
+    MANIFEST,
+    VERIFIERS_DIR,
+    model_type,
+    verifier_text,
+    weights_sha256,
+)
 
 TRAIN_CONFIG = "train_verifier_config.json"
-FEATURES = vf.FEATURES_DIR
 
 
 def default_name(family: str, policy: str, method: str) -> str:
@@ -53,14 +60,14 @@ class Fitted:
 def _recorded_settings(req: TrainVerifierRequest, data: TrainingData, base: ResolvedModel) -> tuple[Path, dict[str, Any]]:
     """The verifier folder and the settings recorded in it; a folder trained with other settings or
     data is refused (a rerun with the same ones resumes)."""
-    folder = Path(req.out) / vf.VERIFIERS_DIR / (req.name or default_name(data.family, data.policy["name"], req.method))
+    folder = Path(req.out) / VERIFIERS_DIR / (req.name or default_name(data.family, data.policy["name"], req.method))
     recorded = {**req.settings(), "base_fingerprint": base.fingerprint, "data_fingerprint": data.fingerprint(),
-                "format": vf.FORMAT}
+                "format": FORMAT}
     if req.method == "lora":  # older LoRA folders trained on every problem: their saved state must not resume here
         recorded["lora_fit"] = "problems not held out"
     cfg_path = folder / TRAIN_CONFIG
     if cfg_path.exists():
-        old = read_json(cfg_path)
+        old = read_run_json(cfg_path)
         diff = sorted(k for k in set(old) | set(recorded) if old.get(k) != recorded.get(k))
         if diff:
             raise BonbenchError(f"verifier folder {str(folder)!r} was trained with other settings or data ({', '.join(diff)}); "
@@ -105,7 +112,7 @@ def _fit(req: TrainVerifierRequest, data: TrainingData, base: ResolvedModel, mod
         fit_rows = [r for r, h in zip(data.rows, held) if not h] if lora_from_probe else list(data.rows)
         training["lora"] = {**train_lora(model, fit_rows, req, folder, progress), "n_samples": len(fit_rows)}
         if lora_from_probe:
-            scores = model.score_texts([vm.verifier_text(r.problem, r.sample.completion) for r in held_rows], req.batch_size)
+            scores = model.score_texts([verifier_text(r.problem, r.sample.completion) for r in held_rows], req.batch_size)
             val["head_auroc"] = val["auroc"]  # the starting head's, for comparison
             val["auroc"] = auroc([r.label for r in held_rows], scores)
     return Fitted(model=model, heldout=val, training=training)
@@ -118,12 +125,12 @@ def _manifest(req: TrainVerifierRequest, data: TrainingData, base: ResolvedModel
     train_auroc = (auroc(labels, torch.sigmoid(fitted.model.head(feats)).detach().double().numpy())
                    if req.method == "head" else None)
     return {
-        "format": vf.FORMAT,
+        "format": FORMAT,
         "bonbench_verifier": 1,
         "method": req.method,
         "task_family": data.family,
         "tasks": list(data.tasks),
-        "base": {"name": base.name, "path": base.path, "fingerprint": base.fingerprint, "model_type": vf.model_type(base.path),
+        "base": {"name": base.name, "path": base.path, "fingerprint": base.fingerprint, "model_type": model_type(base.path),
                  "revision": base.revision},
         "policy": dict(data.policy),
         "data": {"fingerprint": data.fingerprint(), "runs": list(data.runs), "n_samples": len(data.rows),
@@ -134,7 +141,7 @@ def _manifest(req: TrainVerifierRequest, data: TrainingData, base: ResolvedModel
         "training": dict(fitted.training),
         "git_sha": git_sha(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "weights_sha256": vf.weights_sha256(folder),
+        "weights_sha256": weights_sha256(folder),
     }
 
 
@@ -154,14 +161,14 @@ def train_verifier(req: TrainVerifierRequest, progress: Progress = no_progress) 
     outputs.ensure_dir(folder)
     atomic_write_json(folder / TRAIN_CONFIG, recorded)
     t0 = time.time()
-    cache = FeatureCache(folder / FEATURES)
+    cache = FeatureCache(folder / FEATURES_DIR)
     n_cached = len(cache.load())
     feats = extract_features(model, data.rows, cache, req.batch_size, progress)
     seconds, fresh = time.time() - t0, len(data.rows) - n_cached
     fitted = _fit(req, data, base, model, feats, folder, progress, fresh / seconds if fresh > 0 and seconds > 0 else None)
     # a finished verifier stays usable until its weights are about to change: a rerun that fails before
     # this point (damaged training state, full disk) leaves the previous manifest and weights whole
-    (folder / vf.MANIFEST).unlink(missing_ok=True)  # unfinished until the manifest is written again
+    (folder / MANIFEST).unlink(missing_ok=True)  # unfinished until the manifest is written again
     fitted.model.save(folder)
-    atomic_write_json(folder / vf.MANIFEST, _manifest(req, data, base, fitted, feats, excluded, folder))
+    atomic_write_json(folder / MANIFEST, _manifest(req, data, base, fitted, feats, excluded, folder))
     return folder

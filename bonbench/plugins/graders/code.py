@@ -9,7 +9,8 @@ batches (``bonbench.plugins.graders.replay``), and returns one ``Grade`` per sam
 
 What it does not do: know any benchmark's schema (``bonbench_tasks.*`` build the test cases),
 compare outputs or assemble programs (``code_cases``, ``code_text``), or isolate anything
-(``bonbench_sandbox`` does). It re-exports the case and text helpers tasks import from here.
+(``bonbench_sandbox`` does). The case and text helpers are imported from ``code_cases`` and
+``code_text``, where they are defined.
 """
 
 from __future__ import annotations
@@ -21,16 +22,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-import bonbench_sandbox
+from bonbench_sandbox.execution import SandboxUnavailable
+from bonbench_sandbox.pool import Interrupted, Job, run_many, run_many_tests
+from bonbench_sandbox.result_cache import ResultCache
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample
-from bonbench.plugins.graders.code_cases import (  # noqa: F401  (re-exported: tasks and tests import them from here)
+from bonbench.plugins.graders.code_cases import (
     DEFAULT_CACHE_DIR,
-    ENV_EXEC_CACHE,
     KEYFILE,
     RECORDED,
-    SECRET_HEX,
     BuildJobs,
     CaseVerdict,
     ExecCase,
@@ -39,30 +40,13 @@ from bonbench.plugins.graders.code_cases import (  # noqa: F401  (re-exported: t
     always_passes,
     assemble_program,
     case_judge,
-    default_cache_dir,
     judge,
     last_line,
     make_secret,
     output_text,
     recording,
 )
-from bonbench.plugins.graders.code_text import (  # noqa: F401  (re-exported: tasks import them from here)
-    FLOAT_TOL,
-    defines,
-    extract_code,
-    fenced_blocks,
-    outputs_match,
-    truncate_at_stop,
-)
 from bonbench.plugins.graders.replay import RECORDINGS_FILE, CallTest, parse_verdicts, recordings_file, trusted_program
-
-__all__ = [
-    "DEFAULT_CACHE_DIR", "ENV_EXEC_CACHE", "FLOAT_TOL", "KEYFILE", "RECORDED", "SECRET_HEX",
-    "TRUSTED_BATCH", "TRUSTED_BATCH_BYTES", "BuildJobs", "CaseVerdict", "CodeGrader", "ExecCase", "GradingInterrupted",
-    "GroupExecutor", "NoCode", "ProgressCallback", "always_passes", "assemble_program", "case_judge",
-    "default_cache_dir", "defines", "extract_code", "fenced_blocks", "judge", "last_line", "make_secret",
-    "output_text", "outputs_match", "recording", "truncate_at_stop",
-]
 
 TRUSTED_BATCH = 64  # recordings per trusted run
 TRUSTED_BATCH_BYTES = 16 << 20
@@ -177,22 +161,20 @@ class CodeGrader:
                           timeout_s=self.timeout_s, memory_mb=self.memory_mb, max_output_bytes=self.max_output_bytes,
                           progress=self.progress, unsafe=bool(options.unsafe or self.unsafe), executor=executor)
 
-    def _setup(self) -> Any:
-        sandbox = bonbench_sandbox
+    def _setup(self) -> None:
         with self._lock:
             if self._key is None:
                 self._key = _load_key(self.cache_dir)
                 if self.cache_dir is not None:
-                    self._cache = sandbox.ResultCache(self.cache_dir / "results.sqlite")
-        return sandbox
+                    self._cache = ResultCache(self.cache_dir / "results.sqlite")
 
     def job_for(self, case: ExecCase) -> tuple[Any, str]:
         """The sandbox ``Job`` of one case and the secret its harness must print."""
-        sandbox = self._setup()
+        self._setup()
         assert self._key is not None
         program = assemble_program(case)
         secret = make_secret(self._key, program, case.stdin)
-        job = sandbox.Job(
+        job = Job(
             program=program,
             stdin=case.stdin,
             timeout_s=case.timeout_s if case.timeout_s is not None else self.timeout_s,
@@ -210,11 +192,11 @@ class CodeGrader:
 
     def _run_groups(self, groups: list[list[ExecCase]], report: Callable[[int], None]) -> list[list[CaseVerdict]]:
         """Verdicts per group. Ctrl-C raises `_Partial` with the verdicts of the groups that finished."""
-        sandbox = self._setup()
+        self._setup()
         jobs = [[self.job_for(c) for c in cases] for cases in groups]
         try:
-            results = self._execute(sandbox, groups, jobs, report)
-        except sandbox.Interrupted as exc:
+            results = self._execute(groups, jobs, report)
+        except Interrupted as exc:
             done = sorted(exc.done)
             sub = [groups[gi] for gi in done]
             verdicts = [[judge(groups[gi][ti], jobs[gi][ti][1], r) for ti, r in enumerate(exc.done[gi])] for gi in done]
@@ -231,7 +213,7 @@ class CodeGrader:
             raise _Partial({gi: vs for gi, vs in enumerate(verdicts) if all(v.status != RECORDED for v in vs)}) from None
         return verdicts
 
-    def _execute(self, sandbox: Any, groups: list[list[ExecCase]], jobs: list[list[tuple[Any, str]]],
+    def _execute(self, groups: list[list[ExecCase]], jobs: list[list[tuple[Any, str]]],
                  report: Callable[[int], None]) -> list[list[Any]]:
 
         def passes(gi: int, ti: int, result: Any) -> bool:
@@ -244,10 +226,10 @@ class CodeGrader:
                                                        stop_on_first_failure=self.early_stop, cache=self._cache,
                                                        progress=report)
             else:
-                results = sandbox.run_many_tests([[j for j, _ in g] for g in jobs], workers=self.workers,
-                                                 stop_on_first_failure=self.early_stop, progress=report,
-                                                 cache=self._cache, judge=passes)
-        except sandbox.SandboxUnavailable as exc:
+                results = run_many_tests([[j for j, _ in g] for g in jobs], workers=self.workers,
+                                         stop_on_first_failure=self.early_stop, progress=report,
+                                         cache=self._cache, judge=passes)
+        except SandboxUnavailable as exc:
             raise BonbenchError(f"code execution needs the sandbox: {exc}") from None
         return results
 
@@ -302,18 +284,18 @@ class CodeGrader:
             batches = retry
 
     def _trusted_job(self, test: CallTest, timeout: float, recs: Sequence[list[dict[str, Any]]]) -> Any:
-        sandbox = self._setup()
-        return sandbox.Job(program=trusted_program(test, timeout), timeout_s=timeout * len(recs) + 5.0,
-                           memory_mb=max(self.memory_mb, 1024), max_output_bytes=self.max_output_bytes,
-                           max_file_mb=64, unsafe=self.unsafe, files={RECORDINGS_FILE: recordings_file(recs)})
+        self._setup()
+        return Job(program=trusted_program(test, timeout), timeout_s=timeout * len(recs) + 5.0,
+                   memory_mb=max(self.memory_mb, 1024), max_output_bytes=self.max_output_bytes,
+                   max_file_mb=64, unsafe=self.unsafe, files={RECORDINGS_FILE: recordings_file(recs)})
 
     def _run_plain(self, jobs: list[Any]) -> list[Any]:
-        sandbox = self._setup()
+        self._setup()
         if self.executor is not None:
             out = self.executor.run_many_tests([[j] for j in jobs], [always_passes] * len(jobs),
                                                stop_on_first_failure=False, cache=self._cache)
             return [r[0] for r in out]
-        return sandbox.run_many(jobs, workers=self.workers, cache=self._cache)
+        return run_many(jobs, workers=self.workers, cache=self._cache)
 
     def grade(self, problems: Mapping[str, Problem], samples: Sequence[Sample]) -> list[Grade]:
         """Grades in the order of ``samples``; build failures become error grades, never raise."""

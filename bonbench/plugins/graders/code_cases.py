@@ -41,7 +41,7 @@ from bonbench.plugins.graders.replay import RECORD_MARK, CallTest, parse_recordi
 SECRET_HEX = 32  # 128 bits: not guessable
 KEYFILE = ".bb_sentinel"  # next to main.py in the sandbox; the harness deletes it before user code runs
 DEFAULT_CACHE_DIR = Path("results/cache/exec")
-ENV_EXEC_CACHE = "BONBENCH_EXEC_CACHE"
+ENV_EXEC_CACHE = "BONBENCH_EXEC_CACHE"  # the code graders' cache folder; run.resolve lets it win over --out's
 
 ProgressCallback = Callable[[int, int], None]
 

@@ -1,6 +1,6 @@
 """Text side of code grading: code extraction from completions and judge-style output comparison.
 
-Pure functions on strings (no execution, no sandbox); ``bonbench.plugins.graders.code`` re-exports them.
+Pure functions on strings (no execution, no sandbox); the grader and the code tasks import them from here.
 """
 
 from __future__ import annotations

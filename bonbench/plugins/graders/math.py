@@ -1,6 +1,6 @@
-"""Grading of MATH-style final answers: the batch grader, and the public names of the math grader.
+"""Grading of MATH-style final answers: the batch grader.
 
-The grader is split along its seams; this module re-exports the public functions:
+The grader is split along its seams; each public function is imported from its own module:
 
 * ``extract_answer`` (``math_extract``) pulls the final answer out of a completion;
 * ``canonical_answer`` (``math_canonical``) rewrites it into a normal form with string rules;
@@ -29,11 +29,9 @@ import time
 from typing import Any, Mapping, Sequence
 
 from bonbench.plugins.graders.math_canonical import canonical_answer
-from bonbench.plugins.graders.math_equiv import NeedsSympy, equiv_canonical, is_equiv
+from bonbench.plugins.graders.math_equiv import NeedsSympy, equiv_canonical
 from bonbench.plugins.graders.math_extract import extract_answer
 from bonbench.core.records import Grade, Problem, Sample
-
-__all__ = ["extract_answer", "canonical_answer", "is_equiv", "MathGrader"]
 
 
 class _SoftTimeout(BaseException):

@@ -1,6 +1,6 @@
 """Sandbox executions as Ray tasks (``--ray``): code graders' test lists spread over the cluster.
 
-``RaySandbox.run_many_tests`` does what ``bonbench_sandbox.run_many_tests`` does on one machine (test
+``RaySandbox.run_many_tests`` does what ``bonbench_sandbox.pool.run_many_tests`` does on one machine (test
 lists in parallel, each in order with early stop at its first failing test) with Ray tasks instead
 of threads: each task runs a chunk of test lists through the normal sandbox (``run_tests``) on
 whatever node Ray schedules it on, one CPU per task. The driver keeps the execution cache: it serves
@@ -10,7 +10,7 @@ so the cache file has one writer (the run directory's) and a rerun executes noth
 Faults: executions are idempotent (same program, stdin and limits: same result), so a task whose
 worker or node dies is re-run by Ray itself on another node (``max_retries``), which is exactly what
 Ray's task retries are for. The judge of each test list (a picklable ``judge(test_idx, result)``,
-``bonbench.plugins.graders.code.case_judge``) runs inside the task, so early stop works as it does locally.
+``bonbench.plugins.graders.code_cases.case_judge``) runs inside the task, so early stop works as it does locally.
 
 Ray Data would fit a stream of independent rows too, but it adds a dataset layer for what is a
 list of tasks the driver waits on; plain tasks keep the driver's cache and progress simple.
@@ -68,7 +68,7 @@ class RaySandbox:
 
     def run_many_tests(self, groups: Sequence[Sequence[Any]], judges: Sequence[Judge], *, stop_on_first_failure: bool = True,
                        cache: Any = None, progress: Callable[[int], None] | None = None) -> list[list[Any]]:
-        """Results per test list, in order (early stop as ``bonbench_sandbox.run_many_tests``)."""
+        """Results per test list, in order (early stop as ``bonbench_sandbox.pool.run_many_tests``)."""
         results: list[list[Any] | None] = [None] * len(groups)
         todo: list[int] = []
         for gi, group in enumerate(groups):

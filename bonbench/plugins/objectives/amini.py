@@ -1,4 +1,4 @@
-"""Variational BoN (Amini et al.), BoNBoN (Gui et al.) and KL-regularised RL, as per-group weights.
+"""Variational BoN (Amini et al.) and KL-regularised RL, as per-group weights (BoNBoN: ``bonbon``).
 
 Amini, Vieira, Ash, Cotterell 2024, "Variational Best-of-N Alignment" (arXiv 2407.06057, ICLR 2025;
 math-reference §3): fine-tune pi_theta to imitate the BoN distribution of a reference policy,
@@ -14,7 +14,6 @@ with F(r) = Pr_{y'~pi_ref}[r(y') < r] (strict), estimated per prompt from M refe
   ties broken uniformly by default (``log_bon_prob_tied``), so the target is a distribution.
 * ``vbon_l``: the lower bound L = (N-1) E[log F] - KL(pi_theta || pi_ref) (§3.3; the paper's
   Theorem 2), or the looser L_1 of Theorems 3-4 (math-reference §7 item 5) with bound='L1'.
-* ``bonbon`` (module ``bonbon``, re-exported here): Gui, Garbacea, Veitch 2024, arXiv 2406.00832.
 * ``kl_rl``: E[r] - beta KL(pi_theta || pi_ref) with an RLOO baseline (the PPO-style baseline), and
   ``ppo_form_reward``: the §3.2 identity that reward (log pi_bon - log pi_ref)/N with beta = 1/N is
   -(1/N) KL(pi_theta || pi_bon).
@@ -33,7 +32,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from bonbench.core.errors import BonbenchError
-from bonbench.api.objective import Group, Objective, objective
+from bonbench.api.objective import Group, Objective, register_objective
 from bonbench.plugins.objectives.common import (
     BASELINES,
     check_choice,
@@ -42,16 +41,6 @@ from bonbench.plugins.objectives.common import (
     policy_rows_with_ref,
     require,
     scatter,
-)
-# BoNBoN lives in its own module; re-exported here, where it was first defined
-from bonbench.plugins.objectives.bonbon import (  # noqa: F401
-    GUI,
-    bonbon,
-    bonbon_loss_numpy,
-    bonbon_loss_torch,
-    bonbon_pairs,
-    bonbon_target,
-    bonbon_weights,
 )
 
 AMINI = "Amini, Vieira, Ash, Cotterell 2024, arXiv 2407.06057"
@@ -280,8 +269,8 @@ def _vbon_objective(name: str, N: int, baseline: str, cdf: str, ties: str, seed:
                                                  "seed": seed}, 2 if baseline == "loo" else 1)
 
 
-@objective("vbon", paper=AMINI + " §3 (vBoN)", needs=("logprobs", "ref_logprobs", "ref_rewards"),
-           summary="vBoN: maximise -KL(pi_theta || pi_bon), pi_bon from M reference rewards, reward ties uniform")
+@register_objective("vbon", paper=AMINI + " §3 (vBoN)", needs=("logprobs", "ref_logprobs", "ref_rewards"),
+                    summary="vBoN: maximise -KL(pi_theta || pi_bon), pi_bon from M reference rewards, reward ties uniform")
 def vbon(N: int = 8, baseline: str = "loo", cdf: str = "add_one", ties: str = "uniform", seed: int = 0) -> Objective:
     """vBoN (§3.2): w_i = (t_i - b_i)/G, t_i = log pi_bon(y_i) - log pi_theta(y_i) (``vbon_weights``).
 
@@ -315,9 +304,9 @@ def vbon(N: int = 8, baseline: str = "loo", cdf: str = "add_one", ties: str = "u
 BOUNDS = ("L", "L1")
 
 
-@objective("vbon_l", paper=AMINI + " §3 (vBoN lower bound L, Theorem 2; L_1, Theorems 3-4)",
-           needs=("logprobs", "ref_logprobs", "ref_rewards"),
-           summary="vBoN-L: maximise (N-1) E[log F_hat] - KL(pi_theta || pi_ref) (Theorem 2; or the looser L_1)")
+@register_objective("vbon_l", paper=AMINI + " §3 (vBoN lower bound L, Theorem 2; L_1, Theorems 3-4)",
+                    needs=("logprobs", "ref_logprobs", "ref_rewards"),
+                    summary="vBoN-L: maximise (N-1) E[log F_hat] - KL(pi_theta || pi_ref) (Theorem 2; or the looser L_1)")
 def vbon_l(N: int = 8, bound: str = "L", baseline: str = "loo", cdf: str = "add_one", ties: str = "strict",
            seed: int = 0) -> Objective:
     """vBoN-L (§3.3): the bound's score-function gradient, w_i = (t_i - b_i)/G, t from ``vbon_l_terms``.
@@ -360,9 +349,9 @@ def ppo_form_reward(log_bon: np.ndarray, ref_logprobs: np.ndarray, N: int) -> np
     return (np.asarray(log_bon, dtype=np.float64) - np.asarray(ref_logprobs, dtype=np.float64)) / N
 
 
-@objective("kl_rl", paper="KL-regularised RL (Ziegler et al. 2019; the PPO baseline of " + AMINI + ")",
-           needs=("logprobs", "ref_logprobs"),
-           summary="KL-regularised RL: reward r - beta (log pi - log pi_ref), RLOO baseline")
+@register_objective("kl_rl", paper="KL-regularised RL (Ziegler et al. 2019; the PPO baseline of " + AMINI + ")",
+                    needs=("logprobs", "ref_logprobs"),
+                    summary="KL-regularised RL: reward r - beta (log pi - log pi_ref), RLOO baseline")
 def kl_rl(beta: float = 0.05, baseline: str = "loo") -> Objective:
     """Maximise E[r] - beta KL(pi_theta || pi_ref): ``kl_rl_weights`` (beta = 0.05 by default)."""
     if not (isinstance(beta, (int, float)) and beta >= 0):

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from bonbench.core.errors import BonbenchError
-from bonbench.api.objective import Group, Objective, objective
+from bonbench.api.objective import Group, Objective, register_objective
 from bonbench.plugins.objectives.common import check_int, policy_rows_with_ref, scatter
 
 GUI = "Gui, Garbacea, Veitch 2024 (BoNBoN), arXiv 2406.00832"
@@ -110,8 +110,8 @@ def bonbon_weights(logprobs: np.ndarray, ref_logprobs: np.ndarray, rewards: np.n
     return w
 
 
-@objective("bonbon", paper=GUI, needs=("logprobs", "ref_logprobs"),
-           summary="BoNBoN: alpha SFT on the best of N + (1-alpha) IPO(best vs worst of N, target (N-1)H_{N-1})")
+@register_objective("bonbon", paper=GUI, needs=("logprobs", "ref_logprobs"),
+                    summary="BoNBoN: alpha SFT on the best of N + (1-alpha) IPO(best vs worst of N, target (N-1)H_{N-1})")
 def bonbon(N: int = 8, alpha: float = 0.5) -> Objective:
     """BoNBoN (``bonbon_loss_numpy``), as the exact loss gradient at the current theta (``bonbon_weights``).
 

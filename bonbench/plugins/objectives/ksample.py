@@ -31,7 +31,7 @@ from typing import Callable, Hashable, NamedTuple, Sequence
 import numpy as np
 
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import maj_curve
+from bonbench.metrics.maj import maj_curve
 
 BASELINES = ("loo", "biased", "leave_p_out", "none")
 FORMS = ("unbiased", "paper")

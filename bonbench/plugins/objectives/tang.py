@@ -35,7 +35,7 @@ from typing import Callable
 import numpy as np
 
 from bonbench.core.errors import BonbenchError
-from bonbench.api.objective import Group, Objective, objective
+from bonbench.api.objective import Group, Objective, register_objective
 from bonbench.plugins.objectives.ksample import (
     check_options,
     enumerated_means,
@@ -106,8 +106,8 @@ def mean_weights(rewards: np.ndarray, baseline: str = "loo", normalise: str = "n
     return a / G
 
 
-@objective("mean", paper="REINFORCE / RLOO (Kool et al. 2019); GRPO (arXiv 2402.03300); Dr.GRPO (arXiv 2503.20783)",
-           summary="mean-reward policy gradient: RLOO by default; GRPO / Dr.GRPO advantages via normalise=")
+@register_objective("mean", paper="REINFORCE / RLOO (Kool et al. 2019); GRPO (arXiv 2402.03300); Dr.GRPO (arXiv 2503.20783)",
+                    summary="mean-reward policy gradient: RLOO by default; GRPO / Dr.GRPO advantages via normalise=")
 def mean_objective(baseline: str = "loo", normalise: str = "none", eps: float = 1e-6) -> Objective:
     """Mean-reward policy gradient E[r]: w_i = (r_i - b_i) / G, optionally GRPO-normalised."""
     if baseline not in MEAN_BASELINES:
@@ -198,8 +198,8 @@ def _ksample_objective(name: str, k: int, options: dict, needs: frozenset, weigh
     return Objective(name, weights, needs, {"k": k, **options}, min_group=k)
 
 
-@objective("passk", paper=TANG,
-           summary="pass@k / max@k k-sample objective E[max of k rewards] (LOO, biased, leave-p-out, U-statistic)")
+@register_objective("passk", paper=TANG,
+                    summary="pass@k / max@k k-sample objective E[max of k rewards] (LOO, biased, leave-p-out, U-statistic)")
 def passk_objective(k: int = 4, baseline: str = "loo", p: int = 2, leave_p_out_form: str = "unbiased") -> Objective:
     """pass@k / max@k: J_k = E[max_i r(y_i)] over k iid samples (Tang et al. §4.3)."""
     opts = {"baseline": baseline, "p": p, "leave_p_out_form": leave_p_out_form}
@@ -210,8 +210,8 @@ def passk_objective(k: int = 4, baseline: str = "loo", p: int = 2, leave_p_out_f
     return _ksample_objective("passk", k, opts, frozenset(), weights)
 
 
-@objective("majk", paper=TANG, needs=("answers",),
-           summary="majority-vote k-sample objective (plurality answer's value, ties uniform, None abstains)")
+@register_objective("majk", paper=TANG, needs=("answers",),
+                    summary="majority-vote k-sample objective (plurality answer's value, ties uniform, None abstains)")
 def majk_objective(k: int = 4, baseline: str = "loo", p: int = 2, leave_p_out_form: str = "unbiased") -> Objective:
     """maj@k: J_k = E[value of the plurality answer of k iid samples] (Tang et al. §4.5)."""
     opts = {"baseline": baseline, "p": p, "leave_p_out_form": leave_p_out_form}
@@ -223,7 +223,7 @@ def majk_objective(k: int = 4, baseline: str = "loo", p: int = 2, leave_p_out_fo
     return _ksample_objective("majk", k, opts, frozenset({"answers"}), weights)
 
 
-@objective("softmaxk", paper=TANG, summary="softmax / log-sum-exp interpolation between mean and max@k (k-sample, LOO)")
+@register_objective("softmaxk", paper=TANG, summary="softmax / log-sum-exp interpolation between mean and max@k (k-sample, LOO)")
 def softmaxk_objective(k: int = 4, beta: float = 1.0, family: str = "softmax", baseline: str = "loo", p: int = 2,
                        leave_p_out_form: str = "unbiased") -> Objective:
     """Softmax-interpolated k-sample objective J_k = E[f_beta(y_1..k)] (Tang et al. App. B.2, §4.8)."""

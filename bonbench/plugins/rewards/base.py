@@ -35,7 +35,6 @@ from bonbench.core.records import Grade, Problem, Sample, Score
 # Samples handed to a reward model per call: large enough for length-sorted batching to pay off,
 # small enough that the tokenized chunk stays a few hundred MB at most.
 SCORE_CHUNK = 4096
-__all__ = ["SCORE_CHUNK", "RewardGrader", "RewardModel", "RewardVerifier", "check_scores", "reward_prompt"]
 
 
 def reward_prompt(problem: Problem) -> str:

@@ -2,7 +2,7 @@
 
 Any ``AutoModelForSequenceClassification`` checkpoint: sentiment classifiers such as
 ``lvwerra/distilbert-imdb`` (read one label's probability) or reward models with one scalar head
-such as the Pythia TL;DR reward models (read the logit). Options (see ``HFOptions``):
+such as the Pythia TL;DR reward models (read the logit). Options (see ``HFClassifierOptions``):
 
 - ``label``: which output is the reward, by name (``POSITIVE``) or index (``1``). Required when
   the model has several labels (a wrong guess would silently invert the reward); a one-head model
@@ -44,7 +44,7 @@ _BLOCKS, _BLOCK = 16, 1 << 16
 
 
 @dataclass(frozen=True)
-class HFOptions:
+class HFClassifierOptions:
     """How to read a classifier (the ``?key=value`` options of an ``hf:`` spec)."""
 
     label: str | None = None
@@ -152,7 +152,7 @@ class HFClassifierReward:
 
     version = VERSION
 
-    def __init__(self, source: str, name: str, options: HFOptions = HFOptions()) -> None:
+    def __init__(self, source: str, name: str, options: HFClassifierOptions = HFClassifierOptions()) -> None:
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 

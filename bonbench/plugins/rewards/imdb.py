@@ -7,7 +7,7 @@ Model: word unigrams + bigrams (lowercased, ``<br />`` removed, tokens as scikit
 ``\\b\\w\\w+\\b``, document frequency >= 2) -> sublinear TF-IDF -> logistic regression, calibrated
 with Platt scaling over 3 cross-validation folds (scikit-learn's ``CalibratedClassifierCV``; the
 reward is the mean of the 3 calibrated fold models). Trained once (~1 min on 2 cores) into
-``~/.cache/bonbench/rewards/imdb-sentiment-v<version>/`` with the atomic cache of ``cache.py``;
+``~/.cache/bonbench/rewards/imdb-sentiment-v<version>/`` with the atomic cache of ``bonbench.core.cache``;
 the marker records the training-data fingerprint, the library versions and the test-split
 accuracy and calibration error measured right after training.
 

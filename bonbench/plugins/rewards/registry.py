@@ -1,18 +1,9 @@
-"""Reward-model names and spec strings -> reward models; the ``bonbench.reward_models`` entry points.
+"""The built-in reward models, their descriptions, and the ``rm:`` verifier scheme.
 
-Spec syntax (``--reward-model SPEC``, ``--verifier rm:SPEC``)::
-
-    SPEC    = BASE [ "?" KEY "=" VALUE { "&" KEY "=" VALUE } ]
-    BASE    = NAME                 a registered reward model (``bonbench list reward-models``)
-            | "hf:" SOURCE         a Hugging Face sequence classifier (bonbench.plugins.rewards.hf)
-            | "vllm:" SOURCE       the same model served by vLLM's pooling runner (GPUs)
-            | SOURCE               an unregistered folder or hub id means ``hf:SOURCE``
-    SOURCE  = a local folder saved with save_pretrained, or a hub id ``org/name``
-
-Examples: ``imdb-sentiment``, ``tldr-proxy-eval?max_words=40``,
-``hf:lvwerra/distilbert-imdb?label=POSITIVE``, ``hf:./my-rm?read=logit&batch_size=8``.
-Options of a registered model are its factory's keyword arguments (typed by annotation); options
-of ``hf:``/``vllm:`` are those of ``HFOptions`` / ``VllmOptions``. Values may not contain ``&``.
+Spec strings (``--reward-model SPEC``, ``--verifier rm:SPEC``) and the one lookup
+``get_reward_model(spec, data_dir)`` are ``bonbench.api.reward``'s, where the spec grammar is
+written; options of ``hf:``/``vllm:`` are those of ``HFClassifierOptions`` / ``VllmClassifierOptions``
+(``bonbench.plugins.rewards.schemes``).
 
 Registration is the generic one (``bonbench.api.reward``, ``bonbench.core.registry``): the
 built-ins and third-party packages alike list their factories in the ``bonbench.reward_models``
@@ -21,50 +12,19 @@ registers in-process; nothing is imported until a model is asked for (or listed:
 description is the first line of its factory's docstring). A factory takes ``data_dir`` (the local
 data mirror or None) and its options. ``hf:`` and ``vllm:`` are schemes registered through the
 same group (``bonbench.plugins.rewards.schemes``); a package may add its own ``prefix:``.
-``rm:`` (a reward model as a bon@k verifier) is a verifier scheme this package registers.
-
-Names: a model's ``name`` (and so its grade / score file) is derived from the spec: the registered
-name, plus a slug of the options; ``hf``/``vllm`` specs get a readable slug and a short hash of the
-spec so that two folders called ``model`` never share a file.
+``rm:`` (a reward model as a bon@k verifier) is a verifier scheme this package registers: the model
+is checked when the run is planned (``LazyRewardModel``) and loaded when it first scores.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from bonbench.api.reward import (REWARD_GROUP, REWARD_MODELS, RewardFactory, RewardModel, first_line, register_reward_model,
-                                 reward_model_names, reward_options, scheme_options)
+from bonbench.api.reward import REWARD_MODELS, RewardModel, first_line, get_reward_model, parse_spec, preflight
 from bonbench.core.errors import BonbenchError
 from bonbench.plugins.rewards.base import RewardVerifier
 
-GROUP = REWARD_GROUP
-Factory = RewardFactory
-__all__ = ["GROUP", "LazyRewardModel", "RewardSpec", "describe_reward_models", "describe_reward_schemes",
-           "get_reward_model",
-           "parse_spec", "preflight", "register_reward_model", "reward_model_names", "reward_verifier"]
-
-
-@dataclass(frozen=True)
-class RewardSpec:
-    """A parsed spec: ``kind`` (registered / hf / vllm), ``target`` (name, folder or hub id), options."""
-
-    kind: str  # "registered", or a scheme's prefix without its colon ("hf", "vllm", a plugin's)
-    target: str
-    options: tuple[tuple[str, str], ...] = ()
-    text: str = ""
-
-    @property
-    def name(self) -> str:
-        """Filename-safe model name (module docstring)."""
-        opts = "-".join(f"{k}-{v}" for k, v in self.options)
-        if self.kind == "registered":
-            return self.target + (f"-{_slug(opts)}" if opts else "")
-        readable = _slug(f"{self.kind}-{Path(self.target.rstrip('/')).name}" + (f"-{opts}" if opts else ""))[:60]
-        return f"{readable}-{hashlib.sha256(self.text.encode()).hexdigest()[:6]}"
 
 
 def describe_reward_models() -> list[tuple[str, str]]:
@@ -95,45 +55,6 @@ def describe_reward_schemes() -> list[tuple[str, str]]:
         except BonbenchError as exc:
             out.append((prefix, f"(failed to load: {exc})"))
     return out
-
-
-def parse_spec(spec: str) -> RewardSpec:
-    """Parse a spec string (module docstring) or raise a one-line ``BonbenchError``."""
-    text = spec.strip()
-    base, _, query = text.partition("?")
-    options: list[tuple[str, str]] = []
-    for part in filter(None, query.split("&")):
-        key, eq, value = part.partition("=")
-        if not eq or not key.strip():
-            raise BonbenchError(f"reward model option {part!r} in {spec!r} is not KEY=VALUE (e.g. {base}?label=POSITIVE)")
-        if key.strip() in dict(options):
-            raise BonbenchError(f"reward model option {key.strip()!r} is given twice in {spec!r}")
-        options.append((key.strip(), value.strip()))
-    if base in REWARD_MODELS.names():
-        return RewardSpec("registered", base, tuple(options), text)
-    prefix = REWARD_MODELS.scheme_of(base)
-    if prefix is not None:
-        if not base[len(prefix):]:
-            raise BonbenchError(f"reward model spec {spec!r} names no model: {prefix}<local folder or hub id>")
-        return RewardSpec(prefix[:-1], base[len(prefix):], tuple(options), text)
-    if Path(base).expanduser().exists() or (base.count("/") == 1 and not base.startswith((".", "/", "~"))):
-        return RewardSpec("hf", base, tuple(options), text)
-    raise BonbenchError(f"unknown reward model {base!r}; choose one of: {', '.join(reward_model_names())} "
-                        "(see `bonbench list reward-models`), or hf:<local folder or hub id>")
-
-
-def get_reward_model(spec: str, data_dir: str | Path | None = None) -> RewardModel:
-    """Build the reward model ``spec`` names (loads weights / trains offline models now)."""
-    parsed = parse_spec(spec)
-    if parsed.kind != "registered":
-        scheme = REWARD_MODELS.get(parsed.kind + ":")
-        options = scheme_options(scheme, spec.partition("?")[0], dict(parsed.options))
-        return scheme(parsed.target, name=parsed.name, data_dir=data_dir, **options)
-    factory = REWARD_MODELS.get(parsed.target)
-    model = factory(data_dir=data_dir, **reward_options(factory, parsed.target, dict(parsed.options)))
-    if parsed.options:
-        model.name = parsed.name  # options change the scores: keep their files apart
-    return model
 
 
 class LazyRewardModel:
@@ -169,18 +90,6 @@ class LazyRewardModel:
         return self.model.score(prompts, completions)
 
 
-def preflight(spec: RewardSpec) -> None:
-    """The checks that need no weights: option names and types, and whatever a scheme checks before
-    loading (``hf:``: the folder or hub id and the label, from config.json alone), so that a run
-    fails before sampling, not after."""
-    if spec.kind == "registered":
-        reward_options(REWARD_MODELS.get(spec.target), spec.target, dict(spec.options))
-        return
-    check = getattr(REWARD_MODELS.get(spec.kind + ":"), "preflight", None)
-    if check is not None:
-        check(spec.target, **dict(spec.options))
-
-
 def reward_verifier(spec: str, data_dir: str | Path | None = None) -> RewardVerifier:
     """rm:<spec>  a reward model as a bon@k verifier (`bonbench list reward-models`), loaded when it first scores.
 
@@ -188,7 +97,3 @@ def reward_verifier(spec: str, data_dir: str | Path | None = None) -> RewardVeri
     time an offline model is built).
     """
     return RewardVerifier(LazyRewardModel(spec, data_dir))
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-.") or "x"

@@ -2,8 +2,8 @@
 
 Registered through the ``bonbench.reward_models`` entry-point group (``"hf:"`` and ``"vllm:"``),
 like any plugin. A scheme is called as ``scheme(source, name=..., data_dir=..., **options)``
-with the ``?key=value`` options as strings; they are checked against ``HFOptions`` /
-``VllmOptions`` and coerced by annotation (``bonbench.core.registry``). ``preflight`` checks what
+with the ``?key=value`` options as strings; they are checked against ``HFClassifierOptions`` /
+``VllmClassifierOptions`` and coerced by annotation (``bonbench.core.registry``). ``preflight`` checks what
 needs no weights (options, the folder or hub id, the label in config.json), so that a run fails
 before it samples.
 
@@ -18,8 +18,8 @@ from typing import Any, Callable
 from bonbench.api.reward import RewardModel
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import coerce_kwargs
-from bonbench.plugins.rewards.hf import HFClassifierReward, HFOptions, labels_of, pick_label, resolve_source
-from bonbench.plugins.rewards.vllm_pooling import VllmClassifierReward, VllmOptions
+from bonbench.plugins.rewards.hf import HFClassifierReward, HFClassifierOptions, labels_of, pick_label, resolve_source
+from bonbench.plugins.rewards.vllm_pooling import VllmClassifierReward, VllmClassifierOptions
 
 
 class ClassifierScheme:
@@ -50,7 +50,7 @@ class ClassifierScheme:
         pick_label(source, labels_of(config), options.label)
 
 
-hf_scheme = ClassifierScheme("hf:", HFOptions, HFClassifierReward,
+hf_scheme = ClassifierScheme("hf:", HFClassifierOptions, HFClassifierReward,
                              "any Hugging Face sequence classifier (a local folder or hub id), on transformers")
-vllm_scheme = ClassifierScheme("vllm:", VllmOptions, VllmClassifierReward,
+vllm_scheme = ClassifierScheme("vllm:", VllmClassifierOptions, VllmClassifierReward,
                                "the same classifier served by vLLM's pooling runner (GPUs)")

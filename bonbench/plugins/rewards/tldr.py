@@ -50,7 +50,8 @@ import numpy as np
 
 from bonbench.core.data import file_fingerprint, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.rewards.base import RewardModel, check_scores
+from bonbench.api.reward import RewardModel
+from bonbench.plugins.rewards.base import check_scores
 from bonbench.core.cache import build_once, read_marker, rewards_cache_root
 
 TRAIN_NAME = "tldr-proxy-train"

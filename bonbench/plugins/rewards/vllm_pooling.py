@@ -34,7 +34,7 @@ VERSION = 1
 
 
 @dataclass(frozen=True)
-class VllmOptions:
+class VllmClassifierOptions:
     """The ``?key=value`` options of a ``vllm:`` spec."""
 
     label: str | None = None
@@ -50,7 +50,7 @@ class VllmClassifierReward:
 
     version = VERSION
 
-    def __init__(self, source: str, name: str, options: VllmOptions = VllmOptions()) -> None:
+    def __init__(self, source: str, name: str, options: VllmClassifierOptions = VllmClassifierOptions()) -> None:
         from transformers import AutoConfig, AutoTokenizer
 
         if options.input not in ("concat", "completion"):

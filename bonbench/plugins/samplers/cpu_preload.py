@@ -24,7 +24,7 @@ also stops a second attempt when the loader refused the library); or the command
 replayed (interactive interpreter, a script read from stdin).
 
 This module does not import vllm or torch (except to ask CUDA when the torch build is not a
-``+cpu`` one), does not decide *whether* an engine will be loaded (callers do: cli.py calls
+``+cpu`` one), does not decide *whether* an engine will be loaded (callers do: ``bonbench.apps.cli.evaluation_handlers`` calls
 ``maybe_reexec_with_preload`` only when the vllm backend has samples to draw) and does not change
 the environment of the current process except through the re-exec.
 """

@@ -13,7 +13,7 @@ first and prints the log's last lines on stderr with its path, then propagates u
 terminal as the engine writes it.
 
 This module does not configure engines; ``vllm.py`` asks it for the block. ``debug`` and
-``quiet_log_level`` live in ``bonbench.core.engines`` (re-exported here).
+``quiet_log_level`` live in ``bonbench.core.engines``.
 """
 
 from __future__ import annotations
@@ -27,12 +27,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from bonbench.core.cache import cache_dir
-from bonbench.core.engines import ENV_DEBUG, debug, quiet_log_level  # noqa: F401  (re-exported)
+from bonbench.core.engines import debug
 from bonbench.core.errors import BonbenchError
 
 TAIL_LINES = 20
-
-__all__ = ["ENV_DEBUG", "TAIL_LINES", "debug", "engine_output", "quiet_log_level"]
 
 
 def _log_path(name: str) -> Path:

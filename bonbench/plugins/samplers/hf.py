@@ -30,14 +30,13 @@ implement top-k, repetition penalties or beam search, and does not stream partia
 from __future__ import annotations
 
 import gc
-import hashlib
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
 from bonbench.core.records import Prompt, Sample
-from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 
 try:
     import torch
@@ -53,12 +52,6 @@ class _Row:
     problem_id: str
     sample_idx: int
     stop: tuple[str, ...]
-
-
-def sample_seed(seed: int, problem_id: str, sample_idx: int) -> int:
-    """The per-sample generator seed: a hash, so neighbouring indices get unrelated streams."""
-    digest = hashlib.sha256(f"{seed}\0{problem_id}\0{sample_idx}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 def policy_logits(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:

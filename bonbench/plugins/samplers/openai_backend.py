@@ -5,7 +5,7 @@ Plain-text prompts go to ``/v1/completions``, chat prompts (``Prompt.messages``)
 asyncio loop that ``generate`` runs step by step in the calling thread).
 
 Requests: one HTTP request per sample (``n=1``) with ``seed`` = ``sample_seed(run seed, problem_id,
-sample_idx)``, the per-sample seed of the hf backend. So a sample's seed never depends on which other
+sample_idx)`` (``bonbench.api.sampler``), the per-sample seed the hf backend uses too. So a sample's seed never depends on which other
 samples were missing, which endpoint drew it or in what order: a resumed or grown run asks for the
 same seeds it would have asked for in one go. Whether the same seed gives the same text is the
 server's business (vLLM: yes for the same model, batch effects aside). Prefix sharing across a
@@ -51,7 +51,7 @@ from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVa
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
 from bonbench.core.records import Prompt, Sample
-from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.plugins.samplers.openai_answers import RETRY_AFTER_CAP_S, BadAnswer, answer_json, choices_of, retry_after
 
 T = TypeVar("T")
@@ -83,12 +83,6 @@ class OpenAIOptions:
         """The settings as recorded in config.json (provenance): everything but the API key."""
         return {"endpoints": list(self.endpoints), "concurrency": self.concurrency,
                 "max_attempts": self.max_attempts, "retry_wait": self.retry_wait, "request_timeout": self.request_timeout}
-
-
-def sample_seed(seed: int, problem_id: str, sample_idx: int) -> int:
-    """The per-sample seed, the hf backend's (not imported from there: that module imports torch)."""
-    digest = hashlib.sha256(f"{seed}\0{problem_id}\0{sample_idx}".encode()).digest()
-    return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
 
 
 def base_url(endpoint: str) -> str:

@@ -8,7 +8,7 @@ same way. ``backend=None`` means vllm when it is installed here, else hf. Choosi
 imports vLLM and choosing ``vllm`` never imports torch here: the hf factory loads ``HFSampler``
 (and torch) when it builds one, and the vllm backend imports vLLM when it starts.
 
-Each backend has a frozen options record (``VLLMOptions``, ``HFOptions``, ``OpenAIOptions``, a
+Each backend has a frozen options record (``VLLMOptions``, ``HFSamplerOptions``, ``OpenAIOptions``, a
 plugin's own): ``backend_options`` builds it from the settings a user actually gave (None = not
 given, so the backend's default holds), and a setting the chosen backend does not take is a
 one-line error naming the ones it does (``--batch-size`` means nothing to vLLM, which schedules
@@ -45,7 +45,7 @@ class VLLMOptions:
 
 
 @dataclass(frozen=True)
-class HFOptions:
+class HFSamplerOptions:
     """transformers backend settings: ``batch_size`` sequences decoded together, ``device`` (default:
     CUDA when available, else CPU)."""
 
@@ -92,7 +92,7 @@ def describe_backends() -> list[tuple[str, str]]:
     return out
 
 
-def recorded_options(options: Any) -> dict[str, Any]:
+def backend_options_record(options: Any) -> dict[str, Any]:
     """The options as config.json records them (not hashed): the openai backend leaves out its API key."""
     recorded = getattr(options, "recorded", None)
     return recorded() if callable(recorded) else asdict(options)

@@ -43,7 +43,7 @@ LoRA: an engine built with ``enable_lora=True`` (engine args) serves adapters pe
 uses that adapter (``None``: the base model). The trainer's vLLM rollouts use this.
 
 The CPU settings and ``import_vllm`` live in ``bonbench.core.engines`` (shared with the vLLM reward
-models and the trainer) and are re-exported here.
+models and the trainer).
 
 This module does not render prompts, retry failed requests or pick the backend (``select.py`` does).
 """
@@ -59,10 +59,9 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
 from bonbench.core.records import Prompt, Sample
 from bonbench.api.sampler import SampleRequest, SamplingParams
-from bonbench.core.engines import cpu_ranges, import_vllm, set_cpu_env_defaults  # noqa: F401  (re-exported)
+from bonbench.core.engines import import_vllm
 from bonbench.plugins.samplers.engine_log import engine_output
 
-__all__ = ["VLLMSampler", "cpu_ranges", "import_vllm", "set_cpu_env_defaults"]
 
 def _external_id(request_id: str) -> str:
     """The id a ``RequestOutput`` carries for a request ``LLM.enqueue`` returned as ``request_id``.

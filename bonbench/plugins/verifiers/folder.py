@@ -32,19 +32,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from bonbench.api.task import task_family
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
 from bonbench.core.registry import load_target
-from bonbench.plugins.verifiers.manifest import (ADAPTER_DIR, DEFAULT_MAX_LENGTH, FEATURES_DIR, FORMAT, HEAD_FILE, MANIFEST, PREFIX,
-                                                 VERIFIERS_DIR, VERSION, display_name, model_type, read_verifier_manifest,
-                                                 task_family, verifier_text, weights_sha256)
+from bonbench.plugins.verifiers.manifest import (MANIFEST, PREFIX, VERIFIERS_DIR, VERSION, display_name,
+                                                 read_verifier_manifest, verifier_text)
 
 # the model imports torch (about a second): loaded as a lazy target on the first score, so that
 # planning a run or listing verifiers never pays for it
 LOAD_MODEL = "bonbench.plugins.verifiers.model:load_verifier_model"
-__all__ = ["ADAPTER_DIR", "DEFAULT_MAX_LENGTH", "FEATURES_DIR", "FORMAT", "HEAD_FILE", "MANIFEST", "PREFIX", "VERIFIERS_DIR",
-           "VERSION", "LearnedVerifier", "display_name", "find_verifier", "learned_verifier", "model_type",
-           "read_verifier_manifest", "task_family", "weights_sha256"]
 
 def find_verifier(out: Path, task: str, policy_fingerprint: str) -> Path | None:
     """The newest finished verifier folder under ``<out>/verifiers`` for ``task``'s family that learned

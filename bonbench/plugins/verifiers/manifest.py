@@ -15,7 +15,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from bonbench.api.task import task_family as declared_family
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem
 
@@ -28,12 +27,6 @@ VERSION = 1  # the Verifier protocol's version: bump when scoring changes
 DEFAULT_MAX_LENGTH = 512
 PREFIX = "learned:"
 VERIFIERS_DIR = "verifiers"
-
-
-def task_family(task: str) -> str:
-    """The family task ``task`` declares (``Task.family``): a verifier trained on one task's train
-    split scores the family's evaluation tasks. A name no longer registered is a family of one."""
-    return declared_family(task)
 
 
 def model_type(path: str) -> str | None:

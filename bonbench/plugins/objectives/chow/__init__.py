@@ -33,39 +33,12 @@ Rows with ``expert=True`` are demonstrations, not samples of pi: the sample-base
 weight 0 and use the other rows; ``sft`` and ``bon_sft`` use them as described.
 
 Modules: ``rl`` (BoN-RL, RL-S, RL-V), ``rlb`` (Eq. 8, BoN-RLB, BoN-RLB(P)), ``sft`` (lambda_N,
-BoN-SFT, SFT, STaR); shared helpers live in ``objectives/common.py``. This package re-exports them.
+BoN-SFT, SFT, STaR); shared helpers live in ``objectives/common.py``. Importing the package imports
+the three modules, which registers their objectives; it hands on none of their names.
 
 Exactness of every estimator is checked on a tabular softmax policy in tests/test_objectives_bon.py and
 tests/test_objectives_exactness.py; docs/objectives-bon.md has the equations, options, and which
 estimators are exact and which biased (with measured bias).
 """
 
-from bonbench.plugins.objectives.chow.rl import bon_rl_s, bon_rl_v, bon_rl_weights, bon_value, rl_s, rl_v, rl_weights
-from bonbench.plugins.objectives.chow.rlb import (
-    bon_binary,
-    bon_rlb,
-    bon_rlb_p,
-    failure_estimate,
-    rlb_sample_weights,
-    rlb_unbiased_weights,
-    rlb_weights,
-    rlbp_unbiased_weights,
-)
-from bonbench.plugins.objectives.chow.sft import (
-    bon_sft,
-    bon_sft_weights,
-    lambda_n,
-    sft,
-    star,
-    tilt_kl,
-    tilt_log_z,
-    tilt_win_rate,
-    win_kernel,
-)
-from bonbench.plugins.objectives.common import CHOW
-
-__all__ = [
-    "CHOW", "bon_binary", "bon_rl_s", "bon_rl_v", "bon_rl_weights", "bon_rlb", "bon_rlb_p", "bon_sft", "bon_sft_weights",
-    "bon_value", "failure_estimate", "lambda_n", "rl_s", "rl_v", "rl_weights", "rlb_sample_weights", "rlb_weights",
-    "rlb_unbiased_weights", "rlbp_unbiased_weights", "sft", "star", "tilt_kl", "tilt_log_z", "tilt_win_rate", "win_kernel",
-]
+from bonbench.plugins.objectives.chow import rl, rlb, sft  # noqa: F401  (importing them registers their objectives)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bonbench.metrics.estimators import bon_curve
+from bonbench.metrics.pass_bon import bon_curve
 
 from bonbench.core.errors import BonbenchError
-from bonbench.api.objective import Group, Objective, objective
+from bonbench.api.objective import Group, Objective, register_objective
 from bonbench.plugins.objectives.common import (
     CHOW,
     VALUE_BASELINES,
@@ -113,8 +113,8 @@ def _bon_rl(name: str, by_scores: bool, N: int, baseline: str) -> Objective:
                      value_target if baseline == "value" else None)
 
 
-@objective("bon_rl_s", paper=CHOW + " §4 BoN-RL-S (exact N-sample gradient; not Lemma 2's single-sample form)",
-           summary="BoN-RL-S: exact N-sample BoN policy gradient, pick by the reward, U-statistic over N-subsets")
+@register_objective("bon_rl_s", paper=CHOW + " §4 BoN-RL-S (exact N-sample gradient; not Lemma 2's single-sample form)",
+                    summary="BoN-RL-S: exact N-sample BoN policy gradient, pick by the reward, U-statistic over N-subsets")
 def bon_rl_s(N: int = 4, baseline: str = "loo") -> Objective:
     """BoN-RL-S: grad E[R(best of N by R)], exact N-sample form (§2.4); see ``bon_rl_weights``.
 
@@ -124,9 +124,9 @@ def bon_rl_s(N: int = 4, baseline: str = "loo") -> Objective:
     return _bon_rl("bon_rl_s", False, N, baseline)
 
 
-@objective("bon_rl_v", paper=CHOW + " §4 BoN-RL-V (exact N-sample gradient; not Lemma 2's single-sample form)",
-           needs=("scores",),
-           summary="BoN-RL-V: exact N-sample BoN policy gradient, pick by the verifier score, graded by the reward")
+@register_objective("bon_rl_v", paper=CHOW + " §4 BoN-RL-V (exact N-sample gradient; not Lemma 2's single-sample form)",
+                    needs=("scores",),
+                    summary="BoN-RL-V: exact N-sample BoN policy gradient, pick by the verifier score, graded by the reward")
 def bon_rl_v(N: int = 4, baseline: str = "loo") -> Objective:
     """BoN-RL-V: grad E[R(argmax of N by verifier score)], exact N-sample form (§2.4); ties uniform."""
     return _bon_rl("bon_rl_v", True, N, baseline)
@@ -164,15 +164,15 @@ def _rl(name: str, by_scores: bool, baseline: str) -> Objective:
                      value_target if baseline == "value" else None)
 
 
-@objective("rl_s", paper="RLOO (Kool et al. 2019; Ahmadian et al. 2024) on the reward (Chow et al.'s RL-S)",
-           summary="RL-S: policy gradient on the reward R, RLOO baseline")
+@register_objective("rl_s", paper="RLOO (Kool et al. 2019; Ahmadian et al. 2024) on the reward (Chow et al.'s RL-S)",
+                    summary="RL-S: policy gradient on the reward R, RLOO baseline")
 def rl_s(baseline: str = "loo") -> Objective:
     """RL-S: grad E[R], w_i = (R_i - mean_{j != i} R_j) / G (loo), or (R_i - V(x)) / G (value)."""
     return _rl("rl_s", False, baseline)
 
 
-@objective("rl_v", paper="RLOO on the verifier score as reward (Chow et al.'s RL-V)", needs=("scores",),
-           summary="RL-V: policy gradient on the verifier score, RLOO baseline")
+@register_objective("rl_v", paper="RLOO on the verifier score as reward (Chow et al.'s RL-V)", needs=("scores",),
+                    summary="RL-V: policy gradient on the verifier score, RLOO baseline")
 def rl_v(baseline: str = "loo") -> Objective:
     """RL-V: grad E[r], r the verifier score; w_i = (r_i - mean_{j != i} r_j) / G, or (r_i - V(x)) / G."""
     return _rl("rl_v", True, baseline)

@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from bonbench.core.errors import BonbenchError
-from bonbench.api.objective import Group, Objective, objective
+from bonbench.api.objective import Group, Objective, register_objective
 from bonbench.plugins.objectives.common import (
     CHOW,
     binary_correct,
@@ -163,8 +163,8 @@ def rlb_unbiased_weights(correct: np.ndarray, N: int) -> np.ndarray:
     return N * est * (r - r_others) / G
 
 
-@objective("bon_rlb", paper=CHOW + " §4 Lemma 3 (BoN-RLB)",
-           summary="BoN-RLB: binary-reward BoN gradient; exactly unbiased U-statistic by default, plug-in (g+, g-) forms as options")
+@register_objective("bon_rlb", paper=CHOW + " §4 Lemma 3 (BoN-RLB)",
+                    summary="BoN-RLB: binary-reward BoN gradient; exactly unbiased U-statistic by default, plug-in (g+, g-) forms as options")
 def bon_rlb(N: int = 4, p_estimate: str = "unbiased", sign: str = "plus", p_clip: float = 0.95,
             p_source: str = "group") -> Objective:
     """BoN-RLB (Lemma 3, §2.6) for a 0/1 reward, which with the reward as its own verifier is pass@N.
@@ -211,8 +211,8 @@ def bon_rlb(N: int = 4, p_estimate: str = "unbiased", sign: str = "plus", p_clip
 
 
 
-@objective("bon_rlb_p", paper=CHOW + " §4 Corollary 4 (BoN-RLB(P))",
-           summary="BoN-RLB(P): positive-only binary-reward BoN gradient; exactly unbiased p^(N-1) by default")
+@register_objective("bon_rlb_p", paper=CHOW + " §4 Corollary 4 (BoN-RLB(P))",
+                    summary="BoN-RLB(P): positive-only binary-reward BoN gradient; exactly unbiased p^(N-1) by default")
 def bon_rlb_p(N: int = 4, p_estimate: str = "unbiased", p_clip: float = 0.95, p_source: str = "group") -> Objective:
     """BoN-RLB(P) (Corollary 4): only correct samples, weight g_bar+ under pi_bon = N p^(N-1) under pi.
 

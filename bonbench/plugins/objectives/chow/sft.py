@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from bonbench.core.errors import BonbenchError
-from bonbench.api.objective import Group, Objective, objective
+from bonbench.api.objective import Group, Objective, register_objective
 from bonbench.plugins.objectives.common import (
     CHOW,
     check_choice,
@@ -163,8 +163,8 @@ def bon_sft_weights(expert_keys: np.ndarray, sample_keys: np.ndarray, lam: float
 SFT_KEYS = ("rewards", "scores")
 
 
-@objective("bon_sft", paper=CHOW + " §4 Lemma 1 (BoN-SFT)", needs=("expert",),
-           summary="BoN-SFT: likelihood of the expert answer under the tilted BoN approximation pi_lambda_N")
+@register_objective("bon_sft", paper=CHOW + " §4 Lemma 1 (BoN-SFT)", needs=("expert",),
+                    summary="BoN-SFT: likelihood of the expert answer under the tilted BoN approximation pi_lambda_N")
 def bon_sft(N: int = 4, lambda_rule: str = "kl", lam: float | None = None, key: str = "rewards",
             win: str = "indicator") -> Objective:
     """BoN-SFT (Lemma 1): max log pi_lambda(y*) for the expert rows; ``bon_sft_weights`` (sampled form).
@@ -203,8 +203,8 @@ def bon_sft(N: int = 4, lambda_rule: str = "kl", lam: float | None = None, key: 
 
 
 
-@objective("sft", paper="supervised fine-tuning on the task's reference solutions (Chow et al.'s SFT baseline)",
-           needs=("expert",), summary="SFT: weight 1 on every expert row, 0 on policy samples")
+@register_objective("sft", paper="supervised fine-tuning on the task's reference solutions (Chow et al.'s SFT baseline)",
+                    needs=("expert",), summary="SFT: weight 1 on every expert row, 0 on policy samples")
 def sft() -> Objective:
     """SFT: maximise sum over expert rows of log pi(y*): w = 1 on expert rows, 0 elsewhere."""
 
@@ -218,8 +218,8 @@ def sft() -> Objective:
 STAR_NORMALISE = ("group", "correct")
 
 
-@objective("star", paper="STaR, Zelikman et al. 2022, arXiv 2203.14465 (Chow et al.'s baseline)",
-           summary="STaR: SFT on the policy's own correct samples; w = 1[R >= threshold] / G")
+@register_objective("star", paper="STaR, Zelikman et al. 2022, arXiv 2203.14465 (Chow et al.'s baseline)",
+                    summary="STaR: SFT on the policy's own correct samples; w = 1[R >= threshold] / G")
 def star(threshold: float = 1.0, normalise: str = "group") -> Objective:
     """STaR: fine-tune on the policy's own samples that are correct (and on its rationalisations).
 

@@ -27,10 +27,12 @@ from bonbench.apps.analysis.plots import plot_k_curves
 from bonbench.apps.analysis.rundir import Curve
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Score
-from bonbench.metrics.estimators import ProblemOutcome, bon_curve, compute_curves, paired_bootstrap_diff
+from bonbench.metrics.bootstrap import paired_bootstrap_diff
+from bonbench.metrics.estimators import ProblemOutcome, compute_curves
+from bonbench.metrics.pass_bon import bon_curve
 from bonbench.pipeline import stages
 from bonbench.pipeline.progress import Progress, no_progress
-from bonbench.plugins.verifiers.folder import display_name
+from bonbench.plugins.verifiers.manifest import display_name
 from bonbench.run.reopen import reopen
 from bonbench.run.resolve import check_verifier, model_path
 

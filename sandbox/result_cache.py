@@ -20,7 +20,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from bonbench_sandbox.execution import SANDBOX_VERSION, ExecResult, Interpreter, Limits
+from bonbench_sandbox.execution import SANDBOX_VERSION, Interpreter, Limits
+from bonbench_sandbox.supervise import ExecResult
 
 
 def job_key(program: str, stdin: str | None, files: dict[str, str], limits: Limits, interpreter: Interpreter,

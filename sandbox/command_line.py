@@ -67,7 +67,7 @@ def _check(python: str | None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry point: ``python -m bonbench_sandbox.cli run prog.py``."""
+    """Stand-alone entry point: ``python -m bonbench_sandbox.command_line run prog.py``."""
     parser = argparse.ArgumentParser(prog="bonbench sandbox", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="sandbox_command", required=True)
     add_arguments(sub.add_parser("run", help="run PROGRAM.py in the sandbox and print the result as JSON"))

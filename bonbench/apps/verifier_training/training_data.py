@@ -21,8 +21,8 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.models import resolve_model
 from bonbench.core.records import Grade, Problem, Sample
 from bonbench.core.store import RunStore
-from bonbench.pipeline.stages import grading_id
-from bonbench.plugins.verifiers import folder as vf
+from bonbench.pipeline.prepared import grading_id
+from bonbench.plugins.verifiers.manifest import model_type
 from bonbench.run.resolve import load_task
 
 # The evaluation sets of each task family (``Task.family``): (task, task args). Training problems must
@@ -70,7 +70,7 @@ def normalised_text_hash(text: str) -> str:
 def policy_family(cfg: Mapping[str, Any]) -> str | None:
     """The model type (``gemma3``, ...) of the model a run sampled from; None for a served or imported model."""
     try:
-        return vf.model_type(resolve_model(cfg["model"]).path)
+        return model_type(resolve_model(cfg["model"]).path)
     except BonbenchError:
         return None  # a served or imported model: no config.json to read the family from
 

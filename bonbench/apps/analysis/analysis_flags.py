@@ -118,7 +118,8 @@ def register(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one analysis subcommand without the rest of the CLI (``python -m bonbench.apps.analysis.cli``)."""
+    """Run one analysis subcommand without the rest of the CLI
+    (``python -m bonbench.apps.analysis.analysis_flags``)."""
     parser = argparse.ArgumentParser(prog="bonbench")
     register(parser.add_subparsers(dest="command", required=True))
     settings_file.add_config_flags(parser)

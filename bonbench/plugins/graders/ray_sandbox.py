@@ -19,7 +19,7 @@ The trusted replays of function-call tests (``bonbench.plugins.graders.replay``)
 ``run_many_tests`` as lone jobs with a judge that always passes; their verdicts are read by the
 grader afterwards. Ctrl-C (through ``bonbench_sandbox.pool.SigintGate``, as the local pool takes
 it) collects every task that has returned, stores its results in the cache and raises
-``bonbench_sandbox.Interrupted`` with every finished test list, so the grader keeps their grades;
+``bonbench_sandbox.pool.Interrupted`` with every finished test list, so the grader keeps their grades;
 running tasks are not waited for (they end with the driver's job).
 
 This module does not judge outputs itself or build test cases (``bonbench.plugins.graders.code`` does).

@@ -157,10 +157,14 @@ class ScalarHead(torch.nn.Module):
         torch.nn.init.zeros_(self.linear.weight)
         torch.nn.init.zeros_(self.linear.bias)
 
-    def standardise_from(self, feats: Any) -> None:
+    def standardise_from(self, feats: Any) -> tuple[Any, Any]:
+        """Set mu and sigma from ``feats``; return them on the features' device (the head may be on the GPU
+        while the features are on the host, where scikit-learn fits)."""
+        mu, sigma = feats.mean(0), feats.std(0).clamp_min(1e-6)
         with torch.no_grad():
-            self.mu.copy_(feats.mean(0))
-            self.sigma.copy_(feats.std(0).clamp_min(1e-6))
+            self.mu.copy_(mu)
+            self.sigma.copy_(sigma)
+        return mu, sigma
 
     def forward(self, feats: Any) -> Any:
         return self.linear((feats - self.mu) / self.sigma).squeeze(-1)

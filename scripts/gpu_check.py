@@ -15,6 +15,12 @@ Subcommands (``python scripts/gpu_check.py CMD ...``):
   tokens/s of the whole command and metric values.
 * ``train-figures FIGURES PREFIX CKPT WALL_S``: a ``bonbench train`` checkpoint's last log row
   (step seconds, tokens, tokens/s, loss, reward, KL) and the command's wall time.
+* ``scripted-samples OUT DATA_DIR``: a samples file for MATH's train split in DATA_DIR, four completions
+  per problem, two with the gold answer boxed and two with a wrong one, for ``bonbench run --backend
+  scripted`` and then ``bonbench train-verifier`` (which needs right and wrong samples; a random-weight
+  model gives none right).
+* ``json-figures FIGURES PREFIX FILE KEY...``: the values under KEY in the JSON object in FILE (e.g. a
+  learned verifier's ``bonbench_verifier.json``: ``metrics``, ``training``).
 * ``record FIGURES KEY VALUE``: one figure (a number when it parses as one, else text).
 * ``lines FIGURES KEY LOG PATTERN``: the lines of LOG matching the regular expression PATTERN, as a list.
 
@@ -81,9 +87,9 @@ def env_facts(figures: Path) -> None:
         except md.PackageNotFoundError:
             record(figures, f"env.{dist}", "not installed")
     try:
-        import vllm  # noqa: F401  (only whether it imports)
+        import vllm
 
-        record(figures, "env.vllm", md.version("vllm"))
+        record(figures, "env.vllm", getattr(vllm, "__version__", "unknown version"))
     except Exception as exc:  # any import failure means the same here: its CUDA paths cannot run
         record(figures, "env.vllm", f"not importable: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
@@ -181,6 +187,28 @@ def train_figures(figures: Path, prefix: str, ckpt: Path, wall_s: float) -> None
     record(figures, f"{prefix}.exported", (ckpt / "model.safetensors").is_file())
 
 
+def scripted_samples(out: Path, data_dir: Path) -> int:
+    """Write the rows (problem_id, sample_idx, completion); return how many."""
+    from bonbench.run.resolve import load_task
+
+    task = load_task("math", {"split": "train"}, data_dir=str(data_dir), out=out.parent)
+    rows = []
+    for p in task.problems:
+        for i in range(4):
+            answer = p.target if i % 2 == 0 else f"{p.target}9"
+            text = f"So the answer is $\\boxed{{{answer}}}$." if i % 2 == 0 else \
+                f"We compute step by step, {'and then ' * (3 + i)}we get $\\boxed{{{answer}}}$ maybe."
+            rows.append({"problem_id": p.id, "sample_idx": i, "completion": text})
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return len(rows)
+
+
+def json_figures(figures: Path, prefix: str, path: Path, keys: list[str]) -> None:
+    doc = json.loads(path.read_text())
+    for key in keys:
+        record(figures, f"{prefix}.{key}", doc.get(key))
+
+
 def matching_lines(figures: Path, key: str, log: Path, pattern: str) -> None:
     rx = re.compile(pattern)
     found = [line.strip() for line in log.read_text(errors="replace").splitlines() if rx.search(line)]
@@ -201,6 +229,14 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("prefix")
         p.add_argument("dir", type=Path)
         p.add_argument("wall_s", type=float)
+    scr = sub.add_parser("scripted-samples")
+    scr.add_argument("out", type=Path)
+    scr.add_argument("data_dir", type=Path)
+    jf = sub.add_parser("json-figures")
+    jf.add_argument("figures", type=Path)
+    jf.add_argument("prefix")
+    jf.add_argument("file", type=Path)
+    jf.add_argument("keys", nargs="+")
     rec = sub.add_parser("record")
     rec.add_argument("figures", type=Path)
     rec.add_argument("key")
@@ -221,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
         run_figures(args.figures, args.prefix, args.dir, args.wall_s)
     elif args.cmd == "train-figures":
         train_figures(args.figures, args.prefix, args.dir, args.wall_s)
+    elif args.cmd == "scripted-samples":
+        print(f"{scripted_samples(args.out, args.data_dir)} scripted samples in {args.out}")
+    elif args.cmd == "json-figures":
+        json_figures(args.figures, args.prefix, args.file, args.keys)
     elif args.cmd == "record":
         record(args.figures, args.key, _number(args.value))
     else:

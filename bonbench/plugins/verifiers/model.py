@@ -115,7 +115,10 @@ class VerifierModel:
 
     def score_texts(self, texts: Sequence[str], batch_size: int = 16, progress: Progress | None = None) -> list[float]:
         """P(correct) of every text."""
-        feats = self.features(texts, batch_size, progress)
+        return self.score_features(self.features(texts, batch_size, progress))
+
+    def score_features(self, feats: Any) -> list[float]:
+        """P(correct) from features (host or device tensor; the head runs where the model is)."""
         with torch.inference_mode():
             return torch.sigmoid(self.head(feats.to(self.device))).cpu().double().tolist()
 

@@ -168,8 +168,8 @@ fi
 
 # ---- 7. benchmarks
 if step bench_sampler_hf "$py" benchmarks/bench_sampler.py --only hf --model "$model" --n 16 --hf-problems 2 \
-    --hf-max-tokens 64 --rounds 2; then
-  "$py" scripts/gpu_check.py lines "$fig" bench_sampler_hf "$work/bench_sampler_hf.log" 'hf pair|best of|tok/s$|ratio'
+    --hf-max-tokens 64 --rounds 3; then
+  "$py" scripts/gpu_check.py lines "$fig" bench_sampler_hf "$work/bench_sampler_hf.log" 'hf pair|tok/CPU-s$|ratio|per CPU-s'
 fi
 if step bench_train_memory "$py" benchmarks/bench_train_memory.py --model "$model" --micro-batch 2 \
     --data-dir "$data_dir"; then

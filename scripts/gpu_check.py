@@ -90,7 +90,7 @@ def env_facts(figures: Path) -> None:
         import vllm
 
         record(figures, "env.vllm", getattr(vllm, "__version__", "unknown version"))
-    except Exception as exc:  # any import failure means the same here: its CUDA paths cannot run
+    except Exception as exc:  # noqa: BLE001  (any failure to import means the same here: its CUDA paths cannot run)
         record(figures, "env.vllm", f"not importable: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
 
@@ -112,7 +112,12 @@ def byte_tokenizer() -> Any:
 def build_lm(folder: Path, shape: str, seed: int = 0) -> Path:
     """Save a random-weight causal LM to ``folder`` (see the module docstring for ``shape``)."""
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig
+    from transformers import (
+        AutoConfig,
+        AutoModelForCausalLM,
+        Gemma3ForCausalLM,
+        Gemma3TextConfig,
+    )
 
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
@@ -149,7 +154,8 @@ def build_rm(folder: Path, seed: int = 0) -> Path:
 
     tok = byte_tokenizer()
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+    # num_labels and the label maps go through PretrainedConfig's **kwargs, which the stubs do not list
+    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,  # type: ignore[call-arg]
                         intermediate_size=64, max_position_embeddings=1024, num_labels=2, pad_token_id=0,
                         id2label={0: "NEGATIVE", 1: "POSITIVE"}, label2id={"NEGATIVE": 0, "POSITIVE": 1})
     BertForSequenceClassification(config).eval().save_pretrained(folder)

@@ -177,7 +177,8 @@ def run_figures(figures: Path, prefix: str, run_dir: Path, wall_s: float) -> Non
     record(figures, f"{prefix}.scores", sorted(p.name for p in (run_dir / "scores").glob("*.jsonl")))
 
 
-TRAIN_KEYS = ("seconds", "sample_s", "tokens", "tokens_per_s", "loss", "reward", "kl_ref", "entropy", "grad_norm")
+TRAIN_KEYS = ("seconds", "sample_s", "tokens", "tokens_per_s", "loss", "reward", "kl_ref", "entropy", "grad_norm",
+              "loss_scale")
 
 
 def train_figures(figures: Path, prefix: str, ckpt: Path, wall_s: float) -> None:

@@ -24,7 +24,8 @@
 #  7. the benchmarks that mean something on a GPU and need neither vLLM nor TRL: bench_sampler's hf
 #     pair, bench_train_memory (CUDA peak), bench_rewards' hf pair on CUDA, bench_verifier.
 #
-# Every figure is printed and recorded in $OUT/gpu_figures.json (OUT defaults to results/gpu_check);
+# Every figure is printed and recorded in $OUT/gpu_figures.json (OUT defaults to results/gpu_check;
+# docs/gpu.md has the figures of the run on an H100);
 # each step's output is in $OUT/log when the caller tees into it. --install first runs
 # `bash scripts/install.sh --gpu --no-run` (the README's GPU install) and uses its .venv; otherwise
 # the python in $PYTHON, else .venv/bin/python, else python3, with bonbench importable. The commit

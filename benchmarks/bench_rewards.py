@@ -13,6 +13,9 @@ round is the one least disturbed by other jobs). The load average is printed bef
 Usage::
 
     python benchmarks/bench_rewards.py [--data-dir ../shared/data] [--texts 48] [--rounds 2] [--size distilbert|tiny] [--only hf|imdb] [--threads N]
+                                       [--device cpu|cuda]
+
+``--device`` places both sides of (a) on that device (default cpu, where the figures above were taken).
 
 This script measures; it asserts nothing (goals are printed next to the figures).
 """
@@ -66,7 +69,7 @@ def best_rate(n: int, fns: dict[str, Callable[[], object]], rounds: int) -> dict
     return best
 
 
-def bench_hf(data_dir: Path, n_texts: int, rounds: int, size: str, batch_size: int) -> None:
+def bench_hf(data_dir: Path, n_texts: int, rounds: int, size: str, batch_size: int, device: str = "cpu") -> None:
     from transformers import pipeline
     from transformers.utils import logging as hf_logging
 
@@ -77,19 +80,19 @@ def bench_hf(data_dir: Path, n_texts: int, rounds: int, size: str, batch_size: i
     texts = [test[i] for i in np.linspace(0, len(test) - 1, n_texts).astype(int)]  # both labels, all lengths
     with tempfile.TemporaryDirectory() as tmp:
         folder = build_model(Path(tmp) / "clf", train, size)
-        ours = get_reward_model(f"hf:{folder}?label=POSITIVE&batch_size={batch_size}&max_length=512&device=cpu")
-        pipe = pipeline("text-classification", model=str(folder), tokenizer=str(folder), device="cpu", top_k=None)
+        ours = get_reward_model(f"hf:{folder}?label=POSITIVE&batch_size={batch_size}&max_length=512&device={device}")
+        pipe = pipeline("text-classification", model=str(folder), tokenizer=str(folder), device=device, top_k=None)
         pipe.tokenizer.truncation_side = "left"  # as the backend does (it keeps the completion): the same tokens
         prompts = [""] * len(texts)
         lengths = [len(x) for x in ours.encode(prompts, texts)["input_ids"]]
         print(f"(a) {size} classifier, {len(texts)} IMDB test reviews, {np.mean(lengths):.0f} tokens on average "
-              f"(max {max(lengths)}), batch size {batch_size}; load average {load_avg()}")
+              f"(max {max(lengths)}), batch size {batch_size}, device {device}; load average {load_avg()}")
         # same numbers first: the comparison means nothing if the two disagree
         got = ours.score(prompts, texts[:8])
         ref = [next(d["score"] for d in row if d["label"] == "POSITIVE")
                for row in pipe(texts[:8], batch_size=batch_size, truncation=True, max_length=512)]
         assert np.allclose(got, ref, atol=1e-4), (got, ref)
-        rates = best_rate(len(texts), {
+        rates = best_rate(len(texts), {  # both return host floats, so each call ends after its kernels
             "bonbench hf backend": lambda: ours.score(prompts, texts),
             "transformers pipeline": lambda: pipe(texts, batch_size=batch_size, truncation=True, max_length=512),
         }, rounds)
@@ -118,6 +121,7 @@ def main() -> None:
     parser.add_argument("--size", choices=["distilbert", "tiny"], default="distilbert")
     parser.add_argument("--only", choices=["hf", "imdb"])
     parser.add_argument("--threads", type=int, help="torch threads for (a) (default: torch's, one per core)")
+    parser.add_argument("--device", default="cpu", help="(a) on this device: cpu or cuda")
     args = parser.parse_args()
     data_dir = Path(args.data_dir)
     import torch
@@ -126,7 +130,7 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     print(f"cpus {os.cpu_count()}, torch threads {torch.get_num_threads()}, load average {load_avg()}")
     if args.only in (None, "hf"):
-        bench_hf(data_dir, args.texts, args.rounds, args.size, args.batch_size)
+        bench_hf(data_dir, args.texts, args.rounds, args.size, args.batch_size, args.device)
     if args.only in (None, "imdb"):
         bench_imdb(data_dir, args.rounds)
     print(f"load average at the end {load_avg()}")

@@ -245,6 +245,14 @@ def bench_hf(model: ResolvedModel, requests: list[SampleRequest], params: Sampli
     n = len(requests[0].sample_indices)
     list(sampler.generate([SampleRequest(requests[0].prompt, (0, 1))], SamplingParams(max_tokens=4, seed=params.seed)))
 
+    def synced(fn: Callable[[], int]) -> Callable[[], int]:
+        def run() -> int:  # CUDA kernels are asynchronous: a timing must end after they have run
+            tokens = fn()
+            if sampler.device.type == "cuda":
+                torch.cuda.synchronize()
+            return tokens
+        return run
+
     def ours() -> int:
         return sum(s.n_tokens for group in sampler.generate(requests, params) for s in group)
 
@@ -252,7 +260,7 @@ def bench_hf(model: ResolvedModel, requests: list[SampleRequest], params: Sampli
         total = 0
         torch.manual_seed(params.seed)
         for r in requests:
-            ids = tok(r.prompt.text, return_tensors="pt")
+            ids = tok(r.prompt.text, return_tensors="pt").to(sampler.device)  # the model's device (CUDA when present)
             with torch.inference_mode():
                 out = lm.generate(**ids, do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0,
                                   max_new_tokens=params.max_tokens, num_return_sequences=n, pad_token_id=sampler.pad_id)
@@ -264,7 +272,9 @@ def bench_hf(model: ResolvedModel, requests: list[SampleRequest], params: Sampli
         return total
 
     names = ["bonbench hf backend", "transformers generate(num_return_sequences=n)"]
-    best, per_round = compare(dict(zip(names, (ours, hf_generate))), rounds)
+    print(f"hf pair on {sampler.device} ({torch.cuda.get_device_name(sampler.device) if sampler.device.type == 'cuda' else 'CPU'}), "
+          f"dtype {next(lm.parameters()).dtype}", flush=True)
+    best, per_round = compare(dict(zip(names, (synced(ours), synced(hf_generate)))), rounds)
     print(ratio_line("bonbench hf / generate", names[0], names[1], best, per_round, "(goal >= 2.5x)"), flush=True)
     sampler.close()
 

@@ -52,23 +52,23 @@ def texts_for(run: Path | None, n: int, data_dir: str | None) -> list[str]:
 
 
 def plain_loop(model_cls: type, path: str, texts: list[str], batch_size: int, max_length: int, dtype: torch.dtype,
-               head: torch.nn.Module) -> list[float]:
+               head: torch.nn.Module, device: torch.device) -> list[float]:
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(path)
     tok.truncation_side, tok.padding_side = "left", "right"
-    model = model_cls.from_pretrained(path, dtype=dtype).eval()
+    model = model_cls.from_pretrained(path, dtype=dtype).to(device).eval()  # the device bonbench's side runs on
     out: list[float] = []
     with torch.inference_mode():
         for start in range(0, len(texts), batch_size):
             enc = tok(texts[start:start + batch_size], padding=True, truncation=True, max_length=max_length,
-                      return_tensors="pt")
+                      return_tensors="pt").to(device)
             res = model(**enc, output_hidden_states=True)
             hidden = res.hidden_states[-1].float() if hasattr(res, "logits") else res.last_hidden_state.float()
             m = enc["attention_mask"].unsqueeze(-1).float()
-            last = hidden[torch.arange(hidden.shape[0]), enc["attention_mask"].sum(1) - 1]
+            last = hidden[torch.arange(hidden.shape[0], device=device), enc["attention_mask"].sum(1) - 1]
             feats = torch.cat([last, (hidden * m).sum(1) / m.sum(1)], -1)
-            out += torch.sigmoid(head(feats)).double().tolist()
+            out += torch.sigmoid(head(feats)).double().cpu().tolist()
     return out
 
 
@@ -103,18 +103,19 @@ def main() -> None:
         ours = vm.score_texts(texts, args.batch_size)
         times["bonbench"].append(time.perf_counter() - t)
         t = time.perf_counter()
-        plain = plain_loop(AutoModel, resolved.path, texts, args.batch_size, args.max_length, dtype, vm.head)
+        plain = plain_loop(AutoModel, resolved.path, texts, args.batch_size, args.max_length, dtype, vm.head, vm.device)
         times["plain"].append(time.perf_counter() - t)
         ref = plain
         if not args.no_plain_lm:
             t = time.perf_counter()
-            plain_loop(AutoModelForCausalLM, resolved.path, texts, args.batch_size, args.max_length, dtype, vm.head)
+            plain_loop(AutoModelForCausalLM, resolved.path, texts, args.batch_size, args.max_length, dtype, vm.head, vm.device)
             times["plain-lm"].append(time.perf_counter() - t)
     assert ref is not None
     agree = float(np.max(np.abs(np.array(ours) - np.array(ref))))
     rate = {k: len(texts) / statistics.median(v) for k, v in times.items() if v}
+    where = torch.cuda.get_device_name(vm.device) if vm.device.type == "cuda" else f"{torch.get_num_threads()} threads"
     print(f"{len(texts)} texts, {n_tokens / len(texts):.0f} tokens each on average, batch {args.batch_size}, {args.dtype}, "
-          f"{torch.get_num_threads()} threads, {args.rounds} rounds (median)")
+          f"{where}, {args.rounds} rounds (median)")
     for k, r in rate.items():
         print(f"scoring {k:<9} {r:8.2f} samples/s")
     print(f"ratio bonbench / plain    {rate['bonbench'] / rate['plain']:.2f}x")
@@ -149,10 +150,13 @@ def main() -> None:
         for step in range(args.lora_steps):
             rows = [(step * mb + i) % len(ids) for i in range(mb)]
             loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                lora.head(lora.features_of_batch([ids[r] for r in rows])), torch.tensor(labels[rows], dtype=torch.float32))
+                lora.head(lora.features_of_batch([ids[r] for r in rows])),
+                torch.tensor(labels[rows], dtype=torch.float32, device=lora.device))
             opt.zero_grad()
             loss.backward()
             opt.step()
+        if lora.device.type == "cuda":
+            torch.cuda.synchronize()  # the last step's kernels are asynchronous
         lora_rate = args.lora_steps * mb / (time.perf_counter() - t)
         result["train_lora_samples_per_s"] = lora_rate
         print(f"training (lora): {lora_rate:.2f} samples/s (micro-batch {mb}, forward + backward)")

@@ -514,3 +514,18 @@ def test_damaged_feature_cache_is_one_line(tmp_path: Path) -> None:
     part.write_bytes(part.read_bytes()[:50])
     with pytest.raises(BonbenchError, match=r"part-00000.pt are damaged .*delete that file and rerun"):
         cache.load()
+
+
+def test_head_fit_with_the_head_on_another_device_than_the_features() -> None:
+    """`train-verifier` on a GPU: the head sits on the GPU, the features come back on the host, where
+    scikit-learn fits. Before the fix `feats - head.mu` mixed the two devices and raised. The meta device
+    stands in for the GPU here (the same device check fires); the fit must equal the all-CPU one."""
+    from bonbench.apps.verifier_training.fit import fit_head
+    from bonbench.plugins.verifiers.model import ScalarHead
+
+    feats = torch.randn(40, 4, generator=torch.Generator().manual_seed(0)) * 3 + 1
+    labels = (np.arange(40) % 3 == 0).astype(int)
+    groups = [str(i // 4) for i in range(40)]
+    on_cpu, elsewhere = ScalarHead(4), ScalarHead(4).to("meta")
+    assert fit_head(elsewhere, feats, labels, groups, folds=3, seed=0) == fit_head(on_cpu, feats, labels, groups, folds=3, seed=0)
+    assert torch.allclose(on_cpu.mu, feats.mean(0)) and torch.allclose(on_cpu.sigma, feats.std(0))

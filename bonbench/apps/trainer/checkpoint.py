@@ -3,7 +3,7 @@
 Layout::
 
     train_config.json      the TrainConfig it was trained with (resume checks it)
-    training_state/        trainable weights, AdamW and scheduler state, EMA, value head and its AdamW, RNG,
+    training_state/        trainable weights, AdamW and scheduler state, EMA, value head and its AdamW, fp16 loss scale, RNG,
                            step (atomic)
     log.jsonl              one row per optimiser step (reward, KL, entropy, grad norm/variance, speed)
     rollouts.jsonl         every rollout sample, keyed (step, problem_id, sample_idx), with reward and weight
@@ -166,7 +166,8 @@ class CheckpointDir:
         return step
 
     def save_state(self, step: int, weights: Mapping[str, torch.Tensor], optimizer: Any, scheduler: Any,
-                   ema: Mapping[str, torch.Tensor] | None, value: Mapping[str, Any] | None = None) -> None:
+                   ema: Mapping[str, torch.Tensor] | None, value: Mapping[str, Any] | None = None,
+                   scaler: Mapping[str, Any] | None = None) -> None:
         """Write the resumable state of ``step`` completed steps: temp folder, each file fsynced, then
         renamed over the previous state. A full disk or a folder turned read-only is a one-line
         error and the previous state stays."""
@@ -178,7 +179,8 @@ class CheckpointDir:
             _save(dict(weights), tmp / "weights.pt")
             _save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                    "ema": dict(ema) if ema is not None else None,
-                   "value": dict(value) if value is not None else None}, tmp / "optimizer.pt")
+                   "value": dict(value) if value is not None else None,
+                   "scaler": dict(scaler) if scaler else None}, tmp / "optimizer.pt")
             _save({"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
                    "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}, tmp / "rng.pt")
             atomic_write_json(tmp / "state.json", {"step": step})

@@ -70,6 +70,8 @@ class Trainer(RolloutStep):
         self.optimizer = torch.optim.AdamW(self.policy.trainable(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         warm = self.cfg.warmup
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+        # fp16's loss scaling (update.py); off, and every call a no-op, in bf16 and float32
+        self.scaler = torch.amp.GradScaler(self.policy.device.type, enabled=self.cfg.dtype == "float16")
         self.ref_rewards: dict[str, list[float]] = {}
         self.publisher = None  # the rollout servers (--rollout-backend openai)
         if self.cfg.rollout_backend == "openai":
@@ -90,6 +92,8 @@ class Trainer(RolloutStep):
         self.policy.load_trainable_state(state["weights"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if state.get("scaler"):  # float16 runs; a state saved before the scaler existed starts it afresh
+            self.scaler.load_state_dict(state["scaler"])
         if self.policy.ema is not None and state.get("ema") is not None:
             self.policy.ema = {k: v.to(self.policy.device) for k, v in state["ema"].items()}
         if self.value is not None:
@@ -147,7 +151,7 @@ class Trainer(RolloutStep):
     def _save(self, done: int) -> None:
         t = time.perf_counter()
         self.p.ckpt.save_state(done, self.policy.trainable_state(), self.optimizer, self.scheduler, self.policy.ema,
-                               self.value.state_dict() if self.value is not None else None)
+                               self.value.state_dict() if self.value is not None else None, self.scaler.state_dict())
         self.saves.saved(time.perf_counter() - t)
 
     @staticmethod

@@ -5,9 +5,14 @@ schedule, and the statistics the log records.
     L = (1/P) sum_j sum_i -sur_ij  +  beta (1/R) sum_rows sum_t KL_t(pi || anchor)  -  c_H (1/R) sum_rows sum_t H_t
 
 with sur_ij = sum_t min(rho_t w_ij, clip(rho_t, 1 +- eps) w_ij); on the first pass rho = 1 and the
-gradient is exactly -(1/P) sum w_ij grad log pi(y_ij | x_j). ``PolicyUpdate`` is a mixin of
-``loop.Trainer``: it reads the trainer's config, policy, optimiser, scheduler and ``Comm``. It samples
-nothing and writes no files.
+gradient is exactly -(1/P) sum w_ij grad log pi(y_ij | x_j). With ``--dtype float16`` the loss is
+scaled before the backward pass and the gradients unscaled after the all-reduce (torch's dynamic
+``GradScaler``): fp16's range is narrow, and without scaling the small gradients of a real model
+underflow to exactly 0 (seen on an H100, Gemma 3 270M shape: gradient norm 0.0088 in bf16, 0.0 in
+fp16). A step whose scaled gradients overflow is skipped and the scale halved, as in torch's AMP
+recipe. bf16 and float32 leave the scaler off (every call a no-op). ``PolicyUpdate`` is a mixin of
+``loop.Trainer``: it reads the trainer's config, policy, optimiser, scheduler, scaler and ``Comm``. It
+samples nothing and writes no files.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class PolicyUpdate:
     policy: Policy
     optimizer: torch.optim.Optimizer
     scheduler: Any
+    scaler: torch.amp.GradScaler  # enabled for float16 only
     comm: Comm
 
     def _optimise(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
@@ -48,12 +54,15 @@ class PolicyUpdate:
             t = time.perf_counter()
             self.comm.sum_grads(self.policy.trainable())
             comm_s += time.perf_counter() - t
+            scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
+            self.scaler.unscale_(self.optimizer)  # every rank unscales the same summed gradient
             got = self._reduce_stats(got, totals, kl_coef)
             grad_norm = float(torch.nn.utils.clip_grad_norm_(self.policy.trainable(), self.cfg.max_grad_norm))
             # the norm is of the gradient summed over ranks, so every rank takes the same decision
             skip = self.cfg.skip_zero_grad and grad_norm == 0.0
             if not skip:
-                self.optimizer.step()
+                self.scaler.step(self.optimizer)  # the optimizer's step, unless the fp16 gradient overflowed
+            self.scaler.update()
             # the schedule follows the step index either way (a skipped step still uses up its warm-up slot);
             # torch warns when the scheduler steps before any optimiser step, which is what a skip means
             with warnings.catch_warnings():
@@ -63,6 +72,8 @@ class PolicyUpdate:
                 stats = {**got, "grad_norm": grad_norm}
                 if self.cfg.skip_zero_grad:
                     stats["skipped"] = int(skip)
+                if scale is not None:
+                    stats["loss_scale"] = scale
             stats["clip_frac"] = got["clip_frac"]  # of the last pass: how far the policy moved off the rollout's
         self.optimizer.zero_grad(set_to_none=True)
         if self.comm.active:
@@ -79,6 +90,10 @@ class PolicyUpdate:
         self.optimizer.zero_grad(set_to_none=True)
         stats = self._backward(pairs, weights, groups, {}, 0, kl_coef, totals)
         self.comm.sum_grads(self.policy.trainable())
+        if self.scaler.is_enabled():  # unscaled by hand: no step follows, so the scaler's state must not move
+            for p in self.policy.trainable():
+                if p.grad is not None:
+                    p.grad.div_(self.scaler.get_scale())
         stats = self._reduce_stats(stats, totals, kl_coef)
         grads = [p.grad for p in self.policy.trainable() if p.grad is not None]
         stats["grad_norm"] = float(torch.norm(torch.stack([g.norm() for g in grads]))) if grads else 0.0
@@ -110,6 +125,7 @@ class PolicyUpdate:
         cfg, pol = self.cfg, self.policy
         n_prompts, n_rows = totals
         params = pol.trainable()
+        scale = self.scaler.get_scale() if self.scaler.is_enabled() else 1.0  # of the gradients in .grad
         # micro-batches never mix prompts, so per-prompt gradients can be read off for their variance
         chunks = [list(g[s:s + cfg.micro_batch]) for g in groups for s in range(0, len(g), cfg.micro_batch)]
         chunk_prompt = [j for j, g in enumerate(groups) for _ in range(0, len(g), cfg.micro_batch)]
@@ -153,13 +169,13 @@ class PolicyUpdate:
             clipped += float((((ratio.detach() - 1).abs() > cfg.clip_eps).float() * b.tmask).sum())
             tok_count += float(b.tmask.sum())
             loss_sum += float(loss.detach())
-            loss.backward()
+            self.scaler.scale(loss).backward()
             del logp, probs, ent, anchor_lp
             last_of_prompt = c + 1 == len(chunks) or chunk_prompt[c + 1] != chunk_prompt[c]
             if cfg.log_grad_var and epoch == 0 and last_of_prompt:
                 now = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
                 g_j = now if prev is None else [x - y for x, y in zip(now, prev)]
-                g_sq += float(sum((x.double() ** 2).sum() for x in g_j))
+                g_sq += float(sum((x.double() ** 2).sum() for x in g_j)) / scale ** 2
                 prev = now
         return {"_loss": loss_sum, "_ent": ent_sum, "_clipped": clipped, "_tok": tok_count, "_kl": kl_sum, "_g_sq": g_sq,
                 "_grad_var_pass": cfg.log_grad_var and epoch == 0, "_token_logprobs": tok_lp}

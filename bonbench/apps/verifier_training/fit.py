@@ -55,8 +55,8 @@ def fit_head(head: vm.ScalarHead, feats: torch.Tensor, labels: np.ndarray, group
     if labels.min() == labels.max():
         raise BonbenchError(f"every training sample is {'correct' if labels[0] else 'wrong'}: a verifier needs both; "
                             "sample more problems or more samples per problem (--n), or easier problems (-T level=1)")
-    head.standardise_from(feats)
-    x = ((feats - head.mu) / head.sigma).double().numpy()
+    mu, sigma = head.standardise_from(feats)  # on the features' device: the head may be on the GPU
+    x = ((feats - mu) / sigma).double().numpy()
     n_groups = len(set(groups))
     k = max(2, min(folds, n_groups))
     cv = list(GroupKFold(n_splits=k).split(x, labels, groups))

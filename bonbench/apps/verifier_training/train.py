@@ -122,8 +122,8 @@ def _manifest(req: TrainVerifierRequest, data: TrainingData, base: ResolvedModel
               excluded: Mapping[str, Any], folder: Path) -> dict[str, Any]:
     """``bonbench_verifier.json``: what was trained, from what, and how well it did."""
     labels = np.array([r.label for r in data.rows])
-    train_auroc = (auroc(labels, torch.sigmoid(fitted.model.head(feats)).detach().double().numpy())
-                   if req.method == "head" else None)
+    # the features are on the host, the head where the model is (the GPU when there is one)
+    train_auroc = auroc(labels, fitted.model.score_features(feats)) if req.method == "head" else None
     return {
         "format": FORMAT,
         "bonbench_verifier": 1,

@@ -113,7 +113,10 @@ class VerifierModel:
 
     def score_texts(self, texts: Sequence[str], batch_size: int = 16, progress: Progress | None = None) -> list[float]:
         """P(correct) of every text."""
-        feats = self.features(texts, batch_size, progress)
+        return self.score_features(self.features(texts, batch_size, progress))
+
+    def score_features(self, feats: Any) -> list[float]:
+        """P(correct) from features (host or device tensor; the head runs where the model is)."""
         with torch.inference_mode():
             return torch.sigmoid(self.head(feats.to(self.device))).cpu().double().tolist()
 
@@ -155,10 +158,14 @@ class ScalarHead(torch.nn.Module):
         torch.nn.init.zeros_(self.linear.weight)
         torch.nn.init.zeros_(self.linear.bias)
 
-    def standardise_from(self, feats: Any) -> None:
+    def standardise_from(self, feats: Any) -> tuple[Any, Any]:
+        """Set mu and sigma from ``feats``; return them on the features' device (the head may be on the GPU
+        while the features are on the host, where scikit-learn fits)."""
+        mu, sigma = feats.mean(0), feats.std(0).clamp_min(1e-6)
         with torch.no_grad():
-            self.mu.copy_(feats.mean(0))
-            self.sigma.copy_(feats.std(0).clamp_min(1e-6))
+            self.mu.copy_(mu)
+            self.sigma.copy_(sigma)
+        return mu, sigma
 
     def forward(self, feats: Any) -> Any:
         return self.linear((feats - self.mu) / self.sigma).squeeze(-1)

@@ -54,7 +54,7 @@ def _tokens(sampler: object, requests: list[SampleRequest], params: SamplingPara
 
 def wall_only(best: dict[str, float], per_round: list[dict[str, float]]) -> tuple[dict[str, float], list[dict[str, float]]]:
     """Drop the per-CPU-second rates: the server's CPU time is not this process's, so they mean nothing here."""
-    keep = lambda d: {k: v for k, v in d.items() if not k.endswith(CPU)}  # noqa: E731
+    keep = lambda d: {k: v for k, v in d.items() if not k.endswith(CPU)}  # noqa: E731  (a one-line filter used twice just below)
     return keep(best), [keep(r) for r in per_round]
 
 

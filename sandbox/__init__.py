@@ -8,7 +8,6 @@ parallel runs and early stopping, `cache` for the persistent result cache and `c
 from bonbench_sandbox.cache import ResultCache, job_key
 from bonbench_sandbox.execution import (
     SANDBOX_VERSION,
-    Cancelled,
     STATUSES,
     ExecResult,
     SandboxUnavailable,
@@ -17,6 +16,7 @@ from bonbench_sandbox.execution import (
     execute,
 )
 from bonbench_sandbox.pool import Interrupted, Job, run_many, run_many_tests, run_tests
+from bonbench_sandbox.supervise import Cancelled
 
 __all__ = [
     "Cancelled",

@@ -69,7 +69,7 @@ from typing import Any
 
 import bonbench_sandbox.accounting as _acct
 from bonbench_sandbox.seccomp import filter_program
-from bonbench_sandbox.supervise import Cancelled, ExecResult, supervise  # Cancelled, ExecResult: re-exported
+from bonbench_sandbox.supervise import ExecResult, supervise
 
 #: Bumped whenever isolation, limits or classification change: it is part of every cache key.
 SANDBOX_VERSION = "4"

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 from bonbench_sandbox.cache import ResultCache, job_key
 from bonbench_sandbox.execution import (
-    Cancelled,
     ExecResult,
     accounting_mode,
     ensure_available,
@@ -26,6 +25,7 @@ from bonbench_sandbox.execution import (
     resolve_interpreter,
     resolve_limits,
 )
+from bonbench_sandbox.supervise import Cancelled
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def run_many(
     keys = [j.key() for j in jobs] if cache is not None else [None] * len(jobs)
     todo: dict[str, list[int]] = {}  # one execution per distinct job
     done = 0
-    for i, (job, key) in enumerate(zip(jobs, keys)):
+    for i, key in enumerate(keys):
         hit = cache.get(key) if cache is not None and key is not None else None
         if hit is not None:
             results[i] = hit

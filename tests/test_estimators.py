@@ -444,7 +444,7 @@ def test_compute_curves() -> None:
     outs = _outcomes()
     curves = compute_curves(outs, n_boot=200)
     assert set(curves) == {"pass", "bon", "maj"}
-    for kind, c in curves.items():
+    for c in curves.values():
         assert c["k"] == list(range(1, 9)) and len(c["value"]) == len(c["lo"]) == len(c["hi"]) == 8
         assert all(lo <= v <= hi for v, lo, hi in zip(c["value"], c["lo"], c["hi"]))
     values, _ = compute_metrics(outs, parse_metrics(["maj@5", "bon@3"]), n_boot=200)

@@ -37,7 +37,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _cell(board, model: str, metric: str = "pass@1"):  # noqa: ANN001, ANN202 - test helper
+def _cell(board, model: str, metric: str = "pass@1"):
     return board.cells[(model, "t", metric)]
 
 

@@ -217,7 +217,7 @@ def test_rlb_population_weights_from_pi_samples(N, G):
     p = p_fail(THETA5)
     gJ = grad_J(THETA5, N)
     for kw, factor in [({"sign": "plus"}, 1.0), ({"positive_only": True}, 1.0), ({"sign": "minus"}, (1 + p) / (1 - p))]:
-        got = expected_estimate(THETA5, G, lambda t: chow.rlb_sample_weights(R_BIN[list(t)] == 1, p, N, **kw))
+        got = expected_estimate(THETA5, G, lambda t, kw=kw: chow.rlb_sample_weights(R_BIN[list(t)] == 1, p, N, **kw))
         close(got, factor * gJ)
 
 
@@ -333,10 +333,10 @@ def test_sft_star_rl_exact():
     close(got, autograd(lambda t: torch.softmax(t, 0)[torch.as_tensor(R == 1)].sum(), THETA4))
     for baseline in ("loo", "none"):
         rs = chow.rl_s(baseline=baseline)
-        got = expected_estimate(THETA4, 3, lambda t: rs.weights(Group(rewards=R_S[list(t)])))
+        got = expected_estimate(THETA4, 3, lambda t, rs=rs: rs.weights(Group(rewards=R_S[list(t)])))
         close(got, autograd(lambda t: torch.softmax(t, 0) @ torch.as_tensor(R_S), THETA4))
         rv = chow.rl_v(baseline=baseline)
-        got = expected_estimate(THETA4, 3, lambda t: rv.weights(Group(rewards=R[list(t)], scores=S[list(t)])))
+        got = expected_estimate(THETA4, 3, lambda t, rv=rv: rv.weights(Group(rewards=R[list(t)], scores=S[list(t)])))
         close(got, autograd(lambda t: torch.softmax(t, 0) @ torch.as_tensor(S), THETA4))
 
 
@@ -391,7 +391,7 @@ def test_perfect_value_gives_the_closed_form_rlb_weights(N, G):
     close(rlb.weights(g), np.where(r == 1, N * p ** (N - 1) / (1 - p), N * p**N / (1 - p)) / 3, 1e-14)
     close(rlbp.weights(g), np.where(r == 1, N * p ** (N - 1), 0.0) / 3, 1e-14)
     for obj in (rlb, rlbp):
-        close(expected_estimate(THETA5, G, lambda t: obj.weights(Group(rewards=R_BIN[list(t)], value=p))), gJ)
+        close(expected_estimate(THETA5, G, lambda t, obj=obj: obj.weights(Group(rewards=R_BIN[list(t)], value=p))), gJ)
         # the head regresses on the failing fraction, whose expectation is p
         Ef = sum(np.prod(softmax(THETA5)[list(t)]) * obj.value_target(Group(rewards=R_BIN[list(t)]))
                  for t in itertools.product(range(5), repeat=G))

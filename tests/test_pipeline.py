@@ -211,7 +211,7 @@ def test_score_math_samples_file_from_elsewhere(tmp_path: Path, data_dir: Path, 
     samples = tmp_path / "samples.jsonl"
     with samples.open("w") as fh:
         for r in rows:
-            for j, ans in enumerate([r["answer"], "-12345", r["answer"], None]):
+            for ans in [r["answer"], "-12345", r["answer"], None]:
                 text = f"The answer is $\\boxed{{{ans}}}$." if ans is not None else "I give up."
                 fh.write(json.dumps({"problem_id": r["unique_id"], "completion": text}) + "\n")
     code = main(["score", "--task", "math500", "--samples", str(samples), "--data-dir", str(data_dir),

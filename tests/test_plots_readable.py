@@ -15,7 +15,7 @@ from bonbench.apps.analysis.plots import place_labels, plain_log_axis, plain_sym
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 
 
-def _labels(ax, axis: str = "x") -> list[str]:  # noqa: ANN001 - matplotlib axes
+def _labels(ax, axis: str = "x") -> list[str]:  # ax: a matplotlib Axes
     ax.figure.canvas.draw()
     ticks = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
     minor = ax.get_xticklabels(minor=True)

@@ -30,7 +30,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def chatter() -> None:
     os.write(1, b"INFO 11-24 engine config: model=gemma\n")  # fd level, like vLLM's handlers and C++ prints
     os.write(2, b"WARNING libtcmalloc is not found in LD_PRELOAD\n")
-    warnings.warn("TypedStorage is deprecated", UserWarning)
+    warnings.warn("TypedStorage is deprecated", UserWarning, stacklevel=1)
 
 
 def test_chatter_goes_to_the_log_not_the_terminal(capfd: pytest.CaptureFixture[str]) -> None:

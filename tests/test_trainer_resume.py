@@ -115,7 +115,7 @@ def test_sigkill_at_any_step_resumes_by_default(tiny: str, tmp_path: Path) -> No
     # fewer steps than the folder holds: one line, nothing changed
     fewer = subprocess.run(CLI + _args(tiny, out, steps=3), capture_output=True, text=True, timeout=600)
     assert fewer.returncode == 1 and fewer.stderr.strip().splitlines() == [
-        f"error: checkpoint 'run' has trained 4 steps, more than --steps 3; pass --steps 4 or more to continue it, "
+        "error: checkpoint 'run' has trained 4 steps, more than --steps 3; pass --steps 4 or more to continue it, "
         "or use another --name"]
     assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
 
@@ -172,8 +172,8 @@ def test_save_schedule_bounds_the_lost_work_and_the_cost() -> None:
 
 
 def test_signal_watch_warns_once_per_stretch_and_for_a_flat_run() -> None:
-    flat = lambda s: {"step": s, "weight_abs_mean": 0.0}  # noqa: E731
-    live = lambda s: {"step": s, "weight_abs_mean": 0.1}  # noqa: E731
+    flat = lambda s: {"step": s, "weight_abs_mean": 0.0}
+    live = lambda s: {"step": s, "weight_abs_mean": 0.1}
     watch = SignalWatch(stretch=3)
     got = [watch.update(r) for r in [live(0), flat(1), flat(2), live(3), flat(4), flat(5), flat(6), flat(7)]]
     assert [i for i, m in enumerate(got) if m] == [6] and "steps 4-6" in str(got[6])

@@ -435,7 +435,7 @@ def test_verifier_figure_has_short_distinct_legends_and_a_fitted_axis(tmp_path: 
     seen: dict[str, Any] = {}
     real_save = plots.save_figure
 
-    def keep(fig, out):  # noqa: ANN001, ANN202 - test hook
+    def keep(fig, out):
         seen["ax"] = fig.axes[0]
         return real_save(fig, out)
 

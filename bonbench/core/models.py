@@ -123,7 +123,7 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
         return None
     try:
         doc = json.loads(path.read_text())
-        doc["base"]["is_chat"], doc["weights_sha256"]  # noqa: B018  (the fields resolution needs)
+        doc["base"]["is_chat"], doc["weights_sha256"]  # KeyError unless it has the fields resolution needs
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise BonbenchError(f"{path} is not a bonbench checkpoint manifest ({exc!r}); re-export the checkpoint with "
                             "`bonbench train` (same --name resumes and re-exports)") from exc

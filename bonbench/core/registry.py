@@ -42,7 +42,7 @@ from typing import Any, Callable, Generic, Iterator, Literal, Mapping, TypeVar, 
 from bonbench.core.errors import BonbenchError
 
 T = TypeVar("T")
-Target = Union[Any, str, EntryPoint]  # the object, a lazy "module:attr", or an entry point
+Target = Any | str | EntryPoint  # the object, a lazy "module:attr", or an entry point
 
 _SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Collection, collections.abc.Iterable)
 _TRUE = ("1", "true", "yes", "on")

@@ -100,7 +100,7 @@ def flag_spelling(f: dataclasses.Field) -> str:
     return f"--no-{dashed}" if f.default is True else f"--{dashed}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hints(cls: type) -> Mapping[str, Any]:
     return typing.get_type_hints(cls)
 

@@ -202,7 +202,7 @@ def _maj_wins_batch(keys: Sequence[Signature]) -> dict[Signature, np.ndarray]:
             acc = groups.setdefault(free, np.zeros(n + 1, dtype=dtype))
             acc[top + 1 : s_t + 1] += binom[s_t, top + 1 : s_t + 1]
         plans.append((key, groups, n, s0, binom))
-    for (a, J, table, dtype), items in tasks.items():
+    for (a, _J, table, dtype), items in tasks.items():
         rows = _levels_batched(a, np.array([e for _, e, _ in items]), np.array([c for _, _, c in items], dtype=dtype),
                                _binom_rows(table, dtype))
         for (acc, _, _), row in zip(items, rows):

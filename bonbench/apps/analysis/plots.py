@@ -87,7 +87,7 @@ def plot_k_curve_comparison(runs: Mapping[str, Mapping[str, Curve]], out: Path, 
     for ax, kind in zip(axes, shown):
         ks: list[float] = []
         top = 0.0
-        for i, (label, curves) in enumerate(runs.items()):
+        for i, curves in enumerate(runs.values()):
             c = curves.get(kind)
             if c is None:
                 continue

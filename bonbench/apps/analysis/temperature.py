@@ -136,7 +136,7 @@ def continuous_optimal_temperature(trends: Mapping[str, ParamTrend], family: str
         i = int(np.nanargmax(vals))
         t_best, v_best = float(grid[i]), float(vals[i])
         if 0 < i < n_grid - 1:
-            res = minimize_scalar(lambda t: -float(law_value(family, trends, t, N)), bounds=(grid[i - 1], grid[i + 1]),
+            res = minimize_scalar(lambda t, N=N: -float(law_value(family, trends, t, N)), bounds=(grid[i - 1], grid[i + 1]),
                                   method="bounded", options={"xatol": 1e-10})
             if res.success and -res.fun >= v_best:
                 t_best, v_best = float(res.x), float(-res.fun)

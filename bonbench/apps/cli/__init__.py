@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from bonbench_sandbox import cli as sandbox_cli
 

@@ -225,7 +225,7 @@ def served_model(model: str | None, opts: OpenAIOptions) -> ResolvedModel:
         for ep in opts.endpoints:
             client = _client(ep, opts)
             try:
-                async def models() -> list[tuple[str, str]]:
+                async def models(client: Any = client) -> list[tuple[str, str]]:  # this endpoint's client
                     doc = await _json(await client.models.with_raw_response.list())
                     data = doc.get("data")
                     if not isinstance(data, list) or not all(isinstance(m, dict) and m.get("id") for m in data):
@@ -324,7 +324,7 @@ class OpenAISampler:
                         else:
                             print(f"warning: {exc}; its requests move to {', '.join(alive)}", file=sys.stderr)
                     return
-                except BaseException as exc:  # noqa: BLE001  (handed to the consumer, which raises it)
+                except BaseException as exc:  # handed to the consumer, which raises it
                     results.put_nowait(exc)
                     if isinstance(exc, asyncio.CancelledError):
                         raise

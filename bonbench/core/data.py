@@ -72,7 +72,7 @@ def load_hub(hub_id: str, split: str, config: str | None = None) -> tuple[list[d
         import datasets
 
         ds = datasets.load_dataset(hub_id, config, split=split) if config else datasets.load_dataset(hub_id, split=split)
-    except Exception as exc:  # offline, unknown id, auth: all fixed the same way
+    except Exception as exc:  # noqa: BLE001  offline, unknown id, auth: all fixed the same way
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BonbenchError(
             f"could not load {hub_id!r} ({split}) from the hub ({first[:160]}); pass --data-dir (or set {ENV_DATA_DIR}) to a local mirror"

@@ -186,7 +186,7 @@ def _hub_tokenizer_has_template(name: str, revision: str | None) -> bool:
 
     try:
         path = hf_hub_download(name, "tokenizer_config.json", revision=revision)
-    except Exception:  # no tokenizer_config.json (or offline): treat as a plain-text model
+    except Exception:  # noqa: BLE001  no tokenizer_config.json (or offline): treat as a plain-text model
         return False
     return _has_chat_template(Path(path).parent)
 

@@ -330,7 +330,7 @@ class CodeGrader:
             except NoCode as exc:
                 out[i] = self._grade(s, False, {"status": "no_code", "passed": 0, "total": 0}, str(exc) or "no code found")
                 continue
-            except Exception as exc:  # a task bug must not abort a grading run; it is recorded per sample
+            except Exception as exc:  # noqa: BLE001  a task bug must not abort a grading run; it is recorded per sample
                 out[i] = self._grade(s, None, None, f"build_jobs failed: {type(exc).__name__}: {exc}"[:300])
                 continue
             if not cases:

@@ -97,7 +97,7 @@ def resolve_source(source: str) -> tuple[str, str]:
         from huggingface_hub import HfApi
 
         revision = HfApi().model_info(source, files_metadata=False).sha
-    except Exception as exc:  # offline, unknown or gated repo: the same fix
+    except Exception as exc:  # noqa: BLE001  offline, unknown or gated repo: the same fix
         raise BonbenchError(f"reward model {source!r} is neither a local folder nor reachable on the hub ({type(exc).__name__}); "
                             "download it where the hub is reachable and pass hf:<folder>, or use an offline reward model "
                             "(`bonbench list reward-models`)") from None

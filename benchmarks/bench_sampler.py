@@ -163,7 +163,7 @@ def bench_vllm(model: ResolvedModel, requests: list[SampleRequest], params: Samp
         dup = [p for p in prompts for _ in range(n)]
         return sum(len(c.token_ids) for o in llm.generate(dup, one, use_tqdm=False) for c in o.outputs)
 
-    best, per_round = compare(dict(zip(VLLM_NAMES, (ours, raw_n, raw_n_logprobs, raw_dup))), rounds)
+    best, per_round = compare(dict(zip(VLLM_NAMES, (ours, raw_n, raw_n_logprobs, raw_dup), strict=True)), rounds)
     for label, a, b, goal in VLLM_RATIOS:
         print(ratio_line(label, VLLM_NAMES[a], VLLM_NAMES[b], best, per_round, goal), flush=True)
     sampler.close()
@@ -264,7 +264,7 @@ def bench_hf(model: ResolvedModel, requests: list[SampleRequest], params: Sampli
         return total
 
     names = ["bonbench hf backend", "transformers generate(num_return_sequences=n)"]
-    best, per_round = compare(dict(zip(names, (ours, hf_generate))), rounds)
+    best, per_round = compare(dict(zip(names, (ours, hf_generate), strict=True)), rounds)
     print(ratio_line("bonbench hf / generate", names[0], names[1], best, per_round, "(goal >= 2.5x)"), flush=True)
     sampler.close()
 

@@ -83,7 +83,7 @@ def main() -> int:
                    "--out", str(work / "many")], env)
     logs = {k: work / k / "checkpoints" / "bench" / "log.jsonl" for k in ("one", "many")}
     a, b = ([json.loads(line) for line in logs[k].read_text().splitlines()] for k in ("one", "many"))
-    diff = {key: max(abs(x[key] - y[key]) for x, y in zip(a, b)) for key in ("loss", "reward")}
+    diff = {key: max(abs(x[key] - y[key]) for x, y in zip(a, b, strict=True)) for key in ("loss", "reward")}
     print(json.dumps({"processes": 1, "threads": args.one_threads or "default", "wall_s": round(one_s, 1), **_summary(logs["one"])}))
     print(json.dumps({"processes": args.nproc, "wall_s": round(many_s, 1), **_summary(logs["many"])}))
     print(json.dumps({"max_abs_diff": diff, "cpus": os.cpu_count(), "work": str(work)}))

@@ -64,7 +64,7 @@ def tldr_figures(data_dir: Path) -> None:
     same_pick = float(np.mean((a[:n] > a[n:]) == (b[:n] > b[n:])))
     print(f"  agreement of the two proxies on references and PPO samples: Spearman {spearmanr(a, b).statistic:.3f}; "
           f"same pick between reference and PPO sample on {same_pick:.3f} of posts")
-    for m, s in zip(models, (a, b)):
+    for m, s in zip(models, (a, b), strict=True):
         print(f"  {m.name}: mean reward reference {s[:n].mean():.3f}, PPO sample {s[n:].mean():.3f}")
 
 

@@ -278,7 +278,7 @@ def authors_metrics(grades_by_problem: Mapping[str, Sequence[Grade]], snapshots:
     tested = np.array([(fn_ids is None or u in fn_ids) and all(v in acc[u] for v in snapshots) for u in ids])
     combined = static.copy()
     for v in snapshots:
-        combined[tested] *= np.array([acc[u][v] for u, t in zip(ids, tested) if t])
+        combined[tested] *= np.array([acc[u][v] for u, t in zip(ids, tested, strict=True) if t])
     s_val, c_val = float(static.mean()), float(combined.mean())
     kept, kept_terms = _ratio_terms(combined, static)  # combined / static
     gap_val, gap_terms = 100.0 * (1.0 - kept), 100.0 * (1.0 - kept_terms)
@@ -342,7 +342,7 @@ def functional_only_metrics(grades_by_problem: Mapping[str, Sequence[Grade]], sn
     lo, hi = bootstrap_ci(np.column_stack([static, functional, gap_terms]), n_boot=n_boot, seed=seed)
     m = len(complete)
     return {name: _metric(value, (lo[i], hi[i]), m, n_incomplete=n_incomplete)
-            for i, (name, value) in enumerate(zip(names, (s_val, f_val, gap_val)))}
+            for i, (name, value) in enumerate(zip(names, (s_val, f_val, gap_val), strict=True))}
 
 
 def functional_metrics(grades_by_problem: Mapping[str, Sequence[Grade]], snapshots: Sequence[str] = SNAPSHOTS, *,

@@ -87,7 +87,7 @@ def to_problem(index: int, row: dict[str, Any], float_tol: str, time_scale: floa
     if io.get("fn_name"):
         target = json.dumps({"fn_name": io["fn_name"], "inputs": io["inputs"], "outputs": io["outputs"]})
     else:
-        target = json.dumps([{"input": i, "output": o} for i, o in zip(io["inputs"], io["outputs"])])
+        target = json.dumps([{"input": i, "output": o} for i, o in zip(io["inputs"], io["outputs"], strict=False)])
     return Problem(id=f"{TASK_NAME}/{index}", input=row["question"], target=target, meta=meta)
 
 
@@ -101,7 +101,7 @@ def build_jobs(problem: Problem, completion: str) -> list[ExecCase]:
     target = f"Solution().{fn}" if "class Solution" in meta.get("starter_code", "") else fn
     tests = json.loads(problem.target)
     cases = []
-    for i, (args, want) in enumerate(zip(tests["inputs"], tests["outputs"])):
+    for i, (args, want) in enumerate(zip(tests["inputs"], tests["outputs"], strict=False)):
         setup = CALL_ARGS.format(args=json.dumps(args))
         test = CallTest(names=("_bb_target",), tests=setup + CALL_CHECK.format(want=json.dumps(want)),
                         untrusted_tests=setup + CALL_RUN)

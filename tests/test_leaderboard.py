@@ -167,7 +167,7 @@ def _add_kl(run: Path, kl: np.ndarray) -> None:
     ids = sorted(doc["per_problem"]["pass@1"])
     doc["metrics"]["kl"] = {"value": float(kl.mean()), "ci95": [float(kl.mean()) - 0.05, float(kl.mean()) + 0.05],
                             "n_problems": len(ids), "direction": "lower"}
-    doc["per_problem"]["kl"] = dict(zip(ids, map(float, kl)))
+    doc["per_problem"]["kl"] = dict(zip(ids, map(float, kl), strict=True))
     doc["metrics"]["kl_bon@4"] = {"value": 0.636, "ci95": [None, None], "n_problems": len(ids), "closed_form": True}
     doc["per_problem"]["kl_bon@4"] = {i: 0.636 for i in ids}
     (run / "metrics.json").write_text(json.dumps(doc))

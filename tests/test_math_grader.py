@@ -360,7 +360,7 @@ def test_math_grader_agrees_with_the_case_file() -> None:
     problems = _problems(*((f"c{i}", c["target"]) for i, c in enumerate(CASES)))
     samples = [_sample(f"c{i}", 0, c["output"]) for i, c in enumerate(CASES)]
     grades = MathGrader(workers=2).grade(problems, samples)
-    wrong = [(c["category"], c["note"], g.error) for c, g in zip(CASES, grades) if g.correct is not c["expected"]]
+    wrong = [(c["category"], c["note"], g.error) for c, g in zip(CASES, grades, strict=True) if g.correct is not c["expected"]]
     assert wrong == []
 
 

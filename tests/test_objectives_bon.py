@@ -99,7 +99,7 @@ def test_log_f_hat_random_order():
     ("reverse_kl", [2.335131, 5.259443, 9.383759, 17.159314, 33.069340, 65.032824]),
 ])
 def test_lambda_n_table(rule, values):
-    for N, v in zip([2, 4, 8, 16, 32, 64], values):
+    for N, v in zip([2, 4, 8, 16, 32, 64], values, strict=True):
         assert abs(chow.lambda_n(N, rule) - v) <= 1e-6, (rule, N, chow.lambda_n(N, rule), v)
     assert chow.lambda_n(1, rule) == 0.0
 
@@ -256,7 +256,7 @@ def test_rlb_plugin_is_consistent_not_unbiased(name, kw):
     close(_binomial_expectation(THETA5, 3, obj.weights), expected_estimate(THETA5, 3, lambda t: obj.weights(Group(rewards=R_BIN[list(t)]))))
     errs = [np.abs(_binomial_expectation(THETA5, G, obj.weights) - gJ).max() for G in (4, 16, 64, 256)]
     assert errs[0] > 1e-3  # biased at small G
-    assert all(b < a for a, b in zip(errs, errs[1:]))  # and converging
+    assert all(b < a for a, b in zip(errs, errs[1:], strict=False))  # and converging
     assert errs[-1] < errs[-2] / 3  # O(1/G): G x 4 cuts the bias about 4-fold
 
 
@@ -456,7 +456,7 @@ def test_log_bon_prob_stable():
     got = amini.log_bon_prob(lf, np.log(p), 5)
     # reference: the binomial sum in log space (the authors' form)
     ref = []
-    for f, q in zip(F, p):
+    for f, q in zip(F, p, strict=True):
         terms = [math.log(math.comb(5, i)) + ((5 - i) * math.log(f) if i < 5 else 0.0) + i * math.log(q)
                  for i in range(1, 6) if f > 0 or i == 5]
         ref.append(np.logaddexp.reduce(terms))
@@ -618,7 +618,7 @@ def test_bonbon_pairs_subset_counts():
     for S in itertools.combinations(range(5), 3):
         key = (max(S, key=lambda i: r[i]), min(S, key=lambda i: r[i]))
         counts[key] = counts.get(key, 0) + 1 / 10
-    assert {(int(b), int(w)): p for b, w, p in zip(best, worst, P) if p > 0} == pytest.approx(counts)
+    assert {(int(b), int(w)): p for b, w, p in zip(best, worst, P, strict=True) if p > 0} == pytest.approx(counts)
     close(top, [0, 0, 6 / 10, 1 / 10, 3 / 10], 1e-15)  # C(rank, 2)/C(5, 3), ranks 0-based ascending
 
 

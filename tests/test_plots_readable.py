@@ -81,7 +81,7 @@ def test_reward_kl_labels_do_not_overlap() -> None:
     ax.plot(xs, ys, "o")
     ax.set_xlim(0, 8)
     ax.set_ylim(0.5, 1.05)
-    labels = place_labels(fig, ax, [(x, y, f"checkpoint {i} BoN4", "k") for i, (x, y) in enumerate(zip(xs, ys))])
+    labels = place_labels(fig, ax, [(x, y, f"checkpoint {i} BoN4", "k") for i, (x, y) in enumerate(zip(xs, ys, strict=True))])
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     from matplotlib.text import Text

@@ -90,7 +90,7 @@ def direct_logits(folder: Path, texts: Sequence[str] | None = None, pairs: Seque
 
 
 def test_hf_scores_match_a_direct_forward_pass(tiny: Path) -> None:
-    logits = direct_logits(tiny, [p + c for p, c in zip(PROMPTS, COMPLETIONS)])
+    logits = direct_logits(tiny, [p + c for p, c in zip(PROMPTS, COMPLETIONS, strict=True)])
     probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
     # batch_size=2: several padded, length-sorted batches must still give each text its own score
     prob = get_reward_model(f"hf:{tiny}?label=POSITIVE&batch_size=2").score(PROMPTS, COMPLETIONS)
@@ -103,7 +103,7 @@ def test_hf_scores_match_a_direct_forward_pass(tiny: Path) -> None:
     lc = direct_logits(tiny, COMPLETIONS)
     assert only == pytest.approx((np.exp(lc[:, 1]) / np.exp(lc).sum(axis=1)).tolist(), abs=1e-5)
     pair = get_reward_model(f"hf:{tiny}?label=1&input=pair&read=logit").score(PROMPTS, COMPLETIONS)
-    assert pair == pytest.approx(direct_logits(tiny, pairs=list(zip(PROMPTS, COMPLETIONS)))[:, 1].tolist(), abs=1e-5)
+    assert pair == pytest.approx(direct_logits(tiny, pairs=list(zip(PROMPTS, COMPLETIONS, strict=True)))[:, 1].tolist(), abs=1e-5)
 
 
 def test_hf_label_by_name_index_and_case_agree(tiny: Path) -> None:
@@ -114,7 +114,7 @@ def test_hf_label_by_name_index_and_case_agree(tiny: Path) -> None:
     assert by_name.fingerprint == by_index.fingerprint  # the same output, read the same way
     negative = get_reward_model(f"hf:{tiny}?label=NEGATIVE")
     assert negative.fingerprint != by_name.fingerprint
-    assert [a + b for a, b in zip(negative.score(PROMPTS, COMPLETIONS), by_name.score(PROMPTS, COMPLETIONS))] == pytest.approx([1.0] * 5)
+    assert [a + b for a, b in zip(negative.score(PROMPTS, COMPLETIONS), by_name.score(PROMPTS, COMPLETIONS), strict=True)] == pytest.approx([1.0] * 5)
 
 
 def test_hf_truncates_the_prompt_not_the_completion(tiny: Path) -> None:
@@ -152,7 +152,7 @@ def test_hf_bad_label_and_missing_label_are_one_line_errors(tiny: Path) -> None:
 def test_one_head_reward_model_reads_its_logit(tmp_path: Path) -> None:
     folder = build_tiny_classifier(tmp_path / "rm", labels=("LABEL_0",))
     model = get_reward_model(f"hf:{folder}")
-    assert model.score(PROMPTS, COMPLETIONS) == pytest.approx(direct_logits(folder, [p + c for p, c in zip(PROMPTS, COMPLETIONS)])[:, 0].tolist(), abs=1e-5)
+    assert model.score(PROMPTS, COMPLETIONS) == pytest.approx(direct_logits(folder, [p + c for p, c in zip(PROMPTS, COMPLETIONS, strict=True)])[:, 0].tolist(), abs=1e-5)
     prob = get_reward_model(f"hf:{folder}?read=prob").score(PROMPTS, COMPLETIONS)
     assert prob == pytest.approx([1 / (1 + math.exp(-x)) for x in model.score(PROMPTS, COMPLETIONS)], abs=1e-6)
 
@@ -284,7 +284,7 @@ def _small_imdb_mirror(root: Path, data_dir: Path, n: int = 1500) -> Path:
         texts, labels = _imdb_subset(data_dir, split, n if split == "train" else 300)
         (root / "imdb").mkdir(parents=True, exist_ok=True)
         with gzip.open(root / f"imdb/{split}.jsonl.gz", "wt", encoding="utf-8") as f:
-            for t, y in zip(texts, labels):
+            for t, y in zip(texts, labels, strict=True):
                 f.write(json.dumps({"text": t, "label": y}) + "\n")
     return root
 

@@ -156,7 +156,7 @@ def test_resume_restores_the_value_head_and_its_optimizer_exactly(tiny: str, tmp
     for k in a["head"]:
         assert torch.equal(a["head"][k], b["head"][k])
     assert a["optimizer"]["state"][0]["step"] == 2 and any(a["head"]["bias"] != 0)
-    for (ka, sa), (kb, sb) in zip(a["optimizer"]["state"].items(), b["optimizer"]["state"].items()):
+    for (ka, sa), (kb, sb) in zip(a["optimizer"]["state"].items(), b["optimizer"]["state"].items(), strict=True):
         assert ka == kb and all(torch.equal(sa[n], sb[n]) for n in sa)
     wa = torch.load(whole / "training_state" / "weights.pt", weights_only=True)
     wb = torch.load(split / "training_state" / "weights.pt", weights_only=True)

@@ -364,7 +364,7 @@ def test_lora_method_trains_saves_and_resumes(tiny: Path, train_run: Path, data_
     state = torch.load(folder / "training_state" / "state.pt", weights_only=False)
     assert state["step"] == steps and len(state["losses"]) == steps
     rows = assemble([train_run], data_dir=str(data_dir)).rows
-    held_rows = [r for r, h in zip(rows, split_problems(rows, req.val_fraction, req.seed)) if h]
+    held_rows = [r for r, h in zip(rows, split_problems(rows, req.val_fraction, req.seed), strict=True) if h]
     assert len({r.problem.id for r in held_rows}) == held_problems
     scores = load_verifier_model(folder).score_texts([verifier_text(r.problem, r.sample.completion) for r in held_rows])
     assert doc["metrics"]["heldout"]["auroc"] == pytest.approx(auroc([r.label for r in held_rows], scores), abs=1e-6)

@@ -290,7 +290,7 @@ def _coerce_sequence(value: str, origin: Any, args: tuple[Any, ...]) -> Any:
     if origin is tuple and args and Ellipsis not in args:  # tuple[int, str]: fixed length
         if len(parts) != len(args):
             raise ValueError(value)
-        return tuple(_coerce_one(p, a) for p, a in zip(parts, args))
+        return tuple(_coerce_one(p, a) for p, a in zip(parts, args, strict=True))
     item = args[0] if args else str
     items = [_coerce_one(p, item) for p in parts]
     return list(items) if origin is list else (set(items) if origin in (set, frozenset) else tuple(items))

@@ -135,7 +135,7 @@ def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSp
             values[s.name] = MetricValue(name=s.name, value=float(mat[:, j].mean()),
                                          ci95=(float(lo[j]), float(hi[j])), n_problems=len(outcomes),
                                          n_samples=n_min)
-            per_problem[s.name] = {pid: float(v) for pid, v in zip(ids, mat[:, j])}
+            per_problem[s.name] = {pid: float(v) for pid, v in zip(ids, mat[:, j], strict=True)}
     return {s.name: values[s.name] for s in spec_list}, {s.name: per_problem[s.name] for s in spec_list}
 
 

@@ -205,7 +205,7 @@ def _maj_wins_batch(keys: Sequence[Signature]) -> dict[Signature, np.ndarray]:
     for (a, _J, table, dtype), items in tasks.items():
         rows = _levels_batched(a, np.array([e for _, e, _ in items]), np.array([c for _, _, c in items], dtype=dtype),
                                _binom_rows(table, dtype))
-        for (acc, _, _), row in zip(items, rows):
+        for (acc, _, _), row in zip(items, rows, strict=True):
             acc[a : a + row.size] += row
     out = {}
     for key, groups, n, s0, binom in plans:
@@ -269,7 +269,7 @@ def maj_terms(answers: Sequence[Hashable | None],
         credit: dict[Hashable, float] = Counter(compress(answers, zl))
     else:
         credit = defaultdict(float)
-        for ans, v in zip(answers, zl):
+        for ans, v in zip(answers, zl, strict=True):
             credit[ans] += v
     credit.pop(None, None)
     # linear in the cluster values: clusters of equal size share one win polynomial
@@ -289,7 +289,7 @@ def maj_terms(answers: Sequence[Hashable | None],
 def _maj_full(answers_per_problem: Sequence[Sequence[Hashable | None]],
               correct_per_problem: Sequence[Sequence[float]]) -> list[np.ndarray]:
     """maj@k for k = 1..n of each problem (float64 arrays of length n)."""
-    parsed = [maj_terms(ans, cor) for ans, cor in zip(answers_per_problem, correct_per_problem)]
+    parsed = [maj_terms(ans, cor) for ans, cor in zip(answers_per_problem, correct_per_problem, strict=True)]
     wins = _maj_wins(key for _, terms in parsed for _, key in terms)
     curves = []
     for n, terms in parsed:

@@ -45,7 +45,7 @@ def _patch(name: str, run: PreparedRun, per_problem: Mapping[str, float], n_boot
         lo, hi = bootstrap_ci(values, n_boot=n_boot, seed=run.cfg.seed)
         ci = [float(lo), float(hi)]
     metric = {"value": float(values.mean()), "ci95": ci, "n_problems": len(ids), **notes}
-    return MetricsPatch({name: metric}, {name: {pid: float(v) for pid, v in zip(ids, values)}})
+    return MetricsPatch({name: metric}, {name: {pid: float(v) for pid, v in zip(ids, values, strict=True)}})
 
 
 def log_ratios(run: PreparedRun, samples: Mapping[Key, Sample], policy: Verifier, reference: Verifier,
@@ -130,7 +130,7 @@ def winrates(run: PreparedRun, grades: Mapping[Key, Grade], comparison: Mapping[
     mat = winrate_curve([mine[pid] for pid in ids], [comparison[pid] for pid in ids], ks)
     patch = MetricsPatch()
     for j, k in enumerate(ks):
-        patch += _patch("winrate" if k == 1 else f"winrate@{k}", run, dict(zip(ids, mat[:, j])), n_boot, against=against)
+        patch += _patch("winrate" if k == 1 else f"winrate@{k}", run, dict(zip(ids, mat[:, j], strict=True)), n_boot, against=against)
     return patch
 
 

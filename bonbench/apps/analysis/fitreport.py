@@ -63,7 +63,7 @@ def sweep_fit_html(sf: SweepFit, holdout_fraction: float) -> str:
     for fam, trends in sf.trends.items():
         for p in trends.values():
             trend_rows.append((fam, p.param, p.transform, p.degree, ", ".join(f"{c:.4g}" for c in p.coef), fmt_value(p.r2),
-                               ", ".join(f"{t:g}: {v:.4g}" for t, v in zip(p.temperatures, p.values))))
+                               ", ".join(f"{t:g}: {v:.4g}" for t, v in zip(p.temperatures, p.values, strict=True))))
     for fam, err in sf.trend_errors.items():
         trend_rows.append((fam, "—", "—", "—", err[:100], "—", "—"))
     parts.append(table_html(["family", "parameter", "trended as", "degree", "coefficients", "R²", "values by T"],

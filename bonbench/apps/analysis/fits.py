@@ -236,7 +236,7 @@ def fit_temperatures(curves: Mapping[float, tuple[np.ndarray, np.ndarray]], *,
 def _argmax_t(temps: Sequence[float], values: Sequence[float]) -> tuple[float, float]:
     # Lowest temperature wins ties: with equal value the less random policy is the safer choice.
     best_t, best_v = math.nan, -math.inf
-    for t, v in zip(temps, values):
+    for t, v in zip(temps, values, strict=True):
         if np.isfinite(v) and v > best_v:
             best_t, best_v = t, v
     return (best_t, best_v) if np.isfinite(best_v) else (math.nan, math.nan)

@@ -87,7 +87,7 @@ class TrendFit:
     k_max: float
 
     def params(self) -> dict[str, float]:
-        return dict(zip(PARAMS[self.family], self.values))
+        return dict(zip(PARAMS[self.family], self.values, strict=True))
 
     def predict(self, k: np.ndarray | Sequence[float] | float) -> np.ndarray:
         return LAWS[self.family](np.asarray(k, dtype=float), *self.values)

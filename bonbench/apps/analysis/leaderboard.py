@@ -359,7 +359,7 @@ def render_html(board: Leaderboard, figures: Sequence[Path] = ()) -> str:
     lower = [False] + [metric_info(m).direction == LOWER for _, m in board.columns]
     for row in rows:
         cells = []
-        for c, flip in zip(row, lower):
+        for c, flip in zip(row, lower, strict=True):
             good, bad = (DOWN, UP) if flip else (UP, DOWN)  # green is better, whichever way that is
             cls = "up" if good in c else "down" if bad in c else ""
             cells.append((html_lib.escape(c).replace("\n", "<br>"), cls))

@@ -84,7 +84,7 @@ def plot_k_curve_comparison(runs: Mapping[str, Mapping[str, Curve]], out: Path, 
     axes = np.atleast_1d(fig.subplots(1, len(shown)))
     cmap = matplotlib.colormaps["tab10"]
     markers = "osD^vP*X"
-    for ax, kind in zip(axes, shown):
+    for ax, kind in zip(axes, shown, strict=True):
         ks: list[float] = []
         top = 0.0
         for i, curves in enumerate(runs.values()):

@@ -44,7 +44,7 @@ def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[s
             c = r.curves.get(kind)
             if c is None:
                 continue
-            at = {int(k): (v, lo, hi) for k, v, lo, hi in zip(c.k, c.value, c.lo, c.hi)}
+            at = {int(k): (v, lo, hi) for k, v, lo, hi in zip(c.k, c.value, c.lo, c.hi, strict=True)}
             rows.append([label, f"{kind}@k"] + [f"{fmt_value(at[k][0], 3)} [{fmt_value(at[k][1], 3)}, {fmt_value(at[k][2], 3)}]" if k in at else "—"
                                               for k in ks])
     parts = [f"<section><h2>Comparison: {html_lib.escape(task)}, {len(runs)} runs on shared axes</h2>",

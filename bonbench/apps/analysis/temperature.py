@@ -222,7 +222,7 @@ def fit_t_star(N: Sequence[float] | np.ndarray, t_star: Sequence[float] | np.nda
     lower, upper = [-100.0, -3.0, -100.0, -100.0][:n_par], [100.0, 3.0, 100.0, 100.0][:n_par]
     best: tuple[float, np.ndarray] | None = None
     for p0 in starts:
-        p0 = tuple(float(np.clip(v, lo_, hi_)) for v, lo_, hi_ in zip(p0, lower, upper))
+        p0 = tuple(float(np.clip(v, lo_, hi_)) for v, lo_, hi_ in zip(p0, lower, upper, strict=True))
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore", OptimizeWarning)

@@ -211,7 +211,7 @@ class RolloutStep(PolicyUpdate):
         if self.value is not None:
             features = (pol.prompt_features([pol.encode(prompts[p.id], "")[0] for p in r.mine]) if r.mine
                         else torch.zeros(0, pol.hidden_size, device=pol.device))  # a rank without groups
-            values = dict(zip([p.id for p in r.mine], self.value.predict(features).tolist()))
+            values = dict(zip([p.id for p in r.mine], self.value.predict(features).tolist(), strict=True))
         return Signals(pairs, logp, ref_lp, ref_tok, features, values)
 
     def _update_value(self, r: Rollouts, groups: Mapping[str, Any], sig: Signals) -> dict[str, Any]:

@@ -276,14 +276,14 @@ def _node_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool
     if kp == "union" and kg == "union":
         return _match_unordered(list(p[1]), list(g[1]), fast_only)
     if kp == "matrix" and kg == "matrix":
-        if len(p[1]) != len(g[1]) or any(len(a) != len(b) for a, b in zip(p[1], g[1])):
+        if len(p[1]) != len(g[1]) or any(len(a) != len(b) for a, b in zip(p[1], g[1], strict=True)):
             return False
-        return all(_atom_equiv(a, b, fast_only) for ra, rb in zip(p[1], g[1]) for a, b in zip(ra, rb))
+        return all(_atom_equiv(a, b, fast_only) for ra, rb in zip(p[1], g[1], strict=True) for a, b in zip(ra, rb, strict=True))
     # a column vector written as a tuple
     for mat, tup in ((p, g), (g, p)):
         col = _column(mat)
         if col is not None and tup[0] == "seq" and tup[1] == "(" and tup[2] == ")" and len(tup[3]) == len(col):
-            pairs = zip(col, tup[3]) if mat is p else zip(tup[3], col)
+            pairs = zip(col, tup[3], strict=True) if mat is p else zip(tup[3], col, strict=True)
             return all(
                 _node_equiv(("atom", a) if isinstance(a, str) else a, ("atom", b) if isinstance(b, str) else b, fast_only)
                 for a, b in pairs
@@ -292,7 +292,7 @@ def _node_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool
 
 
 def _ordered(ps: Sequence[Any], gs: Sequence[Any], fast_only: bool) -> bool:
-    return len(ps) == len(gs) and all(_node_equiv(a, b, fast_only) for a, b in zip(ps, gs))
+    return len(ps) == len(gs) and all(_node_equiv(a, b, fast_only) for a, b in zip(ps, gs, strict=True))
 
 
 def equiv_canonical(cp: str, cg: str, fast_only: bool = False) -> bool:

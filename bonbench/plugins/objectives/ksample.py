@@ -72,7 +72,7 @@ def majority_value(answers: Sequence[Hashable | None], rewards: Sequence[float])
     slots but casts no vote and its reward is ignored. A tuple where everyone abstains scores 0.
     """
     votes: dict[Hashable, list[float]] = defaultdict(list)
-    for a, r in zip(answers, rewards):
+    for a, r in zip(answers, rewards, strict=True):
         if a is not None:
             votes[a].append(float(r))
     if not votes:
@@ -167,7 +167,7 @@ def maj_means(answers: Sequence[Hashable | None], rewards: np.ndarray) -> Callab
     """
     r = [float(x) for x in rewards]
     G = len(r)
-    keys = [(a, x) for a, x in zip(answers, r)]
+    keys = [(a, x) for a, x in zip(answers, r, strict=True)]
     distinct = list(dict.fromkeys(keys))
     groups = [list(answers)]
     values = [r]

@@ -86,8 +86,8 @@ class RewardGrader:
         except BonbenchError:
             raise  # configuration: no sample could be graded, the user must fix it
         except Exception:  # noqa: BLE001  one bad text must not sink the batch: isolate it
-            values = [self._score_one(p, c) for p, c in zip(prompts, completions)]
-        return [self._grade(s, v) for s, v in zip(chunk, values)]
+            values = [self._score_one(p, c) for p, c in zip(prompts, completions, strict=True)]
+        return [self._grade(s, v) for s, v in zip(chunk, values, strict=True)]
 
     def _score_one(self, prompt: str, completion: str) -> float | str:
         try:
@@ -134,7 +134,7 @@ class RewardVerifier:
             chunk = samples[start:start + SCORE_CHUNK]
             values = check_scores(self.model, self.model.score([reward_prompt(problems[s.problem_id]) for s in chunk],
                                                               [s.completion for s in chunk]), len(chunk))
-            for s, v in zip(chunk, values):
+            for s, v in zip(chunk, values, strict=True):
                 if not math.isfinite(v):
                     # a NaN would silently lose (or win) every bon@k comparison it takes part in
                     raise BonbenchError(f"reward model {self.model.name!r} gave sample {s.key} a non-finite score ({v}); "

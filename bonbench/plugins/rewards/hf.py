@@ -200,7 +200,7 @@ class HFClassifierReward:
         if self.input == "pair":
             enc = self.tokenizer(list(prompts), list(completions), truncation="only_first", max_length=self.max_length)
         else:
-            texts = [p + c for p, c in zip(prompts, completions)] if self.input == "concat" else list(completions)
+            texts = [p + c for p, c in zip(prompts, completions, strict=True)] if self.input == "concat" else list(completions)
             enc = self.tokenizer(texts, truncation=True, max_length=self.max_length)
         return dict(enc)
 
@@ -219,7 +219,7 @@ class HFClassifierReward:
                 batch = order[start:start + self.batch_size]
                 feats = self.tokenizer.pad({k: [v[i] for i in batch] for k, v in enc.items()}, return_tensors="pt")
                 logits = self.model(**{k: t.to(self.device) for k, t in feats.items()}).logits.float()
-                for i, v in zip(batch, read_logits(logits, self.index, self.read).tolist()):
+                for i, v in zip(batch, read_logits(logits, self.index, self.read).tolist(), strict=True):
                     out[i] = v
         return check_scores(self, out, len(completions))
 

@@ -216,7 +216,7 @@ class ImdbSentimentReward:
             self.name = f"{NAME}-completion"
 
     def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
-        texts = [p + c for p, c in zip(prompts, completions)] if self.include_prompt else list(completions)
+        texts = [p + c for p, c in zip(prompts, completions, strict=True)] if self.include_prompt else list(completions)
         return check_scores(self, self.model.predict(texts).tolist(), len(completions))
 
 

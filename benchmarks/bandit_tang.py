@@ -235,7 +235,8 @@ def main() -> None:
         cells = []
         for val, step in at[name]:
             n = int(np.isfinite(val).sum())
-            cells.append(f"{np.nanmean(val):7.3f} +-{se95(val):.3f} [{np.nanmedian(step):5.0f}, {n:3d}]" if n else f"{'not reached':>28s}")
+            cells.append(f"{np.nanmean(val):7.3f} +-{se95(val):.3f} [{np.nanmedian(step):5.0f}, {n:3d}]" if n
+                         else f"{'not reached':>28s}")
         print(f"{name:24s}" + "".join(f"{c:>28s}" for c in cells))
 
     print("\nverdict: is pass@k higher at equal KL for the k-sample objectives than for mean PG? (paired by seed)")

@@ -131,7 +131,8 @@ def main() -> None:
             cpus = sorted(os.sched_getaffinity(0))
             half = max(1, len(cpus) // 2)
             a = stack.enter_context(vllm_serve(model.path, served_name=SERVED, log=logs / "serve-a.log", cpus=cpus[:half]))
-            b = stack.enter_context(vllm_serve(model.path, served_name=SERVED, log=logs / "serve-b.log", cpus=cpus[half:] or cpus))
+            b = stack.enter_context(vllm_serve(model.path, served_name=SERVED, log=logs / "serve-b.log",
+                                               cpus=cpus[half:] or cpus))
             two = OpenAIOptions(endpoints=(a, b), concurrency=total)
             api2 = OpenAISampler(served_model(SERVED, two), seed=0, options=two)
             variants2 = {"openai backend, 2 servers (half the CPUs each)": _tokens(api2, requests, params),

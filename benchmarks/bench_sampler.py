@@ -206,9 +206,10 @@ def run_vllm_configs(args: argparse.Namespace, configs: list[str]) -> None:
             continue
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
             summary = fh.name
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--only", "vllm", "--problems", str(args.problems), "--n", str(args.n),
-               "--max-tokens", str(args.max_tokens), "--rounds", str(args.rounds), "--child-summary", summary,
-               "--child-config", config] + (["--compile"] if args.compile else []) + (["--model", args.model] if args.model else [])
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--only", "vllm", "--problems", str(args.problems),
+               "--n", str(args.n), "--max-tokens", str(args.max_tokens), "--rounds", str(args.rounds),
+               "--child-summary", summary, "--child-config", config]
+        cmd += (["--compile"] if args.compile else []) + (["--model", args.model] if args.model else [])
         proc = subprocess.run(cmd, env=env)
         if proc.returncode == 0 and os.path.getsize(summary):
             results[config] = json.loads(Path(summary).read_text())

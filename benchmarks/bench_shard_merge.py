@@ -68,7 +68,8 @@ def main() -> None:
         shard_times = []
         for i in range(1, args.shards + 1):
             t0 = time.perf_counter()
-            run_dir = runner.execute(runner.plan(request(Path(tmp) / "sharded", ShardSpec(i, args.shards)))).runs[0].store.run_root
+            sharded = runner.plan(request(Path(tmp) / "sharded", ShardSpec(i, args.shards)))
+            run_dir = runner.execute(sharded).runs[0].store.run_root
             shard_times.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         merged = runner.merge(run_dir, data_dir=args.data_dir)

@@ -113,7 +113,8 @@ def parse_snapshots(snapshots: str | Sequence[str] | None) -> tuple[str, ...]:
         if not key:
             continue
         if key not in by_lower:
-            raise BonbenchError(f"functional_math: unknown snapshot {item.strip()!r}; choose from {', '.join(SNAPSHOTS)} (comma-separated)")
+            raise BonbenchError(f"functional_math: unknown snapshot {item.strip()!r}; "
+                                f"choose from {', '.join(SNAPSHOTS)} (comma-separated)")
         chosen.add(by_lower[key])
     if not chosen:
         raise BonbenchError(f"functional_math: -T snapshots selected none; choose from {', '.join(SNAPSHOTS)}")
@@ -162,11 +163,13 @@ def load_rows(data_dir: str | Path | None) -> tuple[dict[str, dict[str, Any]], d
     for snap, rows in snaps.items():
         if set(rows) != ids:
             diff = sorted(ids ^ set(rows))
-            raise BonbenchError(f"functional_math: snapshot {snap} covers different unique_ids than {SNAPSHOTS[0]} (e.g. {diff[0]!r}); re-fetch the snapshot files")
+            raise BonbenchError(f"functional_math: snapshot {snap} covers different unique_ids than {SNAPSHOTS[0]} "
+                                f"(e.g. {diff[0]!r}); re-fetch the snapshot files")
     static: dict[str, dict[str, Any]] = {row["unique_id"]: row for row in read_jsonl(static_path)}
     missing = sorted(ids - set(static))
     if missing:
-        raise BonbenchError(f"functional_math: {len(missing)} snapshot ids are not in {static_path} (e.g. {missing[0]!r}); the MATH test file is incomplete")
+        raise BonbenchError(f"functional_math: {len(missing)} snapshot ids are not in {static_path} "
+                            f"(e.g. {missing[0]!r}); the MATH test file is incomplete")
     fingerprint = file_fingerprint(static_path, *snap_paths.values())
     return static, snaps, fingerprint
 

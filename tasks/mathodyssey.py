@@ -299,7 +299,8 @@ def parse_subjects(subject: str | None, labels: Iterable[str]) -> tuple[str, ...
             continue
         label = by_key.get(_subject_key(item))
         if label is None:
-            raise BonbenchError(f"mathodyssey: unknown -T subject={item.strip()!r}; choose from {', '.join(sorted(by_key.values()))}")
+            raise BonbenchError(f"mathodyssey: unknown -T subject={item.strip()!r}; "
+                                f"choose from {', '.join(sorted(by_key.values()))}")
         if label not in chosen:
             chosen.append(label)
     return tuple(chosen) or None

@@ -7,7 +7,8 @@ an entry point in its package's metadata, one group per kind:
 - verifier: ``@register_verifier(name)``; group ``bonbench.verifiers`` (``name`` or scheme ``prefix:``)
 - reward model: ``@register_reward_model(name)``; group ``bonbench.reward_models`` (``name`` or ``prefix:``)
 - sampler backend: ``@register_sampler(name, options=Options)``; group ``bonbench.samplers``
-- objective: ``@register_objective(name, paper=...)`` (``objective`` in ``bonbench.api.objective``); group ``bonbench.objectives`` (modules)
+- objective: ``@register_objective(name, paper=...)`` (``objective`` in ``bonbench.api.objective``);
+  group ``bonbench.objectives`` (modules)
 
 Factory keyword arguments are the plugin's CLI options (``-T`` for tasks, ``-O`` for objectives,
 ``?key=value`` for reward models), coerced by annotation.
@@ -26,5 +27,5 @@ from bonbench.api.verifier import Verifier, get_verifier, register_verifier, ver
 
 __all__ = ["Grader", "GraderOptions", "Group", "Objective", "PromptStyle", "RewardModel", "SampleRequest", "Sampler",
            "SamplingParams", "Task", "Verifier", "family_tasks", "get_reward_model", "get_task", "get_verifier", "make_objective",
-           "register_objective", "register_reward_model", "register_sampler", "register_task", "register_verifier", "reward_model_names",
-           "sampler_names", "task_family", "task_names", "verifier_names"]
+           "register_objective", "register_reward_model", "register_sampler", "register_task", "register_verifier",
+           "reward_model_names", "sampler_names", "task_family", "task_names", "verifier_names"]

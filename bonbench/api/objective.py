@@ -120,7 +120,8 @@ class ObjectiveTable(Mapping[str, ObjectiveInfo]):
 REGISTRY = ObjectiveTable()
 
 
-def objective(name: str, *, paper: str, needs: tuple[str, ...] = (), summary: str = "") -> Callable[[Callable[..., Objective]], Callable[..., Objective]]:
+def objective(name: str, *, paper: str, needs: tuple[str, ...] = (),
+              summary: str = "") -> Callable[[Callable[..., Objective]], Callable[..., Objective]]:
     """Register ``factory(**options) -> Objective`` under ``name``; its keyword defaults are the options."""
     unknown = set(needs) - set(NEEDS)
     if unknown:
@@ -149,7 +150,8 @@ def make_objective(name: str, **options: Any) -> Objective:
         raise BonbenchError(f"unknown objective {name!r}; `bonbench list objectives` shows them: {', '.join(sorted(REGISTRY))}")
     bad = sorted(set(options) - set(info.options))
     if bad:
-        raise BonbenchError(f"objective {name!r} has no option {bad[0]!r}; its options are: {', '.join(sorted(info.options)) or 'none'}")
+        raise BonbenchError(f"objective {name!r} has no option {bad[0]!r}; "
+                            f"its options are: {', '.join(sorted(info.options)) or 'none'}")
     return info.factory(**coerce_kwargs(info.factory, options, owner=f"objective {name!r}", noun="option"))
 
 

@@ -1,7 +1,8 @@
 """Build a folder once and share it: the atomic cache of the converted embedded model
 (``bonbench.core.models``) and of the offline reward models (``bonbench.plugins.rewards``).
 
-The build runs in a temporary folder next to the final one, writes a completion marker last and is renamed into place; a folder whose marker
+The build runs in a temporary folder next to the final one, writes a completion marker last and is
+renamed into place; a folder whose marker
 is missing or does not match what the caller expects is never trusted (it is deleted and rebuilt).
 A file lock keeps two processes from building the same folder at once; the second one waits and
 then reuses the first one's result.

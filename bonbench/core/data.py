@@ -29,7 +29,8 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
         return None
     path = Path(raw).expanduser()
     if not path.is_dir():
-        raise BonbenchError(f"data directory {str(path)!r} does not exist; pass --data-dir (or set {ENV_DATA_DIR}) to a local mirror such as ../shared/data")
+        raise BonbenchError(f"data directory {str(path)!r} does not exist; pass --data-dir (or set {ENV_DATA_DIR}) "
+                            "to a local mirror such as ../shared/data")
     return path
 
 
@@ -37,7 +38,8 @@ def local_file(root: Path, relative: str, what: str) -> Path:
     """``root/relative``, or a one-line error naming the missing file and the fix."""
     path = root / relative
     if not path.is_file():
-        raise BonbenchError(f"{what}: {str(path)!r} not found; point --data-dir at a mirror that has {relative} (see ../shared/data/README.md)")
+        raise BonbenchError(f"{what}: {str(path)!r} not found; point --data-dir at a mirror that has {relative} "
+                            "(see ../shared/data/README.md)")
     return path
 
 
@@ -75,6 +77,7 @@ def load_hub(hub_id: str, split: str, config: str | None = None) -> tuple[list[d
     except Exception as exc:  # noqa: BLE001  offline, unknown id, auth: all fixed the same way
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise BonbenchError(
-            f"could not load {hub_id!r} ({split}) from the hub ({first[:160]}); pass --data-dir (or set {ENV_DATA_DIR}) to a local mirror"
+            f"could not load {hub_id!r} ({split}) from the hub ({first[:160]}); "
+            f"pass --data-dir (or set {ENV_DATA_DIR}) to a local mirror"
         ) from None
     return [dict(r) for r in ds], f"hub:{hub_id}:{config or ''}:{split}:{getattr(ds, '_fingerprint', '')}"

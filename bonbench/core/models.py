@@ -260,7 +260,8 @@ def convert_gguf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") -> Non
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
-        raise BonbenchError(f"converting the embedded model needs torch, transformers and gguf: pip install gguf ({exc})") from exc
+        raise BonbenchError(f"converting the embedded model needs torch, transformers and gguf: "
+                            f"pip install gguf ({exc})") from exc
     folder, fname = str(gguf_path.parent), gguf_path.name
     extra: dict[str, object] = {}
     try:

@@ -106,5 +106,6 @@ def math_prompt(problem: Problem, style: str, fewshot: int = 4) -> Prompt:
         text = fewshot_text(MATH_FEWSHOT[:fewshot], problem.input)
         return Prompt(problem_id=problem.id, text=text, stop=MATH_STOP)
     if style == "chat":
-        return Prompt(problem_id=problem.id, messages=chat_messages(None, MATH_CHAT_INSTRUCTION.format(problem=problem.input.strip())))
+        return Prompt(problem_id=problem.id,
+                      messages=chat_messages(None, MATH_CHAT_INSTRUCTION.format(problem=problem.input.strip())))
     raise ValueError(f"unknown prompt style {style!r}; use 'base' or 'chat'")

@@ -118,7 +118,8 @@ class JsonlTable:
             try:
                 rec = from_row(self.cls, row)
             except (TypeError, KeyError) as exc:
-                raise BonbenchError(f"{self.path}: malformed {self.cls.__name__} row {row!r:.80} ({exc}); delete that line and rerun") from None
+                raise BonbenchError(f"{self.path}: malformed {self.cls.__name__} row {row!r:.80} ({exc}); "
+                                    "delete that line and rerun") from None
             if where is None or where(rec):
                 out.setdefault(rec.key, rec)
         return out

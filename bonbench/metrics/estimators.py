@@ -78,7 +78,8 @@ def _check_outcomes(outcomes: Sequence[ProblemOutcome]) -> None:
     for o in outcomes:
         n = len(o.correct)
         if n == 0:
-            raise BonbenchError(f"problem {o.problem_id!r} has no samples; run `bonbench run` again with the same flags (it samples only what is missing)")
+            raise BonbenchError(f"problem {o.problem_id!r} has no samples; run `bonbench run` again with the same flags "
+                                "(it samples only what is missing)")
         if len(o.answers) != n or (o.scores is not None and len(o.scores) != n):
             raise BonbenchError(f"problem {o.problem_id!r} has {n} grades but {len(o.answers)} answers / "
                                 f"{'no' if o.scores is None else len(o.scores)} scores; rerun grading and scoring")

@@ -85,7 +85,8 @@ def rewards_by_problem(run: PreparedRun, grades: Mapping[Key, Grade], what: str)
     out: dict[str, list[float]] = {}
     for (pid, _), g in sorted(grades.items()):
         if g.score is None:
-            raise BonbenchError(f"the {what} of {pid!r} has no reward ({g.error or 'no score'}); fix the reward model and rescore")
+            raise BonbenchError(f"the {what} of {pid!r} has no reward ({g.error or 'no score'}); "
+                                "fix the reward model and rescore")
         out.setdefault(pid, []).append(float(g.score))
     missing = [p.id for p in run.problems if p.id not in out]
     if missing:
@@ -130,7 +131,8 @@ def winrates(run: PreparedRun, grades: Mapping[Key, Grade], comparison: Mapping[
     mat = winrate_curve([mine[pid] for pid in ids], [comparison[pid] for pid in ids], ks)
     patch = MetricsPatch()
     for j, k in enumerate(ks):
-        patch += _patch("winrate" if k == 1 else f"winrate@{k}", run, dict(zip(ids, mat[:, j], strict=True)), n_boot, against=against)
+        patch += _patch("winrate" if k == 1 else f"winrate@{k}", run, dict(zip(ids, mat[:, j], strict=True)), n_boot,
+                        against=against)
     return patch
 
 

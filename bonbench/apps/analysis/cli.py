@@ -35,7 +35,8 @@ def register(subparsers: Any) -> None:
     lb.add_argument("results_dir", nargs="?", default=_results_default(), help="results root (default: results/)")
     lb.add_argument("--base", help="model id or slug to compare every checkpoint against (paired bootstrap)")
     lb.add_argument("--base-run", action="append", default=[], metavar="RUN_DIR",
-                    help="the base's run for its task (repeatable, one per task; default: its run with the checkpoints' settings, n and problems)")
+                    help="the base's run for its task (repeatable, one per task; default: its run with the "
+                         "checkpoints' settings, n and problems)")
     lb.add_argument("--task", action="append", help="only this task; repeatable")
     lb.add_argument("--metric", action="append", help="only this metric (e.g. pass@1); repeatable")
     lb.add_argument("--out", help="folder where leaderboard.md/.html/.json go (default: RESULTS_DIR); replaced only once "
@@ -59,7 +60,8 @@ def register(subparsers: Any) -> None:
     gate.add_argument("--debug", action="store_true", help="show tracebacks")
     gate.set_defaults(handler=f"{HANDLERS}:cmd_gate")
 
-    plot = subparsers.add_parser("plot", help="k-curves, scaling fits, training curves and report.html for runs, sweeps or checkpoints")
+    plot = subparsers.add_parser("plot", help="k-curves, scaling fits, training curves and report.html for runs, sweeps "
+                                              "or checkpoints")
     plot.add_argument("paths", nargs="+", help="run directories, sweep directories (sweep.json), a results tree, or "
                       "checkpoint folders (results/checkpoints/NAME: training curves)")
     plot.add_argument("--out", help="output folder (default: <first path>/report); a report already there is refreshed "

@@ -294,7 +294,8 @@ def per_problem_curves(run: RunData, kind: str, ks: Sequence[int], grader: str |
                        verifier: str | None = None) -> dict[str, np.ndarray]:
     """problem_id -> estimate of ``kind``@k (kind "pass" or "bon") at each k of ``ks`` (NaN where k > n).
 
-    Rebuilt from ``grades/`` (and ``scores/`` for bon) with ``bonbench.metrics.estimators`` (math-reference §1.1-1.2), because metrics.json keeps per-problem values only for requested metrics.
+    Rebuilt from ``grades/`` (and ``scores/`` for bon) with ``bonbench.metrics.estimators``
+    (math-reference §1.1-1.2), because metrics.json keeps per-problem values only for requested metrics.
     """
     if kind not in ("pass", "bon"):
         raise BonbenchError(f"per-problem curves support kind 'pass' or 'bon', not {kind!r}")

@@ -35,7 +35,8 @@ def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[s
         return "", {}  # one model's runs at several temperatures are the sweep section's figure
     labels = {run_curve_label(r): r for r in runs}
     png = plot_k_curve_comparison({label: r.curves for label, r in labels.items()},
-                                  out_dir / f"compare_{task.replace('/', '_')}.png", title=f"{task}: k-curves of {len(runs)} runs")
+                                  out_dir / f"compare_{task.replace('/', '_')}.png",
+                                  title=f"{task}: k-curves of {len(runs)} runs")
     kinds = [k for k in ("pass", "bon", "maj", "max") if any(k in r.curves for r in runs)]
     ks = powers_of_two(max(r.n for r in runs) or 1)
     rows = []
@@ -45,12 +46,14 @@ def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[s
             if c is None:
                 continue
             at = {int(k): (v, lo, hi) for k, v, lo, hi in zip(c.k, c.value, c.lo, c.hi, strict=True)}
-            rows.append([label, f"{kind}@k"] + [f"{fmt_value(at[k][0], 3)} [{fmt_value(at[k][1], 3)}, {fmt_value(at[k][2], 3)}]" if k in at else "—"
-                                              for k in ks])
+            rows.append([label, f"{kind}@k"]
+                        + [f"{fmt_value(at[k][0], 3)} [{fmt_value(at[k][1], 3)}, {fmt_value(at[k][2], 3)}]" if k in at else "—"
+                           for k in ks])
     parts = [f"<section><h2>Comparison: {html_lib.escape(task)}, {len(runs)} runs on shared axes</h2>",
              "<p class=\"note\">Every run of this task that has k-curves, one colour each, with 95% bootstrap bands over "
              "problems. Runs on different problems or settings are not paired here; the leaderboard pairs them.</p>",
-             img_tag(png, f"k-curves of the {task} runs"), table_html(["run", "curve"] + [f"k={k}" for k in ks], rows), "</section>"]
+             img_tag(png, f"k-curves of the {task} runs"), table_html(["run", "curve"] + [f"k={k}" for k in ks], rows),
+             "</section>"]
     return "\n".join(parts), {"task": task, "runs": [str(r.path) for r in runs], "figure": png.name}
 
 
@@ -87,8 +90,8 @@ def bon_references_section(run: Any, idx: int, out_dir: Path) -> tuple[str, list
              f"Win rates here are against {html_lib.escape(against or '—')}; kl_bon@k is the KL of reward-best-of-k "
              f"selection to {html_lib.escape(kl_ref or '—')} (docs/rewards.md).</p>",
              table_html(["N", "winrate@N [95% CI]", "N/(N+1)", "kl_bon@N [95% CI]", "log N − (N−1)/N"],
-                        [(r.k, metric_cell(r.winrate), fmt_value(r.winrate_analytic), metric_cell(r.kl_bon), fmt_value(r.kl_analytic))
-                         for r in rows])]
+                        [(r.k, metric_cell(r.winrate), fmt_value(r.winrate_analytic), metric_cell(r.kl_bon),
+                          fmt_value(r.kl_analytic)) for r in rows])]
     png = plot_bon_references(rows, out_dir / f"run{idx:02d}_{run.hash}_bon_references.png", title=run.label())
     parts.append(img_tag(png, f"best-of-N references of {run.label()}"))
     info = [{"k": r.k, "winrate": None if r.winrate is None else {"value": r.winrate.value, "ci95": r.winrate.ci95},
@@ -109,7 +112,8 @@ def plane_section(key: tuple[str, str], points: list[Any], idx: int, out_dir: Pa
              "A point is on the Pareto front when no other point has both lower KL and higher reward.</p>",
              table_html(["point", "run", "method", "KL [95% CI]", "reward [95% CI]", "Pareto front"],
                         [(p.label, p.run, p.method, f"{fmt_value(p.kl)} [{fmt_value(p.kl_ci[0])}, {fmt_value(p.kl_ci[1])}]",
-                          f"{fmt_value(p.reward)} [{fmt_value(p.reward_ci[0])}, {fmt_value(p.reward_ci[1])}]", "yes" if id(p) in on_front else "")
+                          f"{fmt_value(p.reward)} [{fmt_value(p.reward_ci[0])}, {fmt_value(p.reward_ci[1])}]",
+                          "yes" if id(p) in on_front else "")
                          for p in points])]
     parts += [f"<p class=\"note\">{html_lib.escape(n)}</p>" for n in footnotes(["kl"])]
     if bon is not None:

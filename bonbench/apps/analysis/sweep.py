@@ -55,7 +55,8 @@ def sweep_curves(runs: Sequence[Any], kind: str, verifier: str | None) -> SweepC
             out.notes.append(f"run {r.hash} (T={r.temperature:g}) has no {kind} curve; left out")
             continue
         if r.temperature in out.runs:
-            out.notes.append(f"T={r.temperature:g}: several runs; using the latest ({r.hash}), not {out.runs[r.temperature].hash}")
+            out.notes.append(f"T={r.temperature:g}: several runs; using the latest ({r.hash}), "
+                             f"not {out.runs[r.temperature].hash}")
         out.runs[r.temperature], out.curves[r.temperature] = r, curve
         if vname is not None:
             out.verifiers[r.temperature] = vname
@@ -80,8 +81,10 @@ def _optimum_html(sc: SweepCurves, sf: SweepFit, Ns: list[int], kind: str, n_max
              "marked and left out of the T*(N) fit); T*(N) curve: the fit above. Ties go to the lower T.</p>"]
     parts.append(table_html(["N", "T* measured", f"{kind}@N at T*", "T* fitted", "fitted value", "T* continuous",
                              "T*(N) curve"],
-                            [(o.N, fmt_value(o.t_measured, 2), fmt_value(o.value_measured), fmt_value(o.t_fitted, 2), fmt_value(o.value_fitted),
-                              (fmt_value(cont[o.N].t_star, 3) + (" (edge)" if cont[o.N].at_boundary else "")) if o.N in cont else "—",
+                            [(o.N, fmt_value(o.t_measured, 2), fmt_value(o.value_measured), fmt_value(o.t_fitted, 2),
+                              fmt_value(o.value_fitted),
+                              (fmt_value(cont[o.N].t_star, 3) + (" (edge)" if cont[o.N].at_boundary else ""))
+                              if o.N in cont else "—",
                               fmt_value(float(sf.t_star.predict(o.N)), 3) if sf.t_star is not None else "—")
                              for o in opt]))
     parts.append(img_tag(plot_optimal_temperature(opt, out_png, title=title, continuous=sf.optima, t_star_fit=sf.t_star),
@@ -133,7 +136,8 @@ def sweep_section(key: tuple[str, str], runs: list[Any], idx: int, out_dir: Path
     n_max = max(r.n for r in sc.runs.values()) or int(max(c.k.max() for c in curves.values()))
     parts.append(f"<h3>Per-temperature fits: {kind}@N(T) ≈ exp(a(T)·N<sup>b(T)</sup>)</h3>")
     parts.append(table_html(["T", "a(T)", "b(T)", "R²", "points", "run"],
-                            [(f"{t:g}", fmt_value(f.a) if f else "—", fmt_value(f.b) if f else "—", fmt_value(f.r2) if f else "no fit",
+                            [(f"{t:g}", fmt_value(f.a) if f else "—", fmt_value(f.b) if f else "—",
+                              fmt_value(f.r2) if f else "no fit",
                               f.n_points if f else 0, sc.runs[t].hash) for t, f in fits.items()]))
     info["fits"] = {str(t): (asdict(f) if f else None) for t, f in fits.items()}
     Ns = powers_of_two(4 * n_max)

@@ -140,7 +140,8 @@ def evaluate(run_dirs: Sequence[Path], verifiers: Sequence[str], *, data_dir: st
 def plot(result: VerifierEval, out: Path, title: str = "") -> Path:
     """bon@k of each verifier next to pass@k and maj@k (``plots.plot_k_curves``)."""
     # "bon:learned:/a/b/math-x-head" -> "bon learned:math-x-head" (legends stay one line)
-    curves = {"bon " + display_name(name[len("bon:"):]) if name.startswith("bon:") else name: Curve(*(np.asarray(c[f], dtype=float) for f in ("k", "value", "lo", "hi")))
+    curves = {"bon " + display_name(name[len("bon:"):]) if name.startswith("bon:") else name:
+              Curve(*(np.asarray(c[f], dtype=float) for f in ("k", "value", "lo", "hi")))
               for name, c in result.curves.items()}
     return plot_k_curves(curves, out, title=title, ylim=None)
 

@@ -86,8 +86,8 @@ def register(sub: Any) -> None:
     report.set_defaults(handler=f"{HANDLERS}:cmd_report")
 
     lst = sub.add_parser("list", help="list tasks, verifiers, metrics or runs")
-    lst.add_argument("what", choices=["tasks", "verifiers", "reward-models", "backends", "metrics", "objectives", "runs"], nargs="?",
-                     default="tasks")
+    lst.add_argument("what", choices=["tasks", "verifiers", "reward-models", "backends", "metrics", "objectives", "runs"],
+                     nargs="?", default="tasks")
     lst.add_argument("--out", default=results_root(), help="results root whose runs `list runs` shows (default: results/)")
     add_debug(lst)
     lst.set_defaults(handler=f"{HANDLERS}:cmd_list")

@@ -2,7 +2,8 @@
 
 Every ``TrainConfig`` field is a flag (``bonbench.core.settings`` reads its type, default, help and
 range); the papers' names for objective options (``--k``, ``--N``, ...) are ``ObjectiveFlags``,
-merged with ``-O KEY=VALUE`` into ``TrainConfig.objective_options`` and typed by the registry's coercion. The handler that loads torch
+merged with ``-O KEY=VALUE`` into ``TrainConfig.objective_options`` and typed by the registry's
+coercion. The handler that loads torch
 and trains is ``bonbench.apps.trainer.command``: this module imports nothing heavy, so that
 ``bonbench --help`` and every other command stay fast. It trains nothing and prints nothing.
 """

@@ -51,8 +51,8 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.provenance import git_sha
 from bonbench.run.resolve import build_verifier
 
-__all__ = ["Prepared", "StepCallback", "Trainer", "expert_completion", "load_train_task", "prepare", "prepare_training", "prompt_batch",
-           "seed_of", "train"]
+__all__ = ["Prepared", "StepCallback", "Trainer", "expert_completion", "load_train_task", "prepare", "prepare_training",
+           "prompt_batch", "seed_of", "train"]
 
 StepCallback = Callable[[int, int, Mapping[str, Any]], None]  # (steps done, total, last log row)
 # 0.1 called it ``prepare``, the name of the pipeline's run preparation too; kept for one release

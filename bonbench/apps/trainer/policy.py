@@ -87,7 +87,8 @@ class Policy:
         else:
             from peft import LoraConfig, get_peft_model
 
-            targets: Any = cfg.lora_targets if cfg.lora_targets == "all-linear" else [t.strip() for t in cfg.lora_targets.split(",")]
+            targets: Any = (cfg.lora_targets if cfg.lora_targets == "all-linear"
+                            else [t.strip() for t in cfg.lora_targets.split(",")])
             lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules=targets,
                               task_type="CAUSAL_LM")
             try:

@@ -81,8 +81,8 @@ def _fit(req: TrainVerifierRequest, data: TrainingData, base: ResolvedModel, mod
     if held.any() and (~held).any():
         probe = vm.ScalarHead(feats.shape[1])
         t1 = time.time()
-        probe_fit = fit_head(probe, feats[~held], labels[~held], [g for g, h in zip(groups, held, strict=True) if not h], req.folds,
-                             req.seed)
+        probe_fit = fit_head(probe, feats[~held], labels[~held], [g for g, h in zip(groups, held, strict=True) if not h],
+                             req.folds, req.seed)
         probe_seconds = time.time() - t1
         with torch.no_grad():
             val_scores = torch.sigmoid(probe(feats[held])).double().numpy()

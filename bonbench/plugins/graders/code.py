@@ -239,7 +239,8 @@ class CodeGrader:
 
         try:
             if self.executor is not None:
-                judges = [partial(case_judge, tuple(cases), tuple(s for _, s in g)) for cases, g in zip(groups, jobs, strict=True)]
+                judges = [partial(case_judge, tuple(cases), tuple(s for _, s in g))
+                          for cases, g in zip(groups, jobs, strict=True)]
                 results = self.executor.run_many_tests([[j for j, _ in g] for g in jobs], judges,
                                                        stop_on_first_failure=self.early_stop, cache=self._cache,
                                                        progress=report)
@@ -291,7 +292,9 @@ class CodeGrader:
                         status = "sandbox_error" if res.status == "sandbox_error" else str(res.status)
                         if status == "ok":
                             status = "runtime_error"
-                        verdicts[gi][ti] = CaseVerdict(False, status, "trusted check: " + (last_line(output_text(res.stderr)) or status), first.cached)
+                        verdicts[gi][ti] = CaseVerdict(False, status,
+                                                       "trusted check: " + (last_line(output_text(res.stderr)) or status),
+                                                       first.cached)
                         continue
                     status, reason = found[k]
                     if status == "not_recorded":

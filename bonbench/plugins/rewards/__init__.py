@@ -1,7 +1,8 @@
 """Reward models: backends of the ``bonbench.api.reward.RewardModel`` interface, offline defaults and their specs.
 
 - ``base``: ``RewardModel`` (re-exported from the api), ``RewardGrader`` (a task grader), ``RewardVerifier`` (a bon@k verifier)
-- ``registry``: spec strings and names -> models (``get_reward_model``) over the one plugin registry (``bonbench.reward_models`` entry points)
+- ``registry``: spec strings and names -> models (``get_reward_model``) over the one plugin registry
+  (``bonbench.reward_models`` entry points)
 - ``schemes``: the ``hf:`` and ``vllm:`` spec schemes, registered like any plugin
 - ``hf``: Hugging Face sequence classifiers; ``vllm_pooling``: the same through vLLM's pooling runner
 - ``imdb``: the offline IMDB sentiment classifier; ``tldr``: the offline TL;DR proxy rewards

@@ -1,6 +1,7 @@
 """The reward-model interface, the task grader built on it, and the bon@k verifier adapter.
 
-``RewardModel`` (the protocol lives in ``bonbench.api.reward``) is what every backend implements (Hugging Face classifiers, vLLM pooling models,
+``RewardModel`` (the protocol lives in ``bonbench.api.reward``) is what every backend implements
+(Hugging Face classifiers, vLLM pooling models,
 the offline IMDB classifier, the TL;DR proxies): a filename-safe ``name``, a ``version`` (bumped
 when its scoring recipe changes), a ``fingerprint`` (a digest of what it scores with: weights,
 config, training data) and a batched ``score(prompts, completions)``. Higher is better.
@@ -47,7 +48,8 @@ def reward_prompt(problem: Problem) -> str:
 def check_scores(model: RewardModel, values: Sequence[float], n: int) -> list[float]:
     """``values`` as floats, or a ``BonbenchError`` if the model returned the wrong number."""
     if len(values) != n:
-        raise BonbenchError(f"reward model {model.name!r} returned {len(values)} scores for {n} texts; this is a bug in that backend")
+        raise BonbenchError(f"reward model {model.name!r} returned {len(values)} scores for {n} texts; "
+                            "this is a bug in that backend")
     return [float(v) for v in values]
 
 

@@ -84,7 +84,8 @@ def resolve_source(source: str) -> tuple[str, str]:
     local = Path(source).expanduser()
     if local.exists():
         if not (local / "config.json").is_file():
-            raise BonbenchError(f"reward model folder {source!r} has no config.json: save the classifier there with save_pretrained")
+            raise BonbenchError(f"reward model folder {source!r} has no config.json: "
+                                "save the classifier there with save_pretrained")
         return str(local.resolve()), classifier_fingerprint(local.resolve())
     if source.startswith((".", "/", "~")) or source.count("/") != 1:
         raise BonbenchError(f"reward model {source!r} not found: pass hf:<local folder> or hf:<org>/<name> (a hub id)")

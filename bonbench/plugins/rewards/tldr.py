@@ -190,7 +190,8 @@ def read_posts(path: Path) -> list[dict[str, Any]]:
     return list(read_jsonl(path))
 
 
-def build_train_proxy(data_dir: str | Path | None = None, top_k: int = 12, max_words: int = 48, copy_span: int = 5) -> CoverageProxy:
+def build_train_proxy(data_dir: str | Path | None = None, top_k: int = 12, max_words: int = 48,
+                      copy_span: int = 5) -> CoverageProxy:
     """Salient-word coverage x brevity x non-copying; builds nothing, needs no data."""
     return CoverageProxy(top_k=top_k, max_words=max_words, copy_span=copy_span)
 
@@ -206,8 +207,8 @@ def build_eval_proxy(data_dir: str | Path | None = None, min_words: int = 8, max
     if root is None:
         marker = read_marker(folder)
         if marker is None or marker.get("version") != VERSION or marker.get("sklearn") != sklearn.__version__:
-            raise BonbenchError(f"reward model {EVAL_NAME!r} needs its IDF table, fitted once from the TL;DR posts: pass --data-dir "
-                                f"(or set BONBENCH_DATA_DIR) to a mirror with {DATA_FILE}")
+            raise BonbenchError(f"reward model {EVAL_NAME!r} needs its IDF table, fitted once from the TL;DR posts: "
+                                f"pass --data-dir (or set BONBENCH_DATA_DIR) to a mirror with {DATA_FILE}")
     else:
         path = local_file(root, DATA_FILE, EVAL_NAME)
         expected = {"version": VERSION, "sklearn": sklearn.__version__, "idf_data": file_fingerprint(path)}

@@ -213,15 +213,18 @@ class HFSampler:
         ids, mask = ids.to(dev), mask.to(dev)
         pos = (mask.cumsum(-1) - 1).clamp_(min=0)
         cache = DynamicCache(config=self.lm.config)
-        out = self.lm(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = self.lm(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
+                      logits_to_keep=1)
         sel = torch.tensor(gather, dtype=torch.long, device=dev)
         cache.batch_select_indices(sel)
         return cache, out.logits[:, -1, :].index_select(0, sel), mask.index_select(0, sel), pos[:, -1].index_select(0, sel) + 1
 
-    def _step(self, cache: Any, tokens: torch.Tensor, mask: torch.Tensor, next_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _step(self, cache: Any, tokens: torch.Tensor, mask: torch.Tensor,
+              next_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Feed one token per row; returns (next-token logits, the grown attention mask)."""
         mask = torch.cat([mask, mask.new_ones((len(tokens), 1))], dim=-1)
-        out = self.lm(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_pos[:, None], past_key_values=cache, use_cache=True)
+        out = self.lm(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_pos[:, None], past_key_values=cache,
+                      use_cache=True)
         return out.logits[:, -1, :], mask
 
     @torch.inference_mode()

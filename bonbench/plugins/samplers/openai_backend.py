@@ -19,7 +19,8 @@ are retried with exponential backoff, or after the ``Retry-After`` the server as
 ``RETRY_AFTER_CAP_S``, said on stderr), ``max_attempts`` tries in all. Every try has a total
 deadline (``request_timeout``, ``--request-timeout``, default 120 s) from sending to the last byte
 of the answer: httpx's read timeout restarts with every byte, so a trickling server would otherwise
-stall the run. A stall and a long Retry-After are said once per endpoint on stderr. Failover: an endpoint that exhausts its tries is
+stall the run. A stall and a long Retry-After are said once per endpoint on stderr. Failover: an
+endpoint that exhausts its tries is
 dropped for the rest of the call (a warning on stderr), its request goes back on the queue and the
 surviving endpoints finish the work; only when every endpoint is down is it a one-line
 ``BonbenchError`` naming the fix. Other HTTP errors (400: prompt too long, 404 ...) fail at once.
@@ -356,7 +357,8 @@ class OpenAISampler:
         prompt = job.prompt
         stop = list(dict.fromkeys(params.stop + prompt.stop))
         common: dict[str, Any] = dict(model=self.model, n=1, temperature=params.temperature, top_p=params.top_p,
-                                      max_tokens=params.max_tokens, seed=sample_seed(self.seed, prompt.problem_id, job.sample_idx))
+                                      max_tokens=params.max_tokens,
+                                      seed=sample_seed(self.seed, prompt.problem_id, job.sample_idx))
         if stop:
             common["stop"] = stop
 
@@ -381,9 +383,11 @@ class OpenAISampler:
             text = choice.get("text") or ""
             token_lps = list(lp["token_logprobs"]) if isinstance(lp.get("token_logprobs"), list) else None
         else:
-            text = (choice["message"].get("content") or "") if isinstance(choice["message"].get("content"), (str, type(None))) else ""
+            text = ((choice["message"].get("content") or "")
+                    if isinstance(choice["message"].get("content"), (str, type(None))) else "")
             content = lp.get("content")
-            token_lps = [c.get("logprob") for c in content if isinstance(c, Mapping)] if isinstance(content, list) and content else None
+            token_lps = ([c.get("logprob") for c in content if isinstance(c, Mapping)]
+                         if isinstance(content, list) and content else None)
         completion_tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
         n_tokens = len(token_lps) if token_lps is not None else int(completion_tokens or 0)
         logprob = float(sum(x for x in token_lps if isinstance(x, (int, float)))) if token_lps is not None else None

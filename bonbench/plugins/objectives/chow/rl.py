@@ -1,5 +1,6 @@
 """Chow et al.'s BoN-RL (§2.4: the exact N-sample policy gradient of J_N, a U-statistic over the
-N-subsets of the group; Lemma 2's text states a single-sample tilted form, which this is not) and the RL-S / RL-V baselines (RLOO on the reward / on the verifier score).
+N-subsets of the group; Lemma 2's text states a single-sample tilted form, which this is not) and
+the RL-S / RL-V baselines (RLOO on the reward / on the verifier score).
 
 Each takes ``baseline``: "loo" (default: the other samples' value, no network), "none", or "value",
 the trainer's learned value head (Chow et al. use a learned value baseline in all RL runs, §2.8):
@@ -96,7 +97,8 @@ def _bon_rl(name: str, by_scores: bool, N: int, baseline: str) -> Objective:
         keys = row_values(group, "scores", name) if by_scores else r
         mask = policy_mask(group)
         if mask.sum() < min_group:
-            raise BonbenchError(f"{name} with N = {N} and baseline={baseline!r} needs at least {min_group} policy samples per prompt, got {int(mask.sum())}")
+            raise BonbenchError(f"{name} with N = {N} and baseline={baseline!r} needs at least {min_group} "
+                                f"policy samples per prompt, got {int(mask.sum())}")
         return mask, keys[mask], r[mask]
 
     def weights(group: Group) -> np.ndarray:

@@ -31,7 +31,8 @@ def _metric(pp: np.ndarray) -> Metric:
 
 
 def _gate_fails(base_pp: np.ndarray, cur_pp: np.ndarray, tolerance: float = 0.0) -> bool:
-    r = compare_metric(_metric(base_pp), dict(zip(IDS, base_pp, strict=True)), _metric(cur_pp), dict(zip(IDS, cur_pp, strict=True)), ALPHA)
+    r = compare_metric(_metric(base_pp), dict(zip(IDS, base_pp, strict=True)), _metric(cur_pp),
+                       dict(zip(IDS, cur_pp, strict=True)), ALPHA)
     assert r.test == "paired t" and r.n_paired == P
     return verdict(r, ALPHA, tolerance) == "REGRESSION"
 
@@ -95,7 +96,8 @@ def test_test_choice_follows_problem_overlap_and_available_values() -> None:
     with pytest.raises(BonbenchError, match="share 0 problem"):
         compare_metric(_metric(a), dict(zip(ids_a, a, strict=True)), _metric(b), dict(zip(ids_b, b, strict=True)), ALPHA)
     # a run on a subset (another --limit): paired on the shared problems
-    partly = compare_metric(_metric(a), dict(zip(ids_a, a, strict=True)), _metric(b), dict(zip(ids_a[:30], b[:30], strict=True)), ALPHA)
+    partly = compare_metric(_metric(a), dict(zip(ids_a, a, strict=True)), _metric(b),
+                            dict(zip(ids_a[:30], b[:30], strict=True)), ALPHA)
     assert partly.test == "paired t" and partly.n_paired == 30 and (partly.n_baseline, partly.n_current) == (200, 30)
     summary = compare_metric(Metric(0.50, (0.45, 0.55), 400), None, Metric(0.40, (0.35, 0.45), 400), None, ALPHA)
     assert summary.test == "z (from CIs)" and summary.p < 0.01

@@ -57,7 +57,8 @@ def test_run_choice_rule_prefers_the_base_settings_else_latest(results: Path) ->
     with_base = build_leaderboard(results, base="org/base", n_boot=200)
     sel = {s.model: s for s in with_base.selections}
     assert sel["org--same"].run.temperature == 1.0
-    assert sel["org--same"].rule == "latest run with the base run's settings, n and problems" and sel["org--same"].n_candidates == 2
+    assert sel["org--same"].rule == "latest run with the base run's settings, n and problems"
+    assert sel["org--same"].n_candidates == 2
     without = build_leaderboard(results)
     sel = {s.model: s for s in without.selections}
     assert sel["org--same"].run.temperature == 0.7 and sel["org--same"].rule == "latest run"

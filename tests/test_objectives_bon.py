@@ -253,7 +253,8 @@ def test_rlb_plugin_is_consistent_not_unbiased(name, kw):
     obj = getattr(chow, name)(N=N, **kw)
     gJ = grad_J(THETA5, N)
     # small G agrees with brute-force enumeration of G-tuples (checks the binomial shortcut)
-    close(_binomial_expectation(THETA5, 3, obj.weights), expected_estimate(THETA5, 3, lambda t: obj.weights(Group(rewards=R_BIN[list(t)]))))
+    close(_binomial_expectation(THETA5, 3, obj.weights),
+          expected_estimate(THETA5, 3, lambda t: obj.weights(Group(rewards=R_BIN[list(t)]))))
     errs = [np.abs(_binomial_expectation(THETA5, G, obj.weights) - gJ).max() for G in (4, 16, 64, 256)]
     assert errs[0] > 1e-3  # biased at small G
     assert all(b < a for a, b in zip(errs, errs[1:], strict=False))  # and converging
@@ -542,7 +543,8 @@ def test_kl_rl_exact(baseline):
     got = expected_estimate(THETA5, 3, lambda t: obj.weights(_group5(t)))
     lr = torch.as_tensor(np.log(PI_REF5))
     r = torch.as_tensor(REW5)
-    want = autograd(lambda t: torch.softmax(t, 0) @ r - beta * (torch.softmax(t, 0) * (torch.log_softmax(t, 0) - lr)).sum(), THETA5)
+    want = autograd(lambda t: torch.softmax(t, 0) @ r - beta * (torch.softmax(t, 0) * (torch.log_softmax(t, 0) - lr)).sum(),
+                    THETA5)
     close(got, want)
 
 
@@ -558,7 +560,8 @@ def test_ppo_form_identity():
         t = [0, 2, 2, 4]
         close(amini.kl_rl_weights(rew[t], lp[t], lr[t], 1 / N), amini.vbon_weights(log_bon[t], lp[t]) / N, 1e-15)
         # and the weights are not those of a different beta
-        assert np.abs(amini.kl_rl_weights(rew[t], lp[t], lr[t], 1 / (N + 1)) - amini.vbon_weights(log_bon[t], lp[t]) / N).max() > 1e-4
+        assert np.abs(amini.kl_rl_weights(rew[t], lp[t], lr[t], 1 / (N + 1))
+                      - amini.vbon_weights(log_bon[t], lp[t]) / N).max() > 1e-4
 
 
 def test_kl_bound_and_win_rate():

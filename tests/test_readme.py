@@ -56,7 +56,8 @@ def bonbench_argvs(commands: list[str]) -> list[list[str]]:
             continue
         if words[0] in ("bonbench", ".venv/bin/bonbench"):
             rest = words[1:]
-        elif words[:2] == ["-m", "bonbench"] or "-m" in words and words[words.index("-m") + 1 : words.index("-m") + 2] == ["bonbench"]:
+        elif (words[:2] == ["-m", "bonbench"]
+              or "-m" in words and words[words.index("-m") + 1 : words.index("-m") + 2] == ["bonbench"]):
             rest = words[words.index("-m") + 2 :]
         else:
             continue

@@ -87,7 +87,8 @@ def test_a_real_vllm_run_prints_no_engine_chatter(tmp_path: Path, data_dir: Path
     preload restart, the verifier line, progress), not vLLM's start-up log; --debug shows it."""
     pytest.importorskip("vllm")
     pp = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": pp, "BONBENCH_CACHE": os.environ.get("BONBENCH_CACHE", str(Path.home() / ".cache/bonbench"))}
+    env = {**os.environ, "PYTHONPATH": pp,
+           "BONBENCH_CACHE": os.environ.get("BONBENCH_CACHE", str(Path.home() / ".cache/bonbench"))}
     cmd = [sys.executable, "-m", "bonbench.apps.cli", "run", "--task", "math", "--limit", "1", "--n", "1", "--metric", "pass@1",
            "--max-tokens", "8", "--backend", "vllm", "--data-dir", str(data_dir), "--out", str(tmp_path)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)

@@ -46,7 +46,8 @@ def test_input_builtin_and_no_stdin_means_eof() -> None:
 def test_open0_and_dev_null_work() -> None:
     prog = ("import subprocess, sys\ndata = open(0).read()\n"
             "r = subprocess.run([sys.executable, '-c', 'print(7)'], stdin=subprocess.DEVNULL, capture_output=True)\n"
-            "open('/dev/null', 'w').write('x')\nprint(data.strip(), r.stdout.decode().strip(), len(open('/dev/urandom', 'rb').read(8)))")
+            "open('/dev/null', 'w').write('x')\n"
+            "print(data.strip(), r.stdout.decode().strip(), len(open('/dev/urandom', 'rb').read(8)))")
     res = execute(prog, stdin="abc\n")
     assert (res.status, res.stdout) == ("ok", "abc 7 8\n"), res.stderr
 

@@ -210,7 +210,8 @@ def test_real_lora_step_on_gemma_writes_a_checkpoint_bonbench_runs(data_dir: Pat
     log = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
     assert len(log) == 2 and all(np.isfinite(r["grad_norm"]) and 0 <= r["reward"] <= 1 for r in log)
     assert main(["run", "--task", "imdb", "--model", str(folder), "--backend", "hf", "--limit", "2", "--n", "2",
-                 "--metric", "mean,max@2", "--max-tokens", "8", "--data-dir", str(data_dir), "--out", str(tmp_path / "results")]) == 0
+                 "--metric", "mean,max@2", "--max-tokens", "8", "--data-dir", str(data_dir),
+                 "--out", str(tmp_path / "results")]) == 0
     run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
     assert json.loads((run_dir / "metrics.json").read_text())["metrics"]["mean"]["n_problems"] == 2
 
@@ -271,7 +272,8 @@ def test_a_step_without_gradient_moves_adamw_unless_skipped(tiny: str, tmp_path:
     moved = any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
     assert moved is not skip
     assert ("skipped" in flat) is skip and flat.get("skipped", 0) == int(skip)
-    kept = all(torch.equal(m, trainer.optimizer.state[p]["exp_avg"]) for m, p in zip(moments, trainer.policy.trainable(), strict=True))
+    kept = all(torch.equal(m, trainer.optimizer.state[p]["exp_avg"])
+               for m, p in zip(moments, trainer.policy.trainable(), strict=True))
     assert kept is skip
     assert trainer.scheduler.last_epoch == 2  # both steps used their warm-up slot
     # a KL term gives the same flat batch a gradient: the step is taken

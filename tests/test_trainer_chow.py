@@ -211,7 +211,8 @@ def test_rationalisation_trains_on_hinted_successes_without_the_hint(tiny: str, 
     assert {r["sample_idx"] for r in rats} == {4, 6}  # after the policy's indices 0..3: keys stay unique
     assert all(r["weight"] == 0.0 for r in rows if not r.get("rationale"))
     # the first call asked for the plain prompts, the second for the hinted ones
-    assert len(seen) == 4 and not any("Hint" in t for t in seen[:2]) and all("(Hint: the final answer is a.)" in t for t in seen[2:])
+    assert len(seen) == 4 and not any("Hint" in t for t in seen[:2])
+    assert all("(Hint: the final answer is a.)" in t for t in seen[2:])
     # trained with the plain prompt: the rationale's pair starts with the same prompt ids as a plain sample's
     pol = trainer.policy
     for r in rats:

@@ -76,7 +76,8 @@ class KnownRates:
     def grade(self, problems, samples):  # type: ignore[no-untyped-def]
         out = []
         for s in samples:
-            u = int.from_bytes(hashlib.sha256(f"{s.problem_id}|{s.sample_idx}|{s.completion}".encode()).digest()[:8], "little") / 2**64
+            digest = hashlib.sha256(f"{s.problem_id}|{s.sample_idx}|{s.completion}".encode()).digest()
+            u = int.from_bytes(digest[:8], "little") / 2**64
             rate = RATES[int(s.problem_id.split("/")[1])]
             out.append(Grade(s.problem_id, s.sample_idx, self.name, 1, correct=u < rate, answer=s.completion[:1] or None))
         return out

@@ -227,7 +227,7 @@ def _resolve_annotation(annotation: Any) -> Any:
         namespace = {**vars(typing), "Path": Path}
         try:
             return eval(annotation, namespace)  # noqa: S307  an annotation written in our own source
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001  an annotation that does not evaluate: coerce nothing
             return Any
     return annotation
 

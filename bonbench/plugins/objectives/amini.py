@@ -44,7 +44,7 @@ from bonbench.plugins.objectives.common import (
     scatter,
 )
 # BoNBoN lives in its own module; re-exported here, where it was first defined
-from bonbench.plugins.objectives.bonbon import (  # noqa: F401
+from bonbench.plugins.objectives.bonbon import (  # noqa: F401  (re-exports, see above)
     GUI,
     bonbon,
     bonbon_loss_numpy,

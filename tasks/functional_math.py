@@ -272,7 +272,8 @@ def authors_metrics(grades_by_problem: Mapping[str, Sequence[Grade]], snapshots:
     nan = float("nan")
     if not ids:
         empty = {name: _metric(nan, (nan, nan), 0) for name in ("static_accuracy", "combined_accuracy", "functional_coverage")}
-        gap = {"value": None, "ci95": [None, None], "n_problems": 0, "withheld": "no static problem was graded",
+        gap: dict[str, Any] = {"value": None, "ci95": [None, None], "n_problems": 0,
+                               "withheld": "no static problem was graded",
                "raw_value": nan, "raw_ci95": [nan, nan], "coverage": nan, "n_functional_tested": 0, "static_set": static_set}
         return {"static_accuracy": empty["static_accuracy"], "combined_accuracy": empty["combined_accuracy"],
                 "reasoning_gap": gap, "functional_coverage": empty["functional_coverage"]}
@@ -299,8 +300,8 @@ def authors_metrics(grades_by_problem: Mapping[str, Sequence[Grade]], snapshots:
     else:
         reason = None
     common = {"n_functional_tested": n_tested, "static_set": static_set}
-    gap: dict[str, Any] = {**_metric(gap_val, (lo[2], hi[2]), m), "coverage": coverage,
-                           "coverage_threshold": COVERAGE_THRESHOLD, **common}
+    gap = {**_metric(gap_val, (lo[2], hi[2]), m), "coverage": coverage,
+           "coverage_threshold": COVERAGE_THRESHOLD, **common}
     if reason is not None:
         gap.update({"value": None, "ci95": [None, None], "withheld": reason, "raw_value": gap_val,
                     "raw_ci95": [float(lo[2]), float(hi[2])]})

@@ -46,7 +46,7 @@ def local_file(root: Path, relative: str, what: str) -> Path:
 def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """Rows of a .jsonl or .jsonl.gz file; a malformed line is an error naming file and line."""
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+    with opener(path, "rt", encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue

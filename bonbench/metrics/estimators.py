@@ -91,10 +91,15 @@ def _per_problem(outcomes: Sequence[ProblemOutcome], kind: str, ks: Sequence[int
     if kind in ("pass", "max"):
         return pass_curve(correct, ks)
     if kind == "bon":
-        return bon_curve([o.scores for o in outcomes], correct, ks)
+        return bon_curve([_scores(o) for o in outcomes], correct, ks)
     if kind == "maj":
         return maj_curve([o.answers for o in outcomes], correct, ks)
     raise AssertionError(f"no curve for metric kind {kind!r}")
+
+
+def _scores(o: ProblemOutcome) -> Sequence[float]:
+    assert o.scores is not None, f"bon@k of {o.problem_id!r} without scores (compute_metrics checks this first)"
+    return o.scores
 
 
 def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSpec | str], n_boot: int = 1000,
@@ -130,7 +135,7 @@ def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSp
         if kind == "mean":
             mat = mean_correct([o.correct for o in outcomes])[:, None]
         else:
-            mat = _per_problem(outcomes, kind, [s.k for s in group])
+            mat = _per_problem(outcomes, kind, [s.k for s in group if s.k is not None])  # None only for mean
         lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
         for j, s in enumerate(group):
             values[s.name] = MetricValue(name=s.name, value=float(mat[:, j].mean()),

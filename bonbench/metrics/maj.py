@@ -52,7 +52,7 @@ def _binom_table(n: int, dtype: type) -> np.ndarray:
 
 @lru_cache(maxsize=4)
 def _binom_rows(n: int, dtype: type) -> np.ndarray:
-    b = np.zeros((n + 1, n + 1), dtype=dtype)
+    b: np.ndarray = np.zeros((n + 1, n + 1), dtype=dtype)
     if dtype is np.float64:
         # Pascal's rule in exact integers, rounded once: float additions would drift ~m ulps by row m
         row = np.array([1], dtype=object)
@@ -266,7 +266,7 @@ def maj_terms(answers: Sequence[Hashable | None],
     s0 = size_of.pop(None, 0)
     zl = z.tolist()
     if is_binary(z):  # the common case, counted at C speed
-        credit: dict[Hashable, float] = Counter(compress(answers, zl))
+        credit: Counter[Hashable] | defaultdict[Hashable, float] = Counter(compress(answers, zl))
     else:
         credit = defaultdict(float)
         for ans, v in zip(answers, zl, strict=True):
@@ -294,7 +294,7 @@ def _maj_full(answers_per_problem: Sequence[Sequence[Hashable | None]],
     curves = []
     for n, terms in parsed:
         dtype = _dtype_for(n)
-        total = np.zeros(n + 1, dtype=dtype)
+        total: np.ndarray = np.zeros(n + 1, dtype=dtype)
         for v, key in terms:
             total += dtype(v) * wins[key]
         curves.append(np.asarray(total[1:] / _binom_table(n, dtype)[n, 1 : n + 1], dtype=np.float64))

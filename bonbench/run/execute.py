@@ -117,9 +117,9 @@ def _comparisons(p: Plan, run: prepared.PreparedRun, progress: Progress = no_pro
                 comparison, against = compare.reference_rewards(run), "reference answers"
             patch += compare.winrates(run, grades, comparison, p.winrate_ks, against, n_boot=p.n_boot)
         if bon_ks:
-            reference = p.ref_model.name if p.ref_model is not None else policy_name(run.cfg.model, run.cfg.temperature,
-                                                                                      run.cfg.top_p)
-            patch += compare.bon_kls(run, grades, bon_ks, ratios, reference, n_boot=p.n_boot)
+            ref_name = p.ref_model.name if p.ref_model is not None else policy_name(run.cfg.model, run.cfg.temperature,
+                                                                                     run.cfg.top_p)
+            patch += compare.bon_kls(run, grades, bon_ks, ratios, ref_name, n_boot=p.n_boot)
         return patch
 
     return extras

@@ -65,7 +65,7 @@ def plan(req: RunRequest) -> Plan:
                                     out=Path(req.out), model=resolved.name)
     check_verifier(verifier, req.data_dir, task=task.name, model_path=None if served else resolved.path)
     style = req.prompt_style if req.prompt_style != "auto" else ("chat" if resolved.is_chat else "base")
-    stop = task.render(task.problems[0], style).stop if task.problems else ()  # type: ignore[arg-type]
+    stop = task.render(task.problems[0], style).stop if task.problems else ()
     runs = [prepared.prepare(task, run_config(task, specs, verifier, model=resolved.name, backend=backend, n=n,
                                             temperature=temperature, top_p=top_p,
                                             max_tokens=req.max_tokens or task.max_tokens, seed=req.seed, stop=tuple(stop),

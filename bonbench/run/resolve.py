@@ -111,7 +111,7 @@ def build_sampler(backend: str, model: models.ResolvedModel | None, *, seed: int
     """The sampler of ``backend`` (``ray``: one actor per worker, each with that backend)."""
     if ray is not None:
         assert model is not None, "a sampled run has a resolved model"
-        return RaySampler(SamplerSpec(backend, model, seed=seed, options=options), ray)  # type: ignore[return-value]
+        return RaySampler(SamplerSpec(backend, model, seed=seed, options=options), ray)
     return select.get_sampler(backend, model, seed=seed, options=options)
 
 

@@ -59,7 +59,7 @@ def sweep_fit_html(sf: SweepFit, holdout_fraction: float) -> str:
     parts.append("<h3>Law parameters as functions of temperature</h3><p class=\"note\">Each parameter's "
                  "per-temperature values fitted with a polynomial in T (degree 2 with four or more temperatures, "
                  "else 1); a is trended as log(−a). Coefficients are for 1, T, T². See docs/scaling.md.</p>")
-    trend_rows = []
+    trend_rows: list[tuple[Any, ...]] = []
     for fam, trends in sf.trends.items():
         for p in trends.values():
             trend_rows.append((fam, p.param, p.transform, p.degree, ", ".join(f"{c:.4g}" for c in p.coef), fmt_value(p.r2),

@@ -59,7 +59,9 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
                             [(name, fmt_value(m.value), _ci_text(run, name), m.n_problems)
                              for name, m in sorted(run.metrics.items(), key=lambda kv: metric_sort_key(kv[0]))]))
     parts += [f"<p class=\"note\">{html_lib.escape(n)}</p>" for n in footnotes(run.metrics)]
-    fits, fit_rows, sel_rows, info = {}, [], [], {"run_dir": str(run.path), "hash": run.hash, "fits": {}}
+    fits: dict[str, Any] = {}  # kind -> the chosen family's fit (None: none fits)
+    fit_rows: list[tuple[Any, ...]] = []
+    sel_rows, info = [], {"run_dir": str(run.path), "hash": run.hash, "fits": {}}
     for kind, c in run.curves.items():
         try:
             sel = select_family(c.k, c.value, families, holdout_fraction=holdout_fraction, n_points=n_points)

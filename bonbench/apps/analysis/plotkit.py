@@ -101,9 +101,9 @@ def place_labels(fig: Figure, ax: Any, items: Sequence[tuple[float, float, str, 
     axes: positions around the point are tried at growing distances (a thin leader line joins a
     label placed away from its point); where none is free, the least overlapping one is used.
     Greedy, in the order given; returns the annotations."""
-    FigureCanvasAgg(fig)
-    fig.canvas.draw()  # lay out the figure so that text extents and data-to-pixel transforms are final
-    renderer = fig.canvas.get_renderer()
+    canvas = FigureCanvasAgg(fig)  # becomes fig.canvas
+    canvas.draw()  # lay out the figure so that text extents and data-to-pixel transforms are final
+    renderer = canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
     pix = [ax.transData.transform((x, y)) for x, y, _, _ in items]
     dots = [Bbox.from_bounds(px - 4, py - 4, 8, 8) for px, py in pix]

@@ -44,7 +44,9 @@ def plot_k_curves(curves: Mapping[str, Curve], out: Path, *, title: str = "",
     palette; ``ylim`` None fits the axis to the bands (small values stay readable)."""
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.add_subplot()
-    spare = iter(c for c in matplotlib.colormaps["tab10"].colors if matplotlib.colors.to_hex(c) not in COLORS.values())
+    # tab10 is a ListedColormap (a list of colours); the registry's annotation is the base Colormap
+    spare = iter(c for c in matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]  # see above
+                 if matplotlib.colors.to_hex(c) not in COLORS.values())
     for kind, c in curves.items():
         color = COLORS.get(kind) or next(spare, None)
         ok = np.isfinite(c.value)

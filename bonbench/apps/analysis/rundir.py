@@ -280,7 +280,8 @@ def correctness_table(run: RunData, grader: str | None = None) -> dict[str, np.n
     # appends); use the ones metrics.json was computed from when it says which.
     grading = run.meta.get("grading") or {}
     if grading.get("grader") == name:
-        version, gid = grading.get("grader_version"), grading.get("grading_id", "")
+        version: Any = grading.get("grader_version")  # JSON: the int metrics.json was graded under
+        gid = grading.get("grading_id", "")
         rows = run.store().grades(name).read(lambda g: g.graded_under(version, gid))
     else:
         rows = run.store().grades(name).read()

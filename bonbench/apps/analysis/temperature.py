@@ -221,8 +221,8 @@ def fit_t_star(N: Sequence[float] | np.ndarray, t_star: Sequence[float] | np.nda
               if offset else [(t0, 0.1, 0.0), (t0, 0.5, t1 - t0), (t1, -0.3, 0.0)])
     lower, upper = [-100.0, -3.0, -100.0, -100.0][:n_par], [100.0, 3.0, 100.0, 100.0][:n_par]
     best: tuple[float, np.ndarray] | None = None
-    for p0 in starts:
-        p0 = tuple(float(np.clip(v, lo_, hi_)) for v, lo_, hi_ in zip(p0, lower, upper, strict=True))
+    for start in starts:
+        p0 = tuple(float(np.clip(v, lo_, hi_)) for v, lo_, hi_ in zip(start, lower, upper, strict=True))
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore", OptimizeWarning)

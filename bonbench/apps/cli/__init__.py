@@ -64,7 +64,7 @@ def _one_line_warning(message: Warning | str, category: type[Warning], filename:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
+    warnings.formatwarning = _one_line_warning
     args = build_parser().parse_args(argv)
     debug = getattr(args, "debug", False)
     if debug:

@@ -77,13 +77,14 @@ class Policy:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(resolved.path, revision=resolved.revision)
             # float32 master weights; the forward runs under autocast (cfg.dtype)
-            base = AutoModelForCausalLM.from_pretrained(resolved.path, revision=resolved.revision, dtype=torch.float32)
+            # Any: transformers' annotations (the wrapped .to, a LoRA wrapper in place of the model) do not fit
+            base: Any = AutoModelForCausalLM.from_pretrained(resolved.path, revision=resolved.revision, dtype=torch.float32)
         except OSError as exc:
             raise BonbenchError(f"cannot load model '{resolved.name}': {exc}".splitlines()[0]) from exc
         base.to(self.device)
         self._frozen_ref: Any = None
         if cfg.full_finetune:
-            self.lm = base
+            self.lm: Any = base
         else:
             from peft import LoraConfig, get_peft_model
 
@@ -145,7 +146,7 @@ class Policy:
             from transformers import AutoModelForCausalLM
 
             self._frozen_ref = AutoModelForCausalLM.from_pretrained(self.resolved.path, revision=self.resolved.revision,
-                                                                    dtype=torch.float32).to(self.device).eval()
+                                                                    dtype=torch.float32).to(self.device).eval()  # type: ignore[arg-type]  # as in hf.py
             self._frozen_ref.requires_grad_(False)
         yield self._frozen_ref
 

@@ -117,7 +117,7 @@ class _Worker:
             return []
         self.buf += chunk
         *lines, self.buf = self.buf.split(b"\n")
-        return [tuple(json.loads(x)) for x in lines if x.strip()]  # type: ignore[misc]
+        return [tuple(json.loads(x)) for x in lines if x.strip()]
 
     def close(self, kill: bool = False) -> None:
         if kill:

@@ -218,6 +218,7 @@ def majk_objective(k: int = 4, baseline: str = "loo", p: int = 2, leave_p_out_fo
 
     def weights(group: Group) -> np.ndarray:
         r = _rewards(group, "majk", k)
+        assert group.answers is not None, "needs=('answers',): the trainer passes the extracted answers"
         return majk_weights(group.answers, r, k, baseline, p, leave_p_out_form)
 
     return _ksample_objective("majk", k, opts, frozenset({"answers"}), weights)

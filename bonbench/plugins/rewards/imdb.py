@@ -59,7 +59,7 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(_BREAK.sub(" ", text).lower())
 
 
-class _Vocab(dict):  # type: ignore[type-arg]
+class _Vocab(dict):
     """word -> id; an unknown word maps to the out-of-vocabulary id without being inserted."""
 
     def __init__(self, words: Sequence[str]) -> None:

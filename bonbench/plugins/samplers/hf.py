@@ -136,11 +136,13 @@ class HFSampler:
         if not hasattr(torch, dtype):
             raise BonbenchError(f"unknown dtype '{dtype}': use bfloat16, float16 or float32")
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(model.path, revision=model.revision)
-            self.lm = AutoModelForCausalLM.from_pretrained(model.path, revision=model.revision, dtype=getattr(torch, dtype))
+            # Any: transformers' annotations (decode's str | list, the wrapped .to) do not fit these calls
+            self.tokenizer: Any = AutoTokenizer.from_pretrained(model.path, revision=model.revision)
+            self.lm: Any = AutoModelForCausalLM.from_pretrained(model.path, revision=model.revision,
+                                                                dtype=getattr(torch, dtype))
         except OSError as exc:
             raise BonbenchError(f"cannot load model '{model.name}' from {model.path}: {exc}".splitlines()[0]) from exc
-        self.lm.to(self.device).eval()
+        self.lm.to(self.device).eval()  # type: ignore[arg-type]  # transformers annotates the wrapped .to as taking the model
         self.eos_ids = _eos_ids(self.lm, self.tokenizer)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (min(self.eos_ids) if self.eos_ids else 0)

@@ -150,6 +150,9 @@ class VerifierModel:
 class ScalarHead(torch.nn.Module):
     """logit = w . (x - mu) / sigma + b; mu and sigma are set from the training features."""
 
+    mu: torch.Tensor  # buffers (register_buffer below)
+    sigma: torch.Tensor
+
     def __init__(self, dim: int) -> None:
         super().__init__()
         self.register_buffer("mu", torch.zeros(dim))

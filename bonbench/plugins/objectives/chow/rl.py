@@ -71,7 +71,7 @@ def bon_rl_weights(keys: np.ndarray, grades: np.ndarray, N: int, baseline: str =
     if baseline == "value" and value is None:
         raise BonbenchError("BoN-RL with baseline='value' needs the learned value (--baseline value)")
     u_all = bon_value(keys, grades, N)
-    b = N / G * value if baseline == "value" else 0.0
+    b = N / G * value if baseline == "value" and value is not None else 0.0  # None was refused above
     if G == 1:
         if baseline == "loo":
             raise BonbenchError("BoN-RL with baseline='loo' needs at least 2 policy samples per prompt")
@@ -81,7 +81,7 @@ def bon_rl_weights(keys: np.ndarray, grades: np.ndarray, N: int, baseline: str =
     m = min(N, G - 1)
     u_minus = bon_curve(keys[loo], grades[loo], [m])[:, 0]  # U_m(-i) for every i
     if baseline in ("none", "value"):
-        return u_all - (u_minus * (G - N) / G if G > N else 0.0) - b
+        return np.asarray(u_all - (u_minus * (G - N) / G if G > N else 0.0) - b)
     if baseline == "loo":
         return u_all - u_minus
     raise BonbenchError(f"BoN-RL: unknown baseline {baseline!r}; choose from {', '.join(VALUE_BASELINES)}")

@@ -8,6 +8,7 @@ trainer does those).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def _tilt_moments(lam: float) -> tuple[float, float]:
     """(Var_lambda(u), Cov_lambda(u, log u)) for the density e^(lambda u)/Z on (0, 1), by quadrature."""
     from scipy.integrate import quad
 
-    def E(f):
+    def E(f: Callable[[float], float]) -> float:
         return quad(lambda u: f(u) * math.exp(lam * (u - 1.0)), 0.0, 1.0, epsabs=1e-15, epsrel=1e-13, limit=200)[0]
 
     z = E(lambda u: 1.0)

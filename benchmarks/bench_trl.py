@@ -184,7 +184,7 @@ def run_trl(setup: Setup) -> dict[str, Any]:
         tokens.append(_count_tokens(tokenizer, texts))
         return out
 
-    trainer._generate_and_score_completions = timed  # type: ignore[method-assign]
+    trainer._generate_and_score_completions = timed
     trainer.train()
     rewards = [{"reward": h.get("reward"), "grad_norm": h.get("grad_norm")} for h in trainer.state.log_history if "reward" in h]
     return _summary("trl", setup, times, tokens, gen_s, rss_loaded, rewards)

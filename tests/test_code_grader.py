@@ -28,7 +28,7 @@ def grader(tmp_path_factory: pytest.TempPathFactory) -> CodeGrader:
 
 
 def verdict(grader: CodeGrader, source: str, **kw: object) -> tuple[bool, str]:
-    v = grader.run_cases([ExecCase(source=source, **kw)])[0]  # type: ignore[arg-type]
+    v = grader.run_cases([ExecCase(source=source, **kw)])[0]
     return v.passed, v.status
 
 

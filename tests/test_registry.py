@@ -112,8 +112,8 @@ def test_make_objective_coerces_o_values() -> None:
 def plugin_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     """A module ``regtest_plugin`` importable by name, counting its imports."""
     mod = types.ModuleType("regtest_plugin")
-    mod.imports = 0  # type: ignore[attr-defined]
-    mod.thing = lambda: "thing"  # type: ignore[attr-defined]
+    mod.imports = 0
+    mod.thing = lambda: "thing"
     monkeypatch.setitem(sys.modules, "regtest_plugin", mod)
     return mod
 
@@ -247,7 +247,7 @@ def test_a_task_declares_its_family() -> None:
 
     def build() -> Task:
         return Task(name="famtest", version=1, problems=(Problem(id="p", input="x", target="y"),),
-                    render=lambda p, s: Prompt(problem_id=p.id, text=p.input), grader=None, prompt_id="f")  # type: ignore[arg-type]
+                    render=lambda p, s: Prompt(problem_id=p.id, text=p.input), grader=None, prompt_id="f")
 
     assert build().family == "famtest"  # a task that names no family is a family of one
     try:

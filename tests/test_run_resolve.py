@@ -104,8 +104,8 @@ def test_the_trainer_grades_with_the_options_of_bonbench_run(tmp_path: Path) -> 
 def test_grader_flags_do_not_change_what_is_trained(tmp_path: Path) -> None:
     """--unsafe-no-sandbox and --ray change where code runs, not its verdicts: a run resumes across them."""
     base = dict(task="resolve_probe", objective="test_rloo", name="t", out=str(tmp_path))
-    plain = TrainConfig(**base)  # type: ignore[arg-type]
-    flagged = TrainConfig(**base, unsafe_no_sandbox=True, ray="auto")  # type: ignore[arg-type]
+    plain = TrainConfig(**base)
+    flagged = TrainConfig(**base, unsafe_no_sandbox=True, ray="auto")
     assert plain.training_hash() == flagged.training_hash()
     assert flagged.differences(plain.to_json()) == []
 

@@ -115,7 +115,7 @@ def test_oracle_scores_follow_the_grading(tmp_path: Path, toy_engine: None) -> N
     class Stricter(toy_plugin.ExactGrader):
         version = 2
 
-        def grade(self, problems, samples):  # type: ignore[no-untyped-def]
+        def grade(self, problems, samples):
             return [Grade(g.problem_id, g.sample_idx, self.name, self.version, correct=False, answer=g.answer)
                     for g in super().grade(problems, samples)]
 

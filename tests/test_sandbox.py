@@ -204,7 +204,7 @@ class _Counter:
     def __init__(self) -> None:
         self.calls = 0
 
-    def __call__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def __call__(self, *args, **kwargs):
         self.calls += 1
         return execution.execute(*args, **kwargs)
 

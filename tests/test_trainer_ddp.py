@@ -116,7 +116,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("ddp")
     model = build_tiny_model(root / "model").path
     job = _torchrun(model, root / "two")
-    one = train(TrainConfig(**SETTINGS, model=model, out=str(root / "one"), progress=False))  # type: ignore[arg-type]
+    one = train(TrainConfig(**SETTINGS, model=model, out=str(root / "one"), progress=False))
     stdout, _ = _finish(job)
     return {"model": model, "root": root, "one": one, "two": root / "two" / "checkpoints" / "run", "stdout": stdout}
 
@@ -182,7 +182,7 @@ CHOW_FLAGS = ["train", "--task", "tiny_train", "--objective", "rl_s", "--baselin
 def test_value_head_adv_norm_and_kl_schedule_under_two_processes(runs: dict[str, Any]) -> None:
     model, root = runs["model"], runs["root"]
     job = _torchrun(model, root / "chow2", CHOW_FLAGS)
-    one = train(TrainConfig(**CHOW, model=model, out=str(root / "chow1"), progress=False))  # type: ignore[arg-type]
+    one = train(TrainConfig(**CHOW, model=model, out=str(root / "chow1"), progress=False))
     _finish(job)
     two = root / "chow2" / "checkpoints" / "chow"
     log1, log2 = _rows(one / "log.jsonl"), _rows(two / "log.jsonl")

@@ -190,7 +190,7 @@ def _cfg(tiny: str, out: Path, **kw: Any) -> TrainConfig:
     base = dict(task="tiny_train", objective="test_rloo", name="t", model=tiny, steps=3, prompts_per_step=2, group=4,
                 out=str(out), dtype="float32", lr=5e-2, warmup=0, progress=False)
     base.update(kw)
-    return TrainConfig(**base)  # type: ignore[arg-type]
+    return TrainConfig(**base)
 
 
 def test_warnings_for_runs_that_cannot_learn(tiny: str, tmp_path: Path) -> None:

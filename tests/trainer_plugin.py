@@ -19,7 +19,7 @@ class StartsWithA:
     name = "starts_a"
     version = 1
 
-    def grade(self, problems, samples):  # type: ignore[no-untyped-def]
+    def grade(self, problems, samples):
         return [Grade(s.problem_id, s.sample_idx, self.name, 1, correct=s.completion.startswith("a"),
                       answer=s.completion[:1] or None) for s in samples]
 
@@ -73,7 +73,7 @@ class KnownRates:
     name = "known_rates"
     version = 1
 
-    def grade(self, problems, samples):  # type: ignore[no-untyped-def]
+    def grade(self, problems, samples):
         out = []
         for s in samples:
             digest = hashlib.sha256(f"{s.problem_id}|{s.sample_idx}|{s.completion}".encode()).digest()

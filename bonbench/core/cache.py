@@ -21,7 +21,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, TypeGuard
 
 MARKER = "bonbench-complete.json"
 ENV_CACHE = "BONBENCH_CACHE"
@@ -57,13 +57,13 @@ def build_once(final: Path, expected: Mapping[str, Any], build: Callable[[Path],
     """
     marker = read_marker(final)
     if _agrees(marker, expected):
-        return marker  # type: ignore[return-value]
+        return marker
     root = final.parent
     root.mkdir(parents=True, exist_ok=True)
     with _file_lock(root / f".{final.name}.lock"):
         marker = read_marker(final)
         if _agrees(marker, expected):  # another process finished while we waited
-            return marker  # type: ignore[return-value]
+            return marker
         if final.exists():
             shutil.rmtree(final)  # unfinished, outdated, or built from other data
         for stale in root.glob(f".{final.name}.tmp-*"):
@@ -87,7 +87,7 @@ def build_once(final: Path, expected: Mapping[str, Any], build: Callable[[Path],
     return marker
 
 
-def _agrees(marker: Mapping[str, Any] | None, expected: Mapping[str, Any]) -> bool:
+def _agrees(marker: dict[str, Any] | None, expected: Mapping[str, Any]) -> TypeGuard[dict[str, Any]]:
     return marker is not None and all(marker.get(k) == v for k, v in expected.items())
 
 

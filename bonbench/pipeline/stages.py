@@ -58,7 +58,7 @@ def missing_requests(run: PreparedRun, style: str) -> list[SampleRequest]:
     for p in run.problems:
         missing = tuple(i for i in range(run.cfg.n) if i not in have.get(p.id, ()))
         if missing:
-            requests.append(SampleRequest(prompt=run.task.render(p, style), sample_indices=missing))  # type: ignore[arg-type]
+            requests.append(SampleRequest(prompt=run.task.render(p, style), sample_indices=missing))  # type: ignore[arg-type]  # style: see execute.py
     return requests
 
 

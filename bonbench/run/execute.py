@@ -130,7 +130,8 @@ def _logprob_scorers(p: Plan, run: prepared.PreparedRun) -> tuple[Verifier, Veri
     assert p.model is not None and p.ref_model is not None
 
     def render(problem: Any) -> Any:
-        return run.task.render(problem, run.cfg.prompt_style)  # type: ignore[arg-type]
+        # the settings keep the style as a str (core cannot import api's PromptStyle); planning resolved it
+        return run.task.render(problem, run.cfg.prompt_style)  # type: ignore[arg-type]  # to base or chat
 
     policy = TeacherForcedLogprob(p.model, render, role="policy", temperature=run.cfg.temperature)
     reference = TeacherForcedLogprob(p.ref_model, render, role="ref")

@@ -148,7 +148,7 @@ def _plan_import(req: RunRequest, task: Task, ray: ray_cluster.RayOptions | None
                      model_fingerprint=imported.fingerprint, limit=req.limit, task_args=dict(req.task_args), seed=req.seed,
                      **imported_settings(imported.generation))
     # the prompt was the other harness's: not bonbench's prompt id (prepared.prepare records the task's)
-    run = prepared.prepare(dataclasses.replace(task, prompt_id=None), cfg, Path(req.out))  # type: ignore[arg-type]
+    run = prepared.prepare(dataclasses.replace(task, prompt_id=None), cfg, Path(req.out))  # type: ignore[arg-type]  # see above
     if req.model is None:
         _warn_same_name(run, path)
     return Plan(runs=(run,), specs=specs, verifier=verifier, backend="scripted", n_boot=req.n_boot, out=Path(req.out),

@@ -73,7 +73,7 @@ def check_verifier(name: str | None, data_dir: str | None, *, task: str | None =
         return None
     verifier = build_verifier(name, data_dir)
     if name.startswith("learned:"):
-        verifier.check_policy(model_type(model_path) if model_path else None, task)  # type: ignore[attr-defined]
+        verifier.check_policy(model_type(model_path) if model_path else None, task)  # type: ignore[attr-defined]  # a LearnedVerifier's
     return verifier
 
 

@@ -80,7 +80,7 @@ def fit_parameter_trends(fits: Mapping[float, ScalingFit | None], family: str = 
     t_arr = np.array(temps)
     out: dict[str, ParamTrend] = {}
     for name in PARAMS[family]:
-        values = np.array([params_of(fits[t])[name] for t in temps])  # type: ignore[arg-type]
+        values = np.array([params_of(fits[t])[name] for t in temps])  # type: ignore[arg-type]  # temps: those with a fit
         transform = _transform(family, name)
         if transform == "log(-a)":
             if np.any(values >= 0):

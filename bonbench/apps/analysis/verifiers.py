@@ -122,7 +122,7 @@ def evaluate(run_dirs: Sequence[Path], verifiers: Sequence[str], *, data_dir: st
     for spec in verifiers:
         outs = pooled.outcomes(spec)
         curves[f"bon:{spec}"] = compute_curves(outs, kinds=("bon",), n_boot=n_boot, seed=seed)["bon"]
-        per_problem[spec] = bon_curve([o.scores for o in outs], [o.correct for o in outs], ks)  # type: ignore[misc]
+        per_problem[spec] = bon_curve([o.scores for o in outs], [o.correct for o in outs], ks)  # type: ignore[misc]  # outcomes(spec) are all scored
         auroc[spec] = _auroc([c for o in outs for c in o.correct], [s for o in outs for s in o.scores or ()])
         known = [a for a in (_auroc(o.correct, o.scores or ()) for o in outs) if a is not None]
         within[spec] = float(np.mean(known)) if known else None

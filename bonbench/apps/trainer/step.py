@@ -107,9 +107,8 @@ class RolloutStep(PolicyUpdate):
 
     def _sample(self, problems: Sequence[Problem], counts: Mapping[str, Sequence[int]], seed: int,
                 reference: bool = False) -> list[Sample]:
-        # the ignore below: the style is a str in the settings (core cannot import api's PromptStyle),
-        # resolved to "base" or "chat" when the run is planned
-        requests = [SampleRequest(self.task.render(p, self.style), tuple(counts[p.id]))  # type: ignore[arg-type]  # above
+        # the ignore below: the style is a str in the settings (core cannot import api's PromptStyle)
+        requests = [SampleRequest(self.task.render(p, self.style), tuple(counts[p.id]))  # type: ignore[arg-type]  # see above
                     for p in problems if counts[p.id]]
         if not requests:
             return []

@@ -101,7 +101,7 @@ def _fit(req: TrainVerifierRequest, data: TrainingData, base: ResolvedModel, mod
     if req.method == "lora":
         model = vm.VerifierModel(base, method="lora", dtype=req.dtype, max_length=req.max_length,
                                  lora={"rank": req.lora_rank, "alpha": req.lora_alpha})
-        model.head.load_state_dict(start_head.state_dict())  # type: ignore[union-attr]
+        model.head.load_state_dict(start_head.state_dict())  # type: ignore[union-attr]  # the probe: lora_from_probe
         fit_rows = [r for r, h in zip(data.rows, held, strict=True) if not h] if lora_from_probe else list(data.rows)
         training["lora"] = {**train_lora(model, fit_rows, req, folder, progress), "n_samples": len(fit_rows)}
         if lora_from_probe:

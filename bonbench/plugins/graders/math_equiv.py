@@ -49,8 +49,9 @@ def _atom_fast(pred: str, gold: str) -> bool | None:
     if pred == gold:
         return True
     kp, kg = _kind(pred), _kind(gold)
+    # the ignores below: _kind says "num" only for what parse_number parses (never None there)
     if kp == "num" and kg == "num":
-        return num_equiv(parse_number(pred), parse_number(gold))  # type: ignore[arg-type]
+        return num_equiv(parse_number(pred), parse_number(gold))  # type: ignore[arg-type]  # see above
     if "base" in (kp, kg):
         # the problem states the base, so "1011" answers "1011_2"; a decimal conversion does not
         dp, dg = pred.split("_")[0], gold.split("_")[0]
@@ -60,18 +61,18 @@ def _atom_fast(pred: str, gold: str) -> bool | None:
         return False
     if kp == "num" and has_free_variable(gold):
         # strict mode (variables matter): an expression in x equals a constant only by an identity
-        return None if constant_at_points(gold, parse_number(pred)[0]) else False  # type: ignore[index]
+        return None if constant_at_points(gold, parse_number(pred)[0]) else False  # type: ignore[index]  # see above
     if kg == "num" and has_free_variable(pred):
-        return None if constant_at_points(pred, parse_number(gold)[0]) else False  # type: ignore[index]
+        return None if constant_at_points(pred, parse_number(gold)[0]) else False  # type: ignore[index]  # see above
     if kg == "num":
-        interval = approx_interval(parse_number(gold))  # type: ignore[arg-type]
+        interval = approx_interval(parse_number(gold))  # type: ignore[arg-type]  # see above
         v = const_value(pred) if interval is not None else None
         if v is not None:
-            got = float_in(v, interval)  # type: ignore[arg-type]
+            got = float_in(v, interval)  # type: ignore[arg-type]  # v is None unless interval is not
             if got is not None:
                 return got  # rounded-gold rule: \sqrt{4250} answers 65.192
-    if kp == "num" and is_long(*parse_number(pred)):  # type: ignore[misc]
-        interval = approx_interval(parse_number(pred))  # type: ignore[arg-type]
+    if kp == "num" and is_long(*parse_number(pred)):  # type: ignore[misc]  # see above
+        interval = approx_interval(parse_number(pred))  # type: ignore[arg-type]  # see above
         v = const_value(gold)
         if v is not None and interval is not None:
             got = float_in(v, interval)

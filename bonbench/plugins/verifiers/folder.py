@@ -35,8 +35,8 @@ from typing import Any, Mapping, Sequence
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
 from bonbench.core.registry import load_target
-from bonbench.plugins.verifiers.manifest import (ADAPTER_DIR, DEFAULT_MAX_LENGTH, FEATURES_DIR, FORMAT, HEAD_FILE, MANIFEST, PREFIX,
-                                                 VERIFIERS_DIR, VERSION, display_name, model_type, read_verifier_manifest,
+from bonbench.plugins.verifiers.manifest import (ADAPTER_DIR, DEFAULT_MAX_LENGTH, FEATURES_DIR, FORMAT, HEAD_FILE, MANIFEST,
+                                                 PREFIX, VERIFIERS_DIR, VERSION, display_name, model_type, read_verifier_manifest,
                                                  task_family, verifier_text, weights_sha256)
 
 # the model imports torch (about a second): loaded as a lazy target on the first score, so that

@@ -23,8 +23,8 @@ from safetensors import SafetensorError
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import EMBEDDED_MODEL, ResolvedModel, resolve_model
-from bonbench.plugins.verifiers.manifest import (ADAPTER_DIR, DEFAULT_MAX_LENGTH, HEAD_FILE, read_verifier_manifest, verifier_text,
-                                                 weights_sha256)
+from bonbench.plugins.verifiers.manifest import (ADAPTER_DIR, DEFAULT_MAX_LENGTH, HEAD_FILE, read_verifier_manifest,
+                                                 verifier_text, weights_sha256)
 
 Progress = Callable[[int], None]
 __all__ = ["ScalarHead", "VerifierModel", "load_verifier_model", "verifier_text"]

@@ -6,8 +6,9 @@
 ``run`` prints ``{"status", "exit_code", "stdout", "stderr", "wall_s", "signal", ..., "accounting"}`` on stdout
 and exits 0 when the status is "ok", 1 otherwise (and 1 with a one-line message on stderr when
 bubblewrap is unusable). ``check`` runs the bubblewrap self-check and prints the per-execution
-overhead. The bonbench CLI mounts ``run`` as ``bonbench sandbox run`` through `add_arguments`
-(the run arguments) and `run_from_args`; nothing here imports bonbench.
+overhead. The bonbench CLI mounts ``run`` as ``bonbench sandbox run`` through
+`bonbench_sandbox.arguments.add_arguments` (the run arguments) and `run_from_args`; nothing here
+imports bonbench.
 """
 
 from __future__ import annotations
@@ -18,32 +19,10 @@ import math
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import bonbench_sandbox.accounting as _acct
+from bonbench_sandbox.arguments import add_arguments
 from bonbench_sandbox.execution import SandboxUnavailable, accounting_mode, ensure_available, execute
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the arguments of ``run`` (PROGRAM.py and the limits) to ``parser``.
-
-    The bonbench CLI calls this on its ``sandbox run`` parser; `main` does the same for the
-    stand-alone command and adds ``check`` next to it.
-    """
-    parser.add_argument("program", type=Path, help="Python file to run (as main.py in the sandbox)")
-    parser.add_argument("--stdin", type=Path, default=None, help="file whose contents are fed on stdin")
-    parser.add_argument("--timeout", type=float, default=10.0, help="wall-clock limit in seconds (default 10)")
-    parser.add_argument("--memory-mb", type=int, default=1024, help="memory limit in MiB (default 1024): the cgroup's memory.max "
-                        "(shared memory and kernel objects included) where accounting applies, and the address-space rlimit")
-    parser.add_argument("--cpu-s", type=float, default=None, help="CPU-seconds limit (default: timeout + 1)")
-    parser.add_argument("--max-output-bytes", type=int, default=1 << 20, help="bytes kept per stream (default 1 MiB)")
-    parser.add_argument("--python", default=None, help="interpreter to run inside (default /usr/bin/python3)")
-    parser.add_argument("--accounting", choices=("auto", "rlimit"), default="auto",
-                        help="auto: a cgroup leaf (memory incl. shared memory and kernel objects, pids) and an "
-                             "inode-capped work dir where the machine allows; rlimit: rlimits only. The mode used "
-                             "is the result's 'accounting' field")
-    parser.add_argument("--unsafe-no-sandbox", action="store_true",
-                        help="no namespaces: only rlimits, uid 65534, a temp dir and a process-group kill")
 
 
 def run_from_args(args: argparse.Namespace) -> int:

@@ -3,6 +3,12 @@
 Threads are enough: each worker only waits on its child process, so the GIL is not the limit.
 Identical jobs in one batch (same cache key: common when samples repeat) are executed once.
 
+Ctrl-C: while a pool runs, SIGINT only sets a flag (`SigintGate`), which the waiting main thread
+reads every `POLL_S` seconds; then running programs are killed, queued ones dropped, and
+`Interrupted` carries what finished. A KeyboardInterrupt raised at an arbitrary bytecode of the
+main thread could leave a lock of the thread-pool machinery held (see `SigintGate`), and joining
+the pool would then hang.
+
 Not here: scheduling by expected cost, retries (a "sandbox_error" is returned, not retried), or
 any judging of stdout; that is the grader's job.
 """
@@ -10,7 +16,9 @@ any judging of stdout; that is the grader's job.
 from __future__ import annotations
 
 import os
+import signal
 import threading
+from types import FrameType, TracebackType
 from typing import Any
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -73,6 +81,72 @@ class Interrupted(KeyboardInterrupt):
         self.done = done
 
 
+POLL_S = 0.1  # how often a waiting pool looks at the Ctrl-C flag (the reaction time it adds)
+
+
+class SigintGate:
+    """Ctrl-C as a flag while the main thread coordinates worker threads (a context manager).
+
+    Python raises KeyboardInterrupt in the main thread between any two bytecodes. Inside the futures
+    machinery that can leave a lock acquired and never released: ``concurrent.futures.wait``
+    acquires each future's lock in a Python loop, and ``threading.Condition.__enter__`` is Python
+    code that can be interrupted right after its lock was taken. The worker that then finishes that
+    future blocks forever in ``set_result``, and shutting the pool down (a join) never returns. An
+    idle machine rarely shows it (the main thread is asleep in a wait, where the interrupt is
+    clean), a loaded one does: the signal then often lands while the main thread is runnable
+    inside that code. So inside the gate SIGINT only sets a flag, and ``check()``, called where no
+    lock is held, raises KeyboardInterrupt. A Ctrl-C that no ``check()`` saw is raised on leaving
+    the gate, so none is lost; one that comes while the caller is already stopping (an exception
+    is leaving the gate) adds nothing.
+
+    The gate acts only in the main thread when SIGINT has Python's default handler (else it
+    changes nothing and ``check()`` never raises). Gates nest: an inner one shares the outer flag.
+    """
+
+    _depth = 0  # active gates, all in the main thread
+    _hit = False
+    _previous: Any = None
+
+    def __init__(self) -> None:
+        self.active = False
+
+    def __enter__(self) -> "SigintGate":
+        cls = SigintGate
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        if cls._depth == 0:
+            if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+                return self
+            cls._hit = False
+            cls._previous = signal.signal(signal.SIGINT, _on_sigint)
+        cls._depth += 1
+        self.active = True
+        return self
+
+    def check(self) -> None:
+        """Raise KeyboardInterrupt if Ctrl-C came since the last check."""
+        if self.active and SigintGate._hit:
+            SigintGate._hit = False
+            raise KeyboardInterrupt
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if not self.active:
+            return
+        cls = SigintGate
+        self.active = False
+        cls._depth -= 1
+        if cls._depth == 0:
+            signal.signal(signal.SIGINT, cls._previous)
+            hit, cls._hit = cls._hit, False
+            if hit and exc_type is None:
+                raise KeyboardInterrupt
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    SigintGate._hit = True
+
+
 def _run_cached(job: Job, key: str | None, cache: ResultCache | None,
                 cancel: threading.Event | None = None) -> ExecResult:
     if cancel is not None and cancel.is_set():
@@ -118,26 +192,30 @@ def run_many(
         _check_sandboxes([jobs[idx[0]] for idx in todo.values()])
         n_workers = max(1, min(workers or os.cpu_count() or 1, len(todo)))
         cancel = threading.Event()
-        pool = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="bonbench-sandbox")
-        try:
-            futures: dict[Future[ExecResult], list[int]] = {
-                pool.submit(_run_cached, jobs[idx[0]], keys[idx[0]], cache, cancel): idx for idx in todo.values()
-            }
-            pending = set(futures)
-            while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    res = fut.result()
-                    for i in futures[fut]:
-                        results[i] = res
-                    done += len(futures[fut])
-                if progress is not None:
-                    progress(done)
-        except KeyboardInterrupt:
-            _stop(pool, cancel)
-            raise Interrupted({i: r for i, r in enumerate(results) if r is not None}) from None
-        finally:
-            pool.shutdown(wait=True)
+        with SigintGate() as sigint:
+            pool = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="bonbench-sandbox")
+            try:
+                futures: dict[Future[ExecResult], list[int]] = {
+                    pool.submit(_run_cached, jobs[idx[0]], keys[idx[0]], cache, cancel): idx for idx in todo.values()
+                }
+                pending = set(futures)
+                while pending:
+                    sigint.check()
+                    finished, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        res = fut.result()
+                        for i in futures[fut]:
+                            results[i] = res
+                        done += len(futures[fut])
+                    if progress is not None and finished:
+                        progress(done)
+                pool.shutdown(wait=True)  # every job finished: the threads are idle
+                sigint.check()
+            except KeyboardInterrupt:
+                _stop(pool, cancel)
+                raise Interrupted({i: r for i, r in enumerate(results) if r is not None}) from None
+            finally:
+                pool.shutdown(wait=True)
     assert all(r is not None for r in results), "every job must have a result"
     return [r for r in results if r is not None]
 
@@ -193,8 +271,8 @@ def run_many_tests(
 
     ``judge(group_idx, test_idx, result)`` decides whether a test passed (default: status "ok");
     with ``stop_on_first_failure`` the first failing test ends its group. ``progress(n)`` reports
-    finished groups. Ctrl-C (KeyboardInterrupt in the calling thread) kills the running programs
-    and raises `Interrupted` with the finished groups' results within about a second.
+    finished groups. Ctrl-C kills the running programs and raises `Interrupted` with the finished
+    groups' results within about a second (in the main thread through `SigintGate`).
     """
     _check_sandboxes([j for g in groups for j in g[:1]])
     results: list[list[ExecResult]] = [[] for _ in groups]
@@ -209,22 +287,26 @@ def run_many_tests(
             finished_groups.add(gi)
 
     n_workers = max(1, min(workers or os.cpu_count() or 1, len(groups) or 1))
-    pool = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="bonbench-sandbox")
-    try:
-        pending = {pool.submit(one, gi) for gi in range(len(groups))}
-        while pending:
-            finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                fut.result()
-            if progress is not None:
-                with lock:
-                    n = len(finished_groups)
-                progress(n)
-    except KeyboardInterrupt:
-        _stop(pool, cancel)
-        with lock:
-            done = {gi: results[gi] for gi in sorted(finished_groups)}
-        raise Interrupted(done) from None
-    finally:
-        pool.shutdown(wait=True)
+    with SigintGate() as sigint:
+        pool = ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="bonbench-sandbox")
+        try:
+            pending = {pool.submit(one, gi) for gi in range(len(groups))}
+            while pending:
+                sigint.check()
+                finished, pending = wait(pending, timeout=POLL_S, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    fut.result()
+                if progress is not None and finished:
+                    with lock:
+                        n = len(finished_groups)
+                    progress(n)
+            pool.shutdown(wait=True)  # every list finished: the threads are idle
+            sigint.check()
+        except KeyboardInterrupt:
+            _stop(pool, cancel)
+            with lock:
+                done = {gi: results[gi] for gi in sorted(finished_groups)}
+            raise Interrupted(done) from None
+        finally:
+            pool.shutdown(wait=True)
     return results

@@ -182,7 +182,7 @@ def supervise(full_argv: list[str], priv: dict[str, Any], cwd: str | None, env: 
     tree = _ProcessTree(proc, leaf)
     join_error = None
     if block_fd is not None and leaf is not None and info_fd is not None:
-        join_error = _join_leaf(tree, info_fd, leaf, block_fd, deadline)
+        join_error = _join_leaf(tree, info_fd, leaf, block_fd, deadline, cancel)
         if join_error is not None:
             tree.kill()  # nothing may run outside the leaf
     out, err = _Capture(max_output_bytes), _Capture(max_output_bytes)
@@ -271,13 +271,16 @@ def supervise(full_argv: list[str], priv: dict[str, Any], cwd: str | None, env: 
     return _classify(returncode, out, err, wall, timed_out, flooded, launched, oom)
 
 
-def _join_leaf(tree: _ProcessTree, info_fd: int, leaf: _acct.Leaf, block_fd: int, deadline: float) -> str | None:
+def _join_leaf(tree: _ProcessTree, info_fd: int, leaf: _acct.Leaf, block_fd: int, deadline: float,
+               cancel: threading.Event | None = None) -> str | None:
     """Move bubblewrap's PID 1 into ``leaf`` while it waits on ``--block-fd``, then release it.
 
     PID 1 forks the program only after the release, so every process of the program is born in
     the leaf. The move (a cgroup migration, which waits for an RCU grace period on cgroup v1)
     overlaps with bubblewrap's own set-up instead of delaying the start. The info bytes read here
-    stay in ``tree`` for `_ProcessTree.info_done`. Returns an error message, or None.
+    stay in ``tree`` for `_ProcessTree.info_done`. Returns an error message, or None. A set
+    ``cancel`` ends the wait within a second (a loaded machine can take seconds to start bwrap):
+    the caller then sees it and raises `Cancelled`.
     """
     sel = selectors.DefaultSelector()
     try:
@@ -291,6 +294,8 @@ def _join_leaf(tree: _ProcessTree, info_fd: int, leaf: _acct.Leaf, block_fd: int
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return "bubblewrap did not start the sandbox in time"
+            if cancel is not None and cancel.is_set():
+                return "cancelled before the sandbox started"
             if not sel.select(timeout=min(remaining, 1.0)):
                 continue
             chunk = os.read(info_fd, _CHUNK)

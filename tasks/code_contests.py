@@ -19,7 +19,7 @@ the problem's time limit times ``-T time_scale`` (Python is slower than the C++ 
 for), the wall limit twice that plus one second. Problems that accept several correct outputs
 (special judges) are only gradable when the model prints the reference output.
 
-The prompt, test jobs and limits are the stdin problem style (``bonbench.plugins.graders.stdin_programs``),
+The prompt, test jobs and limits are the stdin problem style (``bonbench_tasks.common``),
 shared with ``taco``. This module does not execute anything itself.
 """
 
@@ -33,10 +33,9 @@ from bonbench.api.task import Task, register_task
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem
-from bonbench.plugins.graders.code import CodeGrader, default_cache_dir
-# the stdin problem style taco shares; re-exported under the names this module always had
-from bonbench.plugins.graders.stdin_programs import (CALL_INSTRUCTION, INSTRUCTION, MIN_MEMORY_MB, build_stdin_jobs,
-                                                     float_tolerance, limits, render_stdin, solution_code)
+from bonbench.plugins.graders.code import CodeGrader
+from bonbench.plugins.graders.code_cases import default_cache_dir
+from bonbench_tasks.common import STDIN_PROMPT_ID, build_stdin_jobs, float_tolerance, limits, render_stdin
 
 TASK_NAME = "code_contests"
 VERSION = 1
@@ -44,8 +43,7 @@ HUB_ID = "deepmind/code_contests"
 LOCAL_FILE = "code_contests/sandboxfusion_code_contests_sample.jsonl"
 TEST_SETS = {"public": ("public_tests",), "private": ("public_tests", "private_tests"),
              "all": ("public_tests", "private_tests", "generated_tests")}
-__all__ = ["CALL_INSTRUCTION", "INSTRUCTION", "MIN_MEMORY_MB", "build_stdin_jobs", "code_contests_task", "float_tolerance",
-           "limits", "render_stdin", "solution_code"]
+__all__ = ["code_contests_task"]
 
 
 def _from_hub(row: dict[str, Any], tests: str, float_tol: str, time_scale: float) -> Problem:
@@ -94,6 +92,6 @@ def code_contests_task(data_dir: Path | None = None, split: str = "test", tests:
     grader = CodeGrader(build_stdin_jobs, cache_dir=exec_cache or default_cache_dir(), workers=workers or None)
     return Task(name=TASK_NAME, family="code", version=VERSION, problems=problems, render=render_stdin, grader=grader,
                 grade_args={"tests": tests, "float_tol": float_tol, "time_scale": time_scale},
-                prompt_id="stdin-program-v1", default_metrics=("pass@1",), max_tokens=2048, fingerprint=fingerprint,
+                prompt_id=STDIN_PROMPT_ID, default_metrics=("pass@1",), max_tokens=2048, fingerprint=fingerprint,
                 description=f"CodeContests ({'hub ' + split if root is None else 'offline sample'}, tests={tests}): "
                             f"{len(problems)} problems, stdin/stdout judged")

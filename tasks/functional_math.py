@@ -17,7 +17,7 @@ the last group can be cut (its id then counts as untested / incomplete). ``meta`
 ``variant`` ("static" or the snapshot), ``snapshot`` (None for static), ``unique_id``,
 ``functionalized`` (whether the id has snapshots), ``level`` and ``subject``.
 
-Prompts and grading are the math family's (``bonbench.plugins.graders.math_family``); only the problems differ.
+Prompts and grading are the math family's (``bonbench_tasks.common``); only the problems differ.
 
 Metrics. The generic metrics (pass@k, maj@k, bon@k over all problem ids) pool static and snapshot
 problems; they are not the paper's numbers. The task declares the ``variant`` breakdown
@@ -70,8 +70,9 @@ from bonbench.api.task import Task, register_task
 from bonbench.core.data import file_fingerprint, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem
-from bonbench.metrics.estimators import bootstrap_ci, mean_correct
-from bonbench.plugins.graders.math_family import check_fewshot, level_int, math_style_task, parse_level, parse_subject
+from bonbench.metrics.bootstrap import bootstrap_ci
+from bonbench.metrics.pass_bon import mean_correct
+from bonbench_tasks.common import check_fewshot, level_int, math_style_task, parse_level, parse_subject
 
 TASK_NAME = "functional_math"
 VERSION = 1

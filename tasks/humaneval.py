@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
-from bonbench.plugins.graders.code import HUMANEVAL_STOP, CodeGrader, ExecCase, default_cache_dir, extract_code
+from bonbench.plugins.graders.code import CodeGrader
+from bonbench.plugins.graders.code_cases import ExecCase, default_cache_dir
+from bonbench.plugins.graders.code_text import extract_code
 from bonbench.plugins.graders.blind import blind_asserts
 from bonbench.plugins.graders.replay import CallTest
 from bonbench.core.records import Problem, Prompt
@@ -36,6 +38,9 @@ TASK_NAME = "humaneval"
 VERSION = 1
 HUB_ID = "openai/openai_humaneval"
 LOCAL_FILE = "humaneval/HumanEval.jsonl.gz"
+# Stop strings of the HumanEval paper's completion setting: the function ends where the next
+# top-level statement begins.
+HUMANEVAL_STOP: tuple[str, ...] = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
 CHAT_INSTRUCTION = (
     "Complete the following Python function. Reply with the complete function (signature, body and any "
     "imports it needs) in a single ```python code block.\n\n```python\n{prompt}```"

@@ -16,7 +16,7 @@ Filters ``level`` and ``subject`` select problems without changing any problem's
 stay out of ``hash_args`` (runs share samples); ``fewshot`` changes the base prompt and is hashed.
 
 This module loads problems; prompts and the Task's assembly are the math family's
-(``bonbench.plugins.graders.math_family``), grading ``bonbench.plugins.graders.math.MathGrader``.
+(``bonbench_tasks.common``), grading ``bonbench.plugins.graders.math.MathGrader``.
 """
 
 from __future__ import annotations
@@ -29,17 +29,15 @@ from bonbench.api.task import Task, register_task
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem
-from bonbench.plugins.graders.math import extract_answer
-# MATH's prompts, subjects and Task assembly, shared with the other math-family tasks; re-exported
-from bonbench.plugins.graders.math_family import (PROMPT_ID, SUBJECTS, check_fewshot, level_int, make_render, math_style_task,
-                                                  subject_folder)
+from bonbench.plugins.graders.math_extract import extract_answer
+from bonbench_tasks.common import MATH_SUBJECTS, check_fewshot, level_int, math_style_task, subject_folder
 
 VERSION = 1
 HUB_MATH = "EleutherAI/hendrycks_math"
 HUB_MATH500 = "HuggingFaceH4/MATH-500"
 SUBSETS = ("full", "math500")
 SPLITS = ("train", "test")
-__all__ = ["PROMPT_ID", "SUBJECTS", "make_render", "math500_task", "math_style_task", "math_task", "render", "to_problem"]
+__all__ = ["math500_task", "math_task", "to_problem"]
 
 
 def to_problem(row: dict[str, Any], split: str = "test") -> Problem:
@@ -67,7 +65,7 @@ def _load_rows(root: Path | None, split: str, subset: str) -> tuple[list[dict[st
         return load_hub(HUB_MATH500, "test")
     rows: list[dict[str, Any]] = []
     prints = []
-    for config in SUBJECTS:  # fixed order, so the concatenation is reproducible
+    for config in MATH_SUBJECTS:  # fixed order, so the concatenation is reproducible
         part, fp = load_hub(HUB_MATH, split, config)
         rows.extend(part)
         prints.append(fp)
@@ -82,16 +80,13 @@ def _select(problems: Iterable[Problem], level: int | None, subject: str | None)
         out = tuple(p for p in out if p.meta.get("level") == int(level))
     if subject is not None:
         want = subject.strip().lower()
-        valid = sorted({str(p.meta.get("subject")) for p in out} | set(SUBJECTS.values()))
+        valid = sorted({str(p.meta.get("subject")) for p in out} | set(MATH_SUBJECTS.values()))
         match = {v for v in valid if want in (v.lower(), subject_folder(v))}
         if not match:
             raise BonbenchError(f"unknown subject {subject!r}; choose one of: {', '.join(valid)} "
                                 "(folder names such as number_theory work too)")
         out = tuple(p for p in out if p.meta.get("subject") in match)
     return out
-
-
-render = make_render(4)
 
 
 def _build(name: str, data_dir: str | None, split: str, subset: str, level: int | None, subject: str | None,

@@ -21,7 +21,7 @@ without its trailing ``\\end{problem}`` / ``\\noindent``; target = the cleaned a
 ``college math`` / ``university``; comma lists allowed) and ``-T subject=`` (the ``label``,
 case- and space-insensitive, comma lists allowed).
 
-Prompts are the ``math`` task's renderers (same few-shot exemplars and chat prompt).
+Prompts are the math family's (``bonbench_tasks.common``: the ``math`` task's few-shot exemplars and chat prompt).
 
 Breakdowns: ``level`` (the dataset's level string, e.g. ``college math``) and ``subject`` (its
 ``label``), so every requested metric is also reported per level and per subject, e.g.
@@ -42,8 +42,10 @@ from bonbench.core.data import file_fingerprint, load_hub, local_file, read_json
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem
 from bonbench.api.task import Task, register_task
-from bonbench.plugins.graders.math import canonical_answer, extract_answer, is_equiv
-from bonbench.plugins.graders.math_family import check_fewshot, math_style_task
+from bonbench.plugins.graders.math_canonical import canonical_answer
+from bonbench.plugins.graders.math_equiv import is_equiv
+from bonbench.plugins.graders.math_extract import extract_answer
+from bonbench_tasks.common import check_fewshot, math_style_task
 
 TASK_NAME = "mathodyssey"
 VERSION = 1

@@ -31,11 +31,12 @@ from typing import Any
 
 from bonbench.core.data import file_fingerprint, load_hub, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.graders.code import CodeGrader, ExecCase, default_cache_dir
+from bonbench.plugins.graders.code import CodeGrader
+from bonbench.plugins.graders.code_cases import ExecCase, default_cache_dir
 from bonbench.plugins.graders.replay import CallTest
 from bonbench.core.records import Problem
 from bonbench.api.task import Task, register_task
-from bonbench.plugins.graders.stdin_programs import build_stdin_jobs, float_tolerance, limits, render_stdin, solution_code
+from bonbench_tasks.common import STDIN_PROMPT_ID, build_stdin_jobs, float_tolerance, limits, render_stdin, solution_code
 
 TASK_NAME = "taco"
 VERSION = 1
@@ -137,5 +138,5 @@ def taco_task(data_dir: Path | None = None, split: str = "test", difficulty: str
     grader = CodeGrader(build_jobs, cache_dir=exec_cache or default_cache_dir(), workers=workers or None)
     return Task(name=TASK_NAME, family="code", version=VERSION, problems=problems, render=render_stdin, grader=grader,
                 grade_args={"float_tol": float_tol, "time_scale": time_scale},
-                prompt_id="stdin-program-v1", default_metrics=("pass@1",), max_tokens=2048, fingerprint=fingerprint,
+                prompt_id=STDIN_PROMPT_ID, default_metrics=("pass@1",), max_tokens=2048, fingerprint=fingerprint,
                 description=f"TACO ({split}, difficulty {difficulty}): {len(problems)} problems")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.plugins.graders.code import HUMANEVAL_STOP
+from bonbench_tasks.humaneval import HUMANEVAL_STOP
 from bonbench.core.records import Grade, Problem, Sample
 from bonbench.api.task import Task, get_task
 from bonbench.pipeline.readers import read_samples

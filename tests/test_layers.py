@@ -35,6 +35,21 @@ def test_the_checker_sees_a_plugin_importing_another_plugin() -> None:
     assert any("imports plugin" in p for p in rules._layer_problems(task, "bonbench_tasks.math", "x"))
 
 
+def test_tasks_share_one_common_module_that_imports_no_task() -> None:
+    task = _module("bonbench_tasks.fake", "")
+    assert rules._layer_problems(task, "bonbench_tasks.common", "x") == []  # a task may use the shared module
+    other_task = rules._layer_problems(task, "bonbench_tasks.math", "x")  # but never another task
+    assert any("imports plugin tasks.math" in p and "bonbench_tasks.common" in p for p in other_task)
+    common = _module("bonbench_tasks.common", "")
+    assert any("shared task module imports the task tasks.math" in p
+               for p in rules._layer_problems(common, "bonbench_tasks.math", "x"))
+    assert rules._layer_problems(common, "bonbench.plugins.graders.math", "x") == []  # it composes plugins, like a task
+    grader = _module("bonbench.plugins.graders.fake", "")
+    assert any("higher layer" in p for p in rules._layer_problems(grader, "bonbench_tasks.common", "x"))
+    # the module the rule allows is the one in the tree
+    assert "bonbench_tasks." + rules.SHARED_TASKS.split(".", 1)[1] in {m.name for m in rules.modules()}
+
+
 def test_the_checker_sees_cycles_private_names_and_imports_in_functions() -> None:
     assert rules._cycles({"a": {"b"}, "b": {"a"}}) == ["import cycle: a -> b -> a"]
     assert rules._cycles({"p": {"p.x"}, "p.x": set()}) == []  # a package re-exporting its own module

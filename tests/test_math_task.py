@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 import bonbench_tasks.math as mt
+from bonbench_tasks.common import MATH_FEWSHOT, MATH_STOP
 from bonbench.core.errors import BonbenchError
-from bonbench.core.prompts import MATH_FEWSHOT, MATH_STOP, chat_messages, fewshot_text
+from bonbench.core.prompts import chat_messages, fewshot_text
 from bonbench.core.records import Sample
 from bonbench.api.task import get_task
 from bonbench.plugins.graders.math import extract_answer, is_equiv

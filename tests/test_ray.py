@@ -8,13 +8,18 @@ that the run ends with the same keys, no duplicate rows and the same metrics as 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+
+from bonbench_sandbox.cache import ResultCache
 
 from bonbench.pipeline import stages as pipeline
 from bonbench.core import ray_cluster
@@ -172,3 +177,75 @@ def models_resolved(run: pipeline.PreparedRun) -> Any:
     from bonbench.core import models
 
     return models.ResolvedModel(name=run.cfg.model, path="", is_chat=False, fingerprint=run.cfg.model_fingerprint)
+
+
+SLEEP_S = 3.0
+
+
+def test_ctrl_c_under_ray_keeps_every_finished_grade_and_a_rerun_completes(cluster: tuple[LocalCluster, Any],
+                                                                            data_dir: Path, tmp_path: Path) -> None:
+    """`bonbench score --ray ADDRESS` gets SIGINT once a Ray task has returned and others still run:
+    exit 130, and the grades on disk are exactly those of the samples whose executions came back
+    (the driver stores each returned execution in the cache, so the cache says which finished);
+    the same command again grades the rest."""
+    c, ray = cluster
+    task = get_task("humaneval", data_dir=str(data_dir), timeout_s=30.0)  # -T timeout_s=30 below: the same job keys
+    problems = task.problems[:8]
+    rows = []
+    for p in problems:  # a correct sample, then one that sleeps before answering correctly
+        rows.append({"task_id": p.id, "completion": p.meta["canonical_solution"]})
+        slow = f"    import time\n    time.sleep({SLEEP_S})\n" + p.meta["canonical_solution"]
+        rows.append({"task_id": p.id, "completion": slow})
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out, cache = tmp_path / "results", tmp_path / "exec"
+    cmd = [sys.executable, "-m", "bonbench.apps.cli", "score", "--samples", str(samples), "--task", "humaneval",
+           "--data-dir", str(data_dir), "--limit", str(len(problems)), "--out", str(out), "--metric", "pass@1",
+           "-T", f"exec_cache={cache}", "-T", "timeout_s=30", "--ray", c.address]
+    proc = subprocess.Popen(cmd, env=node_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while _cached(cache) == 0:  # the first Ray task has returned
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no Ray task returned"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err[-3000:]
+    graded = {(g["problem_id"], g["sample_idx"]): g for g in _grades(out)}
+    assert graded and all(g["correct"] is True for g in graded.values()), graded
+    grader = task.grader.with_options(GraderOptions(exec_cache=cache))
+    by_id = {p.id: p for p in problems}
+    finished = set()
+    with ResultCache(cache / "results.sqlite") as results:
+        for i, r in enumerate(rows):
+            cases = grader.build_jobs(by_id[r["task_id"]], r["completion"])
+            if all(results.get(grader.job_for(case)[0].key()) is not None for case in cases):
+                finished.add((r["task_id"], i % 2))
+    assert set(graded) == finished, (sorted(graded), sorted(finished))
+    assert len(graded) < len(rows), "grading was not interrupted"
+    again = subprocess.run(cmd, env=node_env(), capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    kept = _grades(out)
+    assert len(kept) == len(rows) and {(g["problem_id"], g["sample_idx"]) for g in kept} == {
+        (r["task_id"], i % 2) for i, r in enumerate(rows)}  # the rest added, none graded twice
+    run_dir = Path(again.stdout.strip().splitlines()[-1])
+    assert json.loads((run_dir / "metrics.json").read_text())["metrics"]["pass@1"]["value"] == 1.0
+
+
+def _cached(cache: Path) -> int:
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(str(cache / "results.sqlite"), timeout=1.0)) as con:
+            return int(con.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def _grades(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for f in out.rglob("grades/*.jsonl") for line in f.read_text().splitlines() if line.strip()]

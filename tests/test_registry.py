@@ -3,9 +3,12 @@ targets, entry points, schemes, precedence, and the one-line message of a broken
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
+import tomllib
 import types
-from importlib.metadata import EntryPoint
+from importlib.metadata import EntryPoint, distribution
 from pathlib import Path
 from typing import Any, Literal, Optional, Sequence, Union
 
@@ -208,6 +211,35 @@ def test_the_installed_schemes_are_plugins() -> None:
     assert "bonbench.plugins" not in "".join(line for line in api_sources.splitlines() if line.startswith(("from", "import")))
 
 
+HIDDEN = """
+import importlib, json, pkgutil
+import bonbench.core.registry as registry
+registry.entry_points = lambda group: []  # no installed metadata: only what code registers
+import bonbench.plugins
+for info in pkgutil.walk_packages(bonbench.plugins.__path__, "bonbench.plugins."):
+    importlib.import_module(info.name)
+from bonbench.api.reward import REWARD_MODELS
+from bonbench.api.sampler import SAMPLERS
+from bonbench.api.verifier import VERIFIERS
+print(json.dumps([r.names() + r.schemes() for r in (SAMPLERS, REWARD_MODELS, VERIFIERS)]))
+"""
+
+
+def test_builtin_plugins_are_declared_once_as_entry_points() -> None:
+    """pyproject.toml's entry points are the one list of the built-in plugins: the installed bonbench
+    carries the same ones, each resolves, and importing every plugin module with the entry points
+    hidden registers no backend, reward model or verifier (no second list in code). Tasks and
+    objectives register by the decorator on their factory, in the module their entry point names."""
+    declared = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["entry-points"]
+    ours = {(group, name, value) for group, table in declared.items() for name, value in table.items()}
+    installed = {(ep.group, ep.name, ep.value) for ep in distribution("bonbench").entry_points if ep.group in declared}
+    assert installed == ours, "the installed bonbench's entry points differ from pyproject.toml: reinstall it (pip install -e .)"
+    for _, _, value in sorted(ours):
+        assert core.load_target(value) is not None
+    got = subprocess.run([sys.executable, "-c", HIDDEN], capture_output=True, text=True, check=True)
+    assert json.loads(got.stdout) == [[], [], []], got.stdout
+
+
 def test_sampler_backends_come_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import dataclass
 
@@ -219,15 +251,16 @@ def test_sampler_backends_come_from_the_registry(monkeypatch: pytest.MonkeyPatch
         dtype: str = "float32"
         word: str = "hi"
 
+    api_sampler.sampler_names()  # the installed entry points read into the registry, which the copy then restores
     monkeypatch.setattr(api_sampler.SAMPLERS, "_entries", dict(api_sampler.SAMPLERS._entries))
     api_sampler.register_sampler("echo", options=EchoOptions)(lambda model, *, seed, options, **_: (model, seed, options))
-    assert "echo" in select.BACKENDS and list(select.BACKENDS)[:4] == ["vllm", "hf", "openai", "scripted"]
+    assert api_sampler.sampler_names() == ["echo", "hf", "openai", "scripted", "vllm"]
     assert select.backend_options("echo", dtype=None, word="yo") == EchoOptions(word="yo")
     assert select.get_sampler("echo", "m", seed=3, word="yo") == ("m", 3, EchoOptions(word="yo"))
     with pytest.raises(BonbenchError,
                        match=r"the echo backend does not take batch_size \(--batch-size\); its options are dtype, word"):
         select.backend_options("echo", batch_size=2)
-    with pytest.raises(BonbenchError, match="unknown backend 'llamacpp': choose one of vllm, hf, openai, scripted, echo"):
+    with pytest.raises(BonbenchError, match="unknown backend 'llamacpp': choose one of echo, hf, openai, scripted, vllm"):
         select.get_sampler("llamacpp", None, seed=0)
 
 

@@ -227,15 +227,17 @@ def test_plugins_register_through_the_entry_point_group(monkeypatch: pytest.Monk
     broken = EntryPoint(name="broken-rm", value="no_such_module_xyz:thing", group=rm_registry.GROUP)
     from bonbench.core import registry as core_registry
 
-    builtins = {k: v for k, v in rm_registry.REWARD_MODELS._entries.items() if k in rm_registry.BUILTIN_REWARD_MODELS}
-    monkeypatch.setattr(core_registry, "entry_points", lambda group: [good, broken] if group == rm_registry.GROUP else [])
+    installed = [ep for ep in core_registry.entry_points(group=rm_registry.GROUP) if not ep.name.endswith(":")]
+    plugins = installed + [good, broken]  # the built-ins are installed entry points like any plugin
+    monkeypatch.setattr(core_registry, "entry_points", lambda group: plugins if group == rm_registry.GROUP else [])
     monkeypatch.setattr(rm_registry.REWARD_MODELS, "_read", False)
-    monkeypatch.setattr(rm_registry.REWARD_MODELS, "_entries", dict(builtins))
+    monkeypatch.setattr(rm_registry.REWARD_MODELS, "_entries", {})
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     assert rm_registry.reward_model_names() == ["broken-rm", "constant", "imdb-sentiment", "tldr-proxy-eval", "tldr-proxy-train"]
     assert get_reward_model("constant?value=0.5").score(["p"], ["c"]) == [0.5]
     described = dict(rm_registry.describe_reward_models())
     assert described["constant"] == "Every completion gets the same reward (a test plugin)."
+    assert described["tldr-proxy-train"].startswith("TL;DR proxy to train on: salient-word coverage")  # its docstring
     assert described["broken-rm"].startswith("(failed to load: reward model 'broken-rm'")
     with pytest.raises(BonbenchError, match="reward model 'broken-rm' .* failed to load"):
         get_reward_model("broken-rm")

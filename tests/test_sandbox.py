@@ -16,7 +16,7 @@ import pytest
 
 import bonbench_sandbox
 from bonbench_sandbox import Job, ResultCache, SandboxUnavailable, execute, run_many, run_many_tests, run_tests
-from bonbench_sandbox import cli, execution, pool
+from bonbench_sandbox import arguments, cli, execution, pool
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap not installed")
 
@@ -355,7 +355,7 @@ def test_cli_mounts_into_a_host_parser(tmp_path: Path, capsys: pytest.CaptureFix
     parser = argparse.ArgumentParser(prog="bonbench")
     sub = parser.add_subparsers(dest="command")
     sandbox_sub = sub.add_parser("sandbox").add_subparsers(dest="sandbox_command", required=True)
-    cli.add_arguments(sandbox_sub.add_parser("run"))
+    arguments.add_arguments(sandbox_sub.add_parser("run"))
     prog = tmp_path / "p.py"
     prog.write_text("import sys; sys.exit(3)")
     args = parser.parse_args(["sandbox", "run", str(prog), "--timeout", "5", "--memory-mb", "256"])

@@ -1,7 +1,8 @@
-"""The settings are the command line (issue 25, point 4).
+"""The settings are the command line (issue 25, point 4; issue 29, point 5).
 
-The flags of ``run``, ``score``, ``train``, ``train-verifier`` and ``eval-verifier`` are the fields of
-their settings dataclasses (``bonbench.core.settings``). Here: every field has a flag and a value
+The flags of every command but ``sandbox run`` (run, score, merge, report, list, train,
+train-verifier, eval-verifier, leaderboard, gate, plot) are the fields of their settings
+dataclasses (``bonbench.core.settings``). Here: every field has a flag and a value
 given on the command line comes back as that field's value (the expected values are built from the
 field's type, not from the flag list, so a field without a flag, or one read into the wrong field,
 fails); old spellings still work and warn once; a field added to a dataclass is in ``--help`` with
@@ -21,7 +22,8 @@ import pytest
 
 from bonbench.apps import cli
 from bonbench.apps.cli import evaluation, verifiers
-from bonbench.apps.cli.evaluation import EngineFlags
+from bonbench.apps.analysis.cli import GateRequest, LeaderboardRequest, PlotRequest
+from bonbench.apps.cli.evaluation import EngineFlags, ListFlags, MergeFlags, ReportFlags, ScoreFlags
 from bonbench.apps.cli.verifiers import EvalVerifierRequest
 from bonbench.apps.trainer import cli as trainer_cli
 from bonbench.apps.trainer.cli import ObjectiveFlags
@@ -31,7 +33,7 @@ from bonbench.core import flags, settings
 from bonbench.core.errors import BonbenchError
 from bonbench.core.settings import setting
 from bonbench.pipeline.shard import ShardSpec
-from bonbench.plugins.samplers import select
+from bonbench.api.sampler import sampler_names, sampler_options
 from bonbench.run.request import RunRequest
 
 # settings that are deliberately not flags, and why (the test below fails on any other)
@@ -40,17 +42,21 @@ NOT_FLAGS = {
     (TrainConfig, "progress"): "library callers turn progress off; the command always shows it",
     (TrainConfig, "log_every"): "a library setting the command never exposed",
 }
-COMMANDS = {"run": (RunRequest, EngineFlags), "score": (RunRequest,), "train": (TrainConfig, ObjectiveFlags),
-            "train-verifier": (TrainVerifierRequest,), "eval-verifier": (EvalVerifierRequest,)}
+COMMANDS = {"run": (RunRequest, EngineFlags), "score": (ScoreFlags, RunRequest), "train": (TrainConfig, ObjectiveFlags),
+            "train-verifier": (TrainVerifierRequest,), "eval-verifier": (EvalVerifierRequest,),
+            "merge": (MergeFlags,), "report": (ReportFlags,), "list": (ListFlags,),
+            "leaderboard": (LeaderboardRequest,), "gate": (GateRequest,), "plot": (PlotRequest,)}
+# the flags of a command that are no setting: how the command runs, not what it computes
+NOT_SETTINGS = {"--help", "--debug", "--config", "--dry-run"}
 
 
-def _subparser(command: str) -> argparse.ArgumentParser:
+def subparser(command: str) -> argparse.ArgumentParser:
     parser = cli.build_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return action.choices[command]
 
 
-def _sample(flag: settings.Flag, hint: Any) -> tuple[Any, list[str]]:
+def sample_value(flag: settings.Flag, hint: Any) -> tuple[Any, list[str]]:
     """A value of the field other than its default (inside its range), and how it is written."""
     hint = settings._unwrap_optional(hint)
     origin = typing.get_origin(hint)
@@ -67,19 +73,21 @@ def _sample(flag: settings.Flag, hint: Any) -> tuple[Any, list[str]]:
         item = typing.get_args(hint)[0]
         if item is float:
             return (0.25, 0.75), ["0.25,0.75"]
+        if flag.kind == "comma":
+            return ("a", "b"), ["a,b"]
         if item is Path:
             return (Path("runs/a"), Path("runs/b")), ["runs/a", "runs/b"]
         return ("a", "b"), ["a", "b"]
     if hint is int:
         return 7, ["7"]
     if hint is float:
-        return 0.5, ["0.5"]
+        return 0.375, ["0.375"]
     if hint is Path:
         return Path(f"some/{flag.name}"), [f"some/{flag.name}"]
     return f"v-{flag.name}", [f"v-{flag.name}"]
 
 
-def _argv(cls: type, skip: tuple[str, ...] = ()) -> tuple[list[str], dict[str, Any]]:
+def flag_argv(cls: type, skip: tuple[str, ...] = ()) -> tuple[list[str], dict[str, Any]]:
     """argv setting every flag of ``cls`` to a non-default value, and the values expected back."""
     hints = typing.get_type_hints(cls)
     argv: list[str] = []
@@ -87,7 +95,7 @@ def _argv(cls: type, skip: tuple[str, ...] = ()) -> tuple[list[str], dict[str, A
     for flag in settings.flags_of(cls):
         if flag.name in skip:
             continue
-        value, words = _sample(flag, hints[flag.name])
+        value, words = sample_value(flag, hints[flag.name])
         expected[flag.name] = value
         if flag.meta.get("positional"):
             argv += words
@@ -99,10 +107,10 @@ def _argv(cls: type, skip: tuple[str, ...] = ()) -> tuple[list[str], dict[str, A
     return argv, expected
 
 
-def test_every_setting_of_the_five_commands_is_a_flag_of_its_command() -> None:
+def test_every_setting_is_a_flag_of_its_command() -> None:
     for command, classes in COMMANDS.items():
-        options = {s for a in _subparser(command)._actions for s in a.option_strings}
-        positionals = {a.dest for a in _subparser(command)._actions if not a.option_strings}
+        options = {s for a in subparser(command)._actions for s in a.option_strings}
+        positionals = {a.dest for a in subparser(command)._actions if not a.option_strings}
         for cls in classes:
             skipped = evaluation.SAMPLING_ONLY if command == "score" else ()
             for f in dataclasses.fields(cls):
@@ -115,8 +123,8 @@ def test_every_setting_of_the_five_commands_is_a_flag_of_its_command() -> None:
 
 
 def test_run_flags_round_trip_into_a_run_request() -> None:
-    argv, expected = _argv(RunRequest)
-    engine_argv, engine = _argv(EngineFlags)
+    argv, expected = flag_argv(RunRequest)
+    engine_argv, engine = flag_argv(EngineFlags)
     args = cli.build_parser().parse_args(["run", *argv, *engine_argv])
     req = settings.from_args(RunRequest, args, engine_args=evaluation.engine_args(args))
     assert req == RunRequest(**expected, engine_args=engine)
@@ -125,7 +133,7 @@ def test_run_flags_round_trip_into_a_run_request() -> None:
 
 
 def test_score_takes_the_run_request_without_the_sampling_settings() -> None:
-    argv, expected = _argv(RunRequest, skip=evaluation.SAMPLING_ONLY)
+    argv, expected = flag_argv(RunRequest, skip=evaluation.SAMPLING_ONLY)
     args = cli.build_parser().parse_args(["score", "RUN", *argv])
     assert settings.from_args(RunRequest, args) == RunRequest(**expected)
     with pytest.raises(SystemExit):
@@ -133,7 +141,7 @@ def test_score_takes_the_run_request_without_the_sampling_settings() -> None:
 
 
 def test_train_flags_round_trip_into_a_train_config() -> None:
-    argv, expected = _argv(TrainConfig, skip=("objective", "objective_options", "full_finetune"))
+    argv, expected = flag_argv(TrainConfig, skip=("objective", "objective_options", "full_finetune"))
     # vllm / openai rollouts serve LoRA adapters: full fine-tuning is read in a second parse below
     args = cli.build_parser().parse_args(["train", *argv, "--objective", "passk", "-O", "k=3", "--baseline", "none"])
     cfg = trainer_cli.train_config(args)
@@ -144,10 +152,10 @@ def test_train_flags_round_trip_into_a_train_config() -> None:
 
 
 def test_train_verifier_and_eval_verifier_flags_round_trip() -> None:
-    argv, expected = _argv(TrainVerifierRequest)
+    argv, expected = flag_argv(TrainVerifierRequest)
     args = cli.build_parser().parse_args(["train-verifier", *argv])
     assert settings.from_args(TrainVerifierRequest, args) == TrainVerifierRequest(**expected)
-    argv, expected = _argv(EvalVerifierRequest)
+    argv, expected = flag_argv(EvalVerifierRequest)
     args = cli.build_parser().parse_args(["eval-verifier", *argv])
     assert settings.from_args(EvalVerifierRequest, args) == EvalVerifierRequest(**expected)
 
@@ -169,6 +177,33 @@ def test_the_environment_gives_the_defaults_it_names(monkeypatch: pytest.MonkeyP
     assert settings.from_args(RunRequest, cli.build_parser().parse_args(["score", "RUN"])).model is None
 
 
+def test_merge_report_and_list_flags_round_trip() -> None:
+    argv, expected = flag_argv(MergeFlags)
+    args = cli.build_parser().parse_args(["merge", *argv, "--n-boot", "9"])
+    assert settings.from_args(MergeFlags, args) == MergeFlags(**expected) and args.n_boot == 9
+    for command, cls in (("report", ReportFlags), ("list", ListFlags)):
+        argv, expected = flag_argv(cls)
+        assert settings.from_args(cls, cli.build_parser().parse_args([command, *argv])) == cls(**expected)
+
+
+@pytest.mark.parametrize("command, cls", [("leaderboard", LeaderboardRequest), ("gate", GateRequest),
+                                          ("plot", PlotRequest)])
+def test_analysis_flags_round_trip(command: str, cls: type) -> None:
+    argv, expected = flag_argv(cls)
+    args = cli.build_parser().parse_args([command, *argv])
+    assert settings.from_args(cls, args) == cls(**expected)
+    assert expected.get("fit_families", ("a", "b")) == ("a", "b")  # plot's comma list read as a tuple
+
+
+def test_every_flag_of_every_command_is_a_setting() -> None:
+    """No command writes a flag by hand: each argument is a settings field's (or one of NOT_SETTINGS)."""
+    for command in COMMANDS:
+        for action in subparser(command)._actions:
+            if not set(action.option_strings) & NOT_SETTINGS:
+                assert isinstance(getattr(action, "setting", None), settings.Flag), (command, action.option_strings,
+                                                                                    action.dest)
+
+
 @pytest.mark.parametrize("command, old, new, field, value", [
     (["train", "--task", "t", "--objective", "mean", "--name", "n"], "--max-new-tokens", "--max-tokens", "max_new_tokens", 12),
     (["train", "--task", "t", "--objective", "mean", "--name", "n"], "--micro-batch", "--batch-size", "micro_batch", 3),
@@ -182,7 +217,7 @@ def test_old_spellings_work_and_warn_once(command: list[str], old: str, new: str
     assert err == f"warning: {old} is deprecated; use {new} (the old spelling goes in the next release)\n"
     cli.build_parser().parse_args([*command, new, str(value)])
     assert capsys.readouterr().err == ""
-    help_text = " ".join(_subparser(command[0]).format_help().split())
+    help_text = " ".join(subparser(command[0]).format_help().split())
     assert new in help_text and f"deprecated old spelling: {old}" in help_text
     assert f" {old} {old.lstrip('-').replace('-', '_').upper()}" not in help_text  # a note, never a flag of its own
 
@@ -211,7 +246,7 @@ def test_a_new_field_is_a_flag_with_no_other_edit(monkeypatch: pytest.MonkeyPatc
         "Extended", [("warm_start", str | None, setting(None, help="a folder to start from (new)"))],
         bases=(TrainVerifierRequest,), frozen=True)
     monkeypatch.setattr(verifiers, "TrainVerifierRequest", extended)
-    assert "--warm-start WARM_START" in _subparser("train-verifier").format_help()
+    assert "--warm-start WARM_START" in subparser("train-verifier").format_help()
 
 
 @pytest.mark.parametrize("argv, code, line", [
@@ -236,6 +271,18 @@ def test_a_new_field_is_a_flag_with_no_other_edit(monkeypatch: pytest.MonkeyPatc
     (["train-verifier", "--samples-from", "RUN", "--samples-per-step", "0"], 1,
      "error: --samples-per-step must be >= 1 (got 0)"),
     (["eval-verifier", "RUN", "--verifier", "oracle", "--seed", "-2"], 1, "error: --seed must be >= 0 (got -2)"),
+    (["leaderboard", "RUN", "--n-boot", "0"], 1, "error: --n-boot must be >= 1 (got 0)"),
+    (["leaderboard", "RUN", "--n-boot", "x"], 2,
+     "error: argument --n-boot: invalid int value: 'x' (see `bonbench leaderboard --help`)"),
+    (["gate", "--run", "RUN", "--baseline", "B", "--alpha", "0.5"], 2, "error: --alpha must be in (0, 0.5) (got 0.5)"),
+    (["gate", "--run", "RUN", "--baseline", "B", "--tolerance", "-1"], 2, "error: --tolerance must be >= 0 (got -1)"),
+    (["gate", "--baseline", "B"], 2, "error: the following arguments are required: --run (see `bonbench gate --help`)"),
+    (["plot", "RUN", "--kind", "max"], 2, "error: argument --kind: invalid choice: 'max' (choose from 'pass', 'bon') "
+                                         "(see `bonbench plot --help`)"),
+    (["plot", "RUN", "--fit-families", ","], 1, "error: --fit-families needs at least one value"),
+    (["plot", "RUN", "--holdout-fraction", "0"], 1, "error: --holdout-fraction must be in (0, 1) (got 0)"),
+    (["list", "models"], 2, "error: argument what: invalid choice: 'models' (choose from 'tasks', 'verifiers', "
+                            "'reward-models', 'backends', 'metrics', 'objectives', 'runs') (see `bonbench list --help`)"),
 ])
 def test_bad_values_are_one_line(argv: list[str], code: int, line: str, tmp_path: Path,
                                  capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -262,14 +309,15 @@ def test_a_request_built_in_code_is_checked_like_the_flags() -> None:
 
 
 def test_a_range_is_written_once() -> None:
-    # the commands whose flags are settings fields have no second table of ranges
-    assert not set(flags.RANGES) & set(COMMANDS)
+    # every command's flags are settings fields: flags keeps no second table of ranges
+    assert not hasattr(flags, "RANGES") and not hasattr(flags, "check")
     assert settings.ranges(TrainVerifierRequest)["folds"] == (2, None, True, False)
 
 
 def test_every_engine_flag_is_a_backend_option() -> None:
     # EngineFlags can not drift from the backends: each is an option of the same name of some backend
-    options = {f.name for cls in select.OPTIONS.values() for f in dataclasses.fields(cls)}
+    records = [sampler_options(name) for name in sampler_names()]
+    options = {f.name for cls in records if cls is not None for f in dataclasses.fields(cls)}
     assert {f.name for f in dataclasses.fields(EngineFlags)} <= options
 
 

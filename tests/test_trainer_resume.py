@@ -35,7 +35,7 @@ from bonbench.core.errors import BonbenchError  # noqa: E402
 from bonbench.apps.trainer.checkpoint import CheckpointDir  # noqa: E402
 from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
 from bonbench.apps.trainer.loop import train  # noqa: E402
-from bonbench.apps.trainer.watch import ProgressLines, SaveSchedule, SignalWatch, TrainingWarning, warmup_warning  # noqa: E402
+from bonbench.apps.trainer.watch import SaveSchedule, SignalWatch, StepLines, TrainingWarning, warmup_warning  # noqa: E402
 
 HERE = Path(__file__).parent
 CLI = [sys.executable, str(HERE / "run_train_cli.py"), "--"]
@@ -126,9 +126,10 @@ def test_progress_lines_where_stderr_is_not_a_terminal(tiny: str, tmp_path: Path
     res = subprocess.run(CLI + _args(tiny, tmp_path, steps=2), capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stderr.splitlines()[0] == "training 'run' from step 0 of 2, 2 prompts x 4 samples per step"
-    steps = [line for line in res.stderr.splitlines() if line.startswith("step ")]
-    assert steps[0].startswith("step 1/2  reward ") and steps[-1].startswith("step 2/2  reward ")
-    assert all(" kl_ref " in line and " s/step " in line and " elapsed " in line for line in steps)
+    steps = [line for line in res.stderr.splitlines() if line.startswith("training: ")]
+    assert steps[0].startswith("training: 1/2 steps (50.0%) ") and steps[-1].startswith("training: 2/2 steps (100.0%) ")
+    assert " ETA " in steps[0] and " done in " in steps[-1]
+    assert all("  reward " in line and "  kl_ref " in line and (" s/step " in line or "/s " in line) for line in steps)
     assert "\r" not in res.stderr and "Loading weights" not in res.stderr and "━" not in res.stderr
     assert res.stdout.splitlines() == [str(tmp_path / "checkpoints" / "run")]  # stdout: the folder alone
 
@@ -136,7 +137,7 @@ def test_progress_lines_where_stderr_is_not_a_terminal(tiny: str, tmp_path: Path
 def test_progress_lines_one_per_step_when_slow_and_throttled_when_fast() -> None:
     now = [0.0]
     lines: list[str] = []
-    progress = ProgressLines(lines.append, min_gap_s=10.0, clock=lambda: now[0], title="from {done} of {total}")
+    progress = StepLines(lines.append, title="from {done} of {total}", interval=10.0, clock=lambda: now[0])
     row = {"reward": 0.5, "kl_ref": 0.25, "seconds": 12.0}
     progress(0, 10, {})
     assert lines == ["from 0 of 10"]
@@ -144,12 +145,13 @@ def test_progress_lines_one_per_step_when_slow_and_throttled_when_fast() -> None
     for done in range(1, 4):  # slow steps (12 s): a line each
         now[0] += 12.0
         progress(done, 10, row)
-    assert [line.split("  ")[0] for line in lines] == ["step 1/10", "step 2/10", "step 3/10"]
-    assert lines[1] == "step 2/10  reward 0.500  kl_ref 0.250  12.0 s/step  elapsed 0:00:24  left 0:01:36"
+    assert [line.split(" (")[0] for line in lines] == ["training: 1/10 steps", "training: 2/10 steps", "training: 3/10 steps"]
+    assert lines[1] == "training: 2/10 steps (20.0%) 12.0 s/step ETA 1m36s  reward 0.500  kl_ref 0.250"
     for done in range(4, 11):  # fast steps (3 s): at most one line per 10 s, and the last step's
         now[0] += 3.0
         progress(done, 10, {**row, "seconds": 3.0})
-    assert [line.split("  ")[0] for line in lines[3:]] == ["step 7/10", "step 10/10"]
+    assert [line.split(" (")[0] for line in lines[3:]] == ["training: 7/10 steps", "training: 10/10 steps"]
+    assert lines[-1] == "training: 10/10 steps (100.0%) 5.7 s/step done in 57s  reward 0.500  kl_ref 0.250"
 
 
 def test_save_schedule_bounds_the_lost_work_and_the_cost() -> None:

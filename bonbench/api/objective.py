@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import Registry, coerce_kwargs
+
+if TYPE_CHECKING:  # numpy only names array types here; `bonbench --help` (the objective list) must not load it
+    import numpy as np
 
 OBJECTIVE_GROUP = "bonbench.objectives"
 
@@ -71,6 +72,8 @@ class Group:
 
     @property
     def size(self) -> int:
+        import numpy as np
+
         return int(np.asarray(self.rewards).shape[0])
 
 

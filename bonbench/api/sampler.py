@@ -7,24 +7,25 @@ sample indices still missing for its problem, which is how resume and growing n 
 
 A backend is a plugin like any other (``bonbench.core.registry``): ``@register_sampler("name",
 options=NameOptions)`` on a factory, or a package's ``bonbench.samplers`` entry point
-``name = "module:factory"`` (the module's decorator then declares its options). The factory is
+``name = "module:factory"``, whose options record is the one its module's decorator declares, else
+the annotation of the factory's ``options`` parameter (how the built-ins declare theirs). The factory is
 called as ``factory(model, seed=..., options=..., samples=..., script=...)``: ``model`` is a model
 name, a ``ResolvedModel`` or None (the embedded model); ``options`` an instance of the declared
 frozen options record (None when the backend declares none); ``samples`` / ``script`` what a
 replaying backend replays (None otherwise). Engine settings the user gives (``--dtype``,
 ``--batch-size``, ...) are checked against the options record's fields before any model loads.
 
-This module does not import any engine, and knows no backend: the built-ins register in
-``bonbench.plugins.samplers.select`` and pyproject.toml's entry points.
+This module does not import any engine, and knows no backend: the built-ins are the entry points
+pyproject.toml lists (factories in ``bonbench.plugins.samplers``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from typing import Any, Callable, Iterator, Protocol, Sequence
 
 from bonbench.core.records import Prompt, Sample
-from bonbench.core.registry import Registry
+from bonbench.core.registry import Registry, parameter_types
 
 SAMPLER_GROUP = "bonbench.samplers"
 
@@ -79,9 +80,15 @@ def sampler_names() -> list[str]:
 
 
 def sampler_options(name: str) -> type | None:
-    """The options record backend ``name`` declared (None: it takes no engine settings)."""
+    """The options record backend ``name`` declared (None: it takes no engine settings): the one
+    given to ``register_sampler``, else the dataclass its factory's ``options`` parameter is
+    annotated with (loading the factory; a backend's module must be light, like a scheme's)."""
     meta = SAMPLERS.meta(name)
-    if "options" not in meta:  # an entry point not loaded yet: loading runs its decorator
-        SAMPLERS.get(name)
-        meta = SAMPLERS.meta(name)
-    return meta.get("options")
+    if "options" in meta:
+        return meta["options"]
+    factory = SAMPLERS.get(name)  # an entry point not loaded yet: loading may run its decorator
+    meta = SAMPLERS.meta(name)
+    if "options" in meta:
+        return meta["options"]
+    annotation = parameter_types(factory).get("options")
+    return annotation if isinstance(annotation, type) and is_dataclass(annotation) else None

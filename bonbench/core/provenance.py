@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import platform
 import subprocess
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 # libraries whose version can change a sample, a grade or a metric
@@ -28,6 +27,8 @@ def git_sha() -> str | None:
 
 def versions() -> dict[str, str]:
     """Python's version and that of every installed package of ``RECORDED_PACKAGES``."""
+    from importlib.metadata import PackageNotFoundError, version  # ~10 ms: only when a run records them
+
     out = {"python": platform.python_version()}
     for pkg in RECORDED_PACKAGES:
         try:

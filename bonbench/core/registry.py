@@ -31,18 +31,21 @@ from __future__ import annotations
 import collections.abc
 import importlib
 import inspect
+import sys
 import types
 import typing
 import warnings
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import Any, Callable, Generic, Iterator, Literal, Mapping, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Literal, Mapping, TypeGuard, TypeVar, Union, cast
 
 from bonbench.core.errors import BonbenchError
 
+if TYPE_CHECKING:  # importlib.metadata is imported when an entry-point group is first read (not by --help)
+    from importlib.metadata import EntryPoint
+
 T = TypeVar("T")
-Target = Any | str | EntryPoint  # the object, a lazy "module:attr", or an entry point
+Target = Union[Any, str, "EntryPoint"]  # the object, a lazy "module:attr", or an entry point
 
 _SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Collection, collections.abc.Iterable)
 _TRUE = ("1", "true", "yes", "on")
@@ -58,7 +61,21 @@ class Entry:
 
     @property
     def loaded(self) -> bool:
-        return not isinstance(self.target, (str, EntryPoint))
+        return not isinstance(self.target, str) and not _is_entry_point(self.target)
+
+
+def entry_points(group: str) -> Any:
+    """``importlib.metadata.entry_points(group=group)``, importing importlib.metadata only now: the
+    registries read their groups on first use, and start-up (``bonbench --help``) needs none."""
+    from importlib.metadata import entry_points as installed
+
+    return installed(group=group)
+
+
+def _is_entry_point(target: Any) -> TypeGuard[EntryPoint]:
+    # an EntryPoint exists only once importlib.metadata is imported: no need to import it to ask
+    metadata = sys.modules.get("importlib.metadata")
+    return metadata is not None and isinstance(target, metadata.EntryPoint)
 
 
 def load_target(ref: str) -> Any:
@@ -72,7 +89,7 @@ def load_target(ref: str) -> Any:
 
 def _describe(target: Target) -> tuple[str, str]:
     """(what the target points at, the distribution that provides it) for error messages."""
-    if isinstance(target, EntryPoint):
+    if _is_entry_point(target):
         dist = getattr(target, "dist", None)
         return target.value, (dist.name if dist is not None else "the package that provides it")
     if isinstance(target, str):

@@ -16,7 +16,9 @@ needs and without their dependencies):
 
 ``from_args(cls, args)`` builds the dataclass from the parsed namespace (no hand mapping) and
 checks its ranges; ``check(obj)`` checks a value built in code the same way (``bonbench.core.flags``
-words the ranges). A deprecated spelling is accepted and prints one line to stderr.
+words the ranges). A deprecated spelling is accepted and prints one line to stderr. Each flag's
+argparse action carries its ``Flag`` (``action.setting``), and ``read(flag, raw)`` reads and checks
+one value: ``bonbench.core.settings_file`` reads a ``--config`` file's values through both.
 
 Errors: a value argparse reads (int, float, choices) is argparse's one-line usage error (exit 2);
 comma lists, ``KEY=VALUE`` pairs and ``parse`` converters are read by ``from_args``, and they and a
@@ -159,9 +161,11 @@ def flags_of(cls: type) -> list[Flag]:
 class _SettingAction(argparse.Action):
     """Base of the actions below: a spelling listed in ``deprecated_to`` warns once per parse."""
 
-    def __init__(self, *args: Any, deprecated_to: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, deprecated_to: str | None = None, setting: Flag | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.deprecated_to = deprecated_to
+        self.setting = setting  # the field behind the flag: a --config file's value is read as its flag's (settings_file)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:
@@ -288,7 +292,7 @@ def add_flags(parser: Any, cls: type, *, skip: Iterable[str] = (), only: Iterabl
         if defaults and flag.name in defaults:
             flag = dataclasses.replace(flag, default=defaults[flag.name],
                                        meta={k: v for k, v in flag.meta.items() if k != "env"})
-        kw = _argument(flag, (help or {}).get(flag.name))
+        kw = {**_argument(flag, (help or {}).get(flag.name)), "setting": flag}
         if flag.meta.get("positional"):
             parser.add_argument(flag.name, **kw)
         else:
@@ -312,6 +316,15 @@ def values(cls: type, args: argparse.Namespace | Mapping[str, Any]) -> dict[str,
     left out (their defaults apply)."""
     parsed = vars(args) if isinstance(args, argparse.Namespace) else dict(args)
     return {flag.name: _parsed(flag, parsed[flag.name]) for flag in flags_of(cls) if flag.name in parsed}
+
+
+def read(flag: Flag, raw: Any) -> Any:
+    """One flag's value from what argparse stored for it, read as ``from_args`` reads it and checked
+    (range, choices): a ``BonbenchError`` line naming the flag. ``settings_file`` reads a file's values
+    through it, so that a value is refused in a file exactly as on the command line."""
+    value = _parsed(flag, raw)
+    _check_value(flag, flag.spelling, value)
+    return value
 
 
 def from_args(cls: type[T], args: argparse.Namespace | Mapping[str, Any], **given: Any) -> T:

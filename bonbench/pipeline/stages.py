@@ -70,6 +70,7 @@ def sample(run: PreparedRun, sampler: Sampler, progress: Progress = no_progress)
     total = sum(len(r.sample_indices) for r in requests)
     if total == 0:
         return 0
+    progress("sample", 0, total)
     params = SamplingParams(temperature=run.cfg.temperature, top_p=run.cfg.top_p, max_tokens=run.cfg.max_tokens,
                             seed=run.cfg.seed, stop=run.cfg.stop)
     wanted = {(r.problem_id, i) for r in requests for i in r.sample_indices}
@@ -153,6 +154,8 @@ def grade(run: PreparedRun, samples: dict[Key, Sample], progress: Progress = no_
     grades = table.read(lambda g: g.graded_under(grader.version, gid))
     todo = [s for k, s in sorted(samples.items()) if k not in grades]
     problems = {p.id: p for p in run.problems}
+    if todo:
+        progress("grade", 0, len(todo))
     for start in range(0, len(todo), GRADE_CHUNK):
         chunk = todo[start:start + GRADE_CHUNK]
         try:
@@ -177,6 +180,8 @@ def verify(run: PreparedRun, verifier: Verifier, samples: dict[Key, Sample], gra
     scores = table.read(lambda sc: sc.scored_by(version, fingerprint))
     todo = [s for k, s in sorted(samples.items()) if k not in scores]
     problems = {p.id: p for p in run.problems}
+    if todo:
+        progress(stage, 0, len(todo))
     for start in range(0, len(todo), GRADE_CHUNK):
         chunk = todo[start:start + GRADE_CHUNK]
         new = [replace(sc, verifier_version=version, verifier_fingerprint=fingerprint)

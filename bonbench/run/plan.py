@@ -55,9 +55,7 @@ def plan(req: RunRequest) -> Plan:
     wks = rules.check_winrate(task, special, req.ref_run)
     n = 1 if greedy else rules.resolve_n(specs, req.n, wks)
     backend = req.backend or select.default_backend()
-    if backend not in select.BACKENDS:
-        raise BonbenchError(f"unknown backend '{backend}': choose one of {', '.join(select.BACKENDS)}")
-    # checked now, so that a flag the backend does not take fails before a model is loaded
+    # checked now (the backend's name too), so that a flag the backend does not take fails before a model is loaded
     served = backend == "openai"  # a server's model: no dtype here, identity from GET /v1/models
     options = select.backend_options(backend, dtype=None if served else req.dtype, **req.engine_args)
     resolved = sampled_model(backend, req.model, options)

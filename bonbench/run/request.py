@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
-from bonbench.core import flags, models, ray_cluster
+from bonbench.core import flags
 from bonbench.core.settings import setting
-from bonbench.metrics.estimators import MetricSpec
-from bonbench.pipeline.readers import ImportedSamples
 from bonbench.pipeline.shard import Coverage, ShardSpec, parse_shard
 from bonbench.pipeline.prepared import PreparedRun
+
+if TYPE_CHECKING:  # names of Plan's fields only: `bonbench run --help` (RunRequest's flags) loads none of them
+    from bonbench.core import models, ray_cluster
+    from bonbench.metrics.names import MetricSpec
+    from bonbench.pipeline.readers import ImportedSamples
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ and the held-out evaluation of verifiers.
 
 Modules: ``rundir`` (read run dirs and sweeps), ``fits`` / ``laws`` / ``temperature`` (coverage law,
 law families, temperature trends and T*(N), co-scaling), ``plotkit`` / ``plots`` / ``plots_policy``
-(PNG figures), ``htmlparts`` (shared HTML pieces), ``html`` / ``sections`` / ``sweep`` /
+(PNG figures), ``htmlparts`` (the jinja2 templates of ``templates/``, shared HTML pieces), ``html`` / ``sections`` / ``sweep`` /
 ``fitreport`` (report.html), ``frontier`` (reward-vs-KL plane, best-of-N references),
 ``leaderboard``, ``baseline`` / ``gate`` (the CI gate), ``verifiers`` (``bonbench eval-verifier``),
 ``synthetic`` (run dirs with known ground truth for tests) and ``cli`` (``register`` adds the

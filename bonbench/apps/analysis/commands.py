@@ -3,7 +3,8 @@ call, the outputs' paths (or the gate's verdict) out.
 
 Importing this module loads the analysis modules (scipy, matplotlib), so the CLI imports it only
 when one of these commands runs (``bonbench.apps.analysis.cli`` names each handler). The flags are
-``bonbench.apps.analysis.cli``'s; no analysis logic lives here.
+``bonbench.apps.analysis.cli``'s settings dataclasses, read here with ``settings.from_args``; no
+analysis logic lives here.
 """
 
 from __future__ import annotations
@@ -11,18 +12,18 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from pathlib import Path
+from typing import Sequence
 
-from bonbench.apps.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION
+from bonbench.apps.analysis.cli import GATE_ERROR, GATE_PASS, GATE_REGRESSION, GateRequest, LeaderboardRequest, PlotRequest
 from bonbench.apps.analysis.gate import format_report, load_baseline, load_gate_run, run_gate, save_baseline, write_report_json
 from bonbench.apps.analysis.html import write_report
 from bonbench.apps.analysis.leaderboard import build_leaderboard, write_leaderboard
-from bonbench.core import outputs
+from bonbench.core import outputs, settings
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.estimators import parse_metrics, split_metric_name
 
 
-def _metric_names(values: list[str] | None) -> list[str] | None:
+def _metric_names(values: Sequence[str]) -> list[str] | None:
     """Expand ``--metric`` values the way ``bonbench run`` reads them (``pass@1,4`` = pass@1 and pass@4).
 
     Names without ``@`` that are not ``mean`` pass through unchanged: tasks can add their own metrics.
@@ -47,10 +48,11 @@ def _metric_names(values: list[str] | None) -> list[str] | None:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    out = Path(args.out or args.results_dir)
+    req = settings.from_args(LeaderboardRequest, args)
+    out = req.out or req.results_dir
     outputs.check_writable_dir(out)  # before the bootstrap: a read-only --out fails now
-    board = build_leaderboard(Path(args.results_dir), base=args.base, tasks=args.task, metrics=_metric_names(args.metric),
-                              n_boot=args.n_boot, seed=args.seed, base_runs=[Path(p) for p in args.base_run])
+    board = build_leaderboard(req.results_dir, base=req.base, tasks=req.tasks, metrics=_metric_names(req.metrics),
+                              n_boot=req.n_boot, seed=req.seed, base_runs=req.base_runs)
     # written into a staging folder, then renamed into --out: a full disk leaves the previous leaderboard whole
     with outputs.staged_dir(out) as stage:
         staged = write_leaderboard(board, stage)
@@ -63,23 +65,20 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     try:
-        if not 0 < args.alpha < 0.5:
-            raise BonbenchError(f"--alpha must be in (0, 0.5) (got {args.alpha})")
-        if args.tolerance < 0:
-            raise BonbenchError(f"--tolerance is an absolute drop and must be >= 0 (got {args.tolerance})")
-        if args.save_baseline:
-            if args.baseline:
+        req = settings.from_args(GateRequest, args)  # inside the try: a value out of range is exit 2 too
+        if req.save_baseline:
+            if req.baseline:
                 raise BonbenchError("--save-baseline writes a baseline from --run; drop --baseline (or use --out)")
-            path = save_baseline(Path(args.run), Path(args.out) if args.out else None, metrics=_metric_names(args.metric))
+            path = save_baseline(req.run, req.out, metrics=_metric_names(req.metrics))
             print(f"baseline written: {path} (commit it under results/baselines/)")
             return GATE_PASS
-        if not args.baseline:
+        if not req.baseline:
             raise BonbenchError("gate needs --baseline FILE (create one with --save-baseline --run RUN_DIR)")
-        baseline = load_baseline(Path(args.baseline))
-        report = run_gate(baseline, load_gate_run(Path(args.run), baseline.task), metrics=_metric_names(args.metric),
-                          alpha=args.alpha, tolerance=args.tolerance)
-        if args.json_out:
-            write_report_json(report, Path(args.json_out))
+        baseline = load_baseline(req.baseline)
+        report = run_gate(baseline, load_gate_run(req.run, baseline.task), metrics=_metric_names(req.metrics),
+                          alpha=req.alpha, tolerance=req.tolerance)
+        if req.json_out:
+            write_report_json(report, req.json_out)
     except BonbenchError as exc:
         if args.debug:
             raise
@@ -90,15 +89,14 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    runs = [Path(p) for p in args.paths]  # run dirs, sweeps, results trees and checkpoint folders
-    first = Path(args.paths[0])
-    out = Path(args.out) if args.out else (first if first.is_dir() else first.parent) / "report"
+    req = settings.from_args(PlotRequest, args)
+    first = req.paths[0]  # run dirs, sweeps, results trees and checkpoint folders
+    out = req.out or (first if first.is_dir() else first.parent) / "report"
     # --out is a folder: an existing file there is refused (never replaced by a folder); an existing
     # report folder is refreshed, its files replaced one atomic rename each once all are written
     outputs.check_writable_dir(out)
-    families = [f.strip() for f in args.fit_families.split(",") if f.strip()]
     with outputs.staged_dir(out) as stage:
-        path = write_report(runs, stage, kind=args.kind, coscaling_tol=args.coscaling_tol, verifier=args.verifier,
-                            families=families, holdout_fraction=args.holdout_fraction)
+        path = write_report(list(req.paths), stage, kind=req.kind, coscaling_tol=req.coscaling_tol, verifier=req.verifier,
+                            families=req.fit_families, holdout_fraction=req.holdout_fraction)
     print(out / path.name)
     return 0

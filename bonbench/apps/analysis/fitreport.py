@@ -1,18 +1,20 @@
 """HTML tables and JSON for the scaling-law families, their per-curve choice, the parameter trends
 in temperature and the fitted T*(N), as ``report.html`` / ``report.json`` show them.
 
-What it does not do: fit or draw. Only formatting: the numbers come from ``laws`` and ``temperature``;
-``html`` and ``sweep`` place the pieces.
+What it does not do: fit or draw. Only formatting (the markup is ``templates/family_selection.html.j2``
+and ``sweep_fit.html.j2``): the numbers come from ``laws`` and ``temperature``; ``html`` and ``sweep``
+place the pieces.
 """
 
 from __future__ import annotations
 
-import html as html_lib
 import math
 from dataclasses import asdict
 from typing import Any, Sequence
 
-from bonbench.apps.analysis.htmlparts import fmt_value, table_html
+from markupsafe import Markup
+
+from bonbench.apps.analysis.htmlparts import Table, fmt_value, render
 from bonbench.apps.analysis.laws import FORMULAS, FamilySelection, describe
 from bonbench.apps.analysis.temperature import SweepFit, TStarFit
 
@@ -30,12 +32,10 @@ def selection_rows(label: str, sel: FamilySelection | None, error: str = "") -> 
     return rows
 
 
-def selection_table(rows: Sequence[tuple], first: str, holdout_fraction: float) -> str:
-    note = (f"<p class=\"note\">Each family is fitted to the whole curve (fit, R²) and, separately, to k ≤ "
-            f"{holdout_fraction:g}·k<sub>max</sub>; the held-out columns are |predicted − observed| on the larger k. "
-            "The family with the lower held-out mean error is chosen, but a family listed later (more parameters) must "
-            "beat an earlier one by more than 5%. Families: " + "; ".join(f"{k} = {v}" for k, v in FORMULAS.items()) + ".</p>")
-    return note + table_html([first, "family", "fit", "R²", "held-out mean |err|", "held-out max |err|", "choice"], rows)
+def selection_table(rows: Sequence[tuple], first: str, holdout_fraction: float) -> Markup:
+    """The per-family rows of ``selection_rows`` as a table, after a note on how the family is chosen."""
+    return render("family_selection.html.j2", holdout_fraction=holdout_fraction, formulas=FORMULAS, selection=Table(
+        [first, "family", "fit", "R²", "held-out mean |err|", "held-out max |err|", "choice"], rows))
 
 
 def t_star_text(fit: TStarFit) -> str:
@@ -49,16 +49,11 @@ def t_star_text(fit: TStarFit) -> str:
     return f"T*(N) = {a:.4g}·N^{b:.4g} + {g:.4g}·N + {d:.4g}  (fitted as {fitted})"
 
 
-def sweep_fit_html(sf: SweepFit, holdout_fraction: float) -> str:
+def sweep_fit_html(sf: SweepFit, holdout_fraction: float) -> Markup:
     """Family choice per temperature, parameter trends in T and the fitted T*(N)."""
     rows: list[tuple] = []
     for t, sel in sf.selections.items():
         rows += selection_rows(f"T={t:g}", sel, sf.selection_errors.get(t, ""))
-    parts = ["<h3>Family per temperature: power law vs power law plus linear trend</h3>",
-             selection_table(rows, "T", holdout_fraction)]
-    parts.append("<h3>Law parameters as functions of temperature</h3><p class=\"note\">Each parameter's "
-                 "per-temperature values fitted with a polynomial in T (degree 2 with four or more temperatures, "
-                 "else 1); a is trended as log(−a). Coefficients are for 1, T, T². See docs/scaling.md.</p>")
     trend_rows: list[tuple[Any, ...]] = []
     for fam, trends in sf.trends.items():
         for p in trends.values():
@@ -66,20 +61,13 @@ def sweep_fit_html(sf: SweepFit, holdout_fraction: float) -> str:
                                ", ".join(f"{t:g}: {v:.4g}" for t, v in zip(p.temperatures, p.values, strict=True))))
     for fam, err in sf.trend_errors.items():
         trend_rows.append((fam, "—", "—", "—", err[:100], "—", "—"))
-    parts.append(table_html(["family", "parameter", "trended as", "degree", "coefficients", "R²", "values by T"],
-                            trend_rows))
-    if sf.family is None:
-        parts.append(f"<p class=\"note\">No continuous T*: {html_lib.escape(sf.t_star_error)}</p>")
-    elif sf.t_star is not None:
-        parts.append(f"<p class=\"note\">Continuous T*(N) from the {sf.family} trends (the family with the lowest total "
-                     f"held-out error), between the lowest and highest temperature run; fitted on "
-                     f"{sf.t_star.n_points} budgets with an interior optimum (N {sf.t_star.N_min:g}–{sf.t_star.N_max:g}): "
-                     f"<b>{html_lib.escape(t_star_text(sf.t_star))}</b>, R² = {fmt_value(sf.t_star.r2)}, "
-                     f"max |residual| = {fmt_value(sf.t_star.max_abs_residual)}.</p>")
-    else:
-        parts.append(f"<p class=\"note\">Continuous T*(N) from the {sf.family} trends; no T*(N) curve fitted: "
-                     f"{html_lib.escape(sf.t_star_error)}</p>")
-    return "\n".join(parts)
+    t_star = sf.t_star
+    return render("sweep_fit.html.j2", selection=selection_table(rows, "T", holdout_fraction), trends=Table(
+        ["family", "parameter", "trended as", "degree", "coefficients", "R²", "values by T"], trend_rows),
+        family=sf.family, t_star=t_star, t_star_error=sf.t_star_error,
+        t_star_text=None if t_star is None else t_star_text(t_star),
+        t_star_r2=None if t_star is None else fmt_value(t_star.r2),
+        t_star_residual=None if t_star is None else fmt_value(t_star.max_abs_residual))
 
 
 def sweep_fit_json(sf: SweepFit) -> dict[str, Any]:

@@ -18,23 +18,24 @@
 * the same PNGs as files, and ``report.json`` with every fit and table in machine-readable form.
 
 What it does not do: fit (``fits``, ``laws``, ``temperature``), draw (``plots``) or format the shared
-pieces (``htmlparts``); this module arranges the sections and writes the two files. It only reads
-run directories and checkpoint folders.
+pieces (``htmlparts``); this module arranges the sections (their markup is ``templates/report.html.j2``
+and ``run.html.j2``) and writes the two files. It only reads run directories and checkpoint folders.
 """
 
 from __future__ import annotations
 
-import html as html_lib
 import json
 import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
+from markupsafe import Markup
+
 from bonbench.apps.analysis.fitreport import selection_rows, selection_table
 from bonbench.apps.analysis.fits import FitError, extrapolation_check, fit_power_law
 from bonbench.apps.analysis.frontier import bon_curves, plane_points
-from bonbench.apps.analysis.htmlparts import fmt_value, img_tag, jsonable, page, table_html
+from bonbench.apps.analysis.htmlparts import Table, figure, fmt_value, jsonable, page, render
 from bonbench.apps.analysis.laws import DEFAULT_FAMILIES, FAMILIES, select_family
 from bonbench.apps.analysis.plots import plot_k_curves
 from bonbench.apps.analysis.rundir import expand_run_dirs, load_run
@@ -47,18 +48,19 @@ from bonbench.metrics.info import footnotes, metric_info
 
 
 def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_points: int, families: Sequence[str],
-                 holdout_fraction: float) -> tuple[str, dict]:
+                 holdout_fraction: float) -> tuple[Markup, dict]:
+    """One run's section (``templates/run.html.j2``) and its report.json entry."""
     cfg = run.config
     settings = [("task", run.task), ("model", run.model), ("backend", cfg.get("backend", "")),
                 ("temperature", cfg.get("temperature")), ("top_p", cfg.get("top_p")), ("n", cfg.get("n")),
                 ("seed", cfg.get("seed")), ("config hash", run.hash), ("run dir", str(run.path)),
                 ("bonbench", run.bonbench_version), ("dataset", run.dataset_fingerprint)]
-    parts = [f"<section><h2>{html_lib.escape(run.label())}</h2>", table_html(["setting", "value"], settings)]
-    parts.append("<h3>Metrics</h3>")
-    parts.append(table_html(["metric", "value", "95% CI", "problems"],
-                            [(name, fmt_value(m.value), _ci_text(run, name), m.n_problems)
-                             for name, m in sorted(run.metrics.items(), key=lambda kv: metric_sort_key(kv[0]))]))
-    parts += [f"<p class=\"note\">{html_lib.escape(n)}</p>" for n in footnotes(run.metrics)]
+    context: dict[str, Any] = {
+        "label": run.label(), "settings": Table(["setting", "value"], settings), "footnotes": footnotes(run.metrics),
+        "metrics": Table(["metric", "value", "95% CI", "problems"],
+                         [(name, fmt_value(m.value), _ci_text(run, name), m.n_problems)
+                          for name, m in sorted(run.metrics.items(), key=lambda kv: metric_sort_key(kv[0]))]),
+        "fits": None}
     fits: dict[str, Any] = {}  # kind -> the chosen family's fit (None: none fits)
     fit_rows: list[tuple[Any, ...]] = []
     sel_rows, info = [], {"run_dir": str(run.path), "hash": run.hash, "fits": {}}
@@ -93,21 +95,15 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
                          f"{fit.k_min:g}–{fit.k_max:g}", *ex_cells))
         info["fits"][kind] = entry
     if run.curves:
-        parts.append("<h3>Scaling fits: log c(k) = a·k<sup>b</sup></h3>")
-        parts.append(table_html(["curve", "a", "b", "R²", "points", "k range", f"fit on small k (≤ {fit_fraction:g}·n)",
-                                 "mean |err| held-out", "max |err| held-out", "err at k=n"], fit_rows))
-        parts.append("<h3>Family per curve: power law vs power law plus linear trend</h3>")
-        parts.append(selection_table(sel_rows, "curve", holdout_fraction))
         png = plot_k_curves(run.curves, out_dir / f"run{idx:02d}_{run.hash}_curves.png", title=run.label(), fits=fits)
-        parts.append(img_tag(png, f"k-curves of {run.label()}"))
-    else:
-        parts.append("<p class=\"note\">No curves.json in this run: no k-curves or fits.</p>")
-    bon_html, bon_info = bon_references_section(run, idx, out_dir)
+        context.update(selection=selection_table(sel_rows, "curve", holdout_fraction),
+                       curves=figure(png, f"k-curves of {run.label()}"),
+                       fits=Table(["curve", "a", "b", "R²", "points", "k range", f"fit on small k (≤ {fit_fraction:g}·n)",
+                                   "mean |err| held-out", "max |err| held-out", "err at k=n"], fit_rows))
+    context["bon_references"], bon_info = bon_references_section(run, idx, out_dir)
     if bon_info:
-        parts.append(bon_html)
         info["bon_references"] = bon_info
-    parts.append("</section>")
-    return "\n".join(parts), info
+    return render("run.html.j2", **context), info
 
 
 def _ci_text(run: Any, name: str) -> str:
@@ -150,7 +146,7 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
     runs = [load_run(d) for d in expand_run_dirs(others)] if others else []
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    body = ["<h1>bonbench report</h1>", f"<p class=\"note\">{len(runs)} run(s), {len(checkpoints)} checkpoint(s).</p>"]
+    body: list[Markup] = []
     doc: dict[str, Any] = {"runs": [], "sweeps": []}
     if checkpoints:
         html_part, info = training_section(checkpoints, out_dir)
@@ -182,6 +178,7 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
         body.append(html_part)
         doc["runs"].append(info)
     path = out_dir / "report.html"
-    outputs.write_text(path, page("bonbench report", "\n".join(body)))
+    outputs.write_text(path, page("bonbench report", render("report.html.j2", n_runs=len(runs),
+                                                           n_checkpoints=len(checkpoints), sections=body)))
     outputs.write_text(out_dir / "report.json", json.dumps(jsonable(doc), indent=2) + "\n")
     return path

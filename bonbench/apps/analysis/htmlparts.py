@@ -1,62 +1,80 @@
-"""The small HTML pieces every analysis page shares: the page frame, tables, embedded images, number
-formats, and report.json's conversion of numpy values.
+"""The pieces every analysis page shares: the jinja2 templates that write its markup, tables,
+embedded images, number formats, and report.json's conversion of numpy values.
 
-What it does: ``page`` (a standalone page with the shared CSS), ``table_html``, ``img_tag`` (a PNG
-embedded as base64, so pages are self-contained), ``fmt_value`` / ``metric_cell`` (numbers and CIs,
-a dash where there is none), ``powers_of_two`` (the k columns of tables) and ``jsonable``.
+What it does: ``render`` (a template of ``templates/``, shipped as package data, with autoescaping
+on: every value a template shows is escaped, so a model name, problem id or answer holding
+``<script>`` shows as text), ``page`` (a standalone page with the shared CSS), ``Table`` / ``Styled``
+(a table and a cell with a CSS class, drawn by the ``table`` macro of ``templates/macros.html.j2``),
+``figure`` (a PNG embedded as base64, so pages are self-contained), ``fmt_value`` / ``metric_cell``
+(numbers and CIs, a dash where there is none), ``powers_of_two`` (the k columns of tables) and
+``jsonable``.
 
 What it does not do: decide what a page shows (``html``, ``sections``, ``sweep``, ``fitreport``,
-``leaderboard`` do) or write files. It imports no other analysis module, so every page module can
-import it without forming a cycle.
+``leaderboard`` do, each with its template) or write files. It imports no other analysis module, so
+every page module can import it without forming a cycle.
 """
 
 from __future__ import annotations
 
 import base64
-import html as html_lib
+import functools
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import jinja2
 import numpy as np
-
-CSS = """
-body { font-family: -apple-system, Segoe UI, Helvetica, Arial, sans-serif; margin: 2em; color: #222; }
-table { border-collapse: collapse; margin: 0.8em 0; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: right; vertical-align: top; }
-th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
-td.up { background: #e6f4e6; } td.down { background: #fbe7e7; }
-img { max-width: 100%; } .note { color: #555; font-size: 0.9em; }
-section { margin-bottom: 2.5em; border-top: 1px solid #ddd; }
-"""
+from markupsafe import Markup
 
 
-def page(title: str, body: str) -> str:
+@dataclass(frozen=True)
+class Styled:
+    """A table cell with a CSS class (``up`` / ``down``); newlines in its text become line breaks."""
+
+    text: str
+    css: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table: a header and rows of cells, each a value shown as text or a ``Styled`` cell."""
+
+    header: Sequence[str]
+    rows: Sequence[Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A PNG embedded in the page: its alt text and its bytes as base64."""
+
+    alt: str
+    data: str
+
+
+def figure(path: Path, alt: str) -> Figure:
+    """The PNG at ``path`` inline (base64), so the page needs no other file."""
+    return Figure(alt, base64.b64encode(Path(path).read_bytes()).decode("ascii"))
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """The templates under ``templates/`` (package data), autoescaped, and strict: a name a template
+    uses that its caller did not pass is an error, never an empty string."""
+    env = jinja2.Environment(loader=jinja2.PackageLoader("bonbench.apps.analysis", "templates"), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.tests["styled"] = lambda value: isinstance(value, Styled)
+    return env
+
+
+def render(template: str, **context: Any) -> Markup:
+    """``template`` rendered with ``context``: markup that another template includes as it is."""
+    return Markup(environment().get_template(template).render(**context))
+
+
+def page(title: str, body: Markup) -> str:
     """A standalone HTML page around ``body``."""
-    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html_lib.escape(title)}</title>"
-            f"<style>{CSS}</style></head>\n<body>\n{body}\n</body></html>\n")
-
-
-def table_html(header: Sequence[str], rows: Sequence[Sequence[Any]], raw: bool = False) -> str:
-    """An HTML table. Cells are escaped text, or with ``raw=True`` ``(html, css_class)`` pairs."""
-    out = ["<table><thead><tr>" + "".join(f"<th>{html_lib.escape(str(h))}</th>" for h in header) + "</tr></thead><tbody>"]
-    for row in rows:
-        cells = []
-        for cell in row:
-            if raw:
-                content, cls = cell
-                cells.append(f"<td class=\"{cls}\">{content}</td>" if cls else f"<td>{content}</td>")
-            else:
-                cells.append(f"<td>{html_lib.escape(str(cell))}</td>")
-        out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
-    return "\n".join(out)
-
-
-def img_tag(path: Path, alt: str) -> str:
-    """The PNG at ``path`` as an ``<img>`` with its bytes inline (base64), so the page needs no other file."""
-    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-    return f"<p><img alt=\"{html_lib.escape(alt)}\" src=\"data:image/png;base64,{data}\"></p>"
+    return render("page.html.j2", title=title, body=body) + "\n"
 
 
 def fmt_value(x: float | None, digits: int = 4) -> str:

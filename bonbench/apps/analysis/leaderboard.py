@@ -24,7 +24,6 @@ rescore anything.
 
 from __future__ import annotations
 
-import html as html_lib
 import json
 import math
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.estimators import metric_sort_key, paired_bootstrap_diff
 from bonbench.metrics.info import LOWER, footnotes, metric_info
-from bonbench.apps.analysis.htmlparts import img_tag, page, table_html
+from bonbench.apps.analysis.htmlparts import Styled, Table, figure, page, render
 from bonbench.apps.analysis.baseline import load_gate_run
 from bonbench.apps.analysis.plots import plot_k_curve_comparison
 from bonbench.apps.analysis.rundir import RunData, load_run
@@ -352,27 +351,20 @@ def write_k_curve_figures(board: Leaderboard, out_dir: Path) -> list[Path]:
 
 
 def render_html(board: Leaderboard, figures: Sequence[Path] = ()) -> str:
-    """The leaderboard as a standalone HTML page (better green, worse red: ▲ green unless lower is
-    better), with ``figures`` embedded below the table."""
+    """The leaderboard as a standalone HTML page (``templates/leaderboard.html.j2``; better green, worse
+    red: ▲ green unless lower is better), with ``figures`` embedded below the table."""
     header, rows = _rows(board, "\n")
-    body_rows = []
     lower = [False] + [metric_info(m).direction == LOWER for _, m in board.columns]
+    body_rows = []
     for row in rows:
         cells = []
         for c, flip in zip(row, lower, strict=True):
             good, bad = (DOWN, UP) if flip else (UP, DOWN)  # green is better, whichever way that is
-            cls = "up" if good in c else "down" if bad in c else ""
-            cells.append((html_lib.escape(c).replace("\n", "<br>"), cls))
+            cells.append(Styled(c, "up" if good in c else "down" if bad in c else ""))
         body_rows.append(cells)
-    parts = ["<h1>bonbench leaderboard</h1>"]
-    if board.base:
-        parts.append(f"<p>Base: <b>{html_lib.escape(board.base)}</b></p>")
-    parts.append(table_html(header, body_rows, raw=True))
-    parts.append("<p>Cells: value ± half-width of the 95% bootstrap CI over problems.</p>")
-    parts += [f"<p>{html_lib.escape(n)}</p>" for n in board.notes]
-    parts += [img_tag(f, f.stem) for f in figures]
-    parts.append("<h2>Runs used</h2><ul>" + "".join(f"<li>{html_lib.escape(x)}</li>" for x in _selection_lines(board)) + "</ul>")
-    return page("bonbench leaderboard", "\n".join(parts))
+    body = render("leaderboard.html.j2", base=board.base, board=Table(header, body_rows), notes=board.notes,
+                  figures=[figure(f, f.stem) for f in figures], runs=_selection_lines(board))
+    return page("bonbench leaderboard", body)
 
 
 def write_leaderboard(board: Leaderboard, out_dir: Path) -> tuple[Path, Path]:

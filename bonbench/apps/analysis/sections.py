@@ -3,21 +3,22 @@ axes (the base next to its checkpoints), the training curves of ``bonbench train
 folders, the reward-vs-KL plane with its Pareto front, and a reward-judged run's best-of-N
 references.
 
-Each returns its HTML and the JSON ``report.json`` keeps for it; the figures are ``plots``', the
-points and rows ``frontier``'s. This module reads the checkpoints' ``log.jsonl`` and
-``train_config.json`` and nothing else; it fits nothing.
+Each returns its HTML (rendered from its template in ``templates/``) and the JSON ``report.json``
+keeps for it; the figures are ``plots``', the points and rows ``frontier``'s. This module reads the
+checkpoints' ``log.jsonl`` and ``train_config.json`` and nothing else; it fits nothing.
 """
 
 from __future__ import annotations
 
-import html as html_lib
 import json
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
+from markupsafe import Markup
+
 from bonbench.apps.analysis.frontier import bon_reference_rows, pareto_front
-from bonbench.apps.analysis.htmlparts import fmt_value, img_tag, metric_cell, powers_of_two, table_html
+from bonbench.apps.analysis.htmlparts import Table, figure, fmt_value, metric_cell, powers_of_two, render
 from bonbench.apps.analysis.plots import plot_bon_references, plot_k_curve_comparison, plot_reward_kl, plot_training_curves
 from bonbench.core.outputs import read_json, read_jsonl
 from bonbench.metrics.info import footnotes
@@ -28,11 +29,11 @@ def run_curve_label(run: Any) -> str:
     return f"{run.model_slug} T={run.temperature:g} n={run.n} ({run.hash})"
 
 
-def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[str, dict]:
+def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[Markup, dict]:
     """The k-curves of every run of ``task`` on shared axes (base and checkpoints side by side), and
     the values at k = 1, 2, 4, ... up to the largest n; nothing unless two or more models ran it."""
     if len({r.model_slug for r in runs}) < 2:
-        return "", {}  # one model's runs at several temperatures are the sweep section's figure
+        return Markup(""), {}  # one model's runs at several temperatures are the sweep section's figure
     labels = {run_curve_label(r): r for r in runs}
     png = plot_k_curve_comparison({label: r.curves for label, r in labels.items()},
                                   out_dir / f"compare_{task.replace('/', '_')}.png",
@@ -48,16 +49,13 @@ def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[s
             at = {int(k): (v, lo, hi) for k, v, lo, hi in zip(c.k, c.value, c.lo, c.hi, strict=True)}
             rows.append([label, f"{kind}@k"]
                         + [f"{fmt_value(at[k][0], 3)} [{fmt_value(at[k][1], 3)}, {fmt_value(at[k][2], 3)}]" if k in at else "—"
-                           for k in ks])
-    parts = [f"<section><h2>Comparison: {html_lib.escape(task)}, {len(runs)} runs on shared axes</h2>",
-             "<p class=\"note\">Every run of this task that has k-curves, one colour each, with 95% bootstrap bands over "
-             "problems. Runs on different problems or settings are not paired here; the leaderboard pairs them.</p>",
-             img_tag(png, f"k-curves of the {task} runs"), table_html(["run", "curve"] + [f"k={k}" for k in ks], rows),
-             "</section>"]
-    return "\n".join(parts), {"task": task, "runs": [str(r.path) for r in runs], "figure": png.name}
+                                              for k in ks])
+    html = render("comparison.html.j2", task=task, n_runs=len(runs), fig=figure(png, f"k-curves of the {task} runs"),
+                  values=Table(["run", "curve"] + [f"k={k}" for k in ks], rows))
+    return html, {"task": task, "runs": [str(r.path) for r in runs], "figure": png.name}
 
 
-def training_section(folders: Sequence[Path], out_dir: Path) -> tuple[str, dict]:
+def training_section(folders: Sequence[Path], out_dir: Path) -> tuple[Markup, dict]:
     """Training curves of checkpoint folders (their ``log.jsonl``), and their settings."""
     logs: dict[str, list[dict]] = {}
     rows = []
@@ -70,62 +68,47 @@ def training_section(folders: Sequence[Path], out_dir: Path) -> tuple[str, dict]
         last = log[-1] if log else {}
         rows.append((f.name, cfg.get("task"), cfg.get("objective"), json.dumps(cfg.get("objective_options") or {}),
                      len(log), fmt_value(last.get("reward")), fmt_value(last.get("kl_ref"))))
-    parts = ["<section><h2>Training</h2>",
-             table_html(["checkpoint", "task", "objective", "options", "steps logged", "last reward", "last KL to base"], rows)]
     png = plot_training_curves(logs, out_dir / "training_curves.png", title="training curves")
-    parts.append(img_tag(png, "training curves"))
-    parts.append("</section>")
-    return "\n".join(parts), {"checkpoints": [str(f) for f in folders], "logs": logs}
+    html = render("training.html.j2", fig=figure(png, "training curves"), checkpoints=Table(
+        ["checkpoint", "task", "objective", "options", "steps logged", "last reward", "last KL to base"], rows))
+    return html, {"checkpoints": [str(f) for f in folders], "logs": logs}
 
-def bon_references_section(run: Any, idx: int, out_dir: Path) -> tuple[str, list[dict]]:
+def bon_references_section(run: Any, idx: int, out_dir: Path) -> tuple[Markup, list[dict]]:
     """Measured winrate@k and kl_bon@k beside k/(k+1) and log k - (k-1)/k (reward-judged runs)."""
     rows = bon_reference_rows(run)
     if not rows:
-        return "", []
+        return Markup(""), []
     against = next((r.against for r in rows if r.against), "")
     kl_ref = next((str(r.kl_bon.notes.get("reference", "")) for r in rows if r.kl_bon is not None), "")
-    parts = ["<h3>Best-of-N against the analytic references</h3>",
-             "<p class=\"note\">For continuous rewards, the best of N samples of a policy beats a fresh sample of the same "
-             "policy with probability N/(N+1), and its KL to that policy is log N − (N−1)/N (smaller under ties). "
-             f"Win rates here are against {html_lib.escape(against or '—')}; kl_bon@k is the KL of reward-best-of-k "
-             f"selection to {html_lib.escape(kl_ref or '—')} (docs/rewards.md).</p>",
-             table_html(["N", "winrate@N [95% CI]", "N/(N+1)", "kl_bon@N [95% CI]", "log N − (N−1)/N"],
-                        [(r.k, metric_cell(r.winrate), fmt_value(r.winrate_analytic), metric_cell(r.kl_bon),
-                          fmt_value(r.kl_analytic)) for r in rows])]
+    table = Table(["N", "winrate@N [95% CI]", "N/(N+1)", "kl_bon@N [95% CI]", "log N − (N−1)/N"],
+                  [(r.k, metric_cell(r.winrate), fmt_value(r.winrate_analytic), metric_cell(r.kl_bon), fmt_value(r.kl_analytic))
+                   for r in rows])
     png = plot_bon_references(rows, out_dir / f"run{idx:02d}_{run.hash}_bon_references.png", title=run.label())
-    parts.append(img_tag(png, f"best-of-N references of {run.label()}"))
+    html = render("bon_references.html.j2", against=against, kl_ref=kl_ref, references=table,
+                  fig=figure(png, f"best-of-N references of {run.label()}"))
     info = [{"k": r.k, "winrate": None if r.winrate is None else {"value": r.winrate.value, "ci95": r.winrate.ci95},
              "winrate_analytic": r.winrate_analytic, "against": r.against,
              "kl_bon": None if r.kl_bon is None else {"value": r.kl_bon.value, "ci95": r.kl_bon.ci95},
              "kl_analytic": r.kl_analytic} for r in rows]
-    return "\n".join(parts), info
+    return html, info
 
 
-def plane_section(key: tuple[str, str], points: list[Any], idx: int, out_dir: Path, bon: Any = None) -> tuple[str, dict]:
+def plane_section(key: tuple[str, str], points: list[Any], idx: int, out_dir: Path, bon: Any = None) -> tuple[Markup, dict]:
     """One reward-vs-KL plane: every point with both CIs, the Pareto front marked and drawn, and the
     reference's analytic best-of-N curve when its own run has a max@k curve."""
     task, reference = key
     front = pareto_front(points)
     on_front = {id(p) for p in front}
-    parts = [f"<section><h2>Reward vs KL: {html_lib.escape(task)}, KL to {html_lib.escape(reference)}</h2>",
-             "<p class=\"note\">Policies at (kl, mean reward); their best-of-k selections at (kl_bon@k, max@k). "
-             "A point is on the Pareto front when no other point has both lower KL and higher reward.</p>",
-             table_html(["point", "run", "method", "KL [95% CI]", "reward [95% CI]", "Pareto front"],
-                        [(p.label, p.run, p.method, f"{fmt_value(p.kl)} [{fmt_value(p.kl_ci[0])}, {fmt_value(p.kl_ci[1])}]",
-                          f"{fmt_value(p.reward)} [{fmt_value(p.reward_ci[0])}, {fmt_value(p.reward_ci[1])}]",
-                          "yes" if id(p) in on_front else "")
-                         for p in points])]
-    parts += [f"<p class=\"note\">{html_lib.escape(n)}</p>" for n in footnotes(["kl"])]
-    if bon is not None:
-        parts.append(f"<p class=\"note\">Dotted: best-of-N of the reference (run {html_lib.escape(bon.run)}), "
-                     f"N = 1..{int(bon.n[-1])}, at KL log N - (N-1)/N (exact for continuous rewards) and reward max@N "
-                     "(exact estimate from that run's samples), with its 95% band.</p>")
+    table = Table(["point", "run", "method", "KL [95% CI]", "reward [95% CI]", "Pareto front"],
+                  [(p.label, p.run, p.method, f"{fmt_value(p.kl)} [{fmt_value(p.kl_ci[0])}, {fmt_value(p.kl_ci[1])}]",
+                    f"{fmt_value(p.reward)} [{fmt_value(p.reward_ci[0])}, {fmt_value(p.reward_ci[1])}]",
+                    "yes" if id(p) in on_front else "") for p in points])
     png = plot_reward_kl(points, front, out_dir / f"plane{idx:02d}_{task}.png", title=f"{task}: reward vs KL",
                          reference=reference, bon=bon)
-    parts.append(img_tag(png, f"reward vs KL on {task}"))
-    parts.append("</section>")
+    html = render("plane.html.j2", task=task, reference=reference, points=table, footnotes=footnotes(["kl"]), bon=bon,
+                  bon_n=None if bon is None else int(bon.n[-1]), fig=figure(png, f"reward vs KL on {task}"))
     info = {"task": task, "reference": reference, "points": [asdict(p) for p in points],
             "pareto_front": [p.label for p in front],
             "bon_curve": None if bon is None else {"run": bon.run, "n": bon.n.tolist(), "kl": bon.kl.tolist(),
                                                    "reward": bon.reward.tolist(), "lo": bon.lo.tolist(), "hi": bon.hi.tolist()}}
-    return "\n".join(parts), info
+    return html, info

@@ -2,8 +2,9 @@
 
 Subcommands: run, score, merge, report, list (``evaluation``), sandbox, leaderboard, gate, plot
 (``bonbench.apps.analysis.cli``), train (``bonbench.apps.trainer.cli``), train-verifier and
-eval-verifier (``verifiers``). The flags of run, score, train, train-verifier and eval-verifier are
-the fields of their settings dataclasses (``bonbench.core.settings``). Progress goes to stderr, the
+eval-verifier (``verifiers``). The flags of every command but ``sandbox run`` are the fields of its
+settings dataclasses (``bonbench.core.settings``), and every command takes ``--config FILE.toml``
+(``bonbench.core.settings_file``: the file's values under the flags given). Progress goes to stderr, the
 final metrics table to stdout, and the run directory is the last line printed. Exit codes: 0
 success, 1 a user error (one line naming the fix; ``--debug`` shows the traceback), 2 bad usage.
 Defaults can come from ``BONBENCH_*`` environment variables (``BONBENCH_DATA_DIR``, ``BONBENCH_OUT``,
@@ -22,14 +23,14 @@ import sys
 import warnings
 from typing import Callable, Sequence
 
-from bonbench_sandbox import cli as sandbox_cli
+from bonbench_sandbox import arguments as sandbox_arguments
 
 from bonbench import __version__
 from bonbench.apps.analysis import cli as analysis_cli
 from bonbench.apps.cli import evaluation, verifiers
 from bonbench.apps.cli.common import Parser
 from bonbench.apps.trainer import cli as trainer_cli
-from bonbench.core import flags, outputs
+from bonbench.core import outputs, settings_file
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import load_target
 
@@ -44,12 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
     sb = sub.add_parser("sandbox", help="run a program in the sandbox and print a JSON result")
     sb_sub = sb.add_subparsers(dest="sandbox_command", required=True)
     sb_run = sb_sub.add_parser("run", help="run PROGRAM.py isolated")
-    sandbox_cli.add_arguments(sb_run)
+    sandbox_arguments.add_arguments(sb_run)
     sb_run.add_argument("--debug", action="store_true")
-    sb_run.set_defaults(handler=sandbox_cli.run_from_args)
+    sb_run.set_defaults(handler="bonbench_sandbox.cli:run_from_args")
     analysis_cli.register(sub)
     verifiers.register(sub)
     trainer_cli.register(sub)
+    settings_file.add_config_flags(parser)
     return parser
 
 
@@ -65,12 +67,18 @@ def _one_line_warning(message: Warning | str, category: type[Warning], filename:
 
 def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        settings_file.apply(parser, argv)  # the command's --config FILE: its values become the flags' defaults
+    except BonbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2  # a usage error, like a flag argparse refuses (and never gate's 1, "regression")
+    args = parser.parse_args(argv)
     debug = getattr(args, "debug", False)
     if debug:
         os.environ["BONBENCH_DEBUG"] = "1"  # engines show their own output (bonbench.plugins.samplers.engine_log)
     try:
-        flags.check(args)  # the commands whose flags are not settings fields (those check themselves)
         code = int(handler_of(args)(args) or 0)
         sys.stdout.flush()  # inside the try: a reader gone from a piped stdout fails here, not at exit
         return code

@@ -1,5 +1,5 @@
 """What the ``bonbench`` subcommands share: the parser whose usage errors are one line, progress
-bars on stderr, output-path and key=value helpers, the default results root.
+bars on stderr, output-path helpers, the default results root.
 
 No subcommand lives here and nothing here reads a run or a model.
 """
@@ -8,19 +8,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn, \
-    TimeRemainingColumn
+from bonbench.pipeline.progress import ProgressLines, label
 
-DEFAULT_OUT = "results"
-
-
-def results_root() -> str:
-    """The results root when none is given: ``$BONBENCH_OUT``, else ``results``."""
-    return os.environ.get("BONBENCH_OUT", DEFAULT_OUT)
+DEFAULT_OUT = "results"  # the results root when neither --out nor $BONBENCH_OUT names one
 
 
 class Parser(argparse.ArgumentParser):
@@ -41,26 +35,46 @@ def file_in(path: str, default_name: str) -> Path:
     return out / default_name if out.is_dir() or path.endswith(("/", os.sep)) else out
 
 
+def _stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 class Progress:
-    """rich progress bars on stderr, one per stage, created on first use."""
+    """Progress on stderr, per stage: a rich bar on a terminal, created on first use; elsewhere (a
+    log file, CI, where a bar shows only its end) plain lines with counts, rate and ETA
+    (``bonbench.pipeline.progress.ProgressLines``)."""
 
     def __init__(self) -> None:
+        self.tasks: dict[str, Any] = {}
+        self.prefix = ""
+        self.lines: ProgressLines | None = None
+        self.progress: Any = None
+        if not sys.stderr.isatty():
+            self.lines = ProgressLines(_stderr_line)
+            return
+        # imported here: rich costs a noticeable share of `bonbench --help`'s start-up
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, \
+            TimeElapsedColumn, TimeRemainingColumn
+
         self.progress = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                      TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
                                      transient=False)
-        self.tasks: dict[str, Any] = {}
-        self.prefix = ""
 
     def __enter__(self) -> "Progress":
-        self.progress.__enter__()
+        if self.progress is not None:
+            self.progress.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.progress.__exit__(*exc)
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
 
     def __call__(self, stage: str, advance: int, total: int) -> None:
         key = self.prefix + stage
+        if self.lines is not None:
+            self.lines(f"{stage} {self.prefix}".strip(), advance, total)
+            return
         if key not in self.tasks:
-            label = {"sample": "sampling", "grade": "grading"}.get(stage, stage)
-            self.tasks[key] = self.progress.add_task(f"{label} {self.prefix}".strip(), total=total)
+            self.tasks[key] = self.progress.add_task(f"{label(stage)} {self.prefix}".strip(), total=total)
         self.progress.update(self.tasks[key], advance=advance)

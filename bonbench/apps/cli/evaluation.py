@@ -1,7 +1,9 @@
 """The flags of ``bonbench run``, ``score``, ``merge``, ``report`` and ``list``.
 
 ``run`` and ``score`` take ``RunRequest``'s fields as flags (``bonbench.core.settings``: type, default,
-help and range are the field's), ``run`` adds the backend settings of ``EngineFlags``. The
+help and range are the field's), ``run`` adds the backend settings of ``EngineFlags``; ``merge``,
+``report`` and ``list`` take ``MergeFlags`` (with three of ``RunRequest``'s), ``ReportFlags`` and
+``ListFlags``, and ``score`` its run directory (``ScoreFlags``). The
 handlers are ``bonbench.apps.cli.evaluation_handlers``, imported only when one of these commands
 runs (they load the pipeline and its libraries); this module imports nothing heavy and runs nothing.
 """
@@ -11,9 +13,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
-from bonbench.apps.cli.common import add_debug, results_root
+from bonbench.apps.cli.common import DEFAULT_OUT, add_debug
 from bonbench.core import flags, settings
 from bonbench.core.settings import setting
 from bonbench.run.request import RunRequest
@@ -44,6 +47,40 @@ class EngineFlags:
                                          "before it is retried (default 120)")
 
 
+@dataclass(frozen=True)
+class ScoreFlags:
+    """The flag of ``bonbench score`` beside its ``RunRequest`` settings."""
+
+    run_dir: Path | None = setting(None, positional=True, help="run directory to re-score")
+
+
+@dataclass(frozen=True)
+class MergeFlags:
+    """The flags of ``bonbench merge`` beside the ``RunRequest`` settings it shares with ``run``."""
+
+    run_dir: Path = setting(positional=True, help="the run directory the shards printed")
+    partial: bool = setting(False, help="score the problems the shards have finished instead of refusing while a "
+                                        "shard is missing (metrics.json says shards.partial)")
+
+
+@dataclass(frozen=True)
+class ReportFlags:
+    """The flags of ``bonbench report``."""
+
+    path: Path = setting(Path(DEFAULT_OUT), positional=True, env="BONBENCH_OUT",
+                         help="a run directory or a results tree (default: results/)")
+
+
+@dataclass(frozen=True)
+class ListFlags:
+    """The flags of ``bonbench list``."""
+
+    what: Literal["tasks", "verifiers", "reward-models", "backends", "metrics", "objectives", "runs"] = setting(
+        "tasks", positional=True, help="what to list (default: tasks)")
+    out: Path = setting(Path(DEFAULT_OUT), env="BONBENCH_OUT",
+                        help="results root whose runs `list runs` shows (default: results/)")
+
+
 def engine_args(args: argparse.Namespace) -> dict[str, Any]:
     """The engine settings given on the command line (unset ones are the backend's defaults)."""
     given = settings.from_args(EngineFlags, args)
@@ -61,7 +98,7 @@ def register(sub: Any) -> None:
     run.set_defaults(handler=f"{HANDLERS}:cmd_run")
 
     score = sub.add_parser("score", help="grade and score existing samples (a run dir, or --samples FILE with --task)")
-    score.add_argument("run_dir", nargs="?", help="run directory to re-score")
+    settings.add_flags(score, ScoreFlags)
     settings.add_flags(score, RunRequest, skip=SAMPLING_ONLY, defaults={"model": None}, help={
         "samples": "samples produced elsewhere: bonbench, human-eval, evalplus, bigcode-evaluation-harness or "
                    "lm-evaluation-harness files (see docs/imported-samples.md)",
@@ -70,9 +107,7 @@ def register(sub: Any) -> None:
     score.set_defaults(handler=f"{HANDLERS}:cmd_score")
 
     merge = sub.add_parser("merge", help="combine the shards of a run (--shard i/n) and score it as one run")
-    merge.add_argument("run_dir", help="the run directory the shards printed")
-    merge.add_argument("--partial", action="store_true", help="score the problems the shards have finished instead of "
-                       "refusing while a shard is missing (metrics.json says shards.partial)")
+    settings.add_flags(merge, MergeFlags)
     settings.add_flags(merge, RunRequest, only=("data_dir", "n_boot", "unsafe_no_sandbox"), help={
         "n_boot": "bootstrap resamples for CIs (as `run`'s)",
         "unsafe_no_sandbox": "code tasks: grade without bubblewrap (as `run`'s)"})
@@ -80,14 +115,11 @@ def register(sub: Any) -> None:
     merge.set_defaults(handler=f"{HANDLERS}:cmd_merge")
 
     report = sub.add_parser("report", help="print the metrics tables of run directories")
-    report.add_argument("path", nargs="?", default=results_root(), help="a run directory or a results tree "
-                        "(default: results/)")
+    settings.add_flags(report, ReportFlags)
     add_debug(report)
     report.set_defaults(handler=f"{HANDLERS}:cmd_report")
 
     lst = sub.add_parser("list", help="list tasks, verifiers, metrics or runs")
-    lst.add_argument("what", choices=["tasks", "verifiers", "reward-models", "backends", "metrics", "objectives", "runs"],
-                     nargs="?", default="tasks")
-    lst.add_argument("--out", default=results_root(), help="results root whose runs `list runs` shows (default: results/)")
+    settings.add_flags(lst, ListFlags)
     add_debug(lst)
     lst.set_defaults(handler=f"{HANDLERS}:cmd_list")

@@ -18,7 +18,7 @@ from typing import Any
 
 from bonbench.api import task as registry
 from bonbench.apps.cli.common import Progress
-from bonbench.apps.cli.evaluation import engine_args
+from bonbench.apps.cli.evaluation import ListFlags, MergeFlags, ReportFlags, ScoreFlags, engine_args
 from bonbench.apps.trainer.cli import list_objectives
 from bonbench.core import settings
 from bonbench.core.errors import BonbenchError
@@ -59,16 +59,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    if args.run_dir and args.samples:
+    run_dir = settings.from_args(ScoreFlags, args).run_dir
+    if run_dir and args.samples:
         raise BonbenchError("give either a run directory or --samples, not both")
     req = settings.from_args(RunRequest, args)
-    if not args.run_dir:
+    if not run_dir:
         if not args.samples:
             raise BonbenchError("bonbench score needs a run directory or --task T --samples FILE")
         return _execute(plan(req))
     task_args = {**req.task_args, **({"reward_model": req.reward_model} if req.reward_model else {})}
     # a reopened run keeps its own sampling settings (score has no flag for them: evaluation.SAMPLING_ONLY)
-    return _execute(reopen(Path(args.run_dir), metrics=req.metrics, n=req.n, verifier=req.verifier, task_args=task_args,
+    return _execute(reopen(run_dir, metrics=req.metrics, n=req.n, verifier=req.verifier, task_args=task_args,
                            limit=req.limit, data_dir=req.data_dir, n_boot=req.n_boot,
                            unsafe_no_sandbox=req.unsafe_no_sandbox, ref_model=req.ref_model, ref_run=req.ref_run,
                            ray=req.ray, ray_workers=req.ray_workers))
@@ -76,8 +77,9 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def cmd_merge(args: argparse.Namespace) -> int:
     settings.check_args(RunRequest, args)
+    flags = settings.from_args(MergeFlags, args)
     with Progress() as progress:
-        merged = run_merge.merge(Path(args.run_dir), partial=args.partial, data_dir=args.data_dir, n_boot=args.n_boot,
+        merged = run_merge.merge(flags.run_dir, partial=flags.partial, data_dir=args.data_dir, n_boot=args.n_boot,
                                  unsafe_no_sandbox=args.unsafe_no_sandbox, progress=progress)
     for c in merged.coverage:
         print(f"shard {c.spec.label}: {len(c.complete)} of {len(c.problems)} problems", file=sys.stderr)
@@ -88,9 +90,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    dirs = find_run_dirs(Path(args.path), scored=True)
+    path = settings.from_args(ReportFlags, args).path
+    dirs = find_run_dirs(path, scored=True)
     if not dirs:
-        raise BonbenchError(f"no scored run directories under {args.path}; run `bonbench run` first")
+        raise BonbenchError(f"no scored run directories under {path}; run `bonbench run` first")
     broken = 0
     for d in dirs:
         # one unreadable run (a damaged metrics.json) is one error line; the other runs are still shown
@@ -107,7 +110,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    for line in _listing(args.what, Path(args.out)):
+    flags = settings.from_args(ListFlags, args)
+    for line in _listing(flags.what, flags.out):
         print(line)
     return 0
 

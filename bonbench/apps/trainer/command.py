@@ -28,7 +28,7 @@ from bonbench.apps.trainer.cli import train_config
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.distributed import RankError, env_world
 from bonbench.apps.trainer.setup import NOTICES
-from bonbench.apps.trainer.watch import ProgressLines
+from bonbench.apps.trainer.watch import StepLines
 from bonbench.core.errors import BonbenchError
 
 
@@ -76,8 +76,8 @@ def _notices(write: Callable[[str], None]) -> Iterator[None]:
 
 def _train_with_progress(cfg: TrainConfig) -> Path:
     """Progress on stderr (stdout keeps the checkpoint folder, the last line): a live bar on a
-    terminal, else one plain line per step (at most one per 10 s, and the last), so logs and CI
-    show the run as it goes; the trainer's notices as lines above it."""
+    terminal, else plain lines (``watch.StepLines``: at most one per 10 s, and the last step's), so
+    logs and CI show the run as it goes; the trainer's notices as lines above it."""
     if not sys.stderr.isatty():
         from transformers.utils import logging as hf_logging
 
@@ -85,7 +85,7 @@ def _train_with_progress(cfg: TrainConfig) -> Path:
         with _notices(_say):
             title = (f"training {cfg.name!r} from step {{done}} of {{total}}, {cfg.prompts_per_step} prompts x "
                      f"{cfg.group} samples per step")
-            return loop.train(cfg, ProgressLines(_say, title=title))
+            return loop.train(cfg, StepLines(_say, title=title))
     with Progress(TextColumn("training {task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   TimeRemainingColumn(), TextColumn("{task.fields[info]}"), transient=False,
                   console=Console(stderr=True)) as bar:

@@ -7,8 +7,9 @@
 * ``SignalWatch``: warns when no prompt group carried a learning signal (every objective weight of
   a step was 0) for ``FLAT_STRETCH`` consecutive steps, or for a whole shorter run.
 * ``warmup_warning``: the warm-up is as long as the run or longer.
-* ``ProgressLines``: one line per step (at most one per ``min_gap_s`` seconds, plus the first and
-  the last step) with reward, KL and time, for output that is not a terminal (logs, CI).
+* ``StepLines``: progress lines for output that is not a terminal (logs, CI): the steps through
+  ``bonbench.pipeline.progress.ProgressLines``, the one line format of every stage (at most one per
+  10 s, plus the first and the last step), with the step's reward and KL.
 
 This module trains nothing and writes no files: it decides and words; ``loop`` and ``cli`` act.
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from bonbench.apps.trainer.config import TrainConfig
+from bonbench.pipeline.progress import ProgressLines
 
 SAVE_SHARE = 0.1  # the default schedule keeps saving to about this share of the training time
 FLAT_STRETCH = 10  # consecutive steps without a learning signal before a warning
@@ -107,38 +109,25 @@ def warmup_warning(cfg: TrainConfig) -> str | None:
             f"{low:.3g}..{high:.3g} instead of --lr {cfg.lr:g}; use a smaller --warmup (e.g. --warmup 0)")
 
 
-def _clock_text(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+class StepLines:
+    """``on_step`` callback writing training progress as plain lines through ``write`` (see the
+    module docstring), e.g. ``training: 7/200 steps (3.5%) 4.2 s/step ETA 13m37s  reward 0.312
+    kl_ref 0.041``. The first call (steps already done, an empty row) starts the clock and writes
+    ``title`` (its ``{done}`` and ``{total}`` filled in) when there are steps left: the first step's
+    line may be minutes away. ``interval`` and ``clock`` as ``ProgressLines`` takes them."""
 
-
-class ProgressLines:
-    """``on_step`` callback printing one plain line per step through ``write`` (see the module
-    docstring); the first call (steps already done, an empty row) starts the clock and prints
-    ``title`` (its ``{done}`` and ``{total}`` filled in) when there are steps left: the first
-    step's line may be minutes away."""
-
-    def __init__(self, write: Callable[[str], None], min_gap_s: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic, title: str = "") -> None:
-        self.write, self.min_gap_s, self.clock, self.title = write, min_gap_s, clock, title
-        self.t0 = clock()
-        self.start_step: int | None = None
-        self.last_line: float | None = None
+    def __init__(self, write: Callable[[str], None], title: str = "", interval: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.write, self.title = write, title
+        self.lines = ProgressLines(write, interval=interval, clock=clock)
+        self.started = False
 
     def __call__(self, done: int, total: int, row: Mapping[str, Any]) -> None:
-        now = self.clock()
-        if self.start_step is None or not row:
-            self.start_step, self.t0 = done, now
+        if not self.started or not row:
+            self.started = True
+            self.lines.begin("training", done)
             if self.title and done < total:
                 self.write(self.title.format(done=done, total=total))
             return
-        if self.last_line is not None and done < total and now - self.last_line < self.min_gap_s:
-            return
-        self.last_line = now
-        per_step = (now - self.t0) / max(done - self.start_step, 1)
-        parts = [f"step {done}/{total}", f"reward {row['reward']:.3f}"]
-        if "kl_ref" in row:
-            parts.append(f"kl_ref {row['kl_ref']:.3f}")
-        parts += [f"{row.get('seconds', per_step):.1f} s/step", f"elapsed {_clock_text(now - self.t0)}",
-                  f"left {_clock_text(per_step * (total - done))}"]
-        self.write("  ".join(parts))
+        extra = f"reward {row['reward']:.3f}" + (f"  kl_ref {row['kl_ref']:.3f}" if "kl_ref" in row else "")
+        self.lines.update("training", done, total, unit="steps", extra=extra)

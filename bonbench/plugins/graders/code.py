@@ -22,14 +22,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 import bonbench_sandbox
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample
 from bonbench.plugins.graders.code_cases import (  # noqa: F401  (re-exported: tasks and tests import them from here)
     DEFAULT_CACHE_DIR,
     ENV_EXEC_CACHE,
-    HUMANEVAL_STOP,
     KEYFILE,
     RECORDED,
     SECRET_HEX,
@@ -59,7 +57,7 @@ from bonbench.plugins.graders.code_text import (  # noqa: F401  (re-exported: ta
 from bonbench.plugins.graders.replay import RECORDINGS_FILE, CallTest, parse_verdicts, recordings_file, trusted_program
 
 __all__ = [
-    "DEFAULT_CACHE_DIR", "ENV_EXEC_CACHE", "FLOAT_TOL", "HUMANEVAL_STOP", "KEYFILE", "RECORDED", "SECRET_HEX",
+    "DEFAULT_CACHE_DIR", "ENV_EXEC_CACHE", "FLOAT_TOL", "KEYFILE", "RECORDED", "SECRET_HEX",
     "TRUSTED_BATCH", "TRUSTED_BATCH_BYTES", "BuildJobs", "CaseVerdict", "CodeGrader", "ExecCase", "GradingInterrupted",
     "GroupExecutor", "NoCode", "ProgressCallback", "always_passes", "assemble_program", "case_judge",
     "default_cache_dir", "defines", "extract_code", "fenced_blocks", "judge", "last_line", "make_secret",
@@ -72,7 +70,9 @@ TRUSTED_BATCH_BYTES = 16 << 20
 
 class GroupExecutor(Protocol):
     """Runs test lists somewhere else than the local thread pool (``bonbench.plugins.graders.ray_sandbox``):
-    each list in order, stopping at its first failing test when asked; results per list, in order."""
+    each list in order, stopping at its first failing test when asked; results per list, in order.
+    Ctrl-C raises ``bonbench_sandbox.pool.Interrupted`` with the lists that finished, as the local
+    pool does, so their grades are kept."""
 
     def run_many_tests(self, groups: Sequence[Sequence[Any]], judges: Sequence[Callable[[int, Any], bool]], *,
                        stop_on_first_failure: bool = True, cache: Any = None,
@@ -150,7 +150,7 @@ class CodeGrader:
         timeout_s: float = 10.0,
         memory_mb: int = 1024,
         max_output_bytes: int = 1 << 22,
-        progress: bool | ProgressCallback | None = None,
+        progress: ProgressCallback | None = None,
         unsafe: bool = False,
         executor: GroupExecutor | None = None,
     ) -> None:
@@ -374,12 +374,8 @@ class CodeGrader:
                      grader_version=self.version, correct=correct, answer=None, error=error, detail=detail)
 
     def _progress(self, total: int) -> tuple[Callable[[int], None], Callable[[], None]]:
-        if callable(self.progress):
-            cb = self.progress
-            return (lambda d: cb(d, total)), (lambda: None)
-        if not self.progress:
+        # a callback only: drawing is the caller's (the CLI's bars and lines, bonbench.pipeline.progress)
+        cb = self.progress
+        if cb is None:
             return (lambda d: None), (lambda: None)
-        bar = Progress(TextColumn("executing"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True)
-        task_id = bar.add_task("exec", total=total)
-        bar.start()
-        return (lambda d: bar.update(task_id, completed=d)), bar.stop
+        return (lambda d: cb(d, total)), (lambda: None)

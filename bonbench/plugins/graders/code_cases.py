@@ -38,10 +38,6 @@ from bonbench.core.records import Problem
 from bonbench.plugins.graders.code_text import outputs_match
 from bonbench.plugins.graders.replay import RECORD_MARK, CallTest, parse_recording, recording_source
 
-# Stop strings of the HumanEval paper's completion setting: the function ends where the next
-# top-level statement begins.
-HUMANEVAL_STOP: tuple[str, ...] = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#")
-
 SECRET_HEX = 32  # 128 bits: not guessable
 KEYFILE = ".bb_sentinel"  # next to main.py in the sandbox; the harness deletes it before user code runs
 DEFAULT_CACHE_DIR = Path("results/cache/exec")

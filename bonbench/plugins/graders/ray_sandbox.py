@@ -17,8 +17,10 @@ list of tasks the driver waits on; plain tasks keep the driver's cache and progr
 
 The trusted replays of function-call tests (``bonbench.plugins.graders.replay``) go through the same
 ``run_many_tests`` as lone jobs with a judge that always passes; their verdicts are read by the
-grader afterwards. Ctrl-C is not forwarded to running tasks: the driver stops, and executions
-already returned are in the cache.
+grader afterwards. Ctrl-C (through ``bonbench_sandbox.pool.SigintGate``, as the local pool takes
+it) collects every task that has returned, stores its results in the cache and raises
+``bonbench_sandbox.Interrupted`` with every finished test list, so the grader keeps their grades;
+running tasks are not waited for (they end with the driver's job).
 
 This module does not judge outputs itself or build test cases (``bonbench.plugins.graders.code`` does).
 """
@@ -29,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from bonbench_sandbox import run_tests
+from bonbench_sandbox.pool import POLL_S, Interrupted, SigintGate, run_tests
 
 from bonbench.core import ray_cluster
 
@@ -88,21 +90,36 @@ class RaySandbox:
                 chunk = todo[start:start + size]
                 ref = task.remote([list(groups[gi]) for gi in chunk], [judges[gi] for gi in chunk], stop_on_first_failure)
                 running[ref] = chunk
-            while running:
-                ready, _ = ray.wait(list(running), num_returns=1)
-                chunk = running.pop(ready[0])
+            with SigintGate() as sigint:
                 try:
-                    got = ray.get(ready[0])
-                except ray.exceptions.RayTaskError as exc:
-                    cause = getattr(exc, "cause", None)
-                    raise (cause if isinstance(cause, BaseException) else exc) from None
-                for gi, res in zip(chunk, got, strict=True):
-                    results[gi] = res
-                    if cache is not None:
-                        for job, r in zip(groups[gi], res, strict=True):
-                            cache.put(job.key(), r)
-                done += len(chunk)
-                if progress is not None:
-                    progress(done)
+                    while running:
+                        sigint.check()
+                        ready, _ = ray.wait(list(running), num_returns=1, timeout=POLL_S)
+                        for ref in ready:
+                            done += _collect(ray, ref, running.pop(ref), groups, results, cache)
+                        if progress is not None and ready:
+                            progress(done)
+                    sigint.check()
+                except KeyboardInterrupt:
+                    ready, _ = ray.wait(list(running), num_returns=len(running), timeout=0) if running else ([], [])
+                    for ref in ready:  # returned while the driver waited: keep them too
+                        _collect(ray, ref, running.pop(ref), groups, results, cache)
+                    raise Interrupted({gi: r for gi, r in enumerate(results) if r is not None}) from None
         assert all(r is not None for r in results), "every test list must have results"
         return [r for r in results if r is not None]
+
+
+def _collect(ray: Any, ref: Any, chunk: list[int], groups: Sequence[Sequence[Any]], results: list[list[Any] | None],
+             cache: Any) -> int:
+    """A returned task's results into ``results`` and the cache; how many test lists it held."""
+    try:
+        got = ray.get(ref)
+    except ray.exceptions.RayTaskError as exc:
+        cause = getattr(exc, "cause", None)
+        raise (cause if isinstance(cause, BaseException) else exc) from None
+    for gi, res in zip(chunk, got, strict=True):
+        results[gi] = res
+        if cache is not None:
+            for job, r in zip(groups[gi], res, strict=True):
+                cache.put(job.key(), r)
+    return len(chunk)

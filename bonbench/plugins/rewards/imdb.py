@@ -221,9 +221,10 @@ class ImdbSentimentReward:
 
 
 def build(data_dir: str | Path | None = None, include_prompt: bool = True) -> ImdbSentimentReward:
-    """The IMDB reward, trained on first use (``data_dir``'s imdb/train.jsonl.gz) and cached.
+    """calibrated p(positive | prompt + completion): TF-IDF n-grams + logistic regression trained offline on IMDB train
 
-    With no data directory (argument or ``BONBENCH_DATA_DIR``), a model already in the cache is
+    The model is trained on first use (``data_dir``'s imdb/train.jsonl.gz) and cached. With no data directory
+    (argument or ``BONBENCH_DATA_DIR``), a model already in the cache is
     used as it is; otherwise it is rebuilt whenever the training file or the library versions change.
     ``include_prompt=False`` judges the completion alone (a different reward: its own name).
     """

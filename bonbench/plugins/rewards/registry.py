@@ -14,10 +14,11 @@ Examples: ``imdb-sentiment``, ``tldr-proxy-eval?max_words=40``,
 Options of a registered model are its factory's keyword arguments (typed by annotation); options
 of ``hf:``/``vllm:`` are those of ``HFOptions`` / ``VllmOptions``. Values may not contain ``&``.
 
-Registration is the generic one (``bonbench.api.reward``, ``bonbench.core.registry``): built-ins sit
-in ``BUILTIN_REWARD_MODELS`` as lazy ``"module:factory"`` targets, third-party packages list theirs
-in the ``bonbench.reward_models`` entry-point group, ``@register_reward_model`` registers
-in-process; nothing is imported until a model is asked for. A factory takes ``data_dir`` (the local
+Registration is the generic one (``bonbench.api.reward``, ``bonbench.core.registry``): the
+built-ins and third-party packages alike list their factories in the ``bonbench.reward_models``
+entry-point group (bonbench's in pyproject.toml, their one declaration), ``@register_reward_model``
+registers in-process; nothing is imported until a model is asked for (or listed: a model's
+description is the first line of its factory's docstring). A factory takes ``data_dir`` (the local
 data mirror or None) and its options. ``hf:`` and ``vllm:`` are schemes registered through the
 same group (``bonbench.plugins.rewards.schemes``); a package may add its own ``prefix:``.
 ``rm:`` (a reward model as a bon@k verifier) is a verifier scheme this package registers.
@@ -41,22 +42,8 @@ from bonbench.core.errors import BonbenchError
 from bonbench.plugins.rewards.base import RewardVerifier
 
 GROUP = REWARD_GROUP
-# name -> ("module:factory", one-line description); the description is here so that listing the
-# built-ins imports none of them
-BUILTIN_REWARD_MODELS: dict[str, tuple[str, str]] = {
-    "imdb-sentiment": ("bonbench.plugins.rewards.imdb:build",
-                       "calibrated p(positive | prompt + completion): TF-IDF n-grams + logistic regression trained "
-                       "offline on IMDB train (data dir)"),
-    "tldr-proxy-train": ("bonbench.plugins.rewards.tldr:build_train_proxy",
-                         "TL;DR proxy to train on: salient-word coverage x brevity x non-copying (lexical, no preference data)"),
-    "tldr-proxy-eval": ("bonbench.plugins.rewards.tldr:build_eval_proxy",
-                        "TL;DR proxy to evaluate with: TF-IDF similarity x length x non-redundancy x non-copying x "
-                        "function words (lexical; IDF from the data dir's posts)"),
-}
-for _name, (_ref, _description) in BUILTIN_REWARD_MODELS.items():
-    REWARD_MODELS.add(_name, _ref, description=_description)
 Factory = RewardFactory
-__all__ = ["BUILTIN_REWARD_MODELS", "GROUP", "LazyRewardModel", "RewardSpec", "describe_reward_models", "describe_reward_schemes",
+__all__ = ["GROUP", "LazyRewardModel", "RewardSpec", "describe_reward_models", "describe_reward_schemes",
            "get_reward_model",
            "parse_spec", "preflight", "register_reward_model", "reward_model_names", "reward_verifier"]
 
@@ -81,8 +68,9 @@ class RewardSpec:
 
 
 def describe_reward_models() -> list[tuple[str, str]]:
-    """(name, one-line description) of every registered reward model; a plugin's description is its
-    factory's docstring (the plugin is imported; one that fails to import is described as broken)."""
+    """(name, one-line description) of every registered reward model: the description given at
+    registration, else the first line of its factory's docstring (the plugin's module is imported;
+    one that fails to import is described as broken)."""
     out = []
     for name in REWARD_MODELS.names():
         description = REWARD_MODELS.meta(name).get("description")

@@ -192,13 +192,17 @@ def read_posts(path: Path) -> list[dict[str, Any]]:
 
 def build_train_proxy(data_dir: str | Path | None = None, top_k: int = 12, max_words: int = 48,
                       copy_span: int = 5) -> CoverageProxy:
-    """Salient-word coverage x brevity x non-copying; builds nothing, needs no data."""
+    """TL;DR proxy to train on: salient-word coverage x brevity x non-copying (lexical, no preference data)
+
+    Builds nothing and needs no data."""
     return CoverageProxy(top_k=top_k, max_words=max_words, copy_span=copy_span)
 
 
 def build_eval_proxy(data_dir: str | Path | None = None, min_words: int = 8, max_words: int = 48,
                      copy_threshold: float = 0.5, min_function_share: float = 0.2) -> TfidfProxy:
-    """TF-IDF similarity x length x non-redundancy x copying x function words; IDF from the TL;DR posts."""
+    """TL;DR proxy to evaluate with: TF-IDF similarity x length x non-redundancy x non-copying x function words
+
+    Lexical; the IDF comes from the TL;DR posts under the data dir."""
     import joblib
     import sklearn
 

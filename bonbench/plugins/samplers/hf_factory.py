@@ -1,7 +1,9 @@
 """The ``hf`` backend's registry factory: builds ``HFSampler`` (transformers) from its options.
 
-Registered lazily (``bonbench.plugins.samplers.select`` and the ``bonbench.samplers`` entry point
-``hf``), so that torch is imported only when the hf backend is chosen. This module does nothing else.
+The ``bonbench.samplers`` entry point ``hf`` names this factory; its ``options`` annotation
+(``HFOptions``) is the backend's options record. Reading it imports no torch: ``HFSampler``, whose
+module imports torch, is a lazy target loaded only when a sampler is built. This module does
+nothing else.
 """
 
 from __future__ import annotations
@@ -11,10 +13,14 @@ from typing import Any
 
 from bonbench.api.sampler import Sampler
 from bonbench.core import models
-from bonbench.plugins.samplers.hf import HFSampler
+from bonbench.core.registry import load_target
+from bonbench.plugins.samplers.select import HFOptions
+
+HF_SAMPLER = "bonbench.plugins.samplers.hf:HFSampler"  # imports torch: loaded when a sampler is built
 
 
-def hf_sampler(model: str | models.ResolvedModel | None, *, seed: int, options: Any, **_: Any) -> Sampler:
+def hf_sampler(model: str | models.ResolvedModel | None, *, seed: int, options: HFOptions, **_: Any) -> Sampler:
     """transformers (``HFSampler``): batched decoding on CUDA or CPU; the fallback without vllm."""
     resolved = model if isinstance(model, models.ResolvedModel) else models.resolve_model(model)
-    return HFSampler(resolved, seed=seed, **asdict(options))
+    sampler: Sampler = load_target(HF_SAMPLER)(resolved, seed=seed, **asdict(options))
+    return sampler

@@ -1,11 +1,12 @@
 """Pick and build a sampling backend by name through the sampler registry, with its own typed options.
 
-The built-ins (``vllm``, ``hf``, ``openai``, ``scripted``) register here (and through the
-``bonbench.samplers`` entry points in pyproject.toml); a third-party backend registers through the
-same group with ``bonbench.api.sampler.register_sampler`` and is built the same way.
-``backend=None`` means vllm when it is installed here, else hf. Choosing ``hf`` never imports vLLM
-and choosing ``vllm`` never imports torch here: the hf factory is a lazy target
-(``bonbench.plugins.samplers.hf_factory``) and the vllm backend imports vLLM when it starts.
+The built-ins' factories (``vllm``, ``openai``, ``scripted`` here; ``hf`` in ``hf_factory``) are
+declared once, as the ``bonbench.samplers`` entry points in pyproject.toml; each factory's
+``options`` annotation is its options record (``api.sampler.sampler_options``). A third-party
+backend plugs into the same group (or ``bonbench.api.sampler.register_sampler``) and is built the
+same way. ``backend=None`` means vllm when it is installed here, else hf. Choosing ``hf`` never
+imports vLLM and choosing ``vllm`` never imports torch here: the hf factory loads ``HFSampler``
+(and torch) when it builds one, and the vllm backend imports vLLM when it starts.
 
 Each backend has a frozen options record (``VLLMOptions``, ``HFOptions``, ``OpenAIOptions``, a
 plugin's own): ``backend_options`` builds it from the settings a user actually gave (None = not
@@ -20,18 +21,15 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-from bonbench.api.sampler import SAMPLERS, Sampler, register_sampler, sampler_names, sampler_options
+from bonbench.api.sampler import SAMPLERS, Sampler, sampler_names, sampler_options
 from bonbench.core import models
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Sample
 from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, served_model
 from bonbench.plugins.samplers.scripted import ScriptedSampler
 from bonbench.plugins.samplers.vllm import VLLMSampler
-
-BUILTIN_BACKENDS = ("vllm", "hf", "openai", "scripted")
-
 
 @dataclass(frozen=True)
 class VLLMOptions:
@@ -54,28 +52,6 @@ class HFOptions:
     dtype: str = "bfloat16"
     batch_size: int = 64
     device: str | None = None
-
-
-class BackendNames(Sequence[str]):
-    """The registered backend names, built-ins first (read when used, so a plugin counts)."""
-
-    def _names(self) -> list[str]:
-        return list(BUILTIN_BACKENDS) + [n for n in sampler_names() if n not in BUILTIN_BACKENDS]
-
-    def __getitem__(self, index: Any) -> Any:
-        return self._names()[index]
-
-    def __len__(self) -> int:
-        return len(self._names())
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names())
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names()
-
-
-BACKENDS = BackendNames()
 
 
 def _resolved(model: str | models.ResolvedModel | None) -> models.ResolvedModel:
@@ -103,17 +79,10 @@ def scripted_sampler(model: str | models.ResolvedModel | None, *, seed: int, opt
     return ScriptedSampler(script, samples=samples, model=label)
 
 
-register_sampler("vllm", options=VLLMOptions)(vllm_sampler)
-SAMPLERS.add("hf", "bonbench.plugins.samplers.hf_factory:hf_sampler", options=HFOptions)  # lazy: imports torch
-register_sampler("openai", options=OpenAIOptions)(openai_sampler)
-register_sampler("scripted", options=None)(scripted_sampler)
-OPTIONS: dict[str, type] = {"vllm": VLLMOptions, "hf": HFOptions, "openai": OpenAIOptions}
-
-
 def describe_backends() -> list[tuple[str, str]]:
-    """(backend, the engine settings it takes) of every registered backend, built-ins first."""
+    """(backend, the engine settings it takes) of every registered backend, by name."""
     out = []
-    for name in BACKENDS:
+    for name in sampler_names():
         try:
             cls = sampler_options(name)
         except BonbenchError as exc:
@@ -141,8 +110,8 @@ def default_backend() -> str:
 
 
 def _check_known(name: str) -> None:
-    if name not in BACKENDS:
-        raise BonbenchError(f"unknown backend '{name}': choose one of {', '.join(BACKENDS)}")
+    if name not in sampler_names():
+        raise BonbenchError(f"unknown backend '{name}': choose one of {', '.join(sampler_names())}")
 
 
 def backend_options(backend: str, **given: Any) -> Any:

@@ -158,10 +158,10 @@ def figures(res: dict[str, np.ndarray], k: int, kl_grid: np.ndarray, out_dir: Pa
     x = np.arange(steps + 1)
     fig = Figure(figsize=(12, 3.6), layout="constrained")
     axes = fig.subplots(1, 3)
-    for (name, r), color in zip(res.items(), COLORS):
-        for ax, m in zip(axes, r):
+    for (name, r), color in zip(res.items(), COLORS, strict=False):
+        for ax, m in zip(axes, r, strict=False):
             band(ax, x, m, color, name)
-    for ax, lab in zip(axes, ["E[r]", f"pass@{k} = E[max of {k}]", "KL(pi || pi_0)"]):
+    for ax, lab in zip(axes, ["E[r]", f"pass@{k} = E[max of {k}]", "KL(pi || pi_0)"], strict=True):
         ax.set_xscale("symlog", linthresh=10)
         ax.set_xlabel("step (linear to 10, log after)")
         ax.set_ylabel(lab)
@@ -174,7 +174,7 @@ def figures(res: dict[str, np.ndarray], k: int, kl_grid: np.ndarray, out_dir: Pa
 
     fig = Figure(figsize=(6.4, 4.4), layout="constrained")
     ax = fig.add_subplot()
-    for (name, r), color in zip(res.items(), COLORS):
+    for (name, r), color in zip(res.items(), COLORS, strict=False):
         curve = np.stack([at_kl(r[2], r[1], lv)[0] for lv in kl_grid])  # [levels, S]
         ok = np.isfinite(curve).mean(axis=1) >= 0.5  # drawn where at least half the seeds got there
         band(ax, kl_grid[ok], curve[ok], color, name, se=True)
@@ -235,7 +235,8 @@ def main() -> None:
         cells = []
         for val, step in at[name]:
             n = int(np.isfinite(val).sum())
-            cells.append(f"{np.nanmean(val):7.3f} +-{se95(val):.3f} [{np.nanmedian(step):5.0f}, {n:3d}]" if n else f"{'not reached':>28s}")
+            cells.append(f"{np.nanmean(val):7.3f} +-{se95(val):.3f} [{np.nanmedian(step):5.0f}, {n:3d}]" if n
+                         else f"{'not reached':>28s}")
         print(f"{name:24s}" + "".join(f"{c:>28s}" for c in cells))
 
     print("\nverdict: is pass@k higher at equal KL for the k-sample objectives than for mean PG? (paired by seed)")
@@ -243,7 +244,7 @@ def main() -> None:
     word: dict[tuple[str, str, float], str] = {}
     for ref in names[:2]:
         for name in names[2:]:
-            for lv, (a, _), (b, _) in zip(args.kl, at[name], at[ref]):
+            for lv, (a, _), (b, _) in zip(args.kl, at[name], at[ref], strict=True):
                 d = a - b
                 d = d[np.isfinite(d)]
                 if d.size < 2:

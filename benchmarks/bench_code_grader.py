@@ -19,7 +19,7 @@ from bonbench.api.task import get_task
 from bonbench_tasks.humaneval import build_jobs, program_source
 
 
-def single_process(problem, completion):  # type: ignore[no-untyped-def]
+def single_process(problem, completion):
     return [ExecCase(source=program_source(problem, completion), label="check")]
 
 

@@ -74,7 +74,7 @@ def main() -> None:
     total = sum(timings.values())
     print(f"total:      {total:8.3f} s wall  {sum(cpu.values()):8.3f} s cpu   "
           f"(target < 10 s wall: {'OK' if total < 10 else 'MISSED'})")
-    signatures = {key for a, c in zip(answers, corrects) for _, key in maj_terms(a, c)[1]}
+    signatures = {key for a, c in zip(answers, corrects, strict=True) for _, key in maj_terms(a, c)[1]}
     print(f"maj: {len(signatures)} distinct win signatures among {P} problems")
 
     try:

@@ -153,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
               f"of one-time sympy import: {t_base:.1f} s")
     else:
         print(f"baseline (is_equiv per sample, sequential): {t_base:.1f} s ({t_warm:.1f} s of it one-time sympy import)")
-    mismatches = [(samples[i].key, grades[i].correct, b) for i, b in zip(base_idx, base) if bool(grades[i].correct) != b]
+    mismatches = [(samples[i].key, grades[i].correct, b) for i, b in zip(base_idx, base, strict=True)
+                  if bool(grades[i].correct) != b]
     print(f"speedup: {t_base / t_grader:.1f}x (goal >= 5x)")
     print(f"verdicts identical on the {len(base_idx)} baseline samples: {not mismatches}")
     for m in mismatches[:20]:

@@ -48,13 +48,13 @@ SERVED = "gemma-3-270m"
 
 def _tokens(sampler: object, requests: list[SampleRequest], params: SamplingParams) -> Callable[[], int]:
     def run() -> int:
-        return sum(s.n_tokens for group in sampler.generate(requests, params) for s in group)  # type: ignore[attr-defined]
+        return sum(s.n_tokens for group in sampler.generate(requests, params) for s in group)
     return run
 
 
 def wall_only(best: dict[str, float], per_round: list[dict[str, float]]) -> tuple[dict[str, float], list[dict[str, float]]]:
     """Drop the per-CPU-second rates: the server's CPU time is not this process's, so they mean nothing here."""
-    keep = lambda d: {k: v for k, v in d.items() if not k.endswith(CPU)}  # noqa: E731
+    keep = lambda d: {k: v for k, v in d.items() if not k.endswith(CPU)}  # noqa: E731  (a one-line filter used twice just below)
     return keep(best), [keep(r) for r in per_round]
 
 
@@ -131,7 +131,8 @@ def main() -> None:
             cpus = sorted(os.sched_getaffinity(0))
             half = max(1, len(cpus) // 2)
             a = stack.enter_context(vllm_serve(model.path, served_name=SERVED, log=logs / "serve-a.log", cpus=cpus[:half]))
-            b = stack.enter_context(vllm_serve(model.path, served_name=SERVED, log=logs / "serve-b.log", cpus=cpus[half:] or cpus))
+            b = stack.enter_context(vllm_serve(model.path, served_name=SERVED, log=logs / "serve-b.log",
+                                               cpus=cpus[half:] or cpus))
             two = OpenAIOptions(endpoints=(a, b), concurrency=total)
             api2 = OpenAISampler(served_model(SERVED, two), seed=0, options=two)
             variants2 = {"openai backend, 2 servers (half the CPUs each)": _tokens(api2, requests, params),

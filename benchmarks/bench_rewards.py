@@ -12,8 +12,8 @@ Variants alternate within each round, and the best round counts (the machine is 
 round is the one least disturbed by other jobs). The load average is printed before and after.
 Usage::
 
-    python benchmarks/bench_rewards.py [--data-dir ../shared/data] [--texts 48] [--rounds 2] [--size distilbert|tiny] [--only hf|imdb] [--threads N]
-                                       [--device cpu|cuda]
+    python benchmarks/bench_rewards.py [--data-dir ../shared/data] [--texts 48] [--rounds 2]
+        [--size distilbert|tiny] [--only hf|imdb] [--threads N] [--device cpu|cuda]
 
 ``--device`` places both sides of (a) on that device (default cpu, where the figures above were taken).
 
@@ -49,7 +49,8 @@ def build_model(folder: Path, train_texts: list[str], size: str) -> Path:
     wp.train_from_iterator(train_texts, vocab_size=30522 if size == "distilbert" else 2000, show_progress=False)
     tok = PreTrainedTokenizerFast(tokenizer_object=wp._tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
                                   sep_token="[SEP]", mask_token="[MASK]", model_max_length=512)
-    dims = {"distilbert": dict(dim=768, n_layers=6, n_heads=12, hidden_dim=3072), "tiny": dict(dim=64, n_layers=2, n_heads=2, hidden_dim=128)}[size]
+    dims = {"distilbert": dict(dim=768, n_layers=6, n_heads=12, hidden_dim=3072),
+            "tiny": dict(dim=64, n_layers=2, n_heads=2, hidden_dim=128)}[size]
     config = DistilBertConfig(vocab_size=tok.vocab_size, num_labels=2, id2label={0: "NEGATIVE", 1: "POSITIVE"},
                               label2id={"NEGATIVE": 0, "POSITIVE": 1}, **dims)
     torch.manual_seed(0)
@@ -107,14 +108,16 @@ def bench_imdb(data_dir: Path, rounds: int) -> None:
     load_s = time.perf_counter() - t0
     texts = [r["text"] for r in read_jsonl(data_dir / "imdb/test.jsonl.gz")]
     print(f"(b) imdb-sentiment on {len(texts)} IMDB test reviews (loaded in {load_s:.1f} s; "
-          f"test accuracy {reward.marker['test']['accuracy']:.4f}, ECE {reward.marker['test']['ece']:.4f}); load average {load_avg()}")
+          f"test accuracy {reward.marker['test']['accuracy']:.4f}, ECE {reward.marker['test']['ece']:.4f}); "
+          f"load average {load_avg()}")
     rate = best_rate(len(texts), {"imdb": lambda: reward.score([""] * len(texts), texts)}, rounds)["imdb"]
     print(f"    {rate:8.0f} texts/s (goal >= 2,000)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=os.environ.get("BONBENCH_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data")))
+    parser.add_argument("--data-dir", default=os.environ.get("BONBENCH_DATA_DIR",
+                                                             str(Path(__file__).resolve().parents[2] / "shared" / "data")))
     parser.add_argument("--texts", type=int, default=48, help="reviews for (a)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=16)

@@ -163,7 +163,7 @@ def bench_vllm(model: ResolvedModel, requests: list[SampleRequest], params: Samp
         dup = [p for p in prompts for _ in range(n)]
         return sum(len(c.token_ids) for o in llm.generate(dup, one, use_tqdm=False) for c in o.outputs)
 
-    best, per_round = compare(dict(zip(VLLM_NAMES, (ours, raw_n, raw_n_logprobs, raw_dup))), rounds)
+    best, per_round = compare(dict(zip(VLLM_NAMES, (ours, raw_n, raw_n_logprobs, raw_dup), strict=True)), rounds)
     for label, a, b, goal in VLLM_RATIOS:
         print(ratio_line(label, VLLM_NAMES[a], VLLM_NAMES[b], best, per_round, goal), flush=True)
     sampler.close()
@@ -206,9 +206,10 @@ def run_vllm_configs(args: argparse.Namespace, configs: list[str]) -> None:
             continue
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
             summary = fh.name
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--only", "vllm", "--problems", str(args.problems), "--n", str(args.n),
-               "--max-tokens", str(args.max_tokens), "--rounds", str(args.rounds), "--child-summary", summary,
-               "--child-config", config] + (["--compile"] if args.compile else []) + (["--model", args.model] if args.model else [])
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--only", "vllm", "--problems", str(args.problems),
+               "--n", str(args.n), "--max-tokens", str(args.max_tokens), "--rounds", str(args.rounds),
+               "--child-summary", summary, "--child-config", config]
+        cmd += (["--compile"] if args.compile else []) + (["--model", args.model] if args.model else [])
         proc = subprocess.run(cmd, env=env)
         if proc.returncode == 0 and os.path.getsize(summary):
             results[config] = json.loads(Path(summary).read_text())
@@ -274,7 +275,7 @@ def bench_hf(model: ResolvedModel, requests: list[SampleRequest], params: Sampli
     names = ["bonbench hf backend", "transformers generate(num_return_sequences=n)"]
     print(f"hf pair on {sampler.device} ({torch.cuda.get_device_name(sampler.device) if sampler.device.type == 'cuda' else 'CPU'}), "
           f"dtype {next(lm.parameters()).dtype}", flush=True)
-    best, per_round = compare(dict(zip(names, (synced(ours), synced(hf_generate)))), rounds)
+    best, per_round = compare(dict(zip(names, (synced(ours), synced(hf_generate)), strict=True)), rounds)
     print(ratio_line("bonbench hf / generate", names[0], names[1], best, per_round, "(goal >= 2.5x)"), flush=True)
     sampler.close()
 

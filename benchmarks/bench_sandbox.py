@@ -73,7 +73,7 @@ def bench_bonbench(problems: list[dict], workers: int, *, unsafe: bool = False, 
 def trivial_overhead_ms(n: int = 50) -> dict[str, float]:
     out: dict[str, float] = {}
 
-    def median_ms(fn) -> float:  # type: ignore[no-untyped-def]
+    def median_ms(fn) -> float:
         fn()  # warm-up (also runs the bubblewrap self-check once)
         walls = []
         for _ in range(n):

@@ -56,9 +56,9 @@ def main() -> None:
         return f"So the answer is $\\boxed{{{targets[pid] if h % 3 else h % 97}}}$."
 
     # no model: the scripted answers stand in for one (as in tests/test_shard.py)
-    models.resolve_model = lambda name: models.ResolvedModel(  # type: ignore[assignment]
+    models.resolve_model = lambda name: models.ResolvedModel(
         name="scripted-math", path="scripted-math", is_chat=False, fingerprint="scripted", revision=None)
-    select.get_sampler = lambda *a, **k: ScriptedSampler(answer)  # type: ignore[assignment]
+    select.get_sampler = lambda *a, **k: ScriptedSampler(answer)
 
     def request(out: Path, spec: ShardSpec | None = None) -> RunRequest:
         return RunRequest(task="math", metrics=(f"pass@1,{args.n}", f"maj@{args.n}"), n=args.n, backend="hf",

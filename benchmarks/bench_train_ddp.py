@@ -2,7 +2,8 @@
 
 Runs the same training command twice, each into its own fresh output folder: ``python -m bonbench
 train ...`` (torch's default threads) and ``torchrun --nproc-per-node N -m bonbench train ...``
-(torchrun's default of one thread per rank; ``--one-threads 1`` gives the one-process run one too). Prints, from each run's ``log.jsonl``, the median over
+(torchrun's default of one thread per rank; ``--one-threads 1`` gives the one-process run one too).
+Prints, from each run's ``log.jsonl``, the median over
 steps after the first (the first pays for warm-up) of the step's seconds, sampling seconds and
 gradient all-reduce seconds, and the largest difference of the logged loss and reward between the
 two runs (they train on the same global batch, so it is float noise).
@@ -83,8 +84,9 @@ def main() -> int:
                    "--out", str(work / "many")], env)
     logs = {k: work / k / "checkpoints" / "bench" / "log.jsonl" for k in ("one", "many")}
     a, b = ([json.loads(line) for line in logs[k].read_text().splitlines()] for k in ("one", "many"))
-    diff = {key: max(abs(x[key] - y[key]) for x, y in zip(a, b)) for key in ("loss", "reward")}
-    print(json.dumps({"processes": 1, "threads": args.one_threads or "default", "wall_s": round(one_s, 1), **_summary(logs["one"])}))
+    diff = {key: max(abs(x[key] - y[key]) for x, y in zip(a, b, strict=True)) for key in ("loss", "reward")}
+    print(json.dumps({"processes": 1, "threads": args.one_threads or "default", "wall_s": round(one_s, 1),
+                      **_summary(logs["one"])}))
     print(json.dumps({"processes": args.nproc, "wall_s": round(many_s, 1), **_summary(logs["many"])}))
     print(json.dumps({"max_abs_diff": diff, "cpus": os.cpu_count(), "work": str(work)}))
     return 0

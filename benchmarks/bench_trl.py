@@ -182,11 +182,11 @@ def run_trl(setup: Setup) -> dict[str, Any]:
         gen_s[-1] += time.perf_counter() - t0
         mask = out["completion_mask"]
         ids = out["completion_ids"]
-        texts = tokenizer.batch_decode([i[m.bool()] for i, m in zip(ids, mask)], skip_special_tokens=True)
+        texts = tokenizer.batch_decode([i[m.bool()] for i, m in zip(ids, mask, strict=True)], skip_special_tokens=True)
         tokens.append(_count_tokens(tokenizer, texts))
         return out
 
-    trainer._generate_and_score_completions = timed  # type: ignore[method-assign]
+    trainer._generate_and_score_completions = timed
     trainer.train()
     rewards = [{"reward": h.get("reward"), "grad_norm": h.get("grad_norm")} for h in trainer.state.log_history if "reward" in h]
     return _summary("trl", setup, times, tokens, gen_s, rss_loaded, rewards)
@@ -275,7 +275,7 @@ def main() -> int:
     for n, v in by.items():
         print(f"{n:10s} {tps[n]:8.2f} {sum(x['sample_s'] for x in v):11.1f} {sum(x['update_s'] for x in v):9.1f} "
               f"{peak[n]:12.2f}")
-    ratios = [a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(by["bonbench"], by["trl"])]
+    ratios = [a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(by["bonbench"], by["trl"], strict=True)]
     print(f"ratio bonbench/TRL tokens/s: {tps['bonbench'] / tps['trl']:.2f} (per round: "
           f"{', '.join(f'{x:.2f}' for x in ratios)}; median {statistics.median(ratios):.2f})")
     print(f"ratio bonbench/TRL peak RSS: {peak['bonbench'] / peak['trl']:.2f}")

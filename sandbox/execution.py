@@ -10,7 +10,8 @@
   namespace), and an escape from the mount namespace would still only have nobody's rights.
 * Filesystem: a read-only root holding ``/usr`` bound read-only (``/bin``, ``/lib``, ``/lib64``
   are symlinks into it), a minimal ``/dev`` (null, zero, full, random, urandom; no tty, no
-  ``/dev/shm``, and ``/dev/stdin`` does not exist: use ``sys.stdin`` or ``open(0)``), no ``/proc``, and a size-capped tmpfs on ``/tmp`` (4 x ``max_file_mb``, at least 64 MiB), which is
+  ``/dev/shm``, and ``/dev/stdin`` does not exist: use ``sys.stdin`` or ``open(0)``), no ``/proc``,
+  and a size-capped tmpfs on ``/tmp`` (4 x ``max_file_mb``, at least 64 MiB), which is
   the working directory and the only writable place. ``/root``, ``/home``, ``/etc``, ``/work`` and
   the repository are simply not there.
 * Interpreter: ``/usr/bin/python3`` by default (it lives under the read-only ``/usr``, so no other
@@ -229,7 +230,8 @@ def _bwrap_argv(bwrap: str, interp: Interpreter, lim: Limits, file_fds: list[tup
     # --block-fd: PID 1 waits there, after its set-up and before it forks the program, until the
     # host has moved it into the execution's cgroup leaf (see _join_leaf).
     block = ["--block-fd", str(block_fd)] if block_fd is not None else []
-    argv = [bwrap, "--info-fd", str(info_fd), *block, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+    argv = [bwrap, "--info-fd", str(info_fd), *block, "--unshare-all", "--unshare-user", "--disable-userns",
+            "--die-with-parent", "--new-session",
             "--uid", str(_NOBODY), "--gid", str(_NOBODY),
             "--ro-bind", "/usr", "/usr"]
     for name in ("bin", "lib", "lib64", "sbin"):

@@ -172,7 +172,7 @@ def run_many(
     keys = [j.key() for j in jobs] if cache is not None else [None] * len(jobs)
     todo: dict[str, list[int]] = {}  # one execution per distinct job
     done = 0
-    for i, (job, key) in enumerate(zip(jobs, keys)):
+    for i, key in enumerate(keys):
         hit = cache.get(key) if cache is not None and key is not None else None
         if hit is not None:
             results[i] = hit

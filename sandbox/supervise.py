@@ -317,14 +317,14 @@ def _join_leaf(tree: _ProcessTree, info_fd: int, leaf: _acct.Leaf, block_fd: int
 def _classify(returncode: int, out: _Capture, err: _Capture, wall: float, timed_out: bool,
               flooded: bool, launched: bool = True, oom: bool = False) -> ExecResult:
     stdout, stderr = out.text(), err.text()
-    trunc = {"stdout_truncated": out.truncated, "stderr_truncated": err.truncated}
+    trunc: dict[str, Any] = {"stdout_truncated": out.truncated, "stderr_truncated": err.truncated}
     if timed_out:
         return ExecResult("timeout", None, stdout, stderr, wall, _signal.SIGKILL, **trunc)
     if flooded or out.truncated or err.truncated:
-        code = None if flooded else returncode
+        code: int | None = None if flooded else returncode
         return ExecResult("output_limit", code, stdout, stderr, wall, _signal.SIGKILL if flooded else None, **trunc)
     sig: int | None = None
-    code: int | None = returncode
+    code = returncode
     if returncode < 0:  # unsafe mode: Popen reports death by signal N as -N; report it as bwrap does
         sig, code = -returncode, 128 - returncode
     elif 128 < returncode <= 128 + 64:  # bwrap reports death by signal N as 128 + N

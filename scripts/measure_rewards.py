@@ -46,8 +46,9 @@ def tldr_figures(data_dir: Path) -> None:
     rows = tldr.read_posts(data_dir / tldr.DATA_FILE)
     stop = tldr._stop_words()
     others = dict(tldr.degenerate_summaries(rows))
-    others["keyword bag (12 words)"] = [" ".join(w for w, _ in Counter(tldr.content_words(tldr.words(f"{r['title']} {r['post']}"), stop))
-                                                 .most_common(12)) for r in rows]
+    others["keyword bag (12 words)"] = [
+        " ".join(w for w, _ in Counter(tldr.content_words(tldr.words(f"{r['title']} {r['post']}"), stop)).most_common(12))
+        for r in rows]
     others["PPO 1.3B sample (info)"] = [r["policy_sample"] for r in rows]
     models = [get_reward_model(name, data_dir=data_dir) for name in (tldr.TRAIN_NAME, tldr.EVAL_NAME)]
     print(f"TL;DR, {len(rows)} posts: share where the reference scores strictly above ...")
@@ -64,13 +65,14 @@ def tldr_figures(data_dir: Path) -> None:
     same_pick = float(np.mean((a[:n] > a[n:]) == (b[:n] > b[n:])))
     print(f"  agreement of the two proxies on references and PPO samples: Spearman {spearmanr(a, b).statistic:.3f}; "
           f"same pick between reference and PPO sample on {same_pick:.3f} of posts")
-    for m, s in zip(models, (a, b)):
+    for m, s in zip(models, (a, b), strict=True):
         print(f"  {m.name}: mean reward reference {s[:n].mean():.3f}, PPO sample {s[n:].mean():.3f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", default=os.environ.get("BONBENCH_DATA_DIR", str(Path(__file__).resolve().parents[2] / "shared" / "data")))
+    parser.add_argument("--data-dir", default=os.environ.get("BONBENCH_DATA_DIR",
+                                                             str(Path(__file__).resolve().parents[2] / "shared" / "data")))
     parser.add_argument("--cv", action="store_true", help="also rerun the cross-validation that chose C (minutes)")
     args = parser.parse_args()
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -50,7 +50,7 @@ def _from_hub(row: dict[str, Any], tests: str, float_tol: str, time_scale: float
     cases = []
     for key in TEST_SETS[tests]:
         block = row.get(key) or {"input": [], "output": []}
-        cases += [{"input": i, "output": o} for i, o in zip(block["input"], block["output"])]
+        cases += [{"input": i, "output": o} for i, o in zip(block["input"], block["output"], strict=False)]
     tl = row.get("time_limit") or {}
     seconds = (tl.get("seconds") or 0) + (tl.get("nanos") or 0) / 1e9
     mem = (row.get("memory_limit_bytes") or 0) / (1 << 20)
@@ -86,8 +86,8 @@ def code_contests_task(data_dir: Path | None = None, split: str = "test", tests:
         rows = list(read_jsonl(path))
         names = [json.loads(r["labels"]).get("name") or str(r["id"]) for r in rows]
         # a name shared by two rows falls back to the row id so that problem ids stay unique
-        names = [n if names.count(n) == 1 else str(r["id"]) for n, r in zip(names, rows)]
-        problems = tuple(_from_sample(r, n, float_tol) for r, n in zip(rows, names))
+        names = [n if names.count(n) == 1 else str(r["id"]) for n, r in zip(names, rows, strict=True)]
+        problems = tuple(_from_sample(r, n, float_tol) for r, n in zip(rows, names, strict=True))
         fingerprint = file_fingerprint(path)
     grader = CodeGrader(build_stdin_jobs, cache_dir=exec_cache or default_cache_dir(), workers=workers or None)
     return Task(name=TASK_NAME, family="code", version=VERSION, problems=problems, render=render_stdin, grader=grader,

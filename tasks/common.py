@@ -149,7 +149,8 @@ def math_prompt(problem: Problem, style: str, fewshot: int = 4) -> Prompt:
         text = fewshot_text(MATH_FEWSHOT[:fewshot], problem.input)
         return Prompt(problem_id=problem.id, text=text, stop=MATH_STOP)
     if style == "chat":
-        return Prompt(problem_id=problem.id, messages=chat_messages(None, MATH_CHAT_INSTRUCTION.format(problem=problem.input.strip())))
+        return Prompt(problem_id=problem.id,
+                      messages=chat_messages(None, MATH_CHAT_INSTRUCTION.format(problem=problem.input.strip())))
     raise ValueError(f"unknown prompt style {style!r}; use 'base' or 'chat'")
 
 
@@ -195,7 +196,8 @@ INSTRUCTION = ("Solve the following competitive programming problem in Python 3.
                "input and writes to standard output.\n\n{statement}\n")
 CALL_INSTRUCTION = ("Solve the following programming problem in Python 3 by implementing the function `{fn}` "
                     "(keep the given signature).\n\n{statement}\n")
-_TOLERANCE_HINT = re.compile(r"(absolute|relative)\s+(or\s+(absolute|relative)\s+)?error|error\s+(does not|doesn't|must not|should not)\s+exceed|within\s+10\^?\{?-", re.I)
+_TOLERANCE_HINT = re.compile(r"(absolute|relative)\s+(or\s+(absolute|relative)\s+)?error"
+                             r"|error\s+(does not|doesn't|must not|should not)\s+exceed|within\s+10\^?\{?-", re.I)
 
 
 def float_tolerance(statement: str, mode: str) -> bool:

@@ -114,7 +114,8 @@ def parse_snapshots(snapshots: str | Sequence[str] | None) -> tuple[str, ...]:
         if not key:
             continue
         if key not in by_lower:
-            raise BonbenchError(f"functional_math: unknown snapshot {item.strip()!r}; choose from {', '.join(SNAPSHOTS)} (comma-separated)")
+            raise BonbenchError(f"functional_math: unknown snapshot {item.strip()!r}; "
+                                f"choose from {', '.join(SNAPSHOTS)} (comma-separated)")
         chosen.add(by_lower[key])
     if not chosen:
         raise BonbenchError(f"functional_math: -T snapshots selected none; choose from {', '.join(SNAPSHOTS)}")
@@ -163,11 +164,13 @@ def load_rows(data_dir: str | Path | None) -> tuple[dict[str, dict[str, Any]], d
     for snap, rows in snaps.items():
         if set(rows) != ids:
             diff = sorted(ids ^ set(rows))
-            raise BonbenchError(f"functional_math: snapshot {snap} covers different unique_ids than {SNAPSHOTS[0]} (e.g. {diff[0]!r}); re-fetch the snapshot files")
+            raise BonbenchError(f"functional_math: snapshot {snap} covers different unique_ids than {SNAPSHOTS[0]} "
+                                f"(e.g. {diff[0]!r}); re-fetch the snapshot files")
     static: dict[str, dict[str, Any]] = {row["unique_id"]: row for row in read_jsonl(static_path)}
     missing = sorted(ids - set(static))
     if missing:
-        raise BonbenchError(f"functional_math: {len(missing)} snapshot ids are not in {static_path} (e.g. {missing[0]!r}); the MATH test file is incomplete")
+        raise BonbenchError(f"functional_math: {len(missing)} snapshot ids are not in {static_path} "
+                            f"(e.g. {missing[0]!r}); the MATH test file is incomplete")
     fingerprint = file_fingerprint(static_path, *snap_paths.values())
     return static, snaps, fingerprint
 
@@ -270,7 +273,8 @@ def authors_metrics(grades_by_problem: Mapping[str, Sequence[Grade]], snapshots:
     nan = float("nan")
     if not ids:
         empty = {name: _metric(nan, (nan, nan), 0) for name in ("static_accuracy", "combined_accuracy", "functional_coverage")}
-        gap = {"value": None, "ci95": [None, None], "n_problems": 0, "withheld": "no static problem was graded",
+        gap: dict[str, Any] = {"value": None, "ci95": [None, None], "n_problems": 0,
+                               "withheld": "no static problem was graded",
                "raw_value": nan, "raw_ci95": [nan, nan], "coverage": nan, "n_functional_tested": 0, "static_set": static_set}
         return {"static_accuracy": empty["static_accuracy"], "combined_accuracy": empty["combined_accuracy"],
                 "reasoning_gap": gap, "functional_coverage": empty["functional_coverage"]}
@@ -279,7 +283,7 @@ def authors_metrics(grades_by_problem: Mapping[str, Sequence[Grade]], snapshots:
     tested = np.array([(fn_ids is None or u in fn_ids) and all(v in acc[u] for v in snapshots) for u in ids])
     combined = static.copy()
     for v in snapshots:
-        combined[tested] *= np.array([acc[u][v] for u, t in zip(ids, tested) if t])
+        combined[tested] *= np.array([acc[u][v] for u, t in zip(ids, tested, strict=True) if t])
     s_val, c_val = float(static.mean()), float(combined.mean())
     kept, kept_terms = _ratio_terms(combined, static)  # combined / static
     gap_val, gap_terms = 100.0 * (1.0 - kept), 100.0 * (1.0 - kept_terms)
@@ -297,8 +301,8 @@ def authors_metrics(grades_by_problem: Mapping[str, Sequence[Grade]], snapshots:
     else:
         reason = None
     common = {"n_functional_tested": n_tested, "static_set": static_set}
-    gap: dict[str, Any] = {**_metric(gap_val, (lo[2], hi[2]), m), "coverage": coverage,
-                           "coverage_threshold": COVERAGE_THRESHOLD, **common}
+    gap = {**_metric(gap_val, (lo[2], hi[2]), m), "coverage": coverage,
+           "coverage_threshold": COVERAGE_THRESHOLD, **common}
     if reason is not None:
         gap.update({"value": None, "ci95": [None, None], "withheld": reason, "raw_value": gap_val,
                     "raw_ci95": [float(lo[2]), float(hi[2])]})
@@ -343,7 +347,7 @@ def functional_only_metrics(grades_by_problem: Mapping[str, Sequence[Grade]], sn
     lo, hi = bootstrap_ci(np.column_stack([static, functional, gap_terms]), n_boot=n_boot, seed=seed)
     m = len(complete)
     return {name: _metric(value, (lo[i], hi[i]), m, n_incomplete=n_incomplete)
-            for i, (name, value) in enumerate(zip(names, (s_val, f_val, gap_val)))}
+            for i, (name, value) in enumerate(zip(names, (s_val, f_val, gap_val), strict=True))}
 
 
 def functional_metrics(grades_by_problem: Mapping[str, Sequence[Grade]], snapshots: Sequence[str] = SNAPSHOTS, *,

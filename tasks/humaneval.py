@@ -107,6 +107,7 @@ def humaneval_task(data_dir: Path | None = None, exec_cache: str | None = None, 
     rows, fingerprint = _rows_from(resolve_data_dir(data_dir))
     problems = tuple(to_problem(r) for r in rows)
     grader = CodeGrader(build_jobs, cache_dir=exec_cache or default_cache_dir(), workers=workers or None, timeout_s=timeout_s)
-    return Task(name=TASK_NAME, family="code", version=VERSION, problems=problems, render=render, grader=grader, grade_args={"timeout_s": timeout_s},
-                prompt_id="humaneval-v1", default_metrics=("pass@1",), max_tokens=512, fingerprint=fingerprint,
+    return Task(name=TASK_NAME, family="code", version=VERSION, problems=problems, render=render, grader=grader,
+                grade_args={"timeout_s": timeout_s}, prompt_id="humaneval-v1", default_metrics=("pass@1",), max_tokens=512,
+                fingerprint=fingerprint,
                 description="HumanEval: 164 Python functions, graded by running their unit tests")

@@ -83,7 +83,8 @@ def _select(problems: Iterable[Problem], level: int | None, subject: str | None)
         valid = sorted({str(p.meta.get("subject")) for p in out} | set(MATH_SUBJECTS.values()))
         match = {v for v in valid if want in (v.lower(), subject_folder(v))}
         if not match:
-            raise BonbenchError(f"unknown subject {subject!r}; choose one of: {', '.join(valid)} (folder names such as number_theory work too)")
+            raise BonbenchError(f"unknown subject {subject!r}; choose one of: {', '.join(valid)} "
+                                "(folder names such as number_theory work too)")
         out = tuple(p for p in out if p.meta.get("subject") in match)
     return out
 

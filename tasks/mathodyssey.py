@@ -208,7 +208,7 @@ def abstention_reason(gold: str) -> str | None:
             return "unparsable"
         if not is_equiv(extracted, cleaned):
             return "not self-equivalent"
-    except Exception as exc:  # the grader must never take the loader down; the answer is uncheckable
+    except Exception as exc:  # noqa: BLE001  the grader must never take the loader down; the answer is uncheckable
         return f"grader error: {type(exc).__name__}"
     return None
 
@@ -301,7 +301,8 @@ def parse_subjects(subject: str | None, labels: Iterable[str]) -> tuple[str, ...
             continue
         label = by_key.get(_subject_key(item))
         if label is None:
-            raise BonbenchError(f"mathodyssey: unknown -T subject={item.strip()!r}; choose from {', '.join(sorted(by_key.values()))}")
+            raise BonbenchError(f"mathodyssey: unknown -T subject={item.strip()!r}; "
+                                f"choose from {', '.join(sorted(by_key.values()))}")
         if label not in chosen:
             chosen.append(label)
     return tuple(chosen) or None

@@ -71,7 +71,7 @@ def _bb_lists(x):
 _bb_want = _bb_json.loads({want!r})
 _bb_got = _bb_lists(_bb_target(*_bb_in))
 assert _bb_got == _bb_want or (isinstance(_bb_want, list) and len(_bb_want) > 0 and _bb_got == _bb_lists(_bb_want[0])), "wrong answer"
-'''
+'''  # noqa: E501  (the check's text is part of every cached TACO result's key: wrapping it re-runs them all)
 
 
 def _number(text: Any) -> float | None:
@@ -88,7 +88,7 @@ def to_problem(index: int, row: dict[str, Any], float_tol: str, time_scale: floa
     if io.get("fn_name"):
         target = json.dumps({"fn_name": io["fn_name"], "inputs": io["inputs"], "outputs": io["outputs"]})
     else:
-        target = json.dumps([{"input": i, "output": o} for i, o in zip(io["inputs"], io["outputs"])])
+        target = json.dumps([{"input": i, "output": o} for i, o in zip(io["inputs"], io["outputs"], strict=False)])
     return Problem(id=f"{TASK_NAME}/{index}", input=row["question"], target=target, meta=meta)
 
 
@@ -102,7 +102,7 @@ def build_jobs(problem: Problem, completion: str) -> list[ExecCase]:
     target = f"Solution().{fn}" if "class Solution" in meta.get("starter_code", "") else fn
     tests = json.loads(problem.target)
     cases = []
-    for i, (args, want) in enumerate(zip(tests["inputs"], tests["outputs"])):
+    for i, (args, want) in enumerate(zip(tests["inputs"], tests["outputs"], strict=False)):
         setup = CALL_ARGS.format(args=json.dumps(args))
         test = CallTest(names=("_bb_target",), tests=setup + CALL_CHECK.format(want=json.dumps(want)),
                         untrusted_tests=setup + CALL_RUN)
@@ -117,7 +117,8 @@ def _rows(root: Path | None, split: str) -> tuple[list[dict[str, Any]], str]:
     path = root / "taco" / f"{split}.jsonl"
     if not path.is_file():
         raise BonbenchError(f"TACO: {str(path)!r} not found; no offline TACO copy is shipped. Export the hub split "
-                            f"({HUB_ID}, {split}) as JSON lines to taco/{split}.jsonl under --data-dir, or drop --data-dir to use the hub")
+                            f"({HUB_ID}, {split}) as JSON lines to taco/{split}.jsonl under --data-dir, "
+                            "or drop --data-dir to use the hub")
     return list(read_jsonl(path)), file_fingerprint(path)
 
 
@@ -129,7 +130,8 @@ def taco_task(data_dir: Path | None = None, split: str = "test", difficulty: str
         raise BonbenchError(f"taco: -T split= must be test or train, not {split!r}")
     wanted = {d.strip().upper() for d in difficulty.split(",") if d.strip()}
     if wanted - set(DIFFICULTIES) - {"ALL"}:
-        raise BonbenchError(f"taco: unknown difficulty {sorted(wanted - set(DIFFICULTIES))}; use {', '.join(DIFFICULTIES)} or ALL")
+        raise BonbenchError(f"taco: unknown difficulty {sorted(wanted - set(DIFFICULTIES))}; "
+                            f"use {', '.join(DIFFICULTIES)} or ALL")
     rows, fingerprint = _rows(resolve_data_dir(data_dir), split)
     problems = tuple(to_problem(i, r, float_tol, time_scale) for i, r in enumerate(rows)
                      if "ALL" in wanted or str(r.get("difficulty")).upper() in wanted)

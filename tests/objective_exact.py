@@ -45,7 +45,7 @@ def compositions(G: int, K: int) -> Iterator[tuple[int, ...]]:
 def log_multinomial(counts: Sequence[int], probs: np.ndarray) -> float:
     G = sum(counts)
     out = math.lgamma(G + 1)
-    for n, p in zip(counts, probs):
+    for n, p in zip(counts, probs, strict=True):
         if n:
             out += n * math.log(p) - math.lgamma(n + 1)
     return out

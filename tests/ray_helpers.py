@@ -129,7 +129,7 @@ class LocalCluster:
                 break
             except OSError:
                 if time.monotonic() > deadline or self.procs["head"].poll() is not None:
-                    raise RuntimeError(f"the Ray head did not start: {(self.tmp / 'head.log').read_text()[-2000:]}")
+                    raise RuntimeError(f"the Ray head did not start: {(self.tmp / 'head.log').read_text()[-2000:]}") from None
                 time.sleep(0.5)
         self._start("worker", [f"--address={self.address}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
                                '--resources={"worker": 1}'])

@@ -20,9 +20,9 @@ from bonbench.apps import cli  # noqa: E402
 def main() -> int:
     delay = float(sys.argv[1])
     args = sys.argv[sys.argv.index("--") + 1:]
-    bonbench.core.models.resolve_model = lambda name: bonbench.core.models.ResolvedModel(  # type: ignore[assignment]
+    bonbench.core.models.resolve_model = lambda name: bonbench.core.models.ResolvedModel(
         name="toy-model", path="toy-model", is_chat=False, fingerprint="toy", revision=None)
-    bonbench.plugins.samplers.select.get_sampler = lambda *a, **k: toy_plugin.SlowScripted(delay)  # type: ignore[assignment]
+    bonbench.plugins.samplers.select.get_sampler = lambda *a, **k: toy_plugin.SlowScripted(delay)
     return cli.main(args)
 
 

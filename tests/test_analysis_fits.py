@@ -91,7 +91,7 @@ def test_per_temperature_fits_and_optimal_temperature_exact() -> None:
     rows = optimal_temperature(curves, Ns, fits)
     truth = [_true_t_star(N) for N in Ns]
     assert [r.t_fitted for r in rows] == truth  # fitted laws extrapolate past n
-    assert [r.t_measured for r in rows if r.N <= n] == [t for N, t in zip(Ns, truth) if N <= n]
+    assert [r.t_measured for r in rows if r.N <= n] == [t for N, t in zip(Ns, truth, strict=True) if N <= n]
     assert all(np.isnan(r.t_measured) for r in rows if r.N > n)
     assert {r.t_measured for r in rows if r.N <= n} == {0.2}
     assert len(set(truth)) == 3 and truth == sorted(truth)  # the family really has T* rising with N

@@ -163,7 +163,7 @@ def run_on_full_disk(tmp_path: Path, previous: Path, *args: str) -> tuple[subpro
     every file on the disk afterwards but the filler (the tmpfs is gone once the namespace ends)."""
     if not _can_unshare():
         pytest.skip("no mount namespaces: cannot mount a small tmpfs")
-    disk, sums, err = tmp_path / "disk", tmp_path / "sums.json", tmp_path / "err.txt"
+    disk, err = tmp_path / "disk", tmp_path / "err.txt"
     disk.mkdir()
     size_k = 64 + sum(p.stat().st_size // 1024 + 8 for p in previous.rglob("*"))
     script = ('d="$1"; prev="$2"; py="$3"; err="$4"; size="$5"; shift 5; '

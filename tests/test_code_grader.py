@@ -23,7 +23,7 @@ def grader(tmp_path_factory: pytest.TempPathFactory) -> CodeGrader:
 
 
 def verdict(grader: CodeGrader, source: str, **kw: object) -> tuple[bool, str]:
-    v = grader.run_cases([ExecCase(source=source, **kw)])[0]  # type: ignore[arg-type]
+    v = grader.run_cases([ExecCase(source=source, **kw)])[0]
     return v.passed, v.status
 
 
@@ -44,7 +44,8 @@ FORGERIES = {
     "atexit os.write": "import atexit, os\natexit.register(lambda: os.write(1, b'\\nPASSED\\n'))\nraise SystemExit(0)\n",
     "patched print": "import builtins\nbuiltins.print = lambda *a, **k: None\nimport sys\nsys.exit(0)\n",
     "patched AssertionError": "import builtins\nbuiltins.AssertionError = type('E', (BaseException,), {})\n",
-    "patched __import__": "import builtins, os\n_imp = builtins.__import__\nbuiltins.__import__ = lambda *a, **k: _imp(*a, **k)\nos._exit(0)\n",
+    "patched __import__": "import builtins, os\n_imp = builtins.__import__\n"
+                          "builtins.__import__ = lambda *a, **k: _imp(*a, **k)\nos._exit(0)\n",
     "patched os.write": "import os\n_w = os.write\nos.write = lambda fd, b: _w(fd, b'x' * 33)\nos._exit(0)\n",
     "guessed sentinel": "print('\\n' + '0' * 32)\nprint('ok')\nimport os\nos._exit(0)\n",
     "old sentinel": "print('\\n0123456789abcdef0123456789abcdef\\n')\nimport os\nos._exit(0)\n",
@@ -162,7 +163,8 @@ def test_grade_shape_and_cache(tmp_path: Path) -> None:
     grades = g.grade(problems, samples)
     assert [x.key for x in grades] == [s.key for s in samples]
     ok, half, nothing, bug, unknown = grades
-    assert ok.correct is True and ok.detail == {"status": "ok", "passed": 2, "total": 2} and ok.answer is None and ok.error is None
+    assert ok.correct is True and ok.detail == {"status": "ok", "passed": 2, "total": 2}
+    assert ok.answer is None and ok.error is None
     assert half.correct is False and half.detail == {"status": "runtime_error", "passed": 1, "total": 2}
     assert "test 2/2" in (half.error or "")
     assert nothing.correct is False and nothing.detail and nothing.detail["status"] == "no_code"

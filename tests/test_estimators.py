@@ -60,7 +60,7 @@ def brute_bon(scores: list[float], correct: list[Fraction], k: int) -> Fraction:
 
 def brute_maj(answers: list, correct: list[Fraction], k: int) -> Fraction:
     members: dict = {}
-    for a, c in zip(answers, correct):
+    for a, c in zip(answers, correct, strict=True):
         if a is not None:
             members.setdefault(a, []).append(c)
     value = {a: sum(v, F(0)) / len(v) for a, v in members.items()}
@@ -143,7 +143,7 @@ def test_maj_vectors(answers: list, correct: list[int], expected: list[Fraction]
 
 
 def test_per_problem_functions_match_brute_force(brute: list[dict[str, list[Fraction]]]) -> None:
-    for (answers, correct, scores), want in zip(CASES, brute):
+    for (answers, correct, scores), want in zip(CASES, brute, strict=True):
         cf = [float(c) for c in correct]
         for k in range(1, len(correct) + 1):
             assert pass_at_k(cf, k) == pytest.approx(float(want["pass"][k - 1]), abs=TOL)
@@ -444,9 +444,9 @@ def test_compute_curves() -> None:
     outs = _outcomes()
     curves = compute_curves(outs, n_boot=200)
     assert set(curves) == {"pass", "bon", "maj"}
-    for kind, c in curves.items():
+    for c in curves.values():
         assert c["k"] == list(range(1, 9)) and len(c["value"]) == len(c["lo"]) == len(c["hi"]) == 8
-        assert all(lo <= v <= hi for v, lo, hi in zip(c["value"], c["lo"], c["hi"]))
+        assert all(lo <= v <= hi for v, lo, hi in zip(c["value"], c["lo"], c["hi"], strict=True))
     values, _ = compute_metrics(outs, parse_metrics(["maj@5", "bon@3"]), n_boot=200)
     assert curves["maj"]["value"][4] == pytest.approx(values["maj@5"].value)
     assert curves["bon"]["value"][2] == pytest.approx(values["bon@3"].value)

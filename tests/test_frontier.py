@@ -28,7 +28,7 @@ def test_pareto_front_equals_brute_force_with_ties() -> None:
         pts = [_point(i, rng.randint(0, 5) / 2, rng.randint(0, 5) / 4) for i in range(rng.randint(1, 9))]
         front = pareto_front(pts)
 
-        def dominated(p: PlanePoint) -> bool:
+        def dominated(p: PlanePoint, pts: list[PlanePoint] = pts) -> bool:
             return any(q.kl <= p.kl and q.reward >= p.reward and (q.kl < p.kl or q.reward > p.reward) for q in pts)
 
         undominated = {(p.kl, p.reward) for p in pts if not dominated(p)}

@@ -152,7 +152,7 @@ def test_missing_snapshot_file_names_the_fix(tmp_path: Path) -> None:
 
 def _grades(pid: str, correct: list[bool | None], answers: list[str | None] | None = None) -> list[Grade]:
     answers = answers or [("right" if c else "wrong") for c in correct]
-    return [Grade(pid, i, "math", 1, c, answer=a) for i, (c, a) in enumerate(zip(correct, answers))]
+    return [Grade(pid, i, "math", 1, c, answer=a) for i, (c, a) in enumerate(zip(correct, answers, strict=True))]
 
 
 def _table(rows: dict[str, dict[str, list[bool | None]]]) -> dict[str, list[Grade]]:
@@ -256,7 +256,7 @@ def test_low_coverage_withholds_the_gap_with_a_warning(task) -> None:
     # two MATH test ids without snapshots
     fn_uids = sorted(task.extra_metrics.functionalized)[:4]
     other = sorted({p.meta["unique_id"] for p in task.problems if not p.meta["functionalized"]})[:2]
-    uids = dict(zip("ABCDEF", fn_uids + other))
+    uids = dict(zip("ABCDEF", fn_uids + other, strict=True))
     grades = _table({uids[k]: v for k, v in rows.items()})
     metrics = task.extra_metrics
     with pytest.warns(UserWarning, match=r"reasoning_gap withheld: only 60\.0% of the statically solved problems"):
@@ -436,7 +436,7 @@ def test_task_declares_the_variant_breakdown(task) -> None:
 
 def test_task_extra_metrics_needs_the_runs_bootstrap_settings(task) -> None:
     fn_ids = sorted(task.extra_metrics.functionalized)[:3]
-    rename = {_uid(x): uid for x, uid in zip("ABC", fn_ids)}
+    rename = {_uid(x): uid for x, uid in zip("ABC", fn_ids, strict=True)}
     grades = {fm.problem_id(v, rename[u]): gs for pid, gs in _synthetic().items() for v, u in [fm.split_problem_id(pid)]}
     out = task.extra_metrics(grades, seed=3, n_boot=500, specs=["pass@1"], scores_by_problem=None)
     assert set(out) == {"static_accuracy", "combined_accuracy", "reasoning_gap", "functional_coverage",

@@ -31,7 +31,8 @@ def _metric(pp: np.ndarray) -> Metric:
 
 
 def _gate_fails(base_pp: np.ndarray, cur_pp: np.ndarray, tolerance: float = 0.0) -> bool:
-    r = compare_metric(_metric(base_pp), dict(zip(IDS, base_pp)), _metric(cur_pp), dict(zip(IDS, cur_pp)), ALPHA)
+    r = compare_metric(_metric(base_pp), dict(zip(IDS, base_pp, strict=True)), _metric(cur_pp),
+                       dict(zip(IDS, cur_pp, strict=True)), ALPHA)
     assert r.test == "paired t" and r.n_paired == P
     return verdict(r, ALPHA, tolerance) == "REGRESSION"
 
@@ -69,7 +70,7 @@ def test_tolerance_excuses_only_small_significant_drops() -> None:
     rng = np.random.default_rng(3)
     p = _probs()
     base, cur = per_problem_pass(p, N, 1, rng), per_problem_pass(p - 0.05, N, 1, rng)
-    r = compare_metric(_metric(base), dict(zip(IDS, base)), _metric(cur), dict(zip(IDS, cur)), ALPHA)
+    r = compare_metric(_metric(base), dict(zip(IDS, base, strict=True)), _metric(cur), dict(zip(IDS, cur, strict=True)), ALPHA)
     assert r.p < ALPHA and -0.07 < r.diff < -0.03
     assert verdict(r, ALPHA, tolerance=0.0) == "REGRESSION"
     assert verdict(r, ALPHA, tolerance=0.01) == "REGRESSION"
@@ -93,9 +94,10 @@ def test_test_choice_follows_problem_overlap_and_available_values() -> None:
     ids_b = [f"b{i}" for i in range(200)]
     # no shared problems: the means are over different problems, so there is nothing to compare
     with pytest.raises(BonbenchError, match="share 0 problem"):
-        compare_metric(_metric(a), dict(zip(ids_a, a)), _metric(b), dict(zip(ids_b, b)), ALPHA)
+        compare_metric(_metric(a), dict(zip(ids_a, a, strict=True)), _metric(b), dict(zip(ids_b, b, strict=True)), ALPHA)
     # a run on a subset (another --limit): paired on the shared problems
-    partly = compare_metric(_metric(a), dict(zip(ids_a, a)), _metric(b), dict(zip(ids_a[:30], b[:30])), ALPHA)
+    partly = compare_metric(_metric(a), dict(zip(ids_a, a, strict=True)), _metric(b),
+                            dict(zip(ids_a[:30], b[:30], strict=True)), ALPHA)
     assert partly.test == "paired t" and partly.n_paired == 30 and (partly.n_baseline, partly.n_current) == (200, 30)
     summary = compare_metric(Metric(0.50, (0.45, 0.55), 400), None, Metric(0.40, (0.35, 0.45), 400), None, ALPHA)
     assert summary.test == "z (from CIs)" and summary.p < 0.01

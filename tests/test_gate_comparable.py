@@ -83,7 +83,7 @@ def _kl_run(root: Path, kl: np.ndarray, seed: int) -> Path:
                "reference": "org/base", "direction": "lower"},
         "kl_bon@4": {"value": kl_bon, "ci95": [None, None], "n_problems": len(kl), "reference": "synthetic/model",
                      "closed_form": True},
-    }, {"kl": dict(zip(ids, map(float, kl))), "kl_bon@4": {i: kl_bon for i in ids}})
+    }, {"kl": dict(zip(ids, map(float, kl), strict=True)), "kl_bon@4": {i: kl_bon for i in ids}})
 
 
 def test_kl_is_gated_lower_is_better_and_closed_form_kl_bon_is_not_gated(tmp_path: Path,

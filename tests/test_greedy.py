@@ -136,7 +136,7 @@ def test_hf_greedy_runs_are_identical_and_match_generate_without_sampling(tiny: 
 
     tok = AutoTokenizer.from_pretrained(tiny)
     lm = AutoModelForCausalLM.from_pretrained(tiny, dtype=torch.float32).eval()
-    for row, word in zip(a, WORDS):
+    for row, word in zip(a, WORDS, strict=True):
         ids = tok(word + ":", return_tensors="pt")
         with torch.no_grad():
             out = lm.generate(**ids, do_sample=False, max_new_tokens=8, pad_token_id=tok.pad_token_id)

@@ -181,7 +181,8 @@ def test_sample_idx_is_honoured_and_conflicting_duplicates_refused(tmp_path: Pat
     with pytest.warns(UserWarning, match="1 repeated identical row"):
         imported = read_samples(_jsonl(tmp_path / "a.jsonl", rows), "humaneval", humaneval.problems)
     assert sorted(s.key for s in imported.samples) == [(r["task_id"], 2), (r["task_id"], 5)]
-    conflict = _jsonl(tmp_path / "b.jsonl", rows[:2] + [{"task_id": r["task_id"], "sample_idx": 5, "completion": "    return 1\n"}])
+    conflict = _jsonl(tmp_path / "b.jsonl",
+                      rows[:2] + [{"task_id": r["task_id"], "sample_idx": 5, "completion": "    return 1\n"}])
     code, _, err = _score(tmp_path, data_dir, capsys, "--task", "humaneval", "--samples", str(conflict))
     assert code == 1 and "b.jsonl:3: sample ('HumanEval/0', 5) appears again (first on line 1) with different text" in err
     mixed = _jsonl(tmp_path / "c.jsonl", [rows[0], {"task_id": r["task_id"], "completion": WRONG}])

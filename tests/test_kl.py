@@ -30,7 +30,7 @@ class _Exact:
     name = "exact_tiny"
     version = 1
 
-    def grade(self, problems, samples):  # type: ignore[no-untyped-def]
+    def grade(self, problems, samples):
         from bonbench.core.records import Grade
 
         return [Grade(s.problem_id, s.sample_idx, self.name, 1, correct=s.completion.startswith("a")) for s in samples]

@@ -40,7 +40,7 @@ def test_metric_directions_and_closed_forms() -> None:
     assert footnotes(["pass@1"]) == [] and footnotes(["kl", "kl_bon@2"]) == [KL_FOOTNOTE, CLOSED_FORM_FOOTNOTE]
 
 
-def test_the_html_report_explains_a_negative_kl(tmp_path) -> None:  # noqa: ANN001 - pytest fixture
+def test_the_html_report_explains_a_negative_kl(tmp_path) -> None:
     import json
 
     from bonbench.apps.analysis.html import write_report

@@ -37,7 +37,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _cell(board, model: str, metric: str = "pass@1"):  # noqa: ANN001, ANN202 - test helper
+def _cell(board, model: str, metric: str = "pass@1"):
     return board.cells[(model, "t", metric)]
 
 
@@ -57,7 +57,8 @@ def test_run_choice_rule_prefers_the_base_settings_else_latest(results: Path) ->
     with_base = build_leaderboard(results, base="org/base", n_boot=200)
     sel = {s.model: s for s in with_base.selections}
     assert sel["org--same"].run.temperature == 1.0
-    assert sel["org--same"].rule == "latest run with the base run's settings, n and problems" and sel["org--same"].n_candidates == 2
+    assert sel["org--same"].rule == "latest run with the base run's settings, n and problems"
+    assert sel["org--same"].n_candidates == 2
     without = build_leaderboard(results)
     sel = {s.model: s for s in without.selections}
     assert sel["org--same"].run.temperature == 0.7 and sel["org--same"].rule == "latest run"
@@ -167,7 +168,7 @@ def _add_kl(run: Path, kl: np.ndarray) -> None:
     ids = sorted(doc["per_problem"]["pass@1"])
     doc["metrics"]["kl"] = {"value": float(kl.mean()), "ci95": [float(kl.mean()) - 0.05, float(kl.mean()) + 0.05],
                             "n_problems": len(ids), "direction": "lower"}
-    doc["per_problem"]["kl"] = dict(zip(ids, map(float, kl)))
+    doc["per_problem"]["kl"] = dict(zip(ids, map(float, kl), strict=True))
     doc["metrics"]["kl_bon@4"] = {"value": 0.636, "ci95": [None, None], "n_problems": len(ids), "closed_form": True}
     doc["per_problem"]["kl_bon@4"] = {i: 0.636 for i in ids}
     (run / "metrics.json").write_text(json.dumps(doc))

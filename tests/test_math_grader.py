@@ -157,7 +157,7 @@ def test_grader_verdicts_answers_and_dedupe(monkeypatch: pytest.MonkeyPatch) -> 
     sent: list[list] = []
     real = gm._run_pool
 
-    def spy(items, timeout, workers, **kw):  # type: ignore[no-untyped-def]
+    def spy(items, timeout, workers, **kw):
         sent.append(list(items))
         return real(items, timeout, workers, **kw)
 
@@ -285,11 +285,11 @@ def test_v3_identities_and_tiny_constants_go_to_the_exact_comparison() -> None:
 
 def test_v3_precision_model() -> None:
     # significant digits, not decimal places, make a decimal "long"; one digit is exact
-    assert mnum.approx_interval(mnum.parse_number("0.0000001")) is None  # type: ignore[arg-type]
-    assert mnum.approx_interval(mnum.parse_number("0.25")) is None  # type: ignore[arg-type]
-    lo, hi = mnum.approx_interval(mnum.parse_number("0.25000003"))  # type: ignore[arg-type, misc]
+    assert mnum.approx_interval(mnum.parse_number("0.0000001")) is None
+    assert mnum.approx_interval(mnum.parse_number("0.25")) is None
+    lo, hi = mnum.approx_interval(mnum.parse_number("0.25000003"))
     assert lo == Fraction(250000025, 10**9) and hi == Fraction(25000004, 10**8)
-    lo, hi = mnum.approx_interval(mnum.parse_number("0.000118"))  # type: ignore[arg-type, misc]
+    lo, hi = mnum.approx_interval(mnum.parse_number("0.000118"))
     assert lo == Fraction(1175, 10**7) and hi == Fraction(1185, 10**7)
     assert mnum.parse_number("2.5e-4") == (Fraction(1, 4000), 5)
     assert mnum.parse_number("1.2\\overline{34}") == (Fraction(611, 495), 0)
@@ -351,7 +351,7 @@ def test_math_grader_agrees_with_the_case_file() -> None:
     problems = _problems(*((f"c{i}", c["target"]) for i, c in enumerate(CASES)))
     samples = [_sample(f"c{i}", 0, c["output"]) for i, c in enumerate(CASES)]
     grades = MathGrader(workers=2).grade(problems, samples)
-    wrong = [(c["category"], c["note"], g.error) for c, g in zip(CASES, grades) if g.correct is not c["expected"]]
+    wrong = [(c["category"], c["note"], g.error) for c, g in zip(CASES, grades, strict=True) if g.correct is not c["expected"]]
     assert wrong == []
 
 

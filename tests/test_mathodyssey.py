@@ -194,7 +194,8 @@ def test_grader_accepts_equivalent_forms_of_cleaned_gold(data_dir: Path) -> None
     samples = [Sample(pid, 0, f"\\boxed{{{ans}}}", 5, "stop") for pid, ans in cases.items()]
     samples += [Sample(pid, 1, f"\\boxed{{{ans}}}", 5, "stop") for pid, ans in wrong.items()]
     grades = {g.key: g for g in MathGrader(workers=1).grade(problems, samples)}
-    assert all(grades[(pid, 0)].correct for pid in cases), [(k, g.answer) for k, g in grades.items() if k[1] == 0 and not g.correct]
+    assert all(grades[(pid, 0)].correct for pid in cases), [(k, g.answer) for k, g in grades.items()
+                                                            if k[1] == 0 and not g.correct]
     assert not any(grades[(pid, 1)].correct for pid in wrong)
 
 

@@ -110,7 +110,7 @@ def test_log_f_hat_random_order():
     ("reverse_kl", [2.335131, 5.259443, 9.383759, 17.159314, 33.069340, 65.032824]),
 ])
 def test_lambda_n_table(rule, values):
-    for N, v in zip([2, 4, 8, 16, 32, 64], values):
+    for N, v in zip([2, 4, 8, 16, 32, 64], values, strict=True):
         assert abs(lambda_n(N, rule) - v) <= 1e-6, (rule, N, lambda_n(N, rule), v)
     assert lambda_n(1, rule) == 0.0
 
@@ -228,7 +228,7 @@ def test_rlb_population_weights_from_pi_samples(N, G):
     p = p_fail(THETA5)
     gJ = grad_J(THETA5, N)
     for kw, factor in [({"sign": "plus"}, 1.0), ({"positive_only": True}, 1.0), ({"sign": "minus"}, (1 + p) / (1 - p))]:
-        got = expected_estimate(THETA5, G, lambda t: rlb_sample_weights(R_BIN[list(t)] == 1, p, N, **kw))
+        got = expected_estimate(THETA5, G, lambda t, kw=kw: rlb_sample_weights(R_BIN[list(t)] == 1, p, N, **kw))
         close(got, factor * gJ)
 
 
@@ -264,10 +264,11 @@ def test_rlb_plugin_is_consistent_not_unbiased(make, kw):
     obj = make(N=N, **kw)
     gJ = grad_J(THETA5, N)
     # small G agrees with brute-force enumeration of G-tuples (checks the binomial shortcut)
-    close(_binomial_expectation(THETA5, 3, obj.weights), expected_estimate(THETA5, 3, lambda t: obj.weights(Group(rewards=R_BIN[list(t)]))))
+    close(_binomial_expectation(THETA5, 3, obj.weights),
+          expected_estimate(THETA5, 3, lambda t: obj.weights(Group(rewards=R_BIN[list(t)]))))
     errs = [np.abs(_binomial_expectation(THETA5, G, obj.weights) - gJ).max() for G in (4, 16, 64, 256)]
     assert errs[0] > 1e-3  # biased at small G
-    assert all(b < a for a, b in zip(errs, errs[1:]))  # and converging
+    assert all(b < a for a, b in zip(errs, errs[1:], strict=False))  # and converging
     assert errs[-1] < errs[-2] / 3  # O(1/G): G x 4 cuts the bias about 4-fold
 
 
@@ -344,10 +345,10 @@ def test_sft_star_rl_exact():
     close(got, autograd(lambda t: torch.softmax(t, 0)[torch.as_tensor(R == 1)].sum(), THETA4))
     for baseline in ("loo", "none"):
         rs = rl_s(baseline=baseline)
-        got = expected_estimate(THETA4, 3, lambda t: rs.weights(Group(rewards=R_S[list(t)])))
+        got = expected_estimate(THETA4, 3, lambda t, rs=rs: rs.weights(Group(rewards=R_S[list(t)])))
         close(got, autograd(lambda t: torch.softmax(t, 0) @ torch.as_tensor(R_S), THETA4))
         rv = rl_v(baseline=baseline)
-        got = expected_estimate(THETA4, 3, lambda t: rv.weights(Group(rewards=R[list(t)], scores=S[list(t)])))
+        got = expected_estimate(THETA4, 3, lambda t, rv=rv: rv.weights(Group(rewards=R[list(t)], scores=S[list(t)])))
         close(got, autograd(lambda t: torch.softmax(t, 0) @ torch.as_tensor(S), THETA4))
 
 
@@ -402,7 +403,7 @@ def test_perfect_value_gives_the_closed_form_rlb_weights(N, G):
     close(rlb.weights(g), np.where(r == 1, N * p ** (N - 1) / (1 - p), N * p**N / (1 - p)) / 3, 1e-14)
     close(rlbp.weights(g), np.where(r == 1, N * p ** (N - 1), 0.0) / 3, 1e-14)
     for obj in (rlb, rlbp):
-        close(expected_estimate(THETA5, G, lambda t: obj.weights(Group(rewards=R_BIN[list(t)], value=p))), gJ)
+        close(expected_estimate(THETA5, G, lambda t, obj=obj: obj.weights(Group(rewards=R_BIN[list(t)], value=p))), gJ)
         # the head regresses on the failing fraction, whose expectation is p
         Ef = sum(np.prod(softmax(THETA5)[list(t)]) * obj.value_target(Group(rewards=R_BIN[list(t)]))
                  for t in itertools.product(range(5), repeat=G))
@@ -467,7 +468,7 @@ def test_log_bon_prob_stable():
     got = amini.log_bon_prob(lf, np.log(p), 5)
     # reference: the binomial sum in log space (the authors' form)
     ref = []
-    for f, q in zip(F, p):
+    for f, q in zip(F, p, strict=True):
         terms = [math.log(math.comb(5, i)) + ((5 - i) * math.log(f) if i < 5 else 0.0) + i * math.log(q)
                  for i in range(1, 6) if f > 0 or i == 5]
         ref.append(np.logaddexp.reduce(terms))
@@ -553,7 +554,8 @@ def test_kl_rl_exact(baseline):
     got = expected_estimate(THETA5, 3, lambda t: obj.weights(_group5(t)))
     lr = torch.as_tensor(np.log(PI_REF5))
     r = torch.as_tensor(REW5)
-    want = autograd(lambda t: torch.softmax(t, 0) @ r - beta * (torch.softmax(t, 0) * (torch.log_softmax(t, 0) - lr)).sum(), THETA5)
+    want = autograd(lambda t: torch.softmax(t, 0) @ r - beta * (torch.softmax(t, 0) * (torch.log_softmax(t, 0) - lr)).sum(),
+                    THETA5)
     close(got, want)
 
 
@@ -569,7 +571,8 @@ def test_ppo_form_identity():
         t = [0, 2, 2, 4]
         close(amini.kl_rl_weights(rew[t], lp[t], lr[t], 1 / N), amini.vbon_weights(log_bon[t], lp[t]) / N, 1e-15)
         # and the weights are not those of a different beta
-        assert np.abs(amini.kl_rl_weights(rew[t], lp[t], lr[t], 1 / (N + 1)) - amini.vbon_weights(log_bon[t], lp[t]) / N).max() > 1e-4
+        assert np.abs(amini.kl_rl_weights(rew[t], lp[t], lr[t], 1 / (N + 1))
+                      - amini.vbon_weights(log_bon[t], lp[t]) / N).max() > 1e-4
 
 
 def test_kl_bound_and_win_rate():
@@ -629,7 +632,7 @@ def test_bonbon_pairs_subset_counts():
     for S in itertools.combinations(range(5), 3):
         key = (max(S, key=lambda i: r[i]), min(S, key=lambda i: r[i]))
         counts[key] = counts.get(key, 0) + 1 / 10
-    assert {(int(b), int(w)): p for b, w, p in zip(best, worst, P) if p > 0} == pytest.approx(counts)
+    assert {(int(b), int(w)): p for b, w, p in zip(best, worst, P, strict=True) if p > 0} == pytest.approx(counts)
     close(top, [0, 0, 6 / 10, 1 / 10, 3 / 10], 1e-15)  # C(rank, 2)/C(5, 3), ranks 0-based ascending
 
 

@@ -204,14 +204,18 @@ def default_cases():
         "bon_rlb_p": (lambda o: make_objective("bon_rlb_p").weights(Group(rewards=R_BIN[o])), pass_J(N_rlb), 6, None, True),
         "star": (lambda o: make_objective("star").weights(Group(rewards=R_BIN[o])), mean_J(R_BIN), 4, None, True),
         "rl_s": (lambda o: make_objective("rl_s").weights(Group(rewards=R_REAL[o])), mean_J(R_REAL), 3, None, True),
-        "rl_v": (lambda o: make_objective("rl_v").weights(Group(rewards=R_BIN[o], scores=SCORES[o])), mean_J(SCORES), 3, None, True),
+        "rl_v": (lambda o: make_objective("rl_v").weights(Group(rewards=R_BIN[o], scores=SCORES[o])), mean_J(SCORES), 3, None,
+                 True),
         "kl_rl": (_with_logprobs("kl_rl", R_REAL),
-                  lambda pi: (pi * torch.as_tensor(R_REAL)).sum() - kl_beta * (pi * (torch.log(pi) - torch.as_tensor(LOG_REF))).sum(),
+                  lambda pi: (pi * torch.as_tensor(R_REAL)).sum()
+                  - kl_beta * (pi * (torch.log(pi) - torch.as_tensor(LOG_REF))).sum(),
                   3, None, True),
         "vbon": (_with_logprobs("vbon", R_REAL, ref_rewards=REF_REWARDS),
                  neg_kl_to(vbon_target(R_REAL, REF_REWARDS, REF, vb_N)), 3, None, True),
         "vbon_l": (_with_logprobs("vbon_l", R_REAL, ref_rewards=REF_REWARDS),
-                   lambda pi: (pi * torch.as_tensor((d["vbon_l"]["N"] - 1) * np.log((1 + counts_below_equal(R_REAL, REF_REWARDS)[0]) / 8) + LOG_REF)).sum()
+                   lambda pi: (pi * torch.as_tensor((d["vbon_l"]["N"] - 1)
+                                                    * np.log((1 + counts_below_equal(R_REAL, REF_REWARDS)[0]) / 8)
+                                                    + LOG_REF)).sum()
                    - (pi * torch.log(pi)).sum(), 3, None, True),
         "bonbon": (_with_logprobs("bonbon", R_REAL), bonbon_J(d["bonbon"]["N"], d["bonbon"]["alpha"]),
                    d["bonbon"]["N"], REF, True),
@@ -347,19 +351,24 @@ GRPO = {2: (0.7071, 1.6972, 0.99525), 4: (1.4088, 3.1018, 0.99707), 8: (1.7927, 
 def test_grpo_star_and_mean_centred_as_documented(G):
     c_bin, c_real, cos_real = GRPO[G]
     grpo = make_objective("mean", baseline="mean", normalise="grpo")
-    c, cos, _ = ascent_coefficient(expected_update(THETA, G, lambda o: grpo.weights(Group(rewards=R_BIN[o]))), grad(mean_J(R_BIN), THETA))
+    c, cos, _ = ascent_coefficient(expected_update(THETA, G, lambda o: grpo.weights(Group(rewards=R_BIN[o]))),
+                                   grad(mean_J(R_BIN), THETA))
     assert abs(c - c_bin) < 1e-4 and cos > 1 - 1e-12  # 0/1 rewards: parallel, wrong length
-    c, cos, _ = ascent_coefficient(expected_update(THETA, G, lambda o: grpo.weights(Group(rewards=R_REAL[o]))), grad(mean_J(R_REAL), THETA))
+    c, cos, _ = ascent_coefficient(expected_update(THETA, G, lambda o: grpo.weights(Group(rewards=R_REAL[o]))),
+                                   grad(mean_J(R_REAL), THETA))
     assert abs(c - c_real) < 1e-4 and abs(cos - cos_real) < 1e-5  # real rewards: not parallel
     centred = make_objective("mean", baseline="mean")
-    c, _, rel = ascent_coefficient(expected_update(THETA, G, lambda o: centred.weights(Group(rewards=R_REAL[o]))), grad(mean_J(R_REAL), THETA))
+    c, _, rel = ascent_coefficient(expected_update(THETA, G, lambda o: centred.weights(Group(rewards=R_REAL[o]))),
+                                   grad(mean_J(R_REAL), THETA))
     assert abs(c - (G - 1) / G) < 1e-12 and abs(rel - 1 / G) < 1e-12
     star = make_objective("star", normalise="correct")
-    c, cos, _ = ascent_coefficient(expected_update(THETA, G, lambda o: star.weights(Group(rewards=R_BIN[o]))), grad(mean_J(R_BIN), THETA))
+    c, cos, _ = ascent_coefficient(expected_update(THETA, G, lambda o: star.weights(Group(rewards=R_BIN[o]))),
+                                   grad(mean_J(R_BIN), THETA))
     assert abs(c - {2: 1.3482, 4: 1.5116, 8: 1.5338}[G]) < 1e-4 and cos > 1 - 1e-12
 
 
-@pytest.mark.parametrize("baseline,options,target_k", [("biased", {}, 3), ("leave_p_out", {"p": 2, "leave_p_out_form": "paper"}, 2)])
+@pytest.mark.parametrize("baseline,options,target_k",
+                         [("biased", {}, 3), ("leave_p_out", {"p": 2, "leave_p_out_form": "paper"}, 2)])
 def test_passk_biased_forms_target_a_smaller_k(baseline, options, target_k):
     """passk baseline=biased is exactly grad J_{k-1}; the paper's leave-p-out exactly grad J_{k-p}."""
     obj = make_objective("passk", k=4, baseline=baseline, **options)

@@ -200,7 +200,7 @@ def test_u_statistic_g_greater_than_k():
     rew = np.array([0.2, 0.2, 1.0])
     f = f_max(rew)
     for baseline, target_k in [("loo", 3), ("none", 3), ("biased", 2)]:
-        g = est(theta, 5, lambda t: tang.passk_weights(rew[list(t)], 3, baseline))
+        g = est(theta, 5, lambda t, baseline=baseline: tang.passk_weights(rew[list(t)], 3, baseline))
         close(g, k_sample_gradient(theta, target_k, f))
     g = est(theta, 5, lambda t: tang.passk_weights(rew[list(t)], 3, "leave_p_out", 2, "unbiased"))
     close(g, k_sample_gradient(theta, 3, f))
@@ -242,7 +242,7 @@ def test_majk_biased_leave_p_out_and_u_statistic():
 def test_softmaxk_unbiased(family, beta):
     theta = THETAS[0]
     agg = softmax_value if family == "softmax" else (lambda r, b: logsumexp_value(r, 1.0 / b))
-    f = lambda t: float(agg(REAL4[list(t)], beta))  # noqa: E731
+    f = lambda t: float(agg(REAL4[list(t)], beta))
     g = est(theta, 3, lambda t: tang.softmaxk_weights(REAL4[list(t)], 3, beta, family))
     close(g, k_sample_gradient(theta, 3, f))
     g = est(THETAS3[0], 4, lambda t: tang.softmaxk_weights(REAL4[:3][list(t)], 2, beta, family))
@@ -270,7 +270,7 @@ def grad_mean_reward(theta, rew):
 def test_mean_loo_none_unbiased(G):
     for theta in THETAS:
         for baseline, factor in [("loo", 1.0), ("none", 1.0), ("mean", (G - 1) / G)]:
-            g = est(theta, G, lambda t: tang.mean_weights(REAL4[list(t)], baseline))
+            g = est(theta, G, lambda t, baseline=baseline: tang.mean_weights(REAL4[list(t)], baseline))
             close(g, factor * grad_mean_reward(theta, REAL4))
 
 
@@ -305,7 +305,7 @@ def brute_weights(f, G, k, baseline, p=2, form="unbiased"):
     """The U-statistic of §4.7 over every k-subset of the per-subset estimators of §4.2-4.6."""
     w = np.zeros(G)
     subsets = list(itertools.combinations(range(G), k))
-    fz = lambda t: f(t) if t else 0.0  # noqa: E731
+    fz = lambda t: f(t) if t else 0.0
     for S in subsets:
         fS = f(S)
         A = {i: fS - fz(tuple(j for j in S if j != i)) for i in S}
@@ -336,7 +336,7 @@ def test_engine_matches_brute_force():
         p, form = int(rng.integers(1, k)), str(rng.choice(["unbiased", "paper"]))
         for f, mine in [(f_max(r), tang.passk_weights(r, k, baseline, p, form)),
                         (f_maj(ans, r), tang.majk_weights(ans, r, k, baseline, p, form)),
-                        (lambda t: float(softmax_value(r[list(t)], 1.7)),
+                        (lambda t, r=r: float(softmax_value(r[list(t)], 1.7)),
                          tang.softmaxk_weights(r, k, 1.7, "softmax", baseline, p, form))]:
             close(mine, brute_weights(f, G, k, baseline, p, form), 1e-12)
 
@@ -357,13 +357,13 @@ def test_large_group_exact_rationals():
     assert time.perf_counter() - t0 < 1.0
     order = sorted(range(G), key=lambda i: q[i])
     v = [q[i] for i in order]
-    # sum over k-subsets containing position j of max: j is the top (C(j-1, k-1)) or l > j is (C(l-2, k-2))
-    # sum over (k-1)-subsets of the others of max: rank l < j keeps l, l > j becomes l - 1
+    # sum over k-subsets containing position j of max: j is the top (C(j-1, k-1)) or m > j is (C(m-2, k-2))
+    # sum over (k-1)-subsets of the others of max: rank m < j keeps m, m > j becomes m - 1
     exact = [Fraction(0)] * G
     for j in range(1, G + 1):
-        plus = v[j - 1] * math.comb(j - 1, k - 1) + sum(v[l - 1] * math.comb(l - 2, k - 2) for l in range(j + 1, G + 1))
-        minus = (sum(v[l - 1] * math.comb(l - 1, k - 2) for l in range(1, j))
-                 + sum(v[l - 1] * math.comb(l - 2, k - 2) for l in range(j + 1, G + 1)))
+        plus = v[j - 1] * math.comb(j - 1, k - 1) + sum(v[m - 1] * math.comb(m - 2, k - 2) for m in range(j + 1, G + 1))
+        minus = (sum(v[m - 1] * math.comb(m - 1, k - 2) for m in range(1, j))
+                 + sum(v[m - 1] * math.comb(m - 2, k - 2) for m in range(j + 1, G + 1)))
         exact[order[j - 1]] = (plus - minus) / math.comb(G, k)
     close(w, [float(x) for x in exact], 1e-12)
 

@@ -56,7 +56,8 @@ def test_run_writes_complete_run_dir_and_rerun_is_noop(tmp_path: Path) -> None:
     assert config["hash"] == run_dir.name and config["config"]["n"] == 8
     assert "n" not in config["hashed"] and "temperature" in config["hashed"]
     # expected pass@4 from the toy model's answers
-    exp = sum(pass_at_k([toy_plugin.toy_answer(f"toy/{i}", j) == f"answer: {i}" for j in range(8)], 4) for i in range(12)) / 12
+    exp = sum(pass_at_k([toy_plugin.toy_answer(f"toy/{i}", j) == f"answer: {i}" for j in range(8)], 4)
+              for i in range(12)) / 12
     assert doc["metrics"]["pass@4"]["value"] == pytest.approx(exp)
     lo, hi = doc["metrics"]["pass@4"]["ci95"]
     assert lo <= exp <= hi
@@ -212,7 +213,7 @@ def test_score_math_samples_file_from_elsewhere(tmp_path: Path, data_dir: Path, 
     samples = tmp_path / "samples.jsonl"
     with samples.open("w") as fh:
         for r in rows:
-            for j, ans in enumerate([r["answer"], "-12345", r["answer"], None]):
+            for ans in [r["answer"], "-12345", r["answer"], None]:
                 text = f"The answer is $\\boxed{{{ans}}}$." if ans is not None else "I give up."
                 fh.write(json.dumps({"problem_id": r["unique_id"], "completion": text}) + "\n")
     code = main(["score", "--task", "math500", "--samples", str(samples), "--data-dir", str(data_dir),
@@ -226,7 +227,8 @@ def test_score_math_samples_file_from_elsewhere(tmp_path: Path, data_dir: Path, 
     # 2 votes for gold, 1 wrong, 1 abstain: plurality is gold whenever gold is drawn at least as often
     assert doc["metrics"]["maj@4"]["value"] == pytest.approx(1.0)
     grades = [json.loads(line) for line in (run_dir / "grades" / "math.jsonl").read_text().splitlines()]
-    assert sorted((g["problem_id"], g["sample_idx"]) for g in grades) == sorted((r["unique_id"], j) for r in rows for j in range(4))
+    assert (sorted((g["problem_id"], g["sample_idx"]) for g in grades)
+            == sorted((r["unique_id"], j) for r in rows for j in range(4)))
     # a row with a problem id the task does not have is refused
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"problem_id": "test/nope/1.json", "completion": "x"}) + "\n")
@@ -244,7 +246,8 @@ def test_score_humaneval_samples_file(tmp_path: Path, data_dir: Path, capsys: py
         for i, p in enumerate(problems):
             for j in range(10):
                 good = j < 2 * (i + 1)  # 2, 4, 6 correct samples of 10
-                fh.write(json.dumps({"task_id": p["task_id"], "completion": p["canonical_solution"] if good else "    return None\n"}) + "\n")
+                completion = p["canonical_solution"] if good else "    return None\n"
+                fh.write(json.dumps({"task_id": p["task_id"], "completion": completion}) + "\n")
     assert main(["score", "--task", "humaneval", "--samples", str(samples), "--data-dir", str(data_dir),
                  "--out", str(tmp_path / "results")]) == 0
     run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
@@ -265,7 +268,8 @@ def test_code_grading_settings_key_the_grades(data_dir: Path, tmp_path: Path, ca
     slow = "    import time\n    if not hasattr(time, 'slept'):\n        time.slept = time.sleep(1.5)\n" + p["canonical_solution"]
     samples = tmp_path / "samples.jsonl"
     samples.write_text(json.dumps({"task_id": p["task_id"], "completion": slow}) + "\n")
-    base = ["score", "--task", "humaneval", "--samples", str(samples), "--data-dir", str(data_dir), "--out", str(tmp_path / "results")]
+    base = ["score", "--task", "humaneval", "--samples", str(samples), "--data-dir", str(data_dir),
+            "--out", str(tmp_path / "results")]
 
     def passed(*task_args: str) -> tuple[float, Path]:
         assert main(base + [a for t in task_args for a in ("-T", t)]) == 0
@@ -297,7 +301,8 @@ def test_code_grading_settings_key_the_grades(data_dir: Path, tmp_path: Path, ca
     assert len((run_dir / "grades" / "code.jsonl").read_text().splitlines()) == 2
 
 
-def test_run_replays_only_the_problems_of_a_samples_file(data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_replays_only_the_problems_of_a_samples_file(data_dir: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """`run --backend scripted --samples F` covers F's problems (as `score --samples` does), and so does a rescore."""
     import gzip
 

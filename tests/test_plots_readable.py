@@ -16,7 +16,7 @@ from bonbench.apps.analysis.plots_policy import training_figure
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 
 
-def _labels(ax, axis: str = "x") -> list[str]:  # noqa: ANN001 - matplotlib axes
+def _labels(ax, axis: str = "x") -> list[str]:  # ax: a matplotlib Axes
     ax.figure.canvas.draw()
     ticks = ax.get_xticklabels() if axis == "x" else ax.get_yticklabels()
     minor = ax.get_xticklabels(minor=True)
@@ -82,7 +82,7 @@ def test_reward_kl_labels_do_not_overlap() -> None:
     ax.plot(xs, ys, "o")
     ax.set_xlim(0, 8)
     ax.set_ylim(0.5, 1.05)
-    labels = place_labels(fig, ax, [(x, y, f"checkpoint {i} BoN4", "k") for i, (x, y) in enumerate(zip(xs, ys))])
+    labels = place_labels(fig, ax, [(x, y, f"checkpoint {i} BoN4", "k") for i, (x, y) in enumerate(zip(xs, ys, strict=True))])
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     from matplotlib.text import Text

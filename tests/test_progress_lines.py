@@ -45,8 +45,8 @@ def test_lines_respect_the_interval_and_keep_first_and_last() -> None:
     assert lines[-1] == "sampling: 640/640 samples (100.0%) 6.7/s done in 1m36s"
     assert all(LINE.match(line) for line in lines), lines
     # a line at the start, then one every 10.5 s (the first report 10 s or more after the last line), then the last
-    times = [int(LINE.match(line)["done"]) / 10 * 1.5 for line in lines]  # type: ignore[index]
-    assert all(b - a >= 10.0 for a, b in zip(times, times[1:-1])), times
+    times = [int(LINE.match(line)["done"]) / 10 * 1.5 for line in lines]
+    assert all(b - a >= 10.0 for a, b in zip(times, times[1:-1], strict=False)), times
     assert len(lines) == 2 + int(96 // 10.5)
     assert lines[1] == "sampling: 70/640 samples (10.9%) 6.7/s ETA 1m26s"
 

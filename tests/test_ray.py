@@ -37,7 +37,7 @@ from bonbench.plugins.samplers.scripted import ScriptedSampler
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 import ray_helpers  # noqa: E402  (also importable on the cluster's workers: their PYTHONPATH has tests/)
-from ray_helpers import LocalCluster, free_port, node_env  # noqa: E402
+from ray_helpers import LocalCluster, free_port, node_env  # noqa: E402  (tests/ joins sys.path just above)
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[LocalCluster, Any]]:

@@ -77,7 +77,8 @@ def _factory(data_dir: str | None = None, size: int = 3, mode: Literal["a", "b"]
 
 
 def test_coerce_kwargs_checks_names_and_types() -> None:
-    assert coerce_kwargs(_factory, {"size": "5", "mode": "b", "scale": 2}, owner="task 't'") == {"size": 5, "mode": "b", "scale": 2}
+    assert (coerce_kwargs(_factory, {"size": "5", "mode": "b", "scale": 2}, owner="task 't'")
+            == {"size": 5, "mode": "b", "scale": 2})
     with pytest.raises(BonbenchError, match=r"^task 't' has no -T argument 'sise'; its -T arguments are: size, mode, scale$"):
         coerce_kwargs(_factory, {"sise": "5"}, owner="task 't'", hidden=("data_dir",), noun="-T argument")
     with pytest.raises(BonbenchError, match=r"^reward model 'r' option mode takes one of 'a', 'b', got 'c'$"):
@@ -94,7 +95,8 @@ def test_get_task_coerces_t_args_and_names_the_type(data_dir: Path) -> None:
     assert len(get_task("math500", data_dir=str(data_dir), level="2", fewshot="0").problems) > 0
     with pytest.raises(BonbenchError, match=r"^task 'math500' argument fewshot takes int, got 'four'$"):
         get_task("math500", data_dir=str(data_dir), fewshot="four")
-    with pytest.raises(BonbenchError, match=r"^task 'math500' has no argument 'shots'; its -T arguments are: level, subject, fewshot$"):
+    with pytest.raises(BonbenchError,
+                       match=r"^task 'math500' has no argument 'shots'; its -T arguments are: level, subject, fewshot$"):
         get_task("math500", shots="2")
 
 
@@ -113,8 +115,8 @@ def test_make_objective_coerces_o_values() -> None:
 def plugin_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     """A module ``regtest_plugin`` importable by name, counting its imports."""
     mod = types.ModuleType("regtest_plugin")
-    mod.imports = 0  # type: ignore[attr-defined]
-    mod.thing = lambda: "thing"  # type: ignore[attr-defined]
+    mod.imports = 0
+    mod.thing = lambda: "thing"
     monkeypatch.setitem(sys.modules, "regtest_plugin", mod)
     return mod
 
@@ -159,7 +161,8 @@ def test_module_entry_points_register_by_importing(monkeypatch: pytest.MonkeyPat
 
     reg: Registry[Any] = Registry("objective", api_objective.OBJECTIVE_GROUP)
     monkeypatch.setattr(api_objective, "OBJECTIVES", reg)
-    _with_entry_points(monkeypatch, api_objective.OBJECTIVE_GROUP, [EntryPoint("pkg", "regtest_registering", api_objective.OBJECTIVE_GROUP)])
+    _with_entry_points(monkeypatch, api_objective.OBJECTIVE_GROUP,
+                       [EntryPoint("pkg", "regtest_registering", api_objective.OBJECTIVE_GROUP)])
     assert list(api_objective.REGISTRY) == ["regtest_obj"] and api_objective.REGISTRY["regtest_obj"].options == {"scale": 1.0}
     assert api_objective.make_objective("regtest_obj", scale="2").options == {"scale": 2.0}
 
@@ -190,7 +193,8 @@ def test_schemes_get_the_rest_of_the_name(monkeypatch: pytest.MonkeyPatch) -> No
     factory, rest = reg.resolve("pre:long:x")  # the longest prefix wins
     assert factory(rest) == "long x"
     assert reg.resolve("plain")[1] is None and "pre:zzz" in reg and "zzz" not in reg
-    with pytest.raises(BonbenchError, match=r"^unknown widget 'zzz'; choose one of: plain, ep:\.\.\., pre:\.\.\., pre:long:\.\.\. \(see x\)$"):
+    with pytest.raises(BonbenchError,
+                       match=r"^unknown widget 'zzz'; choose one of: plain, ep:\.\.\., pre:\.\.\., pre:long:\.\.\. \(see x\)$"):
         reg.get("zzz", hint=" (see x)")
 
 
@@ -253,7 +257,8 @@ def test_sampler_backends_come_from_the_registry(monkeypatch: pytest.MonkeyPatch
     assert api_sampler.sampler_names() == ["echo", "hf", "openai", "scripted", "vllm"]
     assert select.backend_options("echo", dtype=None, word="yo") == EchoOptions(word="yo")
     assert select.get_sampler("echo", "m", seed=3, word="yo") == ("m", 3, EchoOptions(word="yo"))
-    with pytest.raises(BonbenchError, match=r"the echo backend does not take batch_size \(--batch-size\); its options are dtype, word"):
+    with pytest.raises(BonbenchError,
+                       match=r"the echo backend does not take batch_size \(--batch-size\); its options are dtype, word"):
         select.backend_options("echo", batch_size=2)
     with pytest.raises(BonbenchError, match="unknown backend 'llamacpp': choose one of echo, hf, openai, scripted, vllm"):
         select.get_sampler("llamacpp", None, seed=0)
@@ -275,7 +280,7 @@ def test_a_task_declares_its_family() -> None:
 
     def build() -> Task:
         return Task(name="famtest", version=1, problems=(Problem(id="p", input="x", target="y"),),
-                    render=lambda p, s: Prompt(problem_id=p.id, text=p.input), grader=None, prompt_id="f")  # type: ignore[arg-type]
+                    render=lambda p, s: Prompt(problem_id=p.id, text=p.input), grader=None, prompt_id="f")
 
     assert build().family == "famtest"  # a task that names no family is a family of one
     try:

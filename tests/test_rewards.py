@@ -90,7 +90,8 @@ def direct_logits(folder: Path, texts: Sequence[str] | None = None, pairs: Seque
 
     tok = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
-    inputs = [tok(t, return_tensors="pt") for t in texts] if texts is not None else [tok(a, b, return_tensors="pt") for a, b in pairs or ()]
+    inputs = ([tok(t, return_tensors="pt") for t in texts] if texts is not None
+              else [tok(a, b, return_tensors="pt") for a, b in pairs or ()])
     with torch.inference_mode():
         return np.stack([model(**x).logits[0].numpy() for x in inputs])
 
@@ -99,7 +100,7 @@ def direct_logits(folder: Path, texts: Sequence[str] | None = None, pairs: Seque
 
 
 def test_hf_scores_match_a_direct_forward_pass(tiny: Path) -> None:
-    logits = direct_logits(tiny, [p + c for p, c in zip(PROMPTS, COMPLETIONS)])
+    logits = direct_logits(tiny, [p + c for p, c in zip(PROMPTS, COMPLETIONS, strict=True)])
     probs = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
     # batch_size=2: several padded, length-sorted batches must still give each text its own score
     prob = get_reward_model(f"hf:{tiny}?label=POSITIVE&batch_size=2").score(PROMPTS, COMPLETIONS)
@@ -112,7 +113,7 @@ def test_hf_scores_match_a_direct_forward_pass(tiny: Path) -> None:
     lc = direct_logits(tiny, COMPLETIONS)
     assert only == pytest.approx((np.exp(lc[:, 1]) / np.exp(lc).sum(axis=1)).tolist(), abs=1e-5)
     pair = get_reward_model(f"hf:{tiny}?label=1&input=pair&read=logit").score(PROMPTS, COMPLETIONS)
-    assert pair == pytest.approx(direct_logits(tiny, pairs=list(zip(PROMPTS, COMPLETIONS)))[:, 1].tolist(), abs=1e-5)
+    assert pair == pytest.approx(direct_logits(tiny, pairs=list(zip(PROMPTS, COMPLETIONS, strict=True)))[:, 1].tolist(), abs=1e-5)
 
 
 def test_hf_label_by_name_index_and_case_agree(tiny: Path) -> None:
@@ -123,7 +124,8 @@ def test_hf_label_by_name_index_and_case_agree(tiny: Path) -> None:
     assert by_name.fingerprint == by_index.fingerprint  # the same output, read the same way
     negative = get_reward_model(f"hf:{tiny}?label=NEGATIVE")
     assert negative.fingerprint != by_name.fingerprint
-    assert [a + b for a, b in zip(negative.score(PROMPTS, COMPLETIONS), by_name.score(PROMPTS, COMPLETIONS))] == pytest.approx([1.0] * 5)
+    sums = [a + b for a, b in zip(negative.score(PROMPTS, COMPLETIONS), by_name.score(PROMPTS, COMPLETIONS), strict=True)]
+    assert sums == pytest.approx([1.0] * 5)
 
 
 def test_hf_truncates_the_prompt_not_the_completion(tiny: Path) -> None:
@@ -161,12 +163,14 @@ def test_hf_bad_label_and_missing_label_are_one_line_errors(tiny: Path) -> None:
 def test_one_head_reward_model_reads_its_logit(tmp_path: Path) -> None:
     folder = build_tiny_classifier(tmp_path / "rm", labels=("LABEL_0",))
     model = get_reward_model(f"hf:{folder}")
-    assert model.score(PROMPTS, COMPLETIONS) == pytest.approx(direct_logits(folder, [p + c for p, c in zip(PROMPTS, COMPLETIONS)])[:, 0].tolist(), abs=1e-5)
+    direct = direct_logits(folder, [p + c for p, c in zip(PROMPTS, COMPLETIONS, strict=True)])
+    assert model.score(PROMPTS, COMPLETIONS) == pytest.approx(direct[:, 0].tolist(), abs=1e-5)
     prob = get_reward_model(f"hf:{folder}?read=prob").score(PROMPTS, COMPLETIONS)
     assert prob == pytest.approx([1 / (1 + math.exp(-x)) for x in model.score(PROMPTS, COMPLETIONS)], abs=1e-6)
 
 
-def test_cli_errors_are_one_line_with_exit_1(tiny: Path, tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_errors_are_one_line_with_exit_1(tiny: Path, tmp_path: Path, data_dir: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     for spec, needle in (("rm:no-such-rm", "unknown reward model 'no-such-rm'"), (f"rm:hf:{tiny}?label=JOY", "no label 'JOY'")):
         code = main(["run", "--task", "math", "--limit", "1", "--metric", "bon@2", "--verifier", spec, "--dry-run",
                      "--out", str(tmp_path), "--data-dir", str(data_dir)])
@@ -280,7 +284,8 @@ def test_ngram_counts_equal_scikit_learns(data_dir: Path) -> None:
     counter = imdb.NgramCounter.fit(texts)
     ours = counter.transform(texts[:50] + ["", "Unseen words only: zyzzyva qwxz."])
     theirs = CountVectorizer(ngram_range=(1, 2), vocabulary=counter.vocabulary(),
-                             preprocessor=lambda t: imdb._BREAK.sub(" ", t).lower()).transform(texts[:50] + ["", "Unseen words only: zyzzyva qwxz."])
+                             preprocessor=lambda t: imdb._BREAK.sub(" ", t).lower()
+                             ).transform(texts[:50] + ["", "Unseen words only: zyzzyva qwxz."])
     assert len(counter.bigram_codes) > 100 and (ours != theirs).nnz == 0
 
 
@@ -295,7 +300,7 @@ def _small_imdb_mirror(root: Path, data_dir: Path, n: int = 1500) -> Path:
         texts, labels = _imdb_subset(data_dir, split, n if split == "train" else 300)
         (root / "imdb").mkdir(parents=True, exist_ok=True)
         with gzip.open(root / f"imdb/{split}.jsonl.gz", "wt", encoding="utf-8") as f:
-            for t, y in zip(texts, labels):
+            for t, y in zip(texts, labels, strict=True):
                 f.write(json.dumps({"text": t, "label": y}) + "\n")
     return root
 
@@ -307,7 +312,8 @@ def test_imdb_reward_builds_once_into_the_cache_and_rebuilds_on_new_data(
     folder = reward_cache / f"imdb-sentiment-v{imdb.VERSION}"
     marker = json.loads((folder / cache.MARKER).read_text())
     assert marker["test"]["n"] == 300 and marker["test"]["accuracy"] > 0.7
-    good, bad = reward.score(["This film was ", "This film was "], ["wonderful, a moving masterpiece.", "awful, boring and a waste of time."])
+    good, bad = reward.score(["This film was ", "This film was "],
+                             ["wonderful, a moving masterpiece.", "awful, boring and a waste of time."])
     assert 0.5 < good <= 1 and 0 <= bad < 0.5
     assert not list(reward_cache.glob(".imdb-sentiment*.tmp-*"))
 
@@ -384,7 +390,8 @@ def test_tldr_eval_proxy_catches_the_train_proxys_known_hole(tldr_rows: list[dic
     stop = tldr._stop_words()
     from collections import Counter
 
-    bags = [" ".join(w for w, _ in Counter(tldr.content_words(tldr.words(f"{r['title']} {r['post']}"), stop)).most_common(12)) for r in rows]
+    bags = [" ".join(w for w, _ in Counter(tldr.content_words(tldr.words(f"{r['title']} {r['post']}"), stop)).most_common(12))
+            for r in rows]
     train = tldr.reference_wins(get_reward_model("tldr-proxy-train"), rows, {"keywords": bags})["keywords"]
     evaluation = tldr.reference_wins(get_reward_model("tldr-proxy-eval", data_dir=data_dir), rows, {"keywords": bags})["keywords"]
     assert train < 0.05 and evaluation > 0.85, (train, evaluation)
@@ -456,7 +463,8 @@ def _reward_run(tmp_path: Path, model: ScriptedReward) -> PreparedRun:
     cfg = RunConfig(task="rtoy", model="scripted", backend="scripted", n=4, metrics=("bon@2", "mean"))
     run = prepare(task, cfg, tmp_path)
     open_run(run)
-    pipeline.store_samples(run, [Sample(p.id, j, "x" * (1 + (i * 7 + j * 3) % 5), 1, "stop") for i, p in enumerate(problems) for j in range(4)])
+    pipeline.store_samples(run, [Sample(p.id, j, "x" * (1 + (i * 7 + j * 3) % 5), 1, "stop")
+                                 for i, p in enumerate(problems) for j in range(4)])
     return run
 
 

@@ -116,8 +116,8 @@ def test_the_exec_cache_variable_wins_over_out_and_the_grader_reads_it(tmp_path:
 def test_grader_flags_do_not_change_what_is_trained(tmp_path: Path) -> None:
     """--unsafe-no-sandbox and --ray change where code runs, not its verdicts: a run resumes across them."""
     base = dict(task="resolve_probe", objective="test_rloo", name="t", out=str(tmp_path))
-    plain = TrainConfig(**base)  # type: ignore[arg-type]
-    flagged = TrainConfig(**base, unsafe_no_sandbox=True, ray="auto")  # type: ignore[arg-type]
+    plain = TrainConfig(**base)
+    flagged = TrainConfig(**base, unsafe_no_sandbox=True, ray="auto")
     assert plain.training_hash() == flagged.training_hash()
     assert flagged.differences(plain.to_json()) == []
 

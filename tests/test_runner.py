@@ -120,7 +120,7 @@ def test_oracle_scores_follow_the_grading(tmp_path: Path, toy_engine: None) -> N
     class Stricter(toy_plugin.ExactGrader):
         version = 2
 
-        def grade(self, problems, samples):  # type: ignore[no-untyped-def]
+        def grade(self, problems, samples):
             return [Grade(g.problem_id, g.sample_idx, self.name, self.version, correct=False, answer=g.answer)
                     for g in super().grade(problems, samples)]
 
@@ -210,7 +210,8 @@ def test_verifiers_come_from_the_entry_point_group(monkeypatch: pytest.MonkeyPat
     ep = EntryPoint(name="counting", value="test_runner:CountingVerifier", group=VERIFIER_GROUP)
     broken = EntryPoint(name="broken_rm", value="no_such_module_xyz:Thing", group=VERIFIER_GROUP)
     real = list(core_registry.entry_points(group=VERIFIER_GROUP))
-    monkeypatch.setattr(core_registry, "entry_points", lambda group: real + [ep, broken] if group == VERIFIER_GROUP else [])
+    monkeypatch.setattr(core_registry, "entry_points",
+                        lambda group: real + [ep, broken] if group == VERIFIER_GROUP else [])
     monkeypatch.setattr(api_verifier.VERIFIERS, "_entries", {})
     monkeypatch.setattr(api_verifier.VERIFIERS, "_schemes", {})
     monkeypatch.setattr(api_verifier.VERIFIERS, "_read", False)
@@ -254,7 +255,8 @@ def test_backends_have_typed_options_and_one_builder(tmp_path: Path) -> None:
     from bonbench.core.records import Prompt
     from bonbench.api.sampler import SampleRequest, SamplingParams
 
-    assert select.backend_options("vllm", max_model_len=2048, dtype="float16") == select.VLLMOptions(dtype="float16", max_model_len=2048)
+    assert (select.backend_options("vllm", max_model_len=2048, dtype="float16")
+            == select.VLLMOptions(dtype="float16", max_model_len=2048))
     assert select.backend_options("hf", batch_size=None) == select.HFSamplerOptions()  # None = not given
     with pytest.raises(BonbenchError, match=r"the vllm backend does not take batch_size \(--batch-size\); its options are"):
         select.backend_options("vllm", batch_size=8)

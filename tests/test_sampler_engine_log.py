@@ -30,7 +30,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def chatter() -> None:
     os.write(1, b"INFO 11-24 engine config: model=gemma\n")  # fd level, like vLLM's handlers and C++ prints
     os.write(2, b"WARNING libtcmalloc is not found in LD_PRELOAD\n")
-    warnings.warn("TypedStorage is deprecated", UserWarning)
+    warnings.warn("TypedStorage is deprecated", UserWarning, stacklevel=1)
 
 
 def test_chatter_goes_to_the_log_not_the_terminal(capfd: pytest.CaptureFixture[str]) -> None:
@@ -87,7 +87,8 @@ def test_a_real_vllm_run_prints_no_engine_chatter(tmp_path: Path, data_dir: Path
     preload restart, the verifier line, progress), not vLLM's start-up log; --debug shows it."""
     pytest.importorskip("vllm")
     pp = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": pp, "BONBENCH_CACHE": os.environ.get("BONBENCH_CACHE", str(Path.home() / ".cache/bonbench"))}
+    env = {**os.environ, "PYTHONPATH": pp,
+           "BONBENCH_CACHE": os.environ.get("BONBENCH_CACHE", str(Path.home() / ".cache/bonbench"))}
     cmd = [sys.executable, "-m", "bonbench.apps.cli", "run", "--task", "math", "--limit", "1", "--n", "1", "--metric", "pass@1",
            "--max-tokens", "8", "--backend", "vllm", "--data-dir", str(data_dir), "--out", str(tmp_path)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)

@@ -287,7 +287,8 @@ def test_dry_run_picks_the_default_backend_without_importing_vllm(tmp_path: Path
     folder = tmp_path / "tiny"
     build_tiny_model(folder)
     code = ("import sys; from bonbench.apps.cli import main; "
-            f"rc = main(['run', '--task', 'math500', '--limit', '1', '--model', {str(folder)!r}, '--data-dir', {str(data_dir)!r}, "
+            f"rc = main(['run', '--task', 'math500', '--limit', '1', '--model', {str(folder)!r}, "
+            f"'--data-dir', {str(data_dir)!r}, "
             f"'--out', {str(tmp_path / 'results')!r}, '--dry-run']); "
             "print('VLLM_IMPORTED', 'vllm' in sys.modules); sys.exit(rc)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

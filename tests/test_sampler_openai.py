@@ -136,7 +136,7 @@ class FakeServer:
                 if self.path.endswith("/chat/completions"):
                     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop",
                               "logprobs": {"content": [{"token": t, "logprob": lp, "bytes": None, "top_logprobs": []}
-                                                       for t, lp in zip(toks, TOKEN_LPS)]}}
+                                                       for t, lp in zip(toks, TOKEN_LPS, strict=True)]}}
                     obj = "chat.completion"
                 else:
                     choice = {"index": 0, "text": text, "finish_reason": "stop",
@@ -315,7 +315,7 @@ def test_consumer_stopping_early_then_resuming(server: FakeServer) -> None:
     sampler = sampler_for(fast(server.url, concurrency=1))
     reqs = [SampleRequest(Prompt("p", text="Q"), tuple(range(6)))]
     gen = sampler.generate(reqs, PARAMS)
-    first = [s for _, g in zip(range(2), gen) for s in g]
+    first = [s for _, g in zip(range(2), gen, strict=False) for s in g]
     gen.close()  # like a Ctrl-C in the store: in-flight requests are cancelled, nothing raises
     have = {s.key for s in first}
     missing = tuple(i for i in range(6) if ("p", i) not in have)
@@ -355,7 +355,7 @@ def test_an_endpoint_dying_mid_call_hands_its_work_to_the_others(capfd: pytest.C
         sampler = sampler_for(fast(a.url, b.url, concurrency=2, max_attempts=2))
         reqs = [SampleRequest(Prompt(f"p{i}", text="Q"), tuple(range(5))) for i in range(4)]
         gen = sampler.generate(reqs, PARAMS)
-        got = [s for _, g in zip(range(3), gen) for s in g]
+        got = [s for _, g in zip(range(3), gen, strict=False) for s in g]
         a.faults.extend(["500"] * 1000)  # a goes down for good after the first samples
         got += [s for g in gen for s in g]
         keys = [s.key for s in got]

@@ -48,7 +48,8 @@ def test_input_builtin_and_no_stdin_means_eof() -> None:
 def test_open0_and_dev_null_work() -> None:
     prog = ("import subprocess, sys\ndata = open(0).read()\n"
             "r = subprocess.run([sys.executable, '-c', 'print(7)'], stdin=subprocess.DEVNULL, capture_output=True)\n"
-            "open('/dev/null', 'w').write('x')\nprint(data.strip(), r.stdout.decode().strip(), len(open('/dev/urandom', 'rb').read(8)))")
+            "open('/dev/null', 'w').write('x')\n"
+            "print(data.strip(), r.stdout.decode().strip(), len(open('/dev/urandom', 'rb').read(8)))")
     res = execute(prog, stdin="abc\n")
     assert (res.status, res.stdout) == ("ok", "abc 7 8\n"), res.stderr
 
@@ -205,7 +206,7 @@ class _Counter:
     def __init__(self) -> None:
         self.calls = 0
 
-    def __call__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+    def __call__(self, *args, **kwargs):
         self.calls += 1
         return execution.execute(*args, **kwargs)
 

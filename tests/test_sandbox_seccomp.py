@@ -19,8 +19,10 @@ HEADERS = {"x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"), "aar
 AUDIT_ARCH_I386 = 0x40000003
 DENY = RET_ERRNO | errno.EPERM
 # calls every Python program makes: they must pass
-ALLOWED = {"x86_64": {"read": 0, "write": 1, "mmap": 9, "clone": 56, "execve": 59, "exit_group": 231, "openat": 257, "clone3": 435},
-           "aarch64": {"read": 63, "write": 64, "openat": 56, "exit_group": 94, "clone": 220, "execve": 221, "mmap": 222, "clone3": 435}}
+ALLOWED = {"x86_64": {"read": 0, "write": 1, "mmap": 9, "clone": 56, "execve": 59, "exit_group": 231, "openat": 257,
+                      "clone3": 435},
+           "aarch64": {"read": 63, "write": 64, "openat": 56, "exit_group": 94, "clone": 220, "execve": 221, "mmap": 222,
+                       "clone3": 435}}
 
 
 def _header_numbers(path: Path) -> dict[str, int]:

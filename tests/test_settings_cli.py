@@ -301,9 +301,9 @@ def test_a_request_built_in_code_is_checked_like_the_flags() -> None:
     with pytest.raises(BonbenchError, match=r"^--folds must be >= 2 \(got 1\)$"):
         settings.check(TrainVerifierRequest(run_dirs=(), folds=1))
     with pytest.raises(BonbenchError, match=r"^--method must be one of head, lora \(got 'fancy'\)$"):
-        settings.check(TrainVerifierRequest(run_dirs=(), method="fancy"))  # type: ignore[arg-type]
+        settings.check(TrainVerifierRequest(run_dirs=(), method="fancy"))
     with pytest.raises(BonbenchError, match=r"^--kl-anchor must be one of ref, ema \(got 'base'\)$"):
-        TrainConfig(task="t", objective="mean", name="n", kl_anchor="base")  # type: ignore[arg-type]
+        TrainConfig(task="t", objective="mean", name="n", kl_anchor="base")
     with pytest.raises(TypeError, match="has no setting nope"):
         settings.from_args(RunRequest, argparse.Namespace(), nope=1)
 

@@ -41,7 +41,7 @@ def _cfg(tiny: str, out: Path, **kw: Any) -> TrainConfig:
     base = dict(task="tiny_train", objective="test_rloo", name="t", model=tiny, steps=3, prompts_per_step=2, group=4,
                 out=str(out), save_every=1, dtype="float32", lr=5e-2, warmup=0, progress=False)
     base.update(kw)
-    return TrainConfig(**base)  # type: ignore[arg-type]
+    return TrainConfig(**base)
 
 
 def test_loss_gradient_is_minus_weighted_score(tiny: str, tmp_path: Path) -> None:
@@ -57,7 +57,7 @@ def test_loss_gradient_is_minus_weighted_score(tiny: str, tmp_path: Path) -> Non
     for p in pol.trainable():
         p.grad = None
     total = torch.zeros((), dtype=torch.float64)
-    for (prompt, comp), w in zip(pairs, weights):
+    for (prompt, comp), w in zip(pairs, weights, strict=True):
         for t in range(len(comp)):
             ids = torch.tensor([prompt + comp[:t]])
             logits = pol.lm(input_ids=ids).logits[0, -1].double() / 0.8
@@ -65,7 +65,7 @@ def test_loss_gradient_is_minus_weighted_score(tiny: str, tmp_path: Path) -> Non
     (-total / len(groups)).backward()
     want = [p.grad for p in pol.trainable()]
     assert stats["grad_norm"] > 0
-    for a, b in zip(got, want):
+    for a, b in zip(got, want, strict=True):
         assert torch.allclose(a.double(), b.double(), atol=1e-6, rtol=1e-5)
 
 
@@ -94,7 +94,7 @@ def test_kl_and_entropy_terms_have_their_exact_gradients(tiny: str, tmp_path: Pa
                 ref = torch.log_softmax(pol.lm(input_ids=ids).logits[0, -1].double(), -1)
             total = total + beta * (lp.exp() * (lp - ref)).sum() + c * (lp.exp() * lp).sum()
     (total / len(pairs)).backward()
-    for a, b in zip(got, [p.grad for p in pol.trainable()]):
+    for a, b in zip(got, [p.grad for p in pol.trainable()], strict=True):
         assert torch.allclose(a.double(), b.double(), atol=1e-6, rtol=1e-5)
 
 
@@ -211,7 +211,8 @@ def test_real_lora_step_on_gemma_writes_a_checkpoint_bonbench_runs(data_dir: Pat
     log = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines()]
     assert len(log) == 2 and all(np.isfinite(r["grad_norm"]) and 0 <= r["reward"] <= 1 for r in log)
     assert main(["run", "--task", "imdb", "--model", str(folder), "--backend", "hf", "--limit", "2", "--n", "2",
-                 "--metric", "mean,max@2", "--max-tokens", "8", "--data-dir", str(data_dir), "--out", str(tmp_path / "results")]) == 0
+                 "--metric", "mean,max@2", "--max-tokens", "8", "--data-dir", str(data_dir),
+                 "--out", str(tmp_path / "results")]) == 0
     run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
     assert json.loads((run_dir / "metrics.json").read_text())["metrics"]["mean"]["n_problems"] == 2
 
@@ -269,16 +270,17 @@ def test_a_step_without_gradient_moves_adamw_unless_skipped(tiny: str, tmp_path:
     flat = trainer._optimise(pairs, np.zeros(4), groups, kl_coef=0.0)
     assert flat["grad_norm"] == 0.0
     after = _trainable(trainer)
-    moved = any(not torch.equal(a, b) for a, b in zip(before, after))
+    moved = any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
     assert moved is not skip
     assert ("skipped" in flat) is skip and flat.get("skipped", 0) == int(skip)
-    kept = all(torch.equal(m, trainer.optimizer.state[p]["exp_avg"]) for m, p in zip(moments, trainer.policy.trainable()))
+    kept = all(torch.equal(m, trainer.optimizer.state[p]["exp_avg"])
+               for m, p in zip(moments, trainer.policy.trainable(), strict=True))
     assert kept is skip
     assert trainer.scheduler.last_epoch == 2  # both steps used their warm-up slot
     # a KL term gives the same flat batch a gradient: the step is taken
     kl = trainer._optimise(pairs, np.zeros(4), groups, kl_coef=0.5)
     assert kl["grad_norm"] > 0 and kl.get("skipped", 0) == 0
-    assert any(not torch.equal(a, b) for a, b in zip(after, _trainable(trainer)))
+    assert any(not torch.equal(a, b) for a, b in zip(after, _trainable(trainer), strict=True))
 
 
 def test_skip_zero_grad_from_the_command_line(tiny: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

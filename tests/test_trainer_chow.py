@@ -37,7 +37,7 @@ def _cfg(tiny: str, out: Path, **kw: Any) -> TrainConfig:
     base = dict(task="tiny_train", objective="rl_s", name="t", model=tiny, steps=2, prompts_per_step=2, group=4,
                 out=str(out), save_every=1, dtype="float32", lr=5e-2, warmup=0, progress=False, log_kl=False)
     base.update(kw)
-    return TrainConfig(**base)  # type: ignore[arg-type]
+    return TrainConfig(**base)
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
@@ -64,22 +64,22 @@ def test_kl_schedule_values() -> None:
 
 def test_kl_schedule_is_in_the_hash_only_when_it_changes_outputs() -> None:
     base = dict(task="x", objective="rl_s", name="n", kl_coef=0.1)
-    plain = TrainConfig(**base)  # type: ignore[arg-type]
+    plain = TrainConfig(**base)
     # a config recorded before these settings existed: the same hash, and it resumes
     old = {k: v for k, v in plain.to_json().items() if k not in ("kl_schedule", "kl_coef_end", "kl_anneal_steps",
                                                                  "kl_anneal_delay", "value_lr", "adv_norm", "rationalize",
                                                                  "rollout_backend")}
     assert plain.differences(old) == []
     # under a constant KL the annealing settings change nothing, so they stay out
-    inert = TrainConfig(**base, kl_anneal_steps=7, kl_anneal_delay=3, kl_coef_end=0.5)  # type: ignore[arg-type]
+    inert = TrainConfig(**base, kl_anneal_steps=7, kl_anneal_delay=3, kl_coef_end=0.5)
     assert inert.training_hash() == plain.training_hash() and inert.differences(plain.to_json()) == []
-    lin = TrainConfig(**base, kl_schedule="linear", kl_coef_end=0.0)  # type: ignore[arg-type]
+    lin = TrainConfig(**base, kl_schedule="linear", kl_coef_end=0.0)
     assert lin.training_hash() != plain.training_hash()
     assert lin.differences(old) == ["kl_schedule", "kl_coef_end"]  # the annealing length and delay at their defaults
-    other = TrainConfig(**base, kl_schedule="linear", kl_coef_end=0.0, kl_anneal_steps=7)  # type: ignore[arg-type]
+    other = TrainConfig(**base, kl_schedule="linear", kl_coef_end=0.0, kl_anneal_steps=7)
     assert other.training_hash() != lin.training_hash() and other.differences(lin.to_json()) == ["kl_anneal_steps"]
     # bookkeeping never enters
-    assert TrainConfig(**base, steps=9, save_every=3).training_hash() == plain.training_hash()  # type: ignore[arg-type]
+    assert TrainConfig(**base, steps=9, save_every=3).training_hash() == plain.training_hash()
 
 
 # ---------------------------------------------------------------- advantage normalisation (no model)
@@ -157,7 +157,7 @@ def test_resume_restores_the_value_head_and_its_optimizer_exactly(tiny: str, tmp
     for k in a["head"]:
         assert torch.equal(a["head"][k], b["head"][k])
     assert a["optimizer"]["state"][0]["step"] == 2 and any(a["head"]["bias"] != 0)
-    for (ka, sa), (kb, sb) in zip(a["optimizer"]["state"].items(), b["optimizer"]["state"].items()):
+    for (ka, sa), (kb, sb) in zip(a["optimizer"]["state"].items(), b["optimizer"]["state"].items(), strict=True):
         assert ka == kb and all(torch.equal(sa[n], sb[n]) for n in sa)
     wa = torch.load(whole / "training_state" / "weights.pt", weights_only=True)
     wb = torch.load(split / "training_state" / "weights.pt", weights_only=True)
@@ -197,7 +197,7 @@ def test_rationalisation_trains_on_hinted_successes_without_the_hint(tiny: str, 
     captured: dict[str, Any] = {}
     optimise = trainer._optimise
 
-    def spy(pairs, weights, groups, kl_coef, totals=None):  # type: ignore[no-untyped-def]
+    def spy(pairs, weights, groups, kl_coef, totals=None):
         captured.update(pairs=pairs, weights=weights)
         return optimise(pairs, weights, groups, kl_coef, totals)
 
@@ -212,7 +212,8 @@ def test_rationalisation_trains_on_hinted_successes_without_the_hint(tiny: str, 
     assert {r["sample_idx"] for r in rats} == {4, 6}  # after the policy's indices 0..3: keys stay unique
     assert all(r["weight"] == 0.0 for r in rows if not r.get("rationale"))
     # the first call asked for the plain prompts, the second for the hinted ones
-    assert len(seen) == 4 and not any("Hint" in t for t in seen[:2]) and all("(Hint: the final answer is a.)" in t for t in seen[2:])
+    assert len(seen) == 4 and not any("Hint" in t for t in seen[:2])
+    assert all("(Hint: the final answer is a.)" in t for t in seen[2:])
     # trained with the plain prompt: the rationale's pair starts with the same prompt ids as a plain sample's
     pol = trainer.policy
     for r in rats:
@@ -229,7 +230,7 @@ class _RecordingSampler(ScriptedSampler):
         super().__init__(script)
         self.seen = seen
 
-    def generate(self, requests, params):  # type: ignore[no-untyped-def]
+    def generate(self, requests, params):
         self.seen.extend(r.prompt.text for r in requests)
         return super().generate(requests, params)
 

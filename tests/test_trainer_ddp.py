@@ -116,7 +116,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("ddp")
     model = build_tiny_model(root / "model").path
     job = _torchrun(model, root / "two")
-    one = train(TrainConfig(**SETTINGS, model=model, out=str(root / "one"), progress=False))  # type: ignore[arg-type]
+    one = train(TrainConfig(**SETTINGS, model=model, out=str(root / "one"), progress=False))
     stdout, _ = _finish(job)
     return {"model": model, "root": root, "one": one, "two": root / "two" / "checkpoints" / "run", "stdout": stdout}
 
@@ -126,7 +126,7 @@ def test_two_gloo_processes_match_one_process(runs: dict[str, Any]) -> None:
     log1, log2 = _rows(one / "log.jsonl"), _rows(two / "log.jsonl")
     # rank 0 alone writes: every step once, every rollout once
     assert [r["step"] for r in log2] == list(range(STEPS)) and {r["world_size"] for r in log2} == {2}
-    for a, b in zip(log1, log2):
+    for a, b in zip(log1, log2, strict=True):
         assert a["tokens"] == b["tokens"]
         for key in METRICS:
             assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-6), (a["step"], key)
@@ -182,12 +182,12 @@ CHOW_FLAGS = ["train", "--task", "tiny_train", "--objective", "rl_s", "--baselin
 def test_value_head_adv_norm_and_kl_schedule_under_two_processes(runs: dict[str, Any]) -> None:
     model, root = runs["model"], runs["root"]
     job = _torchrun(model, root / "chow2", CHOW_FLAGS)
-    one = train(TrainConfig(**CHOW, model=model, out=str(root / "chow1"), progress=False))  # type: ignore[arg-type]
+    one = train(TrainConfig(**CHOW, model=model, out=str(root / "chow1"), progress=False))
     _finish(job)
     two = root / "chow2" / "checkpoints" / "chow"
     log1, log2 = _rows(one / "log.jsonl"), _rows(two / "log.jsonl")
     assert [r["kl_coef"] for r in log2] == pytest.approx([0.05, 0.025, 0.0]) and {r["world_size"] for r in log2} == {2}
-    for a, b in zip(log1, log2):
+    for a, b in zip(log1, log2, strict=True):
         for key in ("loss", "reward", "weight_abs_mean", "kl_coef", "value", "value_target", "value_loss", "grad_norm"):
             assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-6), (a["step"], key)
     assert log2[1]["value"] != 0.0  # the head learnt from step 0, the same on both ranks

@@ -115,7 +115,7 @@ def test_sigkill_at_any_step_resumes_by_default(tiny: str, tmp_path: Path) -> No
     # fewer steps than the folder holds: one line, nothing changed
     fewer = subprocess.run(CLI + _args(tiny, out, steps=3), capture_output=True, text=True, timeout=600)
     assert fewer.returncode == 1 and fewer.stderr.strip().splitlines() == [
-        f"error: checkpoint 'run' has trained 4 steps, more than --steps 3; pass --steps 4 or more to continue it, "
+        "error: checkpoint 'run' has trained 4 steps, more than --steps 3; pass --steps 4 or more to continue it, "
         "or use another --name"]
     assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == before
 
@@ -174,8 +174,8 @@ def test_save_schedule_bounds_the_lost_work_and_the_cost() -> None:
 
 
 def test_signal_watch_warns_once_per_stretch_and_for_a_flat_run() -> None:
-    flat = lambda s: {"step": s, "weight_abs_mean": 0.0}  # noqa: E731
-    live = lambda s: {"step": s, "weight_abs_mean": 0.1}  # noqa: E731
+    flat = lambda s: {"step": s, "weight_abs_mean": 0.0}
+    live = lambda s: {"step": s, "weight_abs_mean": 0.1}
     watch = SignalWatch(stretch=3)
     got = [watch.update(r) for r in [live(0), flat(1), flat(2), live(3), flat(4), flat(5), flat(6), flat(7)]]
     assert [i for i, m in enumerate(got) if m] == [6] and "steps 4-6" in str(got[6])
@@ -192,7 +192,7 @@ def _cfg(tiny: str, out: Path, **kw: Any) -> TrainConfig:
     base = dict(task="tiny_train", objective="test_rloo", name="t", model=tiny, steps=3, prompts_per_step=2, group=4,
                 out=str(out), dtype="float32", lr=5e-2, warmup=0, progress=False)
     base.update(kw)
-    return TrainConfig(**base)  # type: ignore[arg-type]
+    return TrainConfig(**base)
 
 
 def test_warnings_for_runs_that_cannot_learn(tiny: str, tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ class FakeLoraServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:  # the name http.server calls
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 self._send(*server.handle(self.path, body))
 
@@ -106,7 +106,7 @@ def _cfg(tiny: str, out: Path, url: str, **kw: Any) -> TrainConfig:
                 out=str(out), dtype="float32", lr=5e-2, warmup=0, progress=False, rollout_backend="openai",
                 endpoints=(url,))
     base.update(kw)
-    return TrainConfig(**base)  # type: ignore[arg-type]
+    return TrainConfig(**base)
 
 
 def test_each_step_samples_from_the_adapter_synced_after_the_last_update(tiny: str, tmp_path: Path,

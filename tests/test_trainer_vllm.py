@@ -31,7 +31,7 @@ def _cfg(**kw: Any) -> TrainConfig:
     base = dict(task="tiny_train", objective="rl_s", name="v", steps=2, prompts_per_step=1, group=2, dtype="float32",
                 lr=5e-2, warmup=0, progress=False, log_kl=False, rollout_backend="vllm", lora_rank=4)
     base.update(kw)
-    return TrainConfig(**base)  # type: ignore[arg-type]
+    return TrainConfig(**base)
 
 
 def test_adapter_export_holds_the_live_lora_weights(tmp_path: Path) -> None:

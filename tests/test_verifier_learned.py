@@ -160,7 +160,8 @@ def test_learned_verifier_in_a_run(verifier: Path, data_dir: Path, tmp_path: Pat
     assert main(["score", str(run), "--metric", "bon@4", "--verifier", spec, "--n-boot", "50", "--data-dir", str(data_dir)]) == 0
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["metrics"]["bon@4"]["verifier"] == "learned:v"
-    assert metrics["metrics"]["bon@4"]["verifier_fingerprint"].startswith("w:" + read_verifier_manifest(verifier)["weights_sha256"][:16])
+    weights = read_verifier_manifest(verifier)["weights_sha256"]
+    assert metrics["metrics"]["bon@4"]["verifier_fingerprint"].startswith("w:" + weights[:16])
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["config"]["verifier"] == spec and "learned:v" in cfg["verifiers"]
     rows = [json.loads(line) for line in (run / "scores" / "learned:v.jsonl").read_text().splitlines()]
@@ -170,7 +171,8 @@ def test_learned_verifier_in_a_run(verifier: Path, data_dir: Path, tmp_path: Pat
 def test_config_records_the_verifier_used(data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "results"
     run = _scripted_run(out, data_dir, {}, "policy", limit=2, task="math500")
-    assert main(["score", str(run), "--metric", "bon@2", "--verifier", "oracle", "--n-boot", "20", "--data-dir", str(data_dir)]) == 0
+    assert main(["score", str(run), "--metric", "bon@2", "--verifier", "oracle", "--n-boot", "20",
+                 "--data-dir", str(data_dir)]) == 0
     cfg = json.loads((run / "config.json").read_text())
     assert cfg["config"]["verifier"] == "oracle" and cfg["verifiers"] == ["oracle"]
 
@@ -288,7 +290,8 @@ def test_eval_exclusion_by_text_on_real_ids(data_dir: Path) -> None:
     # the one MATH train problem whose text is a MATH test problem's (under another id) is caught by its text
     full = load_task("math", {"split": "train"}, data_dir=str(data_dir), out=Path("results")).problems
     dup = [p for p in full if p.id == "train/geometry/6032.json"]
-    with pytest.raises(BonbenchError, match=r"evaluation problems of math split=test \(same problem text, e.g. 'train/geometry/6032.json'"):
+    with pytest.raises(BonbenchError,
+                       match=r"evaluation problems of math split=test \(same problem text, e.g. 'train/geometry/6032.json'"):
         check_no_eval_problems(TrainingData(rows=_rows(list(train[:3]) + dup), family="math", tasks=("math",), policy={}),
                                data_dir=str(data_dir))
     # a MATH-500 problem renamed: still caught by text
@@ -377,7 +380,7 @@ def test_lora_method_trains_saves_and_resumes(tiny: Path, train_run: Path, data_
     state = torch.load(folder / "training_state" / "state.pt", weights_only=False)
     assert state["step"] == steps and len(state["losses"]) == steps
     rows = assemble([train_run], data_dir=str(data_dir)).rows
-    held_rows = [r for r, h in zip(rows, split_problems(rows, req.val_fraction, req.seed)) if h]
+    held_rows = [r for r, h in zip(rows, split_problems(rows, req.val_fraction, req.seed), strict=True) if h]
     assert len({r.problem.id for r in held_rows}) == held_problems
     scores = load_verifier_model(folder).score_texts([verifier_text(r.problem, r.sample.completion) for r in held_rows])
     assert doc["metrics"]["heldout"]["auroc"] == pytest.approx(auroc([r.label for r in held_rows], scores), abs=1e-6)
@@ -448,7 +451,7 @@ def test_verifier_figure_has_short_distinct_legends_and_a_fitted_axis(tmp_path: 
              for i, name in enumerate(["pass", "maj", "bon learned:x", "bon logprob", "bon oracle"])}
     seen: dict[str, Any] = {}
 
-    def keep(fig, out):  # noqa: ANN001, ANN202 - test hook
+    def keep(fig, out):
         seen["ax"] = fig.axes[0]
         return real_save(fig, out)
 

@@ -89,7 +89,7 @@ def _brute_bon_kl(rewards: list[int], k: int, ratios: list[Fraction] | None) -> 
             pick[i] += Fraction(1, len(tied) * n ** k)
     kl = sum(float(q) * math.log(float(q) * n) for q in pick if q > 0)
     if ratios is not None:
-        kl += float(sum(q * lr for q, lr in zip(pick, ratios)))
+        kl += float(sum(q * lr for q, lr in zip(pick, ratios, strict=True)))
     return kl
 
 

@@ -57,7 +57,7 @@ class SlowScripted(ScriptedSampler):
         super().__init__(toy_answer, model="toy-model")
         self.delay = delay
 
-    def generate(self, requests, params):  # type: ignore[override]
+    def generate(self, requests, params):
         for req in requests:
             for i in req.sample_indices:
                 time.sleep(self.delay)

@@ -19,7 +19,7 @@ class StartsWithA:
     name = "starts_a"
     version = 1
 
-    def grade(self, problems, samples):  # type: ignore[no-untyped-def]
+    def grade(self, problems, samples):
         return [Grade(s.problem_id, s.sample_idx, self.name, 1, correct=s.completion.startswith("a"),
                       answer=s.completion[:1] or None) for s in samples]
 
@@ -73,10 +73,11 @@ class KnownRates:
     name = "known_rates"
     version = 1
 
-    def grade(self, problems, samples):  # type: ignore[no-untyped-def]
+    def grade(self, problems, samples):
         out = []
         for s in samples:
-            u = int.from_bytes(hashlib.sha256(f"{s.problem_id}|{s.sample_idx}|{s.completion}".encode()).digest()[:8], "little") / 2**64
+            digest = hashlib.sha256(f"{s.problem_id}|{s.sample_idx}|{s.completion}".encode()).digest()
+            u = int.from_bytes(digest[:8], "little") / 2**64
             rate = RATES[int(s.problem_id.split("/")[1])]
             out.append(Grade(s.problem_id, s.sample_idx, self.name, 1, correct=u < rate, answer=s.completion[:1] or None))
         return out

@@ -31,5 +31,5 @@ from bonbench.api.verifier import Verifier, get_verifier, register_verifier, ver
 
 __all__ = ["Grader", "GraderOptions", "Group", "Objective", "PromptStyle", "RewardModel", "SampleRequest", "Sampler",
            "SamplingParams", "Task", "Verifier", "family_tasks", "get_reward_model", "get_task", "get_verifier", "make_objective",
-           "register_objective", "register_reward_model", "register_sampler", "register_task", "register_verifier", "reward_model_names",
-           "sampler_names", "task_family", "task_names", "verifier_names"]
+           "register_objective", "register_reward_model", "register_sampler", "register_task", "register_verifier",
+           "reward_model_names", "sampler_names", "task_family", "task_names", "verifier_names"]

@@ -148,7 +148,8 @@ def make_objective(name: str, **options: Any) -> Objective:
         raise BonbenchError(f"unknown objective {name!r}; `bonbench list objectives` shows them: {', '.join(sorted(REGISTRY))}")
     bad = sorted(set(options) - set(info.options))
     if bad:
-        raise BonbenchError(f"objective {name!r} has no option {bad[0]!r}; its options are: {', '.join(sorted(info.options)) or 'none'}")
+        raise BonbenchError(f"objective {name!r} has no option {bad[0]!r}; "
+                            f"its options are: {', '.join(sorted(info.options)) or 'none'}")
     return info.factory(**coerce_kwargs(info.factory, options, owner=f"objective {name!r}", noun="option"))
 
 

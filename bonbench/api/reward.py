@@ -48,9 +48,14 @@ class RewardModel(Protocol):
     training data, library versions that alter a trained model).
     """
 
-    name: str
-    version: int
-    fingerprint: str
+    name: str  # settable: options given with a registered name rename the model (rewards.registry)
+
+    # read-only: a class attribute, a frozen field or a property all satisfy them
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def fingerprint(self) -> str: ...
 
     def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]: ...
 

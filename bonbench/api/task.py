@@ -32,8 +32,12 @@ ENTRY_POINT_GROUP = "bonbench.tasks"
 class Grader(Protocol):
     """Batch-shaped grader: reward models batch, math loops. Failures go into ``Grade.error``."""
 
-    name: str
-    version: int
+    # read-only: a class attribute, a frozen field or a property all satisfy them
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def version(self) -> int: ...
 
     def grade(self, problems: Mapping[str, Problem], samples: Sequence[Sample]) -> list[Grade]: ...
 

@@ -1,7 +1,8 @@
 """Build a folder once and share it: the atomic cache of the converted embedded model
 (``bonbench.core.models``) and of the offline reward models (``bonbench.plugins.rewards``).
 
-The build runs in a temporary folder next to the final one, writes a completion marker last and is renamed into place; a folder whose marker
+The build runs in a temporary folder next to the final one, writes a completion marker last and is
+renamed into place; a folder whose marker
 is missing or does not match what the caller expects is never trusted (it is deleted and rebuilt).
 A file lock keeps two processes from building the same folder at once; the second one waits and
 then reuses the first one's result.
@@ -20,7 +21,7 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, TypeGuard
 
 MARKER = "bonbench-complete.json"
 ENV_CACHE = "BONBENCH_CACHE"
@@ -56,13 +57,13 @@ def build_once(final: Path, expected: Mapping[str, Any], build: Callable[[Path],
     """
     marker = read_marker(final)
     if _agrees(marker, expected):
-        return marker  # type: ignore[return-value]
+        return marker
     root = final.parent
     root.mkdir(parents=True, exist_ok=True)
     with _file_lock(root / f".{final.name}.lock"):
         marker = read_marker(final)
         if _agrees(marker, expected):  # another process finished while we waited
-            return marker  # type: ignore[return-value]
+            return marker
         if final.exists():
             shutil.rmtree(final)  # unfinished, outdated, or built from other data
         for stale in root.glob(f".{final.name}.tmp-*"):
@@ -86,7 +87,7 @@ def build_once(final: Path, expected: Mapping[str, Any], build: Callable[[Path],
     return marker
 
 
-def _agrees(marker: Mapping[str, Any] | None, expected: Mapping[str, Any]) -> bool:
+def _agrees(marker: dict[str, Any] | None, expected: Mapping[str, Any]) -> TypeGuard[dict[str, Any]]:
     return marker is not None and all(marker.get(k) == v for k, v in expected.items())
 
 

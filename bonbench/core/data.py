@@ -44,7 +44,8 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
         return None
     path = Path(raw).expanduser()
     if not path.is_dir():
-        raise BonbenchError(f"data directory {str(path)!r} does not exist; pass --data-dir (or set {ENV_DATA_DIR}) to a local mirror such as ../shared/data")
+        raise BonbenchError(f"data directory {str(path)!r} does not exist; pass --data-dir (or set {ENV_DATA_DIR}) "
+                            "to a local mirror such as ../shared/data")
     return path
 
 
@@ -52,7 +53,8 @@ def local_file(root: Path, relative: str, what: str) -> Path:
     """``root/relative``, or a one-line error naming the missing file and the fix."""
     path = root / relative
     if not path.is_file():
-        raise BonbenchError(f"{what}: {str(path)!r} not found; point --data-dir at a mirror that has {relative} (see ../shared/data/README.md)")
+        raise BonbenchError(f"{what}: {str(path)!r} not found; point --data-dir at a mirror that has {relative} "
+                            "(see ../shared/data/README.md)")
     return path
 
 
@@ -150,10 +152,10 @@ def _go_offline() -> None:
     os.environ["HF_HUB_OFFLINE"] = os.environ["HF_DATASETS_OFFLINE"] = "1"
     hub_constants = sys.modules.get("huggingface_hub.constants")
     if hub_constants is not None:
-        hub_constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]
+        hub_constants.HF_HUB_OFFLINE = True  # type: ignore[attr-defined]  # sys.modules holds plain ModuleTypes
     datasets_config = sys.modules.get("datasets.config")
     if datasets_config is not None:
-        datasets_config.HF_HUB_OFFLINE = datasets_config.HF_DATASETS_OFFLINE = True  # type: ignore[attr-defined]
+        datasets_config.HF_HUB_OFFLINE = datasets_config.HF_DATASETS_OFFLINE = True  # type: ignore[attr-defined]  # as above
 
 
 _probed: list[bool] = []  # the probe's answer, once per process (a run loads several splits)
@@ -171,7 +173,7 @@ def load_hub(hub_id: str, split: str, config: str | None = None) -> tuple[list[d
         import datasets
 
         ds = datasets.load_dataset(hub_id, config, split=split) if config else datasets.load_dataset(hub_id, split=split)
-    except Exception as exc:  # offline, unknown id, auth: all fixed the same way
+    except Exception as exc:  # noqa: BLE001  offline, unknown id, auth: all fixed the same way
         if unreachable:
             host, port = hub_address()
             raise BonbenchError(

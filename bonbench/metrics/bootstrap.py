@@ -12,6 +12,7 @@ write files, or choose the seed or number of resamples (the caller's settings do
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ def _boot_means(values: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
 
 
 def bootstrap_ci(values: np.ndarray, n_boot: int = 1000, seed: int = 0,
-                 alpha: float = 0.05) -> tuple[float, float] | tuple[np.ndarray, np.ndarray]:
+                 alpha: float = 0.05) -> tuple[Any, Any]:  # floats for 1-D values, arrays for 2-D: ndim decides
     """Percentile bootstrap CI of the mean over problems (rows).
 
     1-D [P] gives ``(lo, hi)`` floats; 2-D [P, K] gives two length-K arrays. NaN rows are dropped per

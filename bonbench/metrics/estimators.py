@@ -80,7 +80,8 @@ def _check_outcomes(outcomes: Sequence[ProblemOutcome]) -> None:
     for o in outcomes:
         n = len(o.correct)
         if n == 0:
-            raise BonbenchError(f"problem {o.problem_id!r} has no samples; run `bonbench run` again with the same flags (it samples only what is missing)")
+            raise BonbenchError(f"problem {o.problem_id!r} has no samples; run `bonbench run` again with the same flags "
+                                "(it samples only what is missing)")
         if len(o.answers) != n or (o.scores is not None and len(o.scores) != n):
             raise BonbenchError(f"problem {o.problem_id!r} has {n} grades but {len(o.answers)} answers / "
                                 f"{'no' if o.scores is None else len(o.scores)} scores; rerun grading and scoring")
@@ -92,10 +93,15 @@ def _per_problem(outcomes: Sequence[ProblemOutcome], kind: str, ks: Sequence[int
     if kind in ("pass", "max"):
         return pass_curve(correct, ks)
     if kind == "bon":
-        return bon_curve([o.scores for o in outcomes], correct, ks)
+        return bon_curve([_scores(o) for o in outcomes], correct, ks)
     if kind == "maj":
         return maj_curve([o.answers for o in outcomes], correct, ks)
     raise AssertionError(f"no curve for metric kind {kind!r}")
+
+
+def _scores(o: ProblemOutcome) -> Sequence[float]:
+    assert o.scores is not None, f"bon@k of {o.problem_id!r} without scores (compute_metrics checks this first)"
+    return o.scores
 
 
 def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSpec | str], n_boot: int = 1000,
@@ -131,13 +137,13 @@ def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSp
         if kind == "mean":
             mat = mean_correct([o.correct for o in outcomes])[:, None]
         else:
-            mat = _per_problem(outcomes, kind, [s.k for s in group])
+            mat = _per_problem(outcomes, kind, [s.k for s in group if s.k is not None])  # None only for mean
         lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
         for j, s in enumerate(group):
             values[s.name] = MetricValue(name=s.name, value=float(mat[:, j].mean()),
                                          ci95=(float(lo[j]), float(hi[j])), n_problems=len(outcomes),
                                          n_samples=n_min)
-            per_problem[s.name] = {pid: float(v) for pid, v in zip(ids, mat[:, j])}
+            per_problem[s.name] = {pid: float(v) for pid, v in zip(ids, mat[:, j], strict=True)}
     return {s.name: values[s.name] for s in spec_list}, {s.name: per_problem[s.name] for s in spec_list}
 
 

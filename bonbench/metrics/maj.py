@@ -52,7 +52,7 @@ def _binom_table(n: int, dtype: type) -> np.ndarray:
 
 @lru_cache(maxsize=4)
 def _binom_rows(n: int, dtype: type) -> np.ndarray:
-    b = np.zeros((n + 1, n + 1), dtype=dtype)
+    b: np.ndarray = np.zeros((n + 1, n + 1), dtype=dtype)
     if dtype is np.float64:
         # Pascal's rule in exact integers, rounded once: float additions would drift ~m ulps by row m
         row = np.array([1], dtype=object)
@@ -202,10 +202,10 @@ def _maj_wins_batch(keys: Sequence[Signature]) -> dict[Signature, np.ndarray]:
             acc = groups.setdefault(free, np.zeros(n + 1, dtype=dtype))
             acc[top + 1 : s_t + 1] += binom[s_t, top + 1 : s_t + 1]
         plans.append((key, groups, n, s0, binom))
-    for (a, J, table, dtype), items in tasks.items():
+    for (a, _J, table, dtype), items in tasks.items():
         rows = _levels_batched(a, np.array([e for _, e, _ in items]), np.array([c for _, _, c in items], dtype=dtype),
                                _binom_rows(table, dtype))
-        for (acc, _, _), row in zip(items, rows):
+        for (acc, _, _), row in zip(items, rows, strict=True):
             acc[a : a + row.size] += row
     out = {}
     for key, groups, n, s0, binom in plans:
@@ -266,10 +266,10 @@ def maj_terms(answers: Sequence[Hashable | None],
     s0 = size_of.pop(None, 0)
     zl = z.tolist()
     if is_binary(z):  # the common case, counted at C speed
-        credit: dict[Hashable, float] = Counter(compress(answers, zl))
+        credit: Counter[Hashable] | defaultdict[Hashable, float] = Counter(compress(answers, zl))
     else:
         credit = defaultdict(float)
-        for ans, v in zip(answers, zl):
+        for ans, v in zip(answers, zl, strict=True):
             credit[ans] += v
     credit.pop(None, None)
     # linear in the cluster values: clusters of equal size share one win polynomial
@@ -289,12 +289,12 @@ def maj_terms(answers: Sequence[Hashable | None],
 def _maj_full(answers_per_problem: Sequence[Sequence[Hashable | None]],
               correct_per_problem: Sequence[Sequence[float]]) -> list[np.ndarray]:
     """maj@k for k = 1..n of each problem (float64 arrays of length n)."""
-    parsed = [maj_terms(ans, cor) for ans, cor in zip(answers_per_problem, correct_per_problem)]
+    parsed = [maj_terms(ans, cor) for ans, cor in zip(answers_per_problem, correct_per_problem, strict=True)]
     wins = _maj_wins(key for _, terms in parsed for _, key in terms)
     curves = []
     for n, terms in parsed:
         dtype = _dtype_for(n)
-        total = np.zeros(n + 1, dtype=dtype)
+        total: np.ndarray = np.zeros(n + 1, dtype=dtype)
         for v, key in terms:
             total += dtype(v) * wins[key]
         curves.append(np.asarray(total[1:] / _binom_table(n, dtype)[n, 1 : n + 1], dtype=np.float64))

@@ -59,7 +59,7 @@ def pass_at_k(correct: Sequence[bool] | Sequence[float], k: int) -> float:
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1, dtype=np.float64)))
 
 
-def _as_matrix(rows: Sequence[Sequence[float]]) -> np.ndarray | None:
+def _as_matrix(rows: Sequence[Sequence[float] | np.ndarray] | np.ndarray) -> np.ndarray | None:
     """[P, n] float matrix when every problem has the same n (one conversion, no per-row work)."""
     try:
         mat = np.asarray(rows, dtype=np.float64)
@@ -68,7 +68,8 @@ def _as_matrix(rows: Sequence[Sequence[float]]) -> np.ndarray | None:
     return mat if mat.ndim == 2 else None
 
 
-def _groups_by_n(rows: Sequence[Sequence[float]], what: str = "correct") -> dict[int, tuple[np.ndarray, np.ndarray]]:
+def _groups_by_n(rows: Sequence[Sequence[float] | np.ndarray] | np.ndarray,
+                 what: str = "correct") -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """{n: (problem indices, [len, n] values)} with finite values checked."""
     mat = _as_matrix(rows)
     if mat is not None:
@@ -82,7 +83,8 @@ def _groups_by_n(rows: Sequence[Sequence[float]], what: str = "correct") -> dict
     return {n: (np.array(idx), np.stack([vals[p] for p in idx]).reshape(len(idx), n)) for n, idx in by_n.items()}
 
 
-def pass_curve(correct_per_problem: Sequence[Sequence[float]], ks: Sequence[int] | None = None) -> np.ndarray:
+def pass_curve(correct_per_problem: Sequence[Sequence[float] | np.ndarray] | np.ndarray,
+               ks: Sequence[int] | None = None) -> np.ndarray:
     """pass@k for every problem (rows) and every k in ``ks`` (default 1..max n); NaN where n < k.
 
     Closed form, vectorised: one table of C(n-c, k)/C(n, k) per distinct n, indexed by c.
@@ -167,7 +169,7 @@ def bon_weights(scores: Sequence[float], k: int) -> np.ndarray:
     return out
 
 
-def bon_at_k(scores: Sequence[float], correct: Sequence[float], k: int) -> float:
+def bon_at_k(scores: Sequence[float] | np.ndarray, correct: Sequence[float] | np.ndarray, k: int) -> float:
     """Expected ``correct`` of the top-scored sample of a uniformly random k-subset (ties uniform).
 
     ``correct`` may be 0/1 or a real reward. With scores == correct (an oracle) this is pass@k; with
@@ -185,7 +187,8 @@ def _bon_rows(scores: np.ndarray, z: np.ndarray, ks: np.ndarray) -> np.ndarray:
     return zbar @ _rank_weights(z.shape[1])[:, ks - 1]
 
 
-def bon_curve(scores_per_problem: Sequence[Sequence[float]], correct_per_problem: Sequence[Sequence[float]],
+def bon_curve(scores_per_problem: Sequence[Sequence[float] | np.ndarray] | np.ndarray,
+              correct_per_problem: Sequence[Sequence[float] | np.ndarray] | np.ndarray,
               ks: Sequence[int] | None = None) -> np.ndarray:
     """bon@k for every problem (rows) and every k in ``ks`` (default 1..max n); NaN where n < k.
 

@@ -66,7 +66,7 @@ def winrate_curve(rewards_per_problem: Sequence[Sequence[float]], comparison_per
     """
     if len(rewards_per_problem) != len(comparison_per_problem):
         raise ValueError("one comparison set per problem is needed")
-    values = [win_values(r, q) for r, q in zip(rewards_per_problem, comparison_per_problem)]
+    values = [win_values(r, q) for r, q in zip(rewards_per_problem, comparison_per_problem, strict=True)]
     return pass_curve(values, ks)
 
 

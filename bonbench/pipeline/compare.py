@@ -46,7 +46,7 @@ def _patch(name: str, run: PreparedRun, per_problem: Mapping[str, float], n_boot
         lo, hi = bootstrap_ci(values, n_boot=n_boot, seed=run.cfg.seed)
         ci = [float(lo), float(hi)]
     metric = {"value": float(values.mean()), "ci95": ci, "n_problems": len(ids), **notes}
-    return MetricsPatch({name: metric}, {name: {pid: float(v) for pid, v in zip(ids, values)}})
+    return MetricsPatch({name: metric}, {name: {pid: float(v) for pid, v in zip(ids, values, strict=True)}})
 
 
 def log_ratios(run: PreparedRun, samples: Mapping[Key, Sample], policy: Verifier, reference: Verifier,
@@ -86,7 +86,8 @@ def rewards_by_problem(run: PreparedRun, grades: Mapping[Key, Grade], what: str)
     out: dict[str, list[float]] = {}
     for (pid, _), g in sorted(grades.items()):
         if g.score is None:
-            raise BonbenchError(f"the {what} of {pid!r} has no reward ({g.error or 'no score'}); fix the reward model and rescore")
+            raise BonbenchError(f"the {what} of {pid!r} has no reward ({g.error or 'no score'}); "
+                                "fix the reward model and rescore")
         out.setdefault(pid, []).append(float(g.score))
     missing = [p.id for p in run.problems if p.id not in out]
     if missing:
@@ -131,7 +132,8 @@ def winrates(run: PreparedRun, grades: Mapping[Key, Grade], comparison: Mapping[
     mat = winrate_curve([mine[pid] for pid in ids], [comparison[pid] for pid in ids], ks)
     patch = MetricsPatch()
     for j, k in enumerate(ks):
-        patch += _patch("winrate" if k == 1 else f"winrate@{k}", run, dict(zip(ids, mat[:, j])), n_boot, against=against)
+        patch += _patch("winrate" if k == 1 else f"winrate@{k}", run, dict(zip(ids, mat[:, j], strict=True)), n_boot,
+                        against=against)
     return patch
 
 

@@ -38,7 +38,7 @@ def imported_settings(generation: Mapping[str, Any] | None) -> dict[str, Any]:
 
     max_tokens = gen.get("max_gen_toks", gen.get("max_new_tokens", gen.get("max_tokens")))
     return {"temperature": number(temperature), "top_p": number(gen.get("top_p")),
-            "max_tokens": int(max_tokens) if number(max_tokens) is not None else None,
+            "max_tokens": int(n) if (n := number(max_tokens)) is not None else None,
             "stop": tuple(str(u) for u in until) if isinstance(until, list) else None,
             "dtype": None, "prompt_style": None}
 

@@ -62,7 +62,8 @@ def prepare(task: Task, cfg: RunConfig, out: Path) -> PreparedRun:
     if store.exists():
         old = store.read_config()
         if old.get("hash") != run_hash:
-            raise BonbenchError(f"{store.config_path} belongs to run {old.get('hash')!r}, not {run_hash!r}; remove that directory")
+            raise BonbenchError(f"{store.config_path} belongs to run {old.get('hash')!r}, not {run_hash!r}; "
+                                "remove that directory")
     return PreparedRun(cfg=cfg, task=task, problems=problems, store=store, run_hash=run_hash)
 
 

@@ -52,7 +52,7 @@ def outcomes(run: PreparedRun, grades: dict[Key, Grade], scores: dict[Key, Score
         out.append(ProblemOutcome(
             problem_id=p.id,
             # binary tasks: 1.0 / 0.0 from the verdict; reward-judged tasks: the real-valued reward
-            correct=tuple(float(grades[k].score) if reward else (1.0 if grades[k].correct else 0.0) for k in keys),  # type: ignore[arg-type]
+            correct=tuple(float(grades[k].score) if reward else (1.0 if grades[k].correct else 0.0) for k in keys),  # type: ignore[arg-type]  # unscored: refused above
             answers=tuple(grades[k].answer for k in keys),
             scores=None if scores is None else tuple(scores[k].score for k in keys),
         ))

@@ -28,7 +28,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Generic, Iterable, Mapping, Sequence
 
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.prepared import problem_set_id
@@ -89,20 +89,20 @@ def check_fits(spec: ShardSpec, problems: Sequence[Problem]) -> None:
 # ------------------------------------------------------------------------------- the shard's files
 
 
-class UnionTable:
+class UnionTable(Generic[R]):
     """A shard's view of one table: the run's rows, then the shard's own; appends go to the shard's.
 
     ``read`` keeps the first accepted row of a key, as ``JsonlTable.read`` does, so a row already
     merged into the run wins over the shard's copy of it.
     """
 
-    def __init__(self, run: JsonlTable, own: JsonlTable) -> None:
-        self.run = run
-        self.own = own
+    def __init__(self, run: JsonlTable[R], own: JsonlTable[R]) -> None:
+        self.run: JsonlTable[R] = run
+        self.own: JsonlTable[R] = own
         self.path = own.path
-        self.cls = own.cls
+        self.cls: type[R] = own.cls
 
-    def read(self, where: Callable[[Any], bool] | None = None) -> dict[tuple[str, int], Any]:
+    def read(self, where: Callable[[R], bool] | None = None) -> dict[tuple[str, int], R]:
         out = self.run.read(where)
         for key, rec in self.own.read(where).items():
             out.setdefault(key, rec)
@@ -143,13 +143,14 @@ class ShardStore(RunStore):
         return self.root / "shard-curves.json"
 
     @property
-    def samples(self) -> UnionTable:  # type: ignore[override]
+    # a view over two tables, not a JsonlTable: it has read and append, not rows (hence the ignores)
+    def samples(self) -> UnionTable[Sample]:  # type: ignore[override]  # see above
         return UnionTable(self._run.samples, super().samples)
 
-    def grades(self, grader: str) -> UnionTable:  # type: ignore[override]
+    def grades(self, grader: str) -> UnionTable[Grade]:  # type: ignore[override]  # see above
         return UnionTable(self._run.grades(grader), super().grades(grader))
 
-    def scores(self, verifier: str) -> UnionTable:  # type: ignore[override]
+    def scores(self, verifier: str) -> UnionTable[Score]:  # type: ignore[override]  # see above
         return UnionTable(self._run.scores(verifier), super().scores(verifier))
 
     def write_metrics(self, metrics: dict[str, Any]) -> None:
@@ -258,7 +259,7 @@ def _identity(row: Sample | Grade | Score) -> tuple[Any, ...]:
     return (row.key,)
 
 
-def _merge_tables(tables: Sequence[JsonlTable], into: JsonlTable) -> int:
+def _merge_tables(tables: Sequence[JsonlTable[Any]], into: JsonlTable[Any]) -> int:
     """Append the rows of ``tables`` that ``into`` lacks (by ``_identity``), shard by shard; returns how many."""
     seen = {_identity(r) for r in _all_rows(into)}
     count = 0
@@ -273,7 +274,7 @@ def _merge_tables(tables: Sequence[JsonlTable], into: JsonlTable) -> int:
     return count
 
 
-def _all_rows(table: JsonlTable) -> list[Any]:
+def _all_rows(table: JsonlTable[Any]) -> list[Any]:
     """Every row of ``table`` (not only the first per key: grades of two versions are both kept)."""
     return [from_row(table.cls, row) for row in table.rows()]
 
@@ -291,6 +292,8 @@ def merge_rows(run_root: Path, records: Sequence[ShardRecord]) -> dict[str, int]
     names = sorted({p.relative_to(s.root).as_posix() for s in shards for folder in ("scores", "grades")
                     for p in (s.root / folder).glob("*.jsonl")}, key=lambda n: (not n.startswith("scores/"), n))
     added: dict[str, int] = {}
+    into: JsonlTable[Any]  # samples, grades or scores
+    mine: list[JsonlTable[Any]]
     for name in [*names, "samples.jsonl"]:
         if name == "samples.jsonl":
             into, mine = run.samples, [s.samples for s in shards]

@@ -47,7 +47,7 @@ def missing_requests(run: PreparedRun, style: str) -> list[SampleRequest]:
     for p in run.problems:
         missing = tuple(i for i in range(run.cfg.n) if i not in have.get(p.id, ()))
         if missing:
-            requests.append(SampleRequest(prompt=run.task.render(p, style), sample_indices=missing))  # type: ignore[arg-type]
+            requests.append(SampleRequest(prompt=run.task.render(p, style), sample_indices=missing))  # type: ignore[arg-type]  # style: see execute.py
     return requests
 
 
@@ -71,7 +71,8 @@ def sample(run: PreparedRun, sampler: Sampler, progress: Progress = no_progress)
         written += run.store.samples.append(batch)
         progress("sample", len(batch), total)
     if wanted:
-        raise BonbenchError(f"backend {sampler.name!r} returned no sample for {len(wanted)} keys (e.g. {sorted(wanted)[0]}); rerun to resume")
+        raise BonbenchError(f"backend {sampler.name!r} returned no sample for {len(wanted)} keys "
+                            f"(e.g. {sorted(wanted)[0]}); rerun to resume")
     return written
 
 
@@ -111,7 +112,8 @@ def load_samples(run: PreparedRun, *, uneven: bool | None = None) -> dict[Key, S
     short = [p.id for p in run.problems if have.get(p.id, 0) < n]
     if short:
         raise BonbenchError(
-            f"{len(short)} problems have fewer than n={n} samples (e.g. {short[0]!r}); run `bonbench run` with the same settings to sample them"
+            f"{len(short)} problems have fewer than n={n} samples (e.g. {short[0]!r}); "
+            "run `bonbench run` with the same settings to sample them"
         )
     return samples
 

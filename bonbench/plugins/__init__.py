@@ -1,1 +1,2 @@
-"""Layer 4, the plugins: samplers, graders, reward models, verifiers and training objectives; each builds on core, metrics and api only, and no plugin package imports another."""
+"""Layer 4, the plugins: samplers, graders, reward models, verifiers and training objectives; each
+builds on core, metrics and api only, and no plugin package imports another."""

@@ -117,9 +117,9 @@ def _comparisons(p: Plan, run: prepared.PreparedRun, progress: Progress = no_pro
                 comparison, against = compare.reference_rewards(run), "reference answers"
             patch += compare.winrates(run, grades, comparison, p.winrate_ks, against, n_boot=p.n_boot)
         if bon_ks:
-            reference = p.ref_model.name if p.ref_model is not None else policy_name(run.cfg.model, run.cfg.temperature,
-                                                                                      run.cfg.top_p)
-            patch += compare.bon_kls(run, grades, bon_ks, ratios, reference, n_boot=p.n_boot)
+            ref_name = p.ref_model.name if p.ref_model is not None else policy_name(run.cfg.model, run.cfg.temperature,
+                                                                                     run.cfg.top_p)
+            patch += compare.bon_kls(run, grades, bon_ks, ratios, ref_name, n_boot=p.n_boot)
         return patch
 
     return extras
@@ -130,7 +130,8 @@ def _logprob_scorers(p: Plan, run: prepared.PreparedRun) -> tuple[Verifier, Veri
     assert p.model is not None and p.ref_model is not None
 
     def render(problem: Any) -> Any:
-        return run.task.render(problem, run.cfg.prompt_style)  # type: ignore[arg-type]
+        # the settings keep the style as a str (core cannot import api's PromptStyle); planning resolved it
+        return run.task.render(problem, run.cfg.prompt_style)  # type: ignore[arg-type]  # to base or chat
 
     policy = TeacherForcedLogprob(p.model, render, role="policy", temperature=run.cfg.temperature)
     reference = TeacherForcedLogprob(p.ref_model, render, role="ref")

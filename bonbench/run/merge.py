@@ -48,7 +48,8 @@ def merge(run_dir: Path, *, partial: bool = False, data_dir: str | None = None, 
     missing = [c for c in covered if not c.done]
     if missing and not partial:
         c = missing[0]
-        more = f" (and {len(missing) - 1} more shards: {', '.join(m.spec.label for m in missing[1:])})" if len(missing) > 1 else ""
+        more = (f" (and {len(missing) - 1} more shards: {', '.join(m.spec.label for m in missing[1:])})"
+                if len(missing) > 1 else "")
         raise BonbenchError(f"shard {c.spec.label} has {len(c.complete)} of {len(c.problems)} problems sampled{more}: run "
                             f"`{shard.rerun_command(cfg, c.spec, store.results_root, task.max_tokens)}` "
                             "(or pass --partial to score the finished problems)")

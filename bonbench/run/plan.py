@@ -63,7 +63,7 @@ def plan(req: RunRequest) -> Plan:
                                     out=Path(req.out), model=resolved.name)
     check_verifier(verifier, req.data_dir, task=task.name, model_path=None if served else resolved.path)
     style = req.prompt_style if req.prompt_style != "auto" else ("chat" if resolved.is_chat else "base")
-    stop = task.render(task.problems[0], style).stop if task.problems else ()  # type: ignore[arg-type]
+    stop = task.render(task.problems[0], style).stop if task.problems else ()
     runs = [prepared.prepare(task, run_config(task, specs, verifier, model=resolved.name, backend=backend, n=n,
                                             temperature=temperature, top_p=top_p,
                                             max_tokens=req.max_tokens or task.max_tokens, seed=req.seed, stop=tuple(stop),
@@ -146,7 +146,7 @@ def _plan_import(req: RunRequest, task: Task, ray: ray_cluster.RayOptions | None
                      model_fingerprint=imported.fingerprint, limit=req.limit, task_args=dict(req.task_args), seed=req.seed,
                      **imported_settings(imported.generation))
     # the prompt was the other harness's: not bonbench's prompt id (prepared.prepare records the task's)
-    run = prepared.prepare(dataclasses.replace(task, prompt_id=None), cfg, Path(req.out))  # type: ignore[arg-type]
+    run = prepared.prepare(dataclasses.replace(task, prompt_id=None), cfg, Path(req.out))  # type: ignore[arg-type]  # see above
     if req.model is None:
         _warn_same_name(run, path)
     return Plan(runs=(run,), specs=specs, verifier=verifier, backend="scripted", n_boot=req.n_boot, out=Path(req.out),

@@ -64,7 +64,8 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
     cfg = run_config(task, specs, chosen, saved=cfg_json, n=n_run, limit=limit or cfg_json.get("limit"), task_args=merged)
     run = prepared.prepare(task, cfg, store.results_root)
     if run.store.root.resolve() != store.root.resolve():
-        raise BonbenchError(f"{store.root} no longer matches its config (task version or settings changed); re-run `bonbench run` instead")
+        raise BonbenchError(f"{store.root} no longer matches its config (task version or settings changed); "
+                            "re-run `bonbench run` instead")
     policy = models.resolve_model(cfg.model) if ref is not None else None
     if policy is not None and policy.fingerprint != cfg.model_fingerprint:
         raise BonbenchError(f"model {cfg.model!r} has changed since this run sampled (fingerprint); kl would score other weights")

@@ -73,7 +73,7 @@ def check_verifier(name: str | None, data_dir: str | None, *, task: str | None =
         return None
     verifier = build_verifier(name, data_dir)
     if name.startswith("learned:"):
-        verifier.check_policy(model_type(model_path) if model_path else None, task)  # type: ignore[attr-defined]
+        verifier.check_policy(model_type(model_path) if model_path else None, task)  # type: ignore[attr-defined]  # a LearnedVerifier's
     return verifier
 
 
@@ -111,7 +111,7 @@ def build_sampler(backend: str, model: models.ResolvedModel | None, *, seed: int
     """The sampler of ``backend`` (``ray``: one actor per worker, each with that backend)."""
     if ray is not None:
         assert model is not None, "a sampled run has a resolved model"
-        return RaySampler(SamplerSpec(backend, model, seed=seed, options=options), ray)  # type: ignore[return-value]
+        return RaySampler(SamplerSpec(backend, model, seed=seed, options=options), ray)
     return select.get_sampler(backend, model, seed=seed, options=options)
 
 

@@ -60,7 +60,7 @@ def metric_specs(requested: Sequence[str], default: Sequence[str], judged_by: st
             if wrong and requested:
                 raise BonbenchError(f"{', '.join(wrong)}: this task's grader runs programs and extracts no answers to vote "
                                     "on, so majority voting does not apply; use pass@k, or bon@k with a verifier")
-            specs = tuple(s for s in specs if s.kind != "maj")
+            specs = [s for s in specs if s.kind != "maj"]
         kinds = ("pass", "maj") if votes else ("pass",)
         extra = ["pass@1"] + [f"{kind}@{s.k}" for s in specs if s.kind == "bon" for kind in kinds]
     return tuple(parse_metrics([s.name for s in specs] + extra))

@@ -172,9 +172,11 @@ def load_baseline(path: Path) -> Baseline:
     """Read a baseline file written by ``save_baseline`` (any version of schema 1)."""
     path = Path(path)
     if path.is_dir():
-        raise BonbenchError(f"baseline {path} is a folder; pass the baseline JSON file (e.g. results/baselines/<task>--<model>.json)")
+        raise BonbenchError(f"baseline {path} is a folder; pass the baseline JSON file "
+                            "(e.g. results/baselines/<task>--<model>.json)")
     fix = "regenerate it with `bonbench gate --save-baseline --run RUN_DIR`"
-    doc = read_json_file(path, "baseline", fix if path.exists() else "create it with `bonbench gate --save-baseline --run RUN_DIR`")
+    doc = read_json_file(path, "baseline",
+                         fix if path.exists() else "create it with `bonbench gate --save-baseline --run RUN_DIR`")
     if not isinstance(doc, dict) or doc.get("bonbench_baseline") != BASELINE_SCHEMA or not isinstance(doc.get("metrics"), dict):
         raise BonbenchError(f"{path} is not a bonbench baseline (schema {BASELINE_SCHEMA}); {fix}")
     metrics, directions = {}, {}

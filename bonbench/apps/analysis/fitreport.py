@@ -54,11 +54,11 @@ def sweep_fit_html(sf: SweepFit, holdout_fraction: float) -> Markup:
     rows: list[tuple] = []
     for t, sel in sf.selections.items():
         rows += selection_rows(f"T={t:g}", sel, sf.selection_errors.get(t, ""))
-    trend_rows = []
+    trend_rows: list[tuple[Any, ...]] = []
     for fam, trends in sf.trends.items():
         for p in trends.values():
             trend_rows.append((fam, p.param, p.transform, p.degree, ", ".join(f"{c:.4g}" for c in p.coef), fmt_value(p.r2),
-                               ", ".join(f"{t:g}: {v:.4g}" for t, v in zip(p.temperatures, p.values))))
+                               ", ".join(f"{t:g}: {v:.4g}" for t, v in zip(p.temperatures, p.values, strict=True))))
     for fam, err in sf.trend_errors.items():
         trend_rows.append((fam, "—", "—", "—", err[:100], "—", "—"))
     t_star = sf.t_star

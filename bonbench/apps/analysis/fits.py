@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import ClassVar, Mapping, Sequence
+from typing import ClassVar, Mapping, Protocol, Sequence
 
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit
@@ -236,14 +236,20 @@ def fit_temperatures(curves: Mapping[float, tuple[np.ndarray, np.ndarray]], *,
 def _argmax_t(temps: Sequence[float], values: Sequence[float]) -> tuple[float, float]:
     # Lowest temperature wins ties: with equal value the less random policy is the safer choice.
     best_t, best_v = math.nan, -math.inf
-    for t, v in zip(temps, values):
+    for t, v in zip(temps, values, strict=True):
         if np.isfinite(v) and v > best_v:
             best_t, best_v = t, v
     return (best_t, best_v) if np.isfinite(best_v) else (math.nan, math.nan)
 
 
+class Predicts(Protocol):
+    """A fitted law of k: a single fit, or a family selection that predicts with its chosen fit."""
+
+    def predict(self, k: np.ndarray | Sequence[float] | float) -> np.ndarray: ...
+
+
 def optimal_temperature(curves: Mapping[float, tuple[np.ndarray, np.ndarray]], Ns: Sequence[int],
-                        fits: Mapping[float, PowerLawFit | None] | None = None) -> list[OptimalTemperature]:
+                        fits: Mapping[float, Predicts | None] | None = None) -> list[OptimalTemperature]:
     """For each budget N, the temperature maximising the measured curve at k = N and the fitted law.
 
     ``curves[T] = (k, value)`` for pass@k or bon@k at temperature T. Ties go to the lower temperature.
@@ -261,7 +267,7 @@ def optimal_temperature(curves: Mapping[float, tuple[np.ndarray, np.ndarray]], N
         t_m, v_m = _argmax_t(temps, measured)
         t_f, v_f = math.nan, math.nan
         if fits is not None:
-            fitted = [float(fits[t].predict(N)) if fits.get(t) is not None else math.nan for t in temps]
+            fitted = [float(f.predict(N)) if (f := fits.get(t)) is not None else math.nan for t in temps]
             t_f, v_f = _argmax_t(temps, fitted)
         rows.append(OptimalTemperature(N=int(N), t_measured=t_m, value_measured=v_m, t_fitted=t_f, value_fitted=v_f))
     return rows

@@ -312,7 +312,7 @@ def format_report(report: GateReport) -> str:
              f"rule: REGRESSION if one-sided p < {report.alpha:g} and the run is worse by more than {tol} "
              "(diff = current - baseline; 'better' says which side is better)", ""]
     for i, line in enumerate(table):
-        lines.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip())
         if i == 0:
             lines.append("  ".join("-" * w for w in widths))
     for note in report.notes:

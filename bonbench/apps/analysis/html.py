@@ -61,7 +61,9 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
                          [(name, fmt_value(m.value), _ci_text(run, name), m.n_problems)
                           for name, m in sorted(run.metrics.items(), key=lambda kv: metric_sort_key(kv[0]))]),
         "fits": None}
-    fits, fit_rows, sel_rows, info = {}, [], [], {"run_dir": str(run.path), "hash": run.hash, "fits": {}}
+    fits: dict[str, Any] = {}  # kind -> the chosen family's fit (None: none fits)
+    fit_rows: list[tuple[Any, ...]] = []
+    sel_rows, info = [], {"run_dir": str(run.path), "hash": run.hash, "fits": {}}
     for kind, c in run.curves.items():
         try:
             sel = select_family(c.k, c.value, families, holdout_fraction=holdout_fraction, n_points=n_points)
@@ -82,14 +84,15 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
             entry["selection"] = sel.to_json()
         try:
             ex = extrapolation_check(c.k, c.value, fit_fraction=fit_fraction, n_points=n_points)
-            ex_cells = (f"k ≤ {ex.k_cut:g}: a={ex.fit.a:.3f}, b={ex.fit.b:.3f}", fmt_value(ex.mean_abs_error), fmt_value(ex.max_abs_error),
-                        f"{ex.error_at_max_k:+.4f}" if math.isfinite(ex.error_at_max_k) else "—")
+            ex_cells = (f"k ≤ {ex.k_cut:g}: a={ex.fit.a:.3f}, b={ex.fit.b:.3f}", fmt_value(ex.mean_abs_error),
+                        fmt_value(ex.max_abs_error), f"{ex.error_at_max_k:+.4f}" if math.isfinite(ex.error_at_max_k) else "—")
             entry["extrapolation"] = {"k_cut": ex.k_cut, "a": ex.fit.a, "b": ex.fit.b, "mean_abs_error": ex.mean_abs_error,
                                       "max_abs_error": ex.max_abs_error, "error_at_max_k": ex.error_at_max_k}
         except FitError as exc:
             ex_cells = ("not enough small-k points", "—", "—", "—")
             entry["extrapolation"] = {"error": str(exc)}
-        fit_rows.append((kind, fmt_value(fit.a), fmt_value(fit.b), fmt_value(fit.r2), fit.n_points, f"{fit.k_min:g}–{fit.k_max:g}", *ex_cells))
+        fit_rows.append((kind, fmt_value(fit.a), fmt_value(fit.b), fmt_value(fit.r2), fit.n_points,
+                         f"{fit.k_min:g}–{fit.k_max:g}", *ex_cells))
         info["fits"][kind] = entry
     if run.curves:
         png = plot_k_curves(run.curves, out_dir / f"run{idx:02d}_{run.hash}_curves.png", title=run.label(), fits=fits)

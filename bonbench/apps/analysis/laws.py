@@ -46,11 +46,21 @@ FORMULAS = {EXP_POWER: "exp(a·k^b)", EXP_POWER_LINEAR: "exp(a·k^b + g·k)", PO
 class ScalingFit(Protocol):
     """What every family's fit offers: its name, parameters, R² and a prediction."""
 
-    family: str
-    r2: float
-    n_points: int
-    k_min: float
-    k_max: float
+    # read-only: the fits are frozen dataclasses (family a class variable of some)
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def r2(self) -> float: ...
+
+    @property
+    def n_points(self) -> int: ...
+
+    @property
+    def k_min(self) -> float: ...
+
+    @property
+    def k_max(self) -> float: ...
 
     def predict(self, k: np.ndarray | Sequence[float] | float) -> np.ndarray: ...
 
@@ -87,7 +97,7 @@ class TrendFit:
     k_max: float
 
     def params(self) -> dict[str, float]:
-        return dict(zip(PARAMS[self.family], self.values))
+        return dict(zip(PARAMS[self.family], self.values, strict=True))
 
     def predict(self, k: np.ndarray | Sequence[float] | float) -> np.ndarray:
         return LAWS[self.family](np.asarray(k, dtype=float), *self.values)

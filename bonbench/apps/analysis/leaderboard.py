@@ -358,7 +358,7 @@ def render_html(board: Leaderboard, figures: Sequence[Path] = ()) -> str:
     body_rows = []
     for row in rows:
         cells = []
-        for c, flip in zip(row, lower):
+        for c, flip in zip(row, lower, strict=True):
             good, bad = (DOWN, UP) if flip else (UP, DOWN)  # green is better, whichever way that is
             cells.append(Styled(c, "up" if good in c else "down" if bad in c else ""))
         body_rows.append(cells)

@@ -101,14 +101,14 @@ def place_labels(fig: Figure, ax: Any, items: Sequence[tuple[float, float, str, 
     axes: positions around the point are tried at growing distances (a thin leader line joins a
     label placed away from its point); where none is free, the least overlapping one is used.
     Greedy, in the order given; returns the annotations."""
-    FigureCanvasAgg(fig)
-    fig.canvas.draw()  # lay out the figure so that text extents and data-to-pixel transforms are final
-    renderer = fig.canvas.get_renderer()
+    canvas = FigureCanvasAgg(fig)  # becomes fig.canvas
+    canvas.draw()  # lay out the figure so that text extents and data-to-pixel transforms are final
+    renderer = canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
     pix = [ax.transData.transform((x, y)) for x, y, _, _ in items]
     dots = [Bbox.from_bounds(px - 4, py - 4, 8, 8) for px, py in pix]
     obstacles = []
-    for (x, y, _, _), ((x0, x1), (y0, y1)) in zip(items, bars):
+    for (x, y, _, _), ((x0, x1), (y0, y1)) in zip(items, bars, strict=False):
         (a0, b0), (a1, b1) = ax.transData.transform((x0, y)), ax.transData.transform((x1, y))
         obstacles.append(Bbox.from_extents(min(a0, a1), b0 - 1.5, max(a0, a1), b0 + 1.5))
         (a0, b0), (a1, b1) = ax.transData.transform((x, y0)), ax.transData.transform((x, y1))

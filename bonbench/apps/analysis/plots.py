@@ -32,7 +32,9 @@ def plot_k_curves(curves: Mapping[str, Curve], out: Path, *, title: str = "",
     palette; ``ylim`` None fits the axis to the bands (small values stay readable)."""
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.add_subplot()
-    spare = iter(c for c in matplotlib.colormaps["tab10"].colors if matplotlib.colors.to_hex(c) not in COLORS.values())
+    # tab10 is a ListedColormap (a list of colours); the registry's annotation is the base Colormap
+    spare = iter(c for c in matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]  # see above
+                 if matplotlib.colors.to_hex(c) not in COLORS.values())
     for kind, c in curves.items():
         color = COLORS.get(kind) or next(spare, None)
         ok = np.isfinite(c.value)
@@ -72,10 +74,10 @@ def plot_k_curve_comparison(runs: Mapping[str, Mapping[str, Curve]], out: Path, 
     axes = np.atleast_1d(fig.subplots(1, len(shown)))
     cmap = matplotlib.colormaps["tab10"]
     markers = "osD^vP*X"
-    for ax, kind in zip(axes, shown):
+    for ax, kind in zip(axes, shown, strict=True):
         ks: list[float] = []
         top = 0.0
-        for i, (label, curves) in enumerate(runs.items()):
+        for i, curves in enumerate(runs.values()):
             c = curves.get(kind)
             if c is None:
                 continue

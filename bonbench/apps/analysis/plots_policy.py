@@ -125,12 +125,12 @@ def training_figure(logs: Mapping[str, Sequence[Mapping[str, float]]], *, title:
     cmap = matplotlib.colormaps["tab10"]
     markers = "osD^vP*X"
     drawn: dict[str, tuple[Any, str]] = {}
-    for ax, (key, label) in zip(axes, panels):
+    for ax, (key, label) in zip(axes, panels, strict=False):
         for i, (name, rows) in enumerate(logs.items()):
             pts = [(r["step"], r[key]) for r in rows if key in r and r[key] is not None and np.isfinite(r[key])]
             if not pts:
                 continue
-            x, y = (np.array(v, dtype=float) for v in zip(*pts))
+            x, y = (np.array(v, dtype=float) for v in zip(*pts, strict=True))
             color, marker = cmap(i % 10), markers[i % len(markers)]
             ax.plot(x, y, color=color, lw=1.4, marker=marker, ms=3.5)
             drawn[name] = (color, marker)

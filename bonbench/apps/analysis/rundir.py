@@ -281,7 +281,8 @@ def correctness_table(run: RunData, grader: str | None = None) -> dict[str, np.n
     # appends); use the ones metrics.json was computed from when it says which.
     grading = run.meta.get("grading") or {}
     if grading.get("grader") == name:
-        version, gid = grading.get("grader_version"), grading.get("grading_id", "")
+        version: Any = grading.get("grader_version")  # JSON: the int metrics.json was graded under
+        gid = grading.get("grading_id", "")
         rows = run.store().grades(name).read(lambda g: g.graded_under(version, gid))
     else:
         rows = run.store().grades(name).read()
@@ -295,7 +296,8 @@ def per_problem_curves(run: RunData, kind: str, ks: Sequence[int], grader: str |
                        verifier: str | None = None) -> dict[str, np.ndarray]:
     """problem_id -> estimate of ``kind``@k (kind "pass" or "bon") at each k of ``ks`` (NaN where k > n).
 
-    Rebuilt from ``grades/`` (and ``scores/`` for bon) with ``bonbench.metrics.estimators`` (math-reference §1.1-1.2), because metrics.json keeps per-problem values only for requested metrics.
+    Rebuilt from ``grades/`` (and ``scores/`` for bon) with ``bonbench.metrics.estimators``
+    (math-reference §1.1-1.2), because metrics.json keeps per-problem values only for requested metrics.
     """
     if kind not in ("pass", "bon"):
         raise BonbenchError(f"per-problem curves support kind 'pass' or 'bon', not {kind!r}")

@@ -37,7 +37,8 @@ def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[M
         return Markup(""), {}  # one model's runs at several temperatures are the sweep section's figure
     labels = {run_curve_label(r): r for r in runs}
     png = plot_k_curve_comparison({label: r.curves for label, r in labels.items()},
-                                  out_dir / f"compare_{task.replace('/', '_')}.png", title=f"{task}: k-curves of {len(runs)} runs")
+                                  out_dir / f"compare_{task.replace('/', '_')}.png",
+                                  title=f"{task}: k-curves of {len(runs)} runs")
     kinds = [k for k in ("pass", "bon", "maj", "max") if any(k in r.curves for r in runs)]
     ks = powers_of_two(max(r.n for r in runs) or 1)
     rows = []
@@ -46,8 +47,9 @@ def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[M
             c = r.curves.get(kind)
             if c is None:
                 continue
-            at = {int(k): (v, lo, hi) for k, v, lo, hi in zip(c.k, c.value, c.lo, c.hi)}
-            rows.append([label, f"{kind}@k"] + [f"{fmt_value(at[k][0], 3)} [{fmt_value(at[k][1], 3)}, {fmt_value(at[k][2], 3)}]" if k in at else "—"
+            at = {int(k): (v, lo, hi) for k, v, lo, hi in zip(c.k, c.value, c.lo, c.hi, strict=True)}
+            rows.append([label, f"{kind}@k"]
+                        + [f"{fmt_value(at[k][0], 3)} [{fmt_value(at[k][1], 3)}, {fmt_value(at[k][2], 3)}]" if k in at else "—"
                                               for k in ks])
     html = render("comparison.html.j2", task=task, n_runs=len(runs), fig=figure(png, f"k-curves of the {task} runs"),
                   values=Table(["run", "curve"] + [f"k={k}" for k in ks], rows))

@@ -56,7 +56,8 @@ def sweep_curves(runs: Sequence[Any], kind: str, verifier: str | None) -> SweepC
             out.notes.append(f"run {r.hash} (T={r.temperature:g}) has no {kind} curve; left out")
             continue
         if r.temperature in out.runs:
-            out.notes.append(f"T={r.temperature:g}: several runs; using the latest ({r.hash}), not {out.runs[r.temperature].hash}")
+            out.notes.append(f"T={r.temperature:g}: several runs; using the latest ({r.hash}), "
+                             f"not {out.runs[r.temperature].hash}")
         out.runs[r.temperature], out.curves[r.temperature] = r, curve
         if vname is not None:
             out.verifiers[r.temperature] = vname

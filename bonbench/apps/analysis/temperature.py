@@ -80,7 +80,7 @@ def fit_parameter_trends(fits: Mapping[float, ScalingFit | None], family: str = 
     t_arr = np.array(temps)
     out: dict[str, ParamTrend] = {}
     for name in PARAMS[family]:
-        values = np.array([params_of(fits[t])[name] for t in temps])  # type: ignore[arg-type]
+        values = np.array([params_of(fits[t])[name] for t in temps])  # type: ignore[arg-type]  # temps: those with a fit
         transform = _transform(family, name)
         if transform == "log(-a)":
             if np.any(values >= 0):
@@ -136,7 +136,7 @@ def continuous_optimal_temperature(trends: Mapping[str, ParamTrend], family: str
         i = int(np.nanargmax(vals))
         t_best, v_best = float(grid[i]), float(vals[i])
         if 0 < i < n_grid - 1:
-            res = minimize_scalar(lambda t: -float(law_value(family, trends, t, N)), bounds=(grid[i - 1], grid[i + 1]),
+            res = minimize_scalar(lambda t, N=N: -float(law_value(family, trends, t, N)), bounds=(grid[i - 1], grid[i + 1]),
                                   method="bounded", options={"xatol": 1e-10})
             if res.success and -res.fun >= v_best:
                 t_best, v_best = float(res.x), float(-res.fun)
@@ -221,8 +221,8 @@ def fit_t_star(N: Sequence[float] | np.ndarray, t_star: Sequence[float] | np.nda
               if offset else [(t0, 0.1, 0.0), (t0, 0.5, t1 - t0), (t1, -0.3, 0.0)])
     lower, upper = [-100.0, -3.0, -100.0, -100.0][:n_par], [100.0, 3.0, 100.0, 100.0][:n_par]
     best: tuple[float, np.ndarray] | None = None
-    for p0 in starts:
-        p0 = tuple(float(np.clip(v, lo_, hi_)) for v, lo_, hi_ in zip(p0, lower, upper))
+    for start in starts:
+        p0 = tuple(float(np.clip(v, lo_, hi_)) for v, lo_, hi_ in zip(start, lower, upper, strict=True))
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore", OptimizeWarning)

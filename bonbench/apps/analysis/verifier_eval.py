@@ -124,7 +124,7 @@ def evaluate(run_dirs: Sequence[Path], verifiers: Sequence[str], *, data_dir: st
     for spec in verifiers:
         outs = pooled.outcomes(spec)
         curves[f"bon:{spec}"] = compute_curves(outs, kinds=("bon",), n_boot=n_boot, seed=seed)["bon"]
-        per_problem[spec] = bon_curve([o.scores for o in outs], [o.correct for o in outs], ks)  # type: ignore[misc]
+        per_problem[spec] = bon_curve([o.scores for o in outs], [o.correct for o in outs], ks)  # type: ignore[misc]  # outcomes(spec) are all scored
         auroc[spec] = _auroc([c for o in outs for c in o.correct], [s for o in outs for s in o.scores or ()])
         known = [a for a in (_auroc(o.correct, o.scores or ()) for o in outs) if a is not None]
         within[spec] = float(np.mean(known)) if known else None
@@ -142,7 +142,8 @@ def evaluate(run_dirs: Sequence[Path], verifiers: Sequence[str], *, data_dir: st
 def plot(result: VerifierEval, out: Path, title: str = "") -> Path:
     """bon@k of each verifier next to pass@k and maj@k (``plots.plot_k_curves``)."""
     # "bon:learned:/a/b/math-x-head" -> "bon learned:math-x-head" (legends stay one line)
-    curves = {"bon " + display_name(name[len("bon:"):]) if name.startswith("bon:") else name: Curve(*(np.asarray(c[f], dtype=float) for f in ("k", "value", "lo", "hi")))
+    curves = {"bon " + display_name(name[len("bon:"):]) if name.startswith("bon:") else name:
+              Curve(*(np.asarray(c[f], dtype=float) for f in ("k", "value", "lo", "hi")))
               for name, c in result.curves.items()}
     return plot_k_curves(curves, out, title=title, ylim=None)
 

@@ -21,7 +21,7 @@ import argparse
 import os
 import sys
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from bonbench_sandbox import arguments as sandbox_arguments
 
@@ -66,7 +66,7 @@ def _one_line_warning(message: Warning | str, category: type[Warning], filename:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    warnings.formatwarning = _one_line_warning  # type: ignore[assignment]
+    warnings.formatwarning = _one_line_warning
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:

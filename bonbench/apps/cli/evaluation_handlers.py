@@ -49,11 +49,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     p = plan(req)
     if args.dry_run:
         for run in p.runs:
-            sharded = isinstance(run.store, ShardStore)
-            shard = {"shard": run.store.spec.label} if sharded else {}
+            shard = {"shard": run.store.spec.label} if isinstance(run.store, ShardStore) else {}
             print(json.dumps({"hash": run.run_hash, "hashed": run.cfg.hashed(), "config": run.cfg.to_json(),
                               "problems": len(run.problems), **shard, "exists": run.store.exists()}, indent=2, default=str))
-            print(run.store.run_root if sharded else run.store.root)  # the run directory `bonbench merge` takes
+            # the run directory `bonbench merge` takes
+            print(run.store.run_root if isinstance(run.store, ShardStore) else run.store.root)
         return 0
     return _execute(p)
 

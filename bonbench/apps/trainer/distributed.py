@@ -117,7 +117,7 @@ class Comm:
         flat = torch.cat([g.reshape(-1) for g in grads] + [has])
         torch.distributed.all_reduce(flat, op=torch.distributed.ReduceOp.SUM)
         offset = 0
-        for p, g, any_rank in zip(params, grads, flat[-len(params):].tolist()):
+        for p, g, any_rank in zip(params, grads, flat[-len(params):].tolist(), strict=True):
             n = g.numel()
             p.grad = flat[offset:offset + n].view_as(p).clone() if any_rank > 0 else None
             offset += n

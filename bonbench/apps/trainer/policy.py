@@ -77,17 +77,19 @@ class Policy:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(resolved.path, revision=resolved.revision)
             # float32 master weights; the forward runs under autocast (cfg.dtype)
-            base = AutoModelForCausalLM.from_pretrained(resolved.path, revision=resolved.revision, dtype=torch.float32)
+            # Any: transformers' annotations (the wrapped .to, a LoRA wrapper in place of the model) do not fit
+            base: Any = AutoModelForCausalLM.from_pretrained(resolved.path, revision=resolved.revision, dtype=torch.float32)
         except OSError as exc:
             raise BonbenchError(f"cannot load model '{resolved.name}': {exc}".splitlines()[0]) from exc
         base.to(self.device)
         self._frozen_ref: Any = None
         if cfg.full_finetune:
-            self.lm = base
+            self.lm: Any = base
         else:
             from peft import LoraConfig, get_peft_model
 
-            targets: Any = cfg.lora_targets if cfg.lora_targets == "all-linear" else [t.strip() for t in cfg.lora_targets.split(",")]
+            targets: Any = (cfg.lora_targets if cfg.lora_targets == "all-linear"
+                            else [t.strip() for t in cfg.lora_targets.split(",")])
             lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=0.0, target_modules=targets,
                               task_type="CAUSAL_LM")
             try:
@@ -144,7 +146,7 @@ class Policy:
             from transformers import AutoModelForCausalLM
 
             self._frozen_ref = AutoModelForCausalLM.from_pretrained(self.resolved.path, revision=self.resolved.revision,
-                                                                    dtype=torch.float32).to(self.device).eval()
+                                                                    dtype=torch.float32).to(self.device).eval()  # type: ignore[arg-type]  # as in hf.py
             self._frozen_ref.requires_grad_(False)
         yield self._frozen_ref
 

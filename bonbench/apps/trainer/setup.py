@@ -86,7 +86,8 @@ def prepare_training(cfg: TrainConfig) -> Prepared:
     if "scores" in needs and not cfg.verifier:
         raise BonbenchError(f"objective {cfg.objective!r} needs a verifier: add {NEEDS['scores']}")
     if "ref_rewards" in needs and cfg.ref_samples < 1:
-        raise BonbenchError(f"objective {cfg.objective!r} needs reference rewards: add {NEEDS['ref_rewards']} (e.g. --ref-samples 32)")
+        raise BonbenchError(f"objective {cfg.objective!r} needs reference rewards: add {NEEDS['ref_rewards']} "
+                            "(e.g. --ref-samples 32)")
     task = load_train_task(cfg)
     if "answers" in needs and task.judged_by == "reward":
         raise BonbenchError(f"objective {cfg.objective!r} votes on extracted answers, and task {task.name!r} is judged by "

@@ -108,7 +108,9 @@ class RolloutStep(PolicyUpdate):
 
     def _sample(self, problems: Sequence[Problem], counts: Mapping[str, Sequence[int]], seed: int,
                 reference: bool = False) -> list[Sample]:
-        requests = [SampleRequest(self.task.render(p, self.style), tuple(counts[p.id])) for p in problems if counts[p.id]]
+        # the ignore below: the style is a str in the settings (core cannot import api's PromptStyle)
+        requests = [SampleRequest(self.task.render(p, self.style), tuple(counts[p.id]))  # type: ignore[arg-type]  # see above
+                    for p in problems if counts[p.id]]
         if not requests:
             return []
         if self.publisher is not None and not reference:
@@ -202,7 +204,7 @@ class RolloutStep(PolicyUpdate):
         the objective and the log need; values are read before any update (V(x) does not depend on
         this step's samples)."""
         pol, needs = self.policy, self.objective.needs
-        prompts = {p.id: self.task.render(p, self.style) for p in r.mine}
+        prompts = {p.id: self.task.render(p, self.style) for p in r.mine}  # type: ignore[arg-type]  # see _sample
         pairs = [pol.encode(prompts[s.problem_id], s.completion) for s in r.samples]
         logp = pol.sequence_logprobs(pairs) if "logprobs" in needs else None
         ref_lp = ref_tok = None
@@ -212,7 +214,7 @@ class RolloutStep(PolicyUpdate):
         if self.value is not None:
             features = (pol.prompt_features([pol.encode(prompts[p.id], "")[0] for p in r.mine]) if r.mine
                         else torch.zeros(0, pol.hidden_size, device=pol.device))  # a rank without groups
-            values = dict(zip([p.id for p in r.mine], self.value.predict(features).tolist()))
+            values = dict(zip([p.id for p in r.mine], self.value.predict(features).tolist(), strict=True))
         return Signals(pairs, logp, ref_lp, ref_tok, features, values)
 
     def _update_value(self, r: Rollouts, groups: Mapping[str, Any], sig: Signals) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 Every ``TrainConfig`` field is a flag (``bonbench.core.settings`` reads its type, default, help and
 range); the papers' names for objective options (``--k``, ``--N``, ...) are ``ObjectiveFlags``,
-merged with ``-O KEY=VALUE`` into ``TrainConfig.objective_options`` and typed by the registry's coercion. The handler that loads torch
+merged with ``-O KEY=VALUE`` into ``TrainConfig.objective_options`` and typed by the registry's
+coercion. The handler that loads torch
 and trains is ``bonbench.apps.trainer.command``: this module imports nothing heavy, so that
 ``bonbench --help`` and every other command stay fast. It trains nothing and prints nothing.
 """
@@ -56,7 +57,7 @@ def objective_options(args: argparse.Namespace) -> dict[str, Any]:
     ``make_objective`` does), so the recorded config holds typed values (``k: 4``, not ``"4"``). An
     unknown objective or option, or a value of the wrong type, is one line naming the fix."""
     make_objective(args.objective)  # unknown objective: one line, before looking at its options
-    info = REGISTRY.get(args.objective)
+    info = REGISTRY[args.objective]
     opts: dict[str, Any] = dict(settings.values(TrainConfig, args).get("objective_options") or {})
     named = settings.from_args(ObjectiveFlags, args)
     for f in dataclasses.fields(named):

@@ -174,7 +174,7 @@ class PolicyUpdate:
             last_of_prompt = c + 1 == len(chunks) or chunk_prompt[c + 1] != chunk_prompt[c]
             if cfg.log_grad_var and epoch == 0 and last_of_prompt:
                 now = [p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p) for p in params]
-                g_j = now if prev is None else [x - y for x, y in zip(now, prev)]
+                g_j = now if prev is None else [x - y for x, y in zip(now, prev, strict=True)]
                 g_sq += float(sum((x.double() ** 2).sum() for x in g_j)) / scale ** 2
                 prev = now
         return {"_loss": loss_sum, "_ent": ent_sum, "_clipped": clipped, "_tok": tok_count, "_kl": kl_sum, "_g_sq": g_sq,

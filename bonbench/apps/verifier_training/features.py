@@ -42,7 +42,7 @@ class FeatureCache:
                 raise BonbenchError(f"cached features {part} are damaged ({str(exc).splitlines()[0][:80]}); delete that "
                                     "file and rerun: its samples' features are computed again") from None
             for key, row in pairs:
-                out[tuple(key)] = row  # type: ignore[index]
+                out[tuple(key)] = row
         return out
 
     def append(self, keys: Sequence[tuple[str, str, int]], feats: torch.Tensor) -> None:

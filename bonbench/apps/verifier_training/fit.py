@@ -77,7 +77,7 @@ def fit_head(head: vm.ScalarHead, feats: torch.Tensor, labels: np.ndarray, group
             "cv_folds": k, "cv_folds_with_both_classes": int(np.isfinite(folds_by_c[:, 0]).sum())}
 
 
-def auroc(labels: Sequence[int], scores: Sequence[float]) -> float | None:
+def auroc(labels: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray) -> float | None:
     """Area under the ROC curve (scikit-learn); None when only one class is present."""
     from sklearn.metrics import roc_auc_score
 

@@ -82,14 +82,14 @@ def _fit(req: TrainVerifierRequest, data: TrainingData, base: ResolvedModel, mod
     labels = np.array([r.label for r in data.rows])
     held = split_problems(data.rows, req.val_fraction, req.seed)
     groups = [r.problem.id for r in data.rows]
-    held_rows = [r for r, h in zip(data.rows, held) if h]
+    held_rows = [r for r, h in zip(data.rows, held, strict=True) if h]
     val: dict[str, Any] = {"n_problems": len({r.problem.id for r in held_rows}), "n_samples": len(held_rows)}
     probe: vm.ScalarHead | None = None
     if held.any() and (~held).any():
         probe = vm.ScalarHead(feats.shape[1])
         t1 = time.time()
-        probe_fit = fit_head(probe, feats[~held], labels[~held], [g for g, h in zip(groups, held) if not h], req.folds,
-                             req.seed)
+        probe_fit = fit_head(probe, feats[~held], labels[~held], [g for g, h in zip(groups, held, strict=True) if not h],
+                             req.folds, req.seed)
         probe_seconds = time.time() - t1
         with torch.no_grad():
             val_scores = torch.sigmoid(probe(feats[held])).double().numpy()
@@ -108,8 +108,8 @@ def _fit(req: TrainVerifierRequest, data: TrainingData, base: ResolvedModel, mod
     if req.method == "lora":
         model = vm.VerifierModel(base, method="lora", dtype=req.dtype, max_length=req.max_length,
                                  lora={"rank": req.lora_rank, "alpha": req.lora_alpha})
-        model.head.load_state_dict(start_head.state_dict())  # type: ignore[union-attr]
-        fit_rows = [r for r, h in zip(data.rows, held) if not h] if lora_from_probe else list(data.rows)
+        model.head.load_state_dict(start_head.state_dict())  # type: ignore[union-attr]  # the probe: lora_from_probe
+        fit_rows = [r for r, h in zip(data.rows, held, strict=True) if not h] if lora_from_probe else list(data.rows)
         training["lora"] = {**train_lora(model, fit_rows, req, folder, progress), "n_samples": len(fit_rows)}
         if lora_from_probe:
             scores = model.score_texts([verifier_text(r.problem, r.sample.completion) for r in held_rows], req.batch_size)

@@ -138,7 +138,8 @@ def assemble(run_dirs: Sequence[Path], *, data_dir: str | None = None, family: s
         policies[run.cfg["model_fingerprint"]] = run.cfg
         runs.append(run.record)
     if len(families) > 1:
-        raise BonbenchError(f"the runs are of tasks of different families ({', '.join(sorted(tasks))}); train one verifier per family")
+        raise BonbenchError(f"the runs are of tasks of different families ({', '.join(sorted(tasks))}); "
+                            "train one verifier per family")
     if len(policies) > 1:
         names = sorted({c["model"] for c in policies.values()})
         raise BonbenchError(f"the runs were sampled by {len(policies)} different models ({', '.join(names)}); a verifier "
@@ -170,7 +171,8 @@ def check_no_eval_problems(data: TrainingData, *, data_dir: str | None = None,
             label = " ".join([name] + [f"{k}={v}" for k, v in args.items()])
             raise BonbenchError(f"{len(bad)} training problems are evaluation problems of {label} "
                                 f"(same {how}, e.g. {bad[0]!r}); sample "
-                                "the training runs from the train split (-T split=train), or pass --drop-eval-overlap to leave them out")
+                                "the training runs from the train split (-T split=train), or pass --drop-eval-overlap "
+                                "to leave them out")
         dropped |= set(by_id) | set(by_text)
         checked.append({"task": name, "task_args": args, "n_problems": len(task.problems), "fingerprint": task.fingerprint})
     kept = tuple(r for r in data.rows if r.problem.id not in dropped)

@@ -17,13 +17,13 @@ says how much of a test was hidden. This module only transforms text; it runs no
 from __future__ import annotations
 
 import ast
-from typing import Collection
+from typing import Collection, TypeGuard
 
 # Nodes whose inner expressions may not run, or run in their own scope, when the enclosing one does.
 _OPAQUE = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.BoolOp, ast.IfExp)
 
 
-def _is_call_to(node: ast.AST, callees: Collection[str]) -> bool:
+def _is_call_to(node: ast.AST, callees: Collection[str]) -> TypeGuard[ast.Call]:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in callees
 
 
@@ -31,7 +31,7 @@ def _outer_calls(node: ast.AST, callees: Collection[str]) -> list[ast.Call] | No
     """The outermost calls to ``callees`` under ``node`` in evaluation order, or None when one of
     them sits where it may not run (or not in this scope)."""
     if _is_call_to(node, callees):
-        return [node]  # type: ignore[list-item]
+        return [node]
     if isinstance(node, _OPAQUE):
         return None if any(_is_call_to(n, callees) for n in ast.walk(node)) else []
     calls: list[ast.Call] = []

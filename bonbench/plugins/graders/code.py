@@ -204,7 +204,7 @@ class CodeGrader:
                 self._check_recordings(sub, [[s for _, s in jobs[gi]] for gi in done], [exc.done[gi] for gi in done], verdicts)
             except KeyboardInterrupt:
                 pass
-            final = {gi: vs for gi, vs in zip(done, verdicts) if all(v.status != RECORDED for v in vs)}
+            final = {gi: vs for gi, vs in zip(done, verdicts, strict=True) if all(v.status != RECORDED for v in vs)}
             raise _Partial(final) from None
         verdicts = [[judge(groups[gi][ti], jobs[gi][ti][1], r) for ti, r in enumerate(rs)] for gi, rs in enumerate(results)]
         try:
@@ -221,7 +221,8 @@ class CodeGrader:
 
         try:
             if self.executor is not None:
-                judges = [partial(case_judge, tuple(cases), tuple(s for _, s in g)) for cases, g in zip(groups, jobs)]
+                judges = [partial(case_judge, tuple(cases), tuple(s for _, s in g))
+                          for cases, g in zip(groups, jobs, strict=True)]
                 results = self.executor.run_many_tests([[j for j, _ in g] for g in jobs], judges,
                                                        stop_on_first_failure=self.early_stop, cache=self._cache,
                                                        progress=report)
@@ -262,7 +263,7 @@ class CodeGrader:
         while batches:
             retry: list[tuple[CallTest, float, list[tuple[int, int, list[dict[str, Any]]]]]] = []
             jobs = [self._trusted_job(test, timeout, [rec for *_, rec in part]) for test, timeout, part in batches]
-            for (test, timeout, part), res in zip(batches, self._run_plain(jobs)):
+            for (test, timeout, part), res in zip(batches, self._run_plain(jobs), strict=True):
                 found = parse_verdicts(output_text(res.stdout), len(part)) if res.status == "ok" else None
                 if found is None and len(part) > 1:
                     retry += [(test, timeout, [item]) for item in part]  # one bad recording must not sink the rest
@@ -273,7 +274,9 @@ class CodeGrader:
                         status = "sandbox_error" if res.status == "sandbox_error" else str(res.status)
                         if status == "ok":
                             status = "runtime_error"
-                        verdicts[gi][ti] = CaseVerdict(False, status, "trusted check: " + (last_line(output_text(res.stderr)) or status), first.cached)
+                        verdicts[gi][ti] = CaseVerdict(False, status,
+                                                       "trusted check: " + (last_line(output_text(res.stderr)) or status),
+                                                       first.cached)
                         continue
                     status, reason = found[k]
                     if status == "not_recorded":
@@ -312,7 +315,7 @@ class CodeGrader:
             except NoCode as exc:
                 out[i] = self._grade(s, False, {"status": "no_code", "passed": 0, "total": 0}, str(exc) or "no code found")
                 continue
-            except Exception as exc:  # a task bug must not abort a grading run; it is recorded per sample
+            except Exception as exc:  # noqa: BLE001  a task bug must not abort a grading run; it is recorded per sample
                 out[i] = self._grade(s, None, None, f"build_jobs failed: {type(exc).__name__}: {exc}"[:300])
                 continue
             if not cases:
@@ -330,7 +333,7 @@ class CodeGrader:
                 raise GradingInterrupted([g for g in out if g is not None]) from None
             finally:
                 close()
-            for i, cases, vs in zip(owners, groups, verdicts):
+            for i, cases, vs in zip(owners, groups, verdicts, strict=True):
                 out[i] = self._verdict_grade(samples[i], cases, vs)
         return [g for g in out if g is not None]
 

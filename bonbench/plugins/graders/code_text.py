@@ -118,8 +118,8 @@ def outputs_match(got: str, want: str, float_tol: bool = False) -> bool:
         return True
     if not float_tol or len(g) != len(w):
         return False
-    for gl, wl in zip(g, w):
+    for gl, wl in zip(g, w, strict=True):
         gt, wt = gl.split(), wl.split()
-        if len(gt) != len(wt) or not all(_tokens_match(a, b, True) for a, b in zip(gt, wt)):
+        if len(gt) != len(wt) or not all(_tokens_match(a, b, True) for a, b in zip(gt, wt, strict=True)):
             return False
     return True

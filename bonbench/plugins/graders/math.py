@@ -52,7 +52,7 @@ def _compare_item(cp: str, cg: str, timeout: float) -> tuple[bool, str | None]:
             signal.setitimer(signal.ITIMER_REAL, 0)
     except _SoftTimeout:
         return False, "timeout"
-    except Exception as exc:  # a grader failure is data
+    except Exception as exc:  # noqa: BLE001  a grader failure is data
         return False, f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
@@ -115,7 +115,7 @@ class _Worker:
             return []
         self.buf += chunk
         *lines, self.buf = self.buf.split(b"\n")
-        return [tuple(json.loads(x)) for x in lines if x.strip()]  # type: ignore[misc]
+        return [tuple(json.loads(x)) for x in lines if x.strip()]
 
     def close(self, kill: bool = False) -> None:
         if kill:
@@ -248,7 +248,7 @@ class MathGrader:
                     canon = canon_cache[extracted]
                 else:
                     canon = canon_cache[extracted] = canonical_answer(extracted)
-            except Exception as exc:  # a grader failure is data
+            except Exception as exc:  # noqa: BLE001  a grader failure is data
                 out[i] = make(i, False, None, f"extraction failed: {type(exc).__name__}: {exc}")
                 continue
             if not canon:
@@ -265,7 +265,7 @@ class MathGrader:
                 if pid not in gold_canon:
                     try:
                         gold_canon[pid] = canonical_answer(problems[pid].target)
-                    except Exception as exc:
+                    except Exception as exc:  # noqa: BLE001  reported on each sample of the problem, below
                         gold_canon[pid] = exc
                 gold = gold_canon[pid]
                 if isinstance(gold, Exception):
@@ -279,7 +279,7 @@ class MathGrader:
                         # interpreter start and sympy import overlap with the rest of this pass
                         warm.extend(_Worker() for _ in range(max(1, self.workers)))
                     slow.append((k, canon, gold))
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001  a grader failure is data
                     verdicts[(pid, canon)] = (False, f"{type(exc).__name__}: {str(exc)[:200]}")
             for k, res in _run_pool(slow, self.timeout, self.workers, warm=warm).items():
                 verdicts[keys[k]] = res

@@ -183,7 +183,7 @@ def _inequality_interval(s: str) -> tuple[Any, ...] | None:
     terms = [t.strip() for t in _REL_RE.split(s)]
     if any(not t for t in terms):
         return None
-    less = [op in ("<", "<=", "≤") or op.startswith(("\\l")) for op in ops]
+    less = [op in ("<", "<=", "≤") or op.startswith("\\l") for op in ops]
     strict = [op in ("<", ">", "\\lt", "\\gt") for op in ops]
     is_var = [bool(_INEQ_VAR_RE.fullmatch(t)) for t in terms]
     if len(ops) == 2:

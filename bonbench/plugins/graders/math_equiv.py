@@ -49,8 +49,9 @@ def _atom_fast(pred: str, gold: str) -> bool | None:
     if pred == gold:
         return True
     kp, kg = _kind(pred), _kind(gold)
+    # the ignores below: _kind says "num" only for what parse_number parses (never None there)
     if kp == "num" and kg == "num":
-        return num_equiv(parse_number(pred), parse_number(gold))  # type: ignore[arg-type]
+        return num_equiv(parse_number(pred), parse_number(gold))  # type: ignore[arg-type]  # see above
     if "base" in (kp, kg):
         # the problem states the base, so "1011" answers "1011_2"; a decimal conversion does not
         dp, dg = pred.split("_")[0], gold.split("_")[0]
@@ -60,18 +61,18 @@ def _atom_fast(pred: str, gold: str) -> bool | None:
         return False
     if kp == "num" and has_free_variable(gold):
         # strict mode (variables matter): an expression in x equals a constant only by an identity
-        return None if constant_at_points(gold, parse_number(pred)[0]) else False  # type: ignore[index]
+        return None if constant_at_points(gold, parse_number(pred)[0]) else False  # type: ignore[index]  # see above
     if kg == "num" and has_free_variable(pred):
-        return None if constant_at_points(pred, parse_number(gold)[0]) else False  # type: ignore[index]
+        return None if constant_at_points(pred, parse_number(gold)[0]) else False  # type: ignore[index]  # see above
     if kg == "num":
-        interval = approx_interval(parse_number(gold))  # type: ignore[arg-type]
+        interval = approx_interval(parse_number(gold))  # type: ignore[arg-type]  # see above
         v = const_value(pred) if interval is not None else None
         if v is not None:
-            got = float_in(v, interval)  # type: ignore[arg-type]
+            got = float_in(v, interval)  # type: ignore[arg-type]  # v is None unless interval is not
             if got is not None:
                 return got  # rounded-gold rule: \sqrt{4250} answers 65.192
-    if kp == "num" and is_long(*parse_number(pred)):  # type: ignore[misc]
-        interval = approx_interval(parse_number(pred))  # type: ignore[arg-type]
+    if kp == "num" and is_long(*parse_number(pred)):  # type: ignore[misc]  # see above
+        interval = approx_interval(parse_number(pred))  # type: ignore[arg-type]  # see above
         v = const_value(gold)
         if v is not None and interval is not None:
             got = float_in(v, interval)
@@ -276,14 +277,14 @@ def _node_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool
     if kp == "union" and kg == "union":
         return _match_unordered(list(p[1]), list(g[1]), fast_only)
     if kp == "matrix" and kg == "matrix":
-        if len(p[1]) != len(g[1]) or any(len(a) != len(b) for a, b in zip(p[1], g[1])):
+        if len(p[1]) != len(g[1]) or any(len(a) != len(b) for a, b in zip(p[1], g[1], strict=True)):
             return False
-        return all(_atom_equiv(a, b, fast_only) for ra, rb in zip(p[1], g[1]) for a, b in zip(ra, rb))
+        return all(_atom_equiv(a, b, fast_only) for ra, rb in zip(p[1], g[1], strict=True) for a, b in zip(ra, rb, strict=True))
     # a column vector written as a tuple
     for mat, tup in ((p, g), (g, p)):
         col = _column(mat)
         if col is not None and tup[0] == "seq" and tup[1] == "(" and tup[2] == ")" and len(tup[3]) == len(col):
-            pairs = zip(col, tup[3]) if mat is p else zip(tup[3], col)
+            pairs = zip(col, tup[3], strict=True) if mat is p else zip(tup[3], col, strict=True)
             return all(
                 _node_equiv(("atom", a) if isinstance(a, str) else a, ("atom", b) if isinstance(b, str) else b, fast_only)
                 for a, b in pairs
@@ -292,7 +293,7 @@ def _node_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool
 
 
 def _ordered(ps: Sequence[Any], gs: Sequence[Any], fast_only: bool) -> bool:
-    return len(ps) == len(gs) and all(_node_equiv(a, b, fast_only) for a, b in zip(ps, gs))
+    return len(ps) == len(gs) and all(_node_equiv(a, b, fast_only) for a, b in zip(ps, gs, strict=True))
 
 
 def equiv_canonical(cp: str, cg: str, fast_only: bool = False) -> bool:

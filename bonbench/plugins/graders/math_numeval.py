@@ -67,7 +67,7 @@ _FUNCS = {
     "sinh": cmath.sinh, "cosh": cmath.cosh, "tanh": cmath.tanh,
     "ln": cmath.log, "log": cmath.log, "exp": cmath.exp,
 }  # fmt: skip
-_EVAL_POINTS = ({}, {}, {})  # filled lazily: one value per variable name per point
+_EVAL_POINTS: tuple[dict[str, complex], ...] = ({}, {}, {})  # filled lazily: one value per variable name per point
 _POINT_SEEDS = (0.5772156649, 1.3247179572, -0.7390851332)
 
 

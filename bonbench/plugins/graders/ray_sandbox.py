@@ -41,7 +41,7 @@ MAX_RETRIES = 3  # per task, on worker or node death (Ray's default for tasks, s
 
 def run_chunk(groups: Sequence[Sequence[Any]], judges: Sequence[Judge], stop_on_first_failure: bool) -> list[list[Any]]:
     """The task body: each test list through the local sandbox, in order (runs on a Ray worker)."""
-    return [run_tests(list(g), stop_on_first_failure=stop_on_first_failure, judge=j) for g, j in zip(groups, judges)]
+    return [run_tests(list(g), stop_on_first_failure=stop_on_first_failure, judge=j) for g, j in zip(groups, judges, strict=True)]
 
 
 def _from_cache(group: Sequence[Any], judge: Judge, stop: bool, cache: Any) -> list[Any] | None:
@@ -117,9 +117,9 @@ def _collect(ray: Any, ref: Any, chunk: list[int], groups: Sequence[Sequence[Any
     except ray.exceptions.RayTaskError as exc:
         cause = getattr(exc, "cause", None)
         raise (cause if isinstance(cause, BaseException) else exc) from None
-    for gi, res in zip(chunk, got):
+    for gi, res in zip(chunk, got, strict=True):
         results[gi] = res
         if cache is not None:
-            for job, r in zip(groups[gi], res):
+            for job, r in zip(groups[gi], res, strict=True):
                 cache.put(job.key(), r)
     return len(chunk)

@@ -339,7 +339,8 @@ def kl_rl_weights(rewards: np.ndarray, logprobs: np.ndarray, ref_logprobs: np.nd
     (The -beta E[grad log pi_theta] from differentiating log pi_theta is 0.) w_i = (t_i - b_i)/G with
     t_i = r_i - beta (log pi_theta(y_i) - log pi_ref(y_i)) and the RLOO baseline; exactly unbiased.
     """
-    t = np.asarray(rewards, dtype=np.float64) - beta * (np.asarray(logprobs, dtype=np.float64) - np.asarray(ref_logprobs, dtype=np.float64))
+    t = np.asarray(rewards, dtype=np.float64) - beta * (np.asarray(logprobs, dtype=np.float64)
+                                                        - np.asarray(ref_logprobs, dtype=np.float64))
     return centred(t, baseline, "kl_rl") / t.size
 
 

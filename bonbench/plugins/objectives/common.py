@@ -100,7 +100,8 @@ def check_int(what: str, name: str, value: object, low: int) -> None:
 
 def binary_correct(r: np.ndarray, what: str) -> np.ndarray:
     if not np.all((r == 0.0) | (r == 1.0)):
-        raise BonbenchError(f"{what} needs 0/1 rewards (a binary verifier such as a math grader); got values like {r[(r != 0) & (r != 1)][0]!r}")
+        raise BonbenchError(f"{what} needs 0/1 rewards (a binary verifier such as a math grader); "
+                            f"got values like {r[(r != 0) & (r != 1)][0]!r}")
     return r == 1.0
 
 

@@ -72,7 +72,7 @@ def majority_value(answers: Sequence[Hashable | None], rewards: Sequence[float])
     slots but casts no vote and its reward is ignored. A tuple where everyone abstains scores 0.
     """
     votes: dict[Hashable, list[float]] = defaultdict(list)
-    for a, r in zip(answers, rewards):
+    for a, r in zip(answers, rewards, strict=True):
         if a is not None:
             votes[a].append(float(r))
     if not votes:
@@ -110,9 +110,10 @@ class SubsetMeans(NamedTuple):
 def _complete(G: int, m: int, U: float, P: np.ndarray | None = None, N: np.ndarray | None = None) -> SubsetMeans:
     """Fill P or N from  G U = m P[i] + (G - m) N[i]  (each m-subset either holds i or not)."""
     if N is None:
-        N = (G * U - m * P) / (G - m) if G > m else np.zeros(G)
+        assert P is not None, "_complete needs P or N"
+        N = np.asarray((G * U - m * P) / (G - m)) if G > m else np.zeros(G)
     if P is None:
-        P = (G * U - (G - m) * N) / m
+        P = np.asarray((G * U - (G - m) * N) / m)
     return SubsetMeans(float(U), np.asarray(P, dtype=np.float64), np.asarray(N, dtype=np.float64))
 
 
@@ -167,7 +168,7 @@ def maj_means(answers: Sequence[Hashable | None], rewards: np.ndarray) -> Callab
     """
     r = [float(x) for x in rewards]
     G = len(r)
-    keys = [(a, x) for a, x in zip(answers, r)]
+    keys = [(a, x) for a, x in zip(answers, r, strict=True)]
     distinct = list(dict.fromkeys(keys))
     groups = [list(answers)]
     values = [r]
@@ -292,6 +293,6 @@ def ksample_weights(means: Callable[[int], SubsetMeans], G: int, k: int, baselin
     c, a, b = {"loo": (k, k, k - 1), "biased": (k - 1, k - 1, k - 1)}.get(baseline, (None, None, None))
     if baseline == "leave_p_out":
         c, a, b = (k, k, k - p) if form == "unbiased" else (k - p, k - p, k - p)
-    if c is None:
+    if c is None or a is None or b is None:
         raise BonbenchError(f"unknown baseline {baseline!r}; choose from {', '.join(BASELINES)}")
     return c / G * (means(a).P - means(b).N)

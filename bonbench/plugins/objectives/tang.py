@@ -144,7 +144,7 @@ def passk_weights(rewards: np.ndarray, k: int = 4, baseline: str = "loo", p: int
     return ksample_weights(max_means(r), r.size, k, baseline, p, leave_p_out_form)
 
 
-def majk_weights(answers: tuple, rewards: np.ndarray, k: int = 4, baseline: str = "loo", p: int = 2,
+def majk_weights(answers: tuple[object, ...] | None, rewards: np.ndarray, k: int = 4, baseline: str = "loo", p: int = 2,
                  leave_p_out_form: str = "unbiased") -> np.ndarray:
     """Majority voting (§4.5): f(y) = value of the plurality answer, tied answers uniform.
 

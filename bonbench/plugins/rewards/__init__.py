@@ -1,7 +1,9 @@
 """Reward models: backends of the ``bonbench.api.reward.RewardModel`` interface, offline defaults and their specs.
 
-- ``base``: ``RewardGrader`` (a task grader), ``RewardVerifier`` (a bon@k verifier); the ``RewardModel`` protocol is ``bonbench.api.reward``'s
-- ``registry``: spec strings and names -> models (``get_reward_model``) over the one plugin registry (``bonbench.reward_models`` entry points)
+- ``base``: ``RewardGrader`` (a task grader), ``RewardVerifier`` (a bon@k verifier); the ``RewardModel``
+  protocol is ``bonbench.api.reward``'s
+- ``registry``: the ``rm:`` verifier scheme and the reward models' descriptions; spec strings -> models is
+  ``bonbench.api.reward.get_reward_model``, over the one plugin registry (``bonbench.reward_models`` entry points)
 - ``schemes``: the ``hf:`` and ``vllm:`` spec schemes, registered like any plugin
 - ``hf``: Hugging Face sequence classifiers; ``vllm_pooling``: the same through vLLM's pooling runner
 - ``imdb``: the offline IMDB sentiment classifier; ``tldr``: the offline TL;DR proxy rewards

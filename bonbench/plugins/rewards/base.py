@@ -1,6 +1,7 @@
 """The reward-model interface, the task grader built on it, and the bon@k verifier adapter.
 
-``RewardModel`` (the protocol lives in ``bonbench.api.reward``) is what every backend implements (Hugging Face classifiers, vLLM pooling models,
+``RewardModel`` (the protocol lives in ``bonbench.api.reward``) is what every backend implements
+(Hugging Face classifiers, vLLM pooling models,
 the offline IMDB classifier, the TL;DR proxies): a filename-safe ``name``, a ``version`` (bumped
 when its scoring recipe changes), a ``fingerprint`` (a digest of what it scores with: weights,
 config, training data) and a batched ``score(prompts, completions)``. Higher is better.
@@ -46,7 +47,8 @@ def reward_prompt(problem: Problem) -> str:
 def check_scores(model: RewardModel, values: Sequence[float], n: int) -> list[float]:
     """``values`` as floats, or a ``BonbenchError`` if the model returned the wrong number."""
     if len(values) != n:
-        raise BonbenchError(f"reward model {model.name!r} returned {len(values)} scores for {n} texts; this is a bug in that backend")
+        raise BonbenchError(f"reward model {model.name!r} returned {len(values)} scores for {n} texts; "
+                            "this is a bug in that backend")
     return [float(v) for v in values]
 
 
@@ -85,8 +87,8 @@ class RewardGrader:
         except BonbenchError:
             raise  # configuration: no sample could be graded, the user must fix it
         except Exception:  # noqa: BLE001  one bad text must not sink the batch: isolate it
-            values = [self._score_one(p, c) for p, c in zip(prompts, completions)]
-        return [self._grade(s, v) for s, v in zip(chunk, values)]
+            values = [self._score_one(p, c) for p, c in zip(prompts, completions, strict=True)]
+        return [self._grade(s, v) for s, v in zip(chunk, values, strict=True)]
 
     def _score_one(self, prompt: str, completion: str) -> float | str:
         try:
@@ -133,7 +135,7 @@ class RewardVerifier:
             chunk = samples[start:start + SCORE_CHUNK]
             values = check_scores(self.model, self.model.score([reward_prompt(problems[s.problem_id]) for s in chunk],
                                                               [s.completion for s in chunk]), len(chunk))
-            for s, v in zip(chunk, values):
+            for s, v in zip(chunk, values, strict=True):
                 if not math.isfinite(v):
                     # a NaN would silently lose (or win) every bon@k comparison it takes part in
                     raise BonbenchError(f"reward model {self.model.name!r} gave sample {s.key} a non-finite score ({v}); "

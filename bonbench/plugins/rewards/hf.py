@@ -84,7 +84,8 @@ def resolve_source(source: str) -> tuple[str, str]:
     local = Path(source).expanduser()
     if local.exists():
         if not (local / "config.json").is_file():
-            raise BonbenchError(f"reward model folder {source!r} has no config.json: save the classifier there with save_pretrained")
+            raise BonbenchError(f"reward model folder {source!r} has no config.json: "
+                                "save the classifier there with save_pretrained")
         return str(local.resolve()), classifier_fingerprint(local.resolve())
     if source.startswith((".", "/", "~")) or source.count("/") != 1:
         raise BonbenchError(f"reward model {source!r} not found: pass hf:<local folder> or hf:<org>/<name> (a hub id)")
@@ -97,7 +98,7 @@ def resolve_source(source: str) -> tuple[str, str]:
         from huggingface_hub import HfApi
 
         revision = HfApi().model_info(source, files_metadata=False).sha
-    except Exception as exc:  # offline, unknown or gated repo: the same fix
+    except Exception as exc:  # noqa: BLE001  offline, unknown or gated repo: the same fix
         raise BonbenchError(f"reward model {source!r} is neither a local folder nor reachable on the hub ({type(exc).__name__}); "
                             "download it where the hub is reachable and pass hf:<folder>, or use an offline reward model "
                             "(`bonbench list reward-models`)") from None
@@ -200,7 +201,7 @@ class HFClassifierReward:
         if self.input == "pair":
             enc = self.tokenizer(list(prompts), list(completions), truncation="only_first", max_length=self.max_length)
         else:
-            texts = [p + c for p, c in zip(prompts, completions)] if self.input == "concat" else list(completions)
+            texts = [p + c for p, c in zip(prompts, completions, strict=True)] if self.input == "concat" else list(completions)
             enc = self.tokenizer(texts, truncation=True, max_length=self.max_length)
         return dict(enc)
 
@@ -219,7 +220,7 @@ class HFClassifierReward:
                 batch = order[start:start + self.batch_size]
                 feats = self.tokenizer.pad({k: [v[i] for i in batch] for k, v in enc.items()}, return_tensors="pt")
                 logits = self.model(**{k: t.to(self.device) for k, t in feats.items()}).logits.float()
-                for i, v in zip(batch, read_logits(logits, self.index, self.read).tolist()):
+                for i, v in zip(batch, read_logits(logits, self.index, self.read).tolist(), strict=True):
                     out[i] = v
         return check_scores(self, out, len(completions))
 

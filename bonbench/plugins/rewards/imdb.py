@@ -59,7 +59,7 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(_BREAK.sub(" ", text).lower())
 
 
-class _Vocab(dict):  # type: ignore[type-arg]
+class _Vocab(dict):
     """word -> id; an unknown word maps to the out-of-vocabulary id without being inserted."""
 
     def __init__(self, words: Sequence[str]) -> None:
@@ -216,14 +216,15 @@ class ImdbSentimentReward:
             self.name = f"{NAME}-completion"
 
     def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
-        texts = [p + c for p, c in zip(prompts, completions)] if self.include_prompt else list(completions)
+        texts = [p + c for p, c in zip(prompts, completions, strict=True)] if self.include_prompt else list(completions)
         return check_scores(self, self.model.predict(texts).tolist(), len(completions))
 
 
 def build(data_dir: str | Path | None = None, include_prompt: bool = True) -> ImdbSentimentReward:
     """calibrated p(positive | prompt + completion): TF-IDF n-grams + logistic regression trained offline on IMDB train
 
-    The model is trained on first use (``data_dir``'s imdb/train.jsonl.gz) and cached. With no data directory (argument or ``BONBENCH_DATA_DIR``), a model already in the cache is
+    The model is trained on first use (``data_dir``'s imdb/train.jsonl.gz) and cached. With no data directory
+    (argument or ``BONBENCH_DATA_DIR``), a model already in the cache is
     used as it is; otherwise it is rebuilt whenever the training file or the library versions change.
     ``include_prompt=False`` judges the completion alone (a different reward: its own name).
     """

@@ -112,7 +112,7 @@ class CoverageProxy:
         self.fingerprint = "sha256:" + hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
 
     def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
-        return check_scores(self, [self.score_one(p, c) for p, c in zip(prompts, completions)], len(completions))
+        return check_scores(self, [self.score_one(p, c) for p, c in zip(prompts, completions, strict=True)], len(completions))
 
     def score_one(self, prompt: str, completion: str) -> float:
         summary = words(completion)
@@ -162,7 +162,7 @@ class TfidfProxy:
         # rows are L2-normalised, so the row-wise dot product is the cosine
         cos = np.asarray(summ_vec.multiply(post_vec[[row[p] for p in prompts]]).sum(axis=1)).ravel()
         source_tokens = {p: words(s) for p, s in sources.items()}
-        out = [self._checks(words(c), source_tokens[p]) * float(s) for p, c, s in zip(prompts, completions, cos)]
+        out = [self._checks(words(c), source_tokens[p]) * float(s) for p, c, s in zip(prompts, completions, cos, strict=True)]
         return check_scores(self, out, len(completions))
 
     def _checks(self, summary: list[str], source: list[str]) -> float:
@@ -174,12 +174,12 @@ class TfidfProxy:
         if n < self.min_words or n > self.max_words:
             bound = self.min_words if n < self.min_words else self.max_words
             length = math.exp(-0.5 * (math.log(n / bound) / 0.35) ** 2)
-        bigrams = list(zip(summary, summary[1:]))
+        bigrams = list(zip(summary, summary[1:], strict=False))
         redundancy = 1.0 - len(set(bigrams)) / len(bigrams) if bigrams else 0.0
-        trigrams = list(zip(summary, summary[1:], summary[2:]))
+        trigrams = list(zip(summary, summary[1:], summary[2:], strict=False))
         copied = 0.0
         if trigrams:
-            seen = set(zip(source, source[1:], source[2:]))
+            seen = set(zip(source, source[1:], source[2:], strict=False))
             copied = sum(t in seen for t in trigrams) / len(trigrams)
         copying = 1.0 - max(0.0, copied - self.copy_threshold) / (1.0 - self.copy_threshold)
         function = min(1.0, sum(t in self.stop for t in summary) / n / self.min_function_share)
@@ -191,7 +191,8 @@ def read_posts(path: Path) -> list[dict[str, Any]]:
     return list(read_jsonl(path))
 
 
-def build_train_proxy(data_dir: str | Path | None = None, top_k: int = 12, max_words: int = 48, copy_span: int = 5) -> CoverageProxy:
+def build_train_proxy(data_dir: str | Path | None = None, top_k: int = 12, max_words: int = 48,
+                      copy_span: int = 5) -> CoverageProxy:
     """TL;DR proxy to train on: salient-word coverage x brevity x non-copying (lexical, no preference data)
 
     Builds nothing and needs no data."""
@@ -211,8 +212,8 @@ def build_eval_proxy(data_dir: str | Path | None = None, min_words: int = 8, max
     if root is None:
         marker = read_marker(folder)
         if marker is None or marker.get("version") != VERSION or marker.get("sklearn") != sklearn.__version__:
-            raise BonbenchError(f"reward model {EVAL_NAME!r} needs its IDF table, fitted once from the TL;DR posts: pass --data-dir "
-                                f"(or set BONBENCH_DATA_DIR) to a mirror with {DATA_FILE}")
+            raise BonbenchError(f"reward model {EVAL_NAME!r} needs its IDF table, fitted once from the TL;DR posts: "
+                                f"pass --data-dir (or set BONBENCH_DATA_DIR) to a mirror with {DATA_FILE}")
     else:
         path = local_file(root, DATA_FILE, EVAL_NAME)
         expected = {"version": VERSION, "sklearn": sklearn.__version__, "idf_data": file_fingerprint(path)}

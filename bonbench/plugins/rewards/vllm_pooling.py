@@ -86,7 +86,7 @@ class VllmClassifierReward:
 
         if not completions:
             return []
-        texts = [p + c for p, c in zip(prompts, completions)] if self.input == "concat" else list(completions)
+        texts = [p + c for p, c in zip(prompts, completions, strict=True)] if self.input == "concat" else list(completions)
         ids = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
         params = self._pooling_params(use_activation=self.read == "prob")
         outs = self.llm.classify([{"prompt_token_ids": x} for x in ids], pooling_params=params, use_tqdm=False)

@@ -157,7 +157,7 @@ def preload_plan(
     if env.get(GUARD_ENV):
         return PreloadPlan(reason=f"already re-executed once ({GUARD_ENV} is set)")
     current = env.get("LD_PRELOAD", "")
-    wanted = {"tcmalloc": TCMALLOC_NAMES}
+    wanted: dict[str, tuple[str, ...]] = {"tcmalloc": TCMALLOC_NAMES}
     if _flag(env, IOMP_ENV):
         wanted["iomp"] = IOMP_NAMES
     already = tuple(k for k in wanted if _STEMS[k] in current)

@@ -73,7 +73,7 @@ def engine_output(name: str) -> Iterator[Path | None]:
     try:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
-        warnings.showwarning = to_log  # type: ignore[assignment]
+        warnings.showwarning = to_log
         yield path
     except BonbenchError:
         raise  # already one line naming the fix (a broken install, a bad setting): no log tail
@@ -83,7 +83,7 @@ def engine_output(name: str) -> Iterator[Path | None]:
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
-        warnings.showwarning = shown  # type: ignore[assignment]
+        warnings.showwarning = shown
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
         for fd in saved:

@@ -129,11 +129,13 @@ class HFSampler:
         if not hasattr(torch, dtype):
             raise BonbenchError(f"unknown dtype '{dtype}': use bfloat16, float16 or float32")
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(model.path, revision=model.revision)
-            self.lm = AutoModelForCausalLM.from_pretrained(model.path, revision=model.revision, dtype=getattr(torch, dtype))
+            # Any: transformers' annotations (decode's str | list, the wrapped .to) do not fit these calls
+            self.tokenizer: Any = AutoTokenizer.from_pretrained(model.path, revision=model.revision)
+            self.lm: Any = AutoModelForCausalLM.from_pretrained(model.path, revision=model.revision,
+                                                                dtype=getattr(torch, dtype))
         except OSError as exc:
             raise BonbenchError(f"cannot load model '{model.name}' from {model.path}: {exc}".splitlines()[0]) from exc
-        self.lm.to(self.device).eval()
+        self.lm.to(self.device).eval()  # type: ignore[arg-type]  # transformers annotates the wrapped .to as taking the model
         self.eos_ids = _eos_ids(self.lm, self.tokenizer)
         pad = self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else (min(self.eos_ids) if self.eos_ids else 0)
@@ -206,15 +208,18 @@ class HFSampler:
         ids, mask = ids.to(dev), mask.to(dev)
         pos = (mask.cumsum(-1) - 1).clamp_(min=0)
         cache = DynamicCache(config=self.lm.config)
-        out = self.lm(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = self.lm(input_ids=ids, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True,
+                      logits_to_keep=1)
         sel = torch.tensor(gather, dtype=torch.long, device=dev)
         cache.batch_select_indices(sel)
         return cache, out.logits[:, -1, :].index_select(0, sel), mask.index_select(0, sel), pos[:, -1].index_select(0, sel) + 1
 
-    def _step(self, cache: Any, tokens: torch.Tensor, mask: torch.Tensor, next_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _step(self, cache: Any, tokens: torch.Tensor, mask: torch.Tensor,
+              next_pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Feed one token per row; returns (next-token logits, the grown attention mask)."""
         mask = torch.cat([mask, mask.new_ones((len(tokens), 1))], dim=-1)
-        out = self.lm(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_pos[:, None], past_key_values=cache, use_cache=True)
+        out = self.lm(input_ids=tokens[:, None], attention_mask=mask, position_ids=next_pos[:, None], past_key_values=cache,
+                      use_cache=True)
         return out.logits[:, -1, :], mask
 
     @torch.inference_mode()

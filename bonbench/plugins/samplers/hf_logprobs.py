@@ -95,7 +95,7 @@ class TeacherForcedLogprob:
         values: dict[int, float] = {}
         for start in range(0, len(order), self.batch_size):
             idx = order[start:start + self.batch_size]
-            for i, v in zip(idx, self._batch([encoded[i] for i in idx])):
+            for i, v in zip(idx, self._batch([encoded[i] for i in idx]), strict=True):
                 values[i] = v
         for i, s in enumerate(samples):
             out.append(Score(s.problem_id, s.sample_idx, self.name, values[i]))

@@ -19,7 +19,8 @@ are retried with exponential backoff, or after the ``Retry-After`` the server as
 ``RETRY_AFTER_CAP_S``, said on stderr), ``max_attempts`` tries in all. Every try has a total
 deadline (``request_timeout``, ``--request-timeout``, default 120 s) from sending to the last byte
 of the answer: httpx's read timeout restarts with every byte, so a trickling server would otherwise
-stall the run. A stall and a long Retry-After are said once per endpoint on stderr. Failover: an endpoint that exhausts its tries is
+stall the run. A stall and a long Retry-After are said once per endpoint on stderr. Failover: an
+endpoint that exhausts its tries is
 dropped for the rest of the call (a warning on stderr), its request goes back on the queue and the
 surviving endpoints finish the work; only when every endpoint is down is it a one-line
 ``BonbenchError`` naming the fix. Other HTTP errors (400: prompt too long, 404 ...) fail at once.
@@ -219,7 +220,7 @@ def served_model(model: str | None, opts: OpenAIOptions) -> ResolvedModel:
         for ep in opts.endpoints:
             client = _client(ep, opts)
             try:
-                async def models() -> list[tuple[str, str]]:
+                async def models(client: Any = client) -> list[tuple[str, str]]:  # this endpoint's client
                     doc = await _json(await client.models.with_raw_response.list())
                     data = doc.get("data")
                     if not isinstance(data, list) or not all(isinstance(m, dict) and m.get("id") for m in data):
@@ -318,7 +319,7 @@ class OpenAISampler:
                         else:
                             print(f"warning: {exc}; its requests move to {', '.join(alive)}", file=sys.stderr)
                     return
-                except BaseException as exc:  # noqa: BLE001  (handed to the consumer, which raises it)
+                except BaseException as exc:  # handed to the consumer, which raises it
                     results.put_nowait(exc)
                     if isinstance(exc, asyncio.CancelledError):
                         raise
@@ -350,7 +351,8 @@ class OpenAISampler:
         prompt = job.prompt
         stop = list(dict.fromkeys(params.stop + prompt.stop))
         common: dict[str, Any] = dict(model=self.model, n=1, temperature=params.temperature, top_p=params.top_p,
-                                      max_tokens=params.max_tokens, seed=sample_seed(self.seed, prompt.problem_id, job.sample_idx))
+                                      max_tokens=params.max_tokens,
+                                      seed=sample_seed(self.seed, prompt.problem_id, job.sample_idx))
         if stop:
             common["stop"] = stop
 
@@ -375,9 +377,11 @@ class OpenAISampler:
             text = choice.get("text") or ""
             token_lps = list(lp["token_logprobs"]) if isinstance(lp.get("token_logprobs"), list) else None
         else:
-            text = (choice["message"].get("content") or "") if isinstance(choice["message"].get("content"), (str, type(None))) else ""
+            text = ((choice["message"].get("content") or "")
+                    if isinstance(choice["message"].get("content"), (str, type(None))) else "")
             content = lp.get("content")
-            token_lps = [c.get("logprob") for c in content if isinstance(c, Mapping)] if isinstance(content, list) and content else None
+            token_lps = ([c.get("logprob") for c in content if isinstance(c, Mapping)]
+                         if isinstance(content, list) and content else None)
         completion_tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
         n_tokens = len(token_lps) if token_lps is not None else int(completion_tokens or 0)
         logprob = float(sum(x for x in token_lps if isinstance(x, (int, float)))) if token_lps is not None else None

@@ -220,4 +220,4 @@ class VLLMSampler:
         # vLLM says "stop" for EOS and stop strings alike, "length" for max_tokens
         return [Sample(problem_id=pid, sample_idx=idx, completion=c.text, n_tokens=len(c.token_ids),
                        finish_reason=c.finish_reason or "stop", logprob=c.cumulative_logprob)
-                for idx, c in zip(req.sample_indices, comps)]
+                for idx, c in zip(req.sample_indices, comps, strict=True)]

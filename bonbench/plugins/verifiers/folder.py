@@ -97,5 +97,6 @@ def learned_verifier(spec: str) -> LearnedVerifier:
     """learned:PATH  a verifier folder from `bonbench train-verifier` (manifest read now, model on first score)."""
     path = spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
     if not path:
-        raise BonbenchError("--verifier learned: needs a folder, e.g. --verifier learned:results/verifiers/math-gemma-3-270m-head")
+        raise BonbenchError("--verifier learned: needs a folder, "
+                            "e.g. --verifier learned:results/verifiers/math-gemma-3-270m-head")
     return LearnedVerifier(path)

@@ -66,8 +66,9 @@ def read_verifier_manifest(folder: Path) -> dict[str, Any]:
         doc = json.loads(path.read_text())
         if int(doc["format"]) != FORMAT:
             raise ValueError(f"format {doc['format']}, this bonbench reads {FORMAT}")
-        doc["base"]["name"], doc["base"]["path"], doc["base"]["fingerprint"], doc["weights_sha256"]  # noqa: B018
-        doc["method"], doc["policy"]["fingerprint"], doc["policy"]["model_type"], doc["task_family"]  # noqa: B018
+        # a KeyError unless every field is there
+        doc["base"]["name"], doc["base"]["path"], doc["base"]["fingerprint"], doc["weights_sha256"]
+        doc["method"], doc["policy"]["fingerprint"], doc["policy"]["model_type"], doc["task_family"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise BonbenchError(f"{path} is not a bonbench verifier manifest ({exc}); retrain the verifier with "
                             "`bonbench train-verifier`") from None

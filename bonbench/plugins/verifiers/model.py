@@ -64,8 +64,9 @@ class VerifierModel:
                 backbone = PeftModel.from_pretrained(backbone, str(adapter), is_trainable=False)
             else:
                 opts = dict(lora or {})
-                backbone = get_peft_model(backbone, LoraConfig(r=int(opts.get("rank", 8)), lora_alpha=int(opts.get("alpha", 16)),
-                                                               lora_dropout=0.0, target_modules=opts.get("targets", "all-linear")))
+                backbone = get_peft_model(backbone, LoraConfig(r=int(opts.get("rank", 8)),
+                                                               lora_alpha=int(opts.get("alpha", 16)), lora_dropout=0.0,
+                                                               target_modules=opts.get("targets", "all-linear")))
         self.backbone = backbone.to(self.device).eval()
         self.hidden = int(self.backbone.config.hidden_size)
         self.head = ScalarHead(2 * self.hidden).to(self.device)
@@ -150,6 +151,9 @@ class VerifierModel:
 class ScalarHead(torch.nn.Module):
     """logit = w . (x - mu) / sigma + b; mu and sigma are set from the training features."""
 
+    mu: torch.Tensor  # buffers (register_buffer below)
+    sigma: torch.Tensor
+
     def __init__(self, dim: int) -> None:
         super().__init__()
         self.register_buffer("mu", torch.zeros(dim))
@@ -179,7 +183,8 @@ def load_verifier_model(folder: Path, manifest: Mapping[str, Any] | None = None,
     base = resolve_model(doc["base"]["name"] if doc["base"]["name"] == EMBEDDED_MODEL else doc["base"]["path"])
     if base.fingerprint != doc["base"]["fingerprint"]:
         raise BonbenchError(f"verifier {folder.name!r} was trained on base model {doc['base']['name']!r} with fingerprint "
-                            f"{doc['base']['fingerprint']}, which is now {base.fingerprint}; retrain it with `bonbench train-verifier`")
+                            f"{doc['base']['fingerprint']}, which is now {base.fingerprint}; "
+                            "retrain it with `bonbench train-verifier`")
     if weights_sha256(folder) != doc["weights_sha256"]:
         raise BonbenchError(f"the weights in {folder} do not match its manifest (edited or half-copied); copy the folder "
                             "again or retrain it")

@@ -1,5 +1,6 @@
 """Chow et al.'s BoN-RL (§2.4: the exact N-sample policy gradient of J_N, a U-statistic over the
-N-subsets of the group; Lemma 2's text states a single-sample tilted form, which this is not) and the RL-S / RL-V baselines (RLOO on the reward / on the verifier score).
+N-subsets of the group; Lemma 2's text states a single-sample tilted form, which this is not) and
+the RL-S / RL-V baselines (RLOO on the reward / on the verifier score).
 
 Each takes ``baseline``: "loo" (default: the other samples' value, no network), "none", or "value",
 the trainer's learned value head (Chow et al. use a learned value baseline in all RL runs, §2.8):
@@ -70,7 +71,7 @@ def bon_rl_weights(keys: np.ndarray, grades: np.ndarray, N: int, baseline: str =
     if baseline == "value" and value is None:
         raise BonbenchError("BoN-RL with baseline='value' needs the learned value (--baseline value)")
     u_all = bon_value(keys, grades, N)
-    b = N / G * value if baseline == "value" else 0.0
+    b = N / G * value if baseline == "value" and value is not None else 0.0  # None was refused above
     if G == 1:
         if baseline == "loo":
             raise BonbenchError("BoN-RL with baseline='loo' needs at least 2 policy samples per prompt")
@@ -80,7 +81,7 @@ def bon_rl_weights(keys: np.ndarray, grades: np.ndarray, N: int, baseline: str =
     m = min(N, G - 1)
     u_minus = bon_curve(keys[loo], grades[loo], [m])[:, 0]  # U_m(-i) for every i
     if baseline in ("none", "value"):
-        return u_all - (u_minus * (G - N) / G if G > N else 0.0) - b
+        return np.asarray(u_all - (u_minus * (G - N) / G if G > N else 0.0) - b)
     if baseline == "loo":
         return u_all - u_minus
     raise BonbenchError(f"BoN-RL: unknown baseline {baseline!r}; choose from {', '.join(VALUE_BASELINES)}")
@@ -96,7 +97,8 @@ def _bon_rl(name: str, by_scores: bool, N: int, baseline: str) -> Objective:
         keys = row_values(group, "scores", name) if by_scores else r
         mask = policy_mask(group)
         if mask.sum() < min_group:
-            raise BonbenchError(f"{name} with N = {N} and baseline={baseline!r} needs at least {min_group} policy samples per prompt, got {int(mask.sum())}")
+            raise BonbenchError(f"{name} with N = {N} and baseline={baseline!r} needs at least {min_group} "
+                                f"policy samples per prompt, got {int(mask.sum())}")
         return mask, keys[mask], r[mask]
 
     def weights(group: Group) -> np.ndarray:

@@ -164,7 +164,8 @@ def rlb_unbiased_weights(correct: np.ndarray, N: int) -> np.ndarray:
 
 
 @register_objective("bon_rlb", paper=CHOW + " §4 Lemma 3 (BoN-RLB)",
-                    summary="BoN-RLB: binary-reward BoN gradient; exactly unbiased U-statistic by default, plug-in (g+, g-) forms as options")
+                    summary="BoN-RLB: binary-reward BoN gradient; exactly unbiased U-statistic by default, "
+                            "plug-in (g+, g-) forms as options")
 def bon_rlb(N: int = 4, p_estimate: str = "unbiased", sign: str = "plus", p_clip: float = 0.95,
             p_source: str = "group") -> Objective:
     """BoN-RLB (Lemma 3, §2.6) for a 0/1 reward, which with the reward as its own verifier is pass@N.

@@ -8,6 +8,7 @@ trainer does those).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def _tilt_moments(lam: float) -> tuple[float, float]:
     """(Var_lambda(u), Cov_lambda(u, log u)) for the density e^(lambda u)/Z on (0, 1), by quadrature."""
     from scipy.integrate import quad
 
-    def E(f):
+    def E(f: Callable[[float], float]) -> float:
         return quad(lambda u: f(u) * math.exp(lam * (u - 1.0)), 0.0, 1.0, epsabs=1e-15, epsrel=1e-13, limit=200)[0]
 
     z = E(lambda u: 1.0)
@@ -81,14 +82,14 @@ def lambda_n(N: int, rule: str = "kl") -> float:
     hi = 10.0 * N + 10.0
     if rule == "kl":
         target = math.log(N) - (N - 1) / N
-        return brentq(lambda l: tilt_kl(l) - target, 1e-9, hi, xtol=1e-13, rtol=1e-15)
+        return brentq(lambda lam: tilt_kl(lam) - target, 1e-9, hi, xtol=1e-13, rtol=1e-15)
     if rule == "winrate":
         target = N / (N + 1)
-        return brentq(lambda l: tilt_win_rate(l) - target, 1e-9, hi, xtol=1e-13, rtol=1e-15)
+        return brentq(lambda lam: tilt_win_rate(lam) - target, 1e-9, hi, xtol=1e-13, rtol=1e-15)
 
-    def dkl(l: float) -> float:
-        var, cov = _tilt_moments(l)
-        return l * var - (N - 1) * cov
+    def dkl(lam: float) -> float:
+        var, cov = _tilt_moments(lam)
+        return lam * var - (N - 1) * cov
 
     return brentq(dkl, 1e-3, hi, xtol=1e-12, rtol=1e-14)
 

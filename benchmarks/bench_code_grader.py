@@ -12,10 +12,10 @@ import argparse
 import sys
 import time
 
+from bonbench.api.task import get_task
+from bonbench.core.records import Sample
 from bonbench.plugins.graders.code import CodeGrader
 from bonbench.plugins.graders.code_cases import ExecCase
-from bonbench.core.records import Sample
-from bonbench.api.task import get_task
 from bonbench_tasks.humaneval import build_jobs, program_source
 
 

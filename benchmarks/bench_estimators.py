@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from bonbench.metrics.estimators import WINS_CACHE, maj_terms, bon_at_k, bon_curve, maj_at_k, maj_curve, pass_at_k, pass_curve
+from bonbench.metrics.estimators import WINS_CACHE, bon_at_k, bon_curve, maj_at_k, maj_curve, maj_terms, pass_at_k, pass_curve
 
 
 def synthetic(P: int, n: int, seed: int) -> tuple[list[list[float]], list[list[object]], list[list[float]]]:

@@ -31,10 +31,10 @@ import sys
 import time
 from pathlib import Path
 
+from bonbench.core.records import Problem, Sample
 from bonbench.plugins.graders.math import MathGrader
 from bonbench.plugins.graders.math_equiv import is_equiv
 from bonbench.plugins.graders.math_extract import extract_answer
-from bonbench.core.records import Problem, Sample
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -29,18 +29,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_sampler import CPU, QUESTIONS, compare, few_shot, ratio_line  # noqa: E402  (a sibling script)
+from bench_sampler import CPU, QUESTIONS, compare, few_shot, ratio_line
 
-from bonbench.core.models import resolve_model  # noqa: E402
-from bonbench.core.records import Prompt  # noqa: E402
-from bonbench.api.sampler import SampleRequest, SamplingParams  # noqa: E402
-from bonbench.plugins.samplers.local_server import vllm_serve  # noqa: E402
-from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, served_model  # noqa: E402
+from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.core.models import resolve_model
+from bonbench.core.records import Prompt
+from bonbench.plugins.samplers.local_server import vllm_serve
+from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, served_model
 
 REPO = Path(__file__).resolve().parents[1]
 SERVED = "gemma-3-270m"

@@ -22,16 +22,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from ray_helpers import LocalCluster  # noqa: E402
+from ray_helpers import LocalCluster
 
-from bonbench.core import models, ray_cluster  # noqa: E402
+from bonbench.api.sampler import SamplingParams
+from bonbench.core import models, ray_cluster
 from bonbench.pipeline import stages as pipeline
-from bonbench.plugins.graders.ray_sandbox import RaySandbox  # noqa: E402
-from bonbench.run.plan import plan  # noqa: E402
-from bonbench.run.request import RunRequest  # noqa: E402
-from bonbench.api.sampler import SamplingParams  # noqa: E402
-from bonbench.plugins.samplers.ray_backend import RaySampler, SamplerSpec  # noqa: E402
-from bonbench.plugins.samplers.select import HFSamplerOptions  # noqa: E402
+from bonbench.plugins.graders.ray_sandbox import RaySandbox
+from bonbench.plugins.samplers.ray_backend import RaySampler, SamplerSpec
+from bonbench.plugins.samplers.select import HFSamplerOptions
+from bonbench.run.plan import plan
+from bonbench.run.request import RunRequest
 
 
 def always_passes(test_idx: int, result: Any) -> bool:
@@ -69,6 +69,7 @@ def bench_sampling(address: str, args: argparse.Namespace) -> None:
 
 def bench_sandbox(address: str, args: argparse.Namespace) -> None:
     import ray
+
     from bonbench_sandbox.pool import Job, run_many_tests
 
     # distinct programs (no deduplication), one test each, as a code grader submits them

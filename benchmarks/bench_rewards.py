@@ -26,13 +26,13 @@ import argparse
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from bonbench.core.data import read_jsonl
 from bonbench.api.reward import get_reward_model
+from bonbench.core.data import read_jsonl
 
 
 def load_avg() -> str:

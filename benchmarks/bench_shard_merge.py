@@ -28,13 +28,13 @@ import time
 from pathlib import Path
 
 from bonbench.core import models
+from bonbench.pipeline.shard import ShardSpec
+from bonbench.plugins.samplers import select
+from bonbench.plugins.samplers.scripted import ScriptedSampler
 from bonbench.run.execute import execute
 from bonbench.run.merge import merge
 from bonbench.run.plan import plan
 from bonbench.run.request import RunRequest
-from bonbench.plugins.samplers import select
-from bonbench.plugins.samplers.scripted import ScriptedSampler
-from bonbench.pipeline.shard import ShardSpec
 
 REPO = Path(__file__).resolve().parents[1]
 

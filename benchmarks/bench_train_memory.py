@@ -5,8 +5,8 @@ with LoRA adapters, then one optimiser step on a rollout batch of one IMDB promp
 completions of exactly 128 tokens (random token ids: the step's memory does not depend on which
 tokens they are), with the KL term to the base on or off. Prints the peak resident set size
 (``ru_maxrss``) and the goal (<= 6 GB); on a GPU also the peak of torch's CUDA allocator
-(``torch.cuda.max_memory_allocated``) over the step, which is what limits the batch there. Sampling is not part of the step measured here: the hf
-sampler keeps one KV cache per row and is far below the training peak at this size.
+(``torch.cuda.max_memory_allocated``) over the step, which is what limits the batch there. Sampling is not part
+of the step measured here: the hf sampler keeps one KV cache per row and is far below the training peak at this size.
 
     python benchmarks/bench_train_memory.py [--micro-batch 2 4] [--group 8] [--tokens 128] [--model DIR]
 

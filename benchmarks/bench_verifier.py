@@ -31,11 +31,10 @@ import numpy as np
 import torch
 
 from bonbench.core.models import resolve_model
-from bonbench.core.records import Problem
-from bonbench.run.resolve import load_task
 from bonbench.core.store import RunStore
 from bonbench.plugins.verifiers.manifest import verifier_text
 from bonbench.plugins.verifiers.model import VerifierModel
+from bonbench.run.resolve import load_task
 
 
 def texts_for(run: Path | None, n: int, data_dir: str | None) -> list[str]:

@@ -29,8 +29,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from bonbench.plugins.objectives import amini
 from bonbench.api.objective import Group
+from bonbench.plugins.objectives import amini
 
 ROOT = Path(__file__).resolve().parents[1]
 

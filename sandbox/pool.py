@@ -18,14 +18,14 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from types import FrameType, TracebackType
-from typing import Any
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from types import FrameType, TracebackType
+from typing import Any
 
-from bonbench_sandbox.result_cache import ResultCache, job_key
 from bonbench_sandbox.execution import accounting_mode, ensure_available, execute, resolve_interpreter, resolve_limits
+from bonbench_sandbox.result_cache import ResultCache, job_key
 from bonbench_sandbox.supervise import Cancelled, ExecResult
 
 
@@ -103,7 +103,7 @@ class SigintGate:
     def __init__(self) -> None:
         self.active = False
 
-    def __enter__(self) -> "SigintGate":
+    def __enter__(self) -> SigintGate:
         cls = SigintGate
         if threading.current_thread() is not threading.main_thread():
             return self

@@ -132,7 +132,8 @@ def build_lm(folder: Path, shape: str, seed: int = 0) -> Path:
         return folder
     src = Path(shape)
     if not (src / "config.json").is_file():
-        raise SystemExit(f"error: --shape {shape}: no config.json there; pass tiny or a folder with a model's config and tokenizer")
+        raise SystemExit(f"error: --shape {shape}: no config.json there; "
+                         "pass tiny or a folder with a model's config and tokenizer")
     cfg = AutoConfig.from_pretrained(src)
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
     model.save_pretrained(folder)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bonbench.plugins.rewards import imdb, tldr
 from bonbench.api.reward import get_reward_model
+from bonbench.plugins.rewards import imdb, tldr
 
 
 def imdb_figures(data_dir: Path, cv: bool) -> None:

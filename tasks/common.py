@@ -36,7 +36,8 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from bonbench.api.task import PromptStyle, Task
 from bonbench.core.errors import BonbenchError

@@ -61,8 +61,9 @@ is no hub copy of MATH(); the snapshots are read from a local mirror). The MATH(
 from __future__ import annotations
 
 import warnings
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

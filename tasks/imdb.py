@@ -28,12 +28,12 @@ from typing import Any
 
 import numpy as np
 
+from bonbench.api.reward import get_reward_model
+from bonbench.api.task import PromptStyle, Task, register_task
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Prompt
-from bonbench.api.task import PromptStyle, Task, register_task
 from bonbench.plugins.rewards.base import RewardGrader
-from bonbench.api.reward import get_reward_model
 
 TASK_NAME = "imdb"
 VERSION = 1

@@ -22,8 +22,9 @@ This module loads problems; prompts and the Task's assembly are the math family'
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from bonbench.api.task import Task, register_task
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir

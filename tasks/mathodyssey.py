@@ -35,13 +35,14 @@ and ``gold_abstained`` is a report of the loader's abstentions, not a metric of 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
+from bonbench.api.task import Task, register_task
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem
-from bonbench.api.task import Task, register_task
 from bonbench.plugins.graders.math_canonical import canonical_answer
 from bonbench.plugins.graders.math_equiv import is_equiv
 from bonbench.plugins.graders.math_extract import extract_answer

@@ -27,14 +27,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from bonbench.api.task import PromptStyle, Task, register_task
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Problem, Prompt
 from bonbench.plugins.graders.code import CodeGrader
 from bonbench.plugins.graders.code_cases import ExecCase, default_cache_dir
 from bonbench.plugins.graders.code_text import extract_code
 from bonbench.plugins.graders.replay import CallTest
-from bonbench.core.records import Problem, Prompt
-from bonbench.api.task import PromptStyle, Task, register_task
 
 TASK_NAME = "mbpp"
 VERSION = 1

@@ -29,13 +29,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bonbench.api.task import Task, register_task
 from bonbench.core.data import file_fingerprint, load_hub, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Problem
 from bonbench.plugins.graders.code import CodeGrader
 from bonbench.plugins.graders.code_cases import ExecCase, default_cache_dir
 from bonbench.plugins.graders.replay import CallTest
-from bonbench.core.records import Problem
-from bonbench.api.task import Task, register_task
 from bonbench_tasks.common import STDIN_PROMPT_ID, build_stdin_jobs, float_tolerance, limits, render_stdin, solution_code
 
 TASK_NAME = "taco"

@@ -10,7 +10,7 @@ and ``autograd`` the gradient of any torch function of theta in float64.
 from __future__ import annotations
 
 import itertools
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch

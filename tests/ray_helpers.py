@@ -16,13 +16,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
+from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.core import ray_cluster
 from bonbench.core.records import Problem, Sample
-from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.plugins.samplers.ray_backend import SamplerSpec
 from bonbench.plugins.samplers.scripted import ScriptedSampler
 

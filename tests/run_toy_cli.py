@@ -10,11 +10,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import toy_plugin  # noqa: E402  (registers the toy task)
+import toy_plugin
 
-import bonbench.core.models  # noqa: E402
-import bonbench.plugins.samplers.select  # noqa: E402
-from bonbench.apps import cli  # noqa: E402
+import bonbench.core.models
+import bonbench.plugins.samplers.select
+from bonbench.apps import cli
 
 
 def main() -> int:

@@ -11,9 +11,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
+import trainer_plugin  # noqa: F401  (registers tiny_train)
 
-from bonbench.apps import cli  # noqa: E402
+from bonbench.apps import cli
 
 if __name__ == "__main__":
     args = sys.argv[1:]

@@ -10,8 +10,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.apps.analysis.fits import (FitError, coscaling, extrapolation_check, fit_power_law, fit_temperatures,
-                                    log_spaced_ks, optimal_temperature)
+from bonbench.apps.analysis.fits import (
+    FitError,
+    coscaling,
+    extrapolation_check,
+    fit_power_law,
+    fit_temperatures,
+    log_spaced_ks,
+    optimal_temperature,
+)
 from bonbench.apps.analysis.synthetic import power_law_curve, write_sweep_file, write_synthetic_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

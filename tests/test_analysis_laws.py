@@ -12,11 +12,27 @@ import numpy as np
 import pytest
 
 from bonbench.apps.analysis.fits import FitError, log_spaced_ks
-from bonbench.apps.analysis.laws import (DEFAULT_FAMILIES, EXP_POWER, EXP_POWER_LINEAR, FAMILIES, POWER_LINEAR,
-                                    exp_power_linear_curve, fit_law, power_linear_curve, select_family)
+from bonbench.apps.analysis.laws import (
+    DEFAULT_FAMILIES,
+    EXP_POWER,
+    EXP_POWER_LINEAR,
+    FAMILIES,
+    POWER_LINEAR,
+    exp_power_linear_curve,
+    fit_law,
+    power_linear_curve,
+    select_family,
+)
 from bonbench.apps.analysis.synthetic import power_law_curve, write_sweep_file, write_synthetic_run
-from bonbench.apps.analysis.temperature import (analyse_sweep, continuous_optimal_temperature, fit_parameter_trends,
-                                           fit_t_star, fits_of, sweep_family, t_star_curve)
+from bonbench.apps.analysis.temperature import (
+    analyse_sweep,
+    continuous_optimal_temperature,
+    fit_parameter_trends,
+    fit_t_star,
+    fits_of,
+    sweep_family,
+    t_star_curve,
+)
 
 K = np.arange(1, 257)
 RISE_FALL = (-1.5, -0.4, -0.002)  # exp(a k^b + g k): peaks at k = 59, then falls (a weak verifier's bon@k)

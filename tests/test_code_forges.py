@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from bonbench.api.task import Task, get_task
+from bonbench.core.records import Sample
 from bonbench.plugins.graders.code import CodeGrader
 from bonbench.plugins.graders.code_cases import ExecCase
-from bonbench.core.records import Sample
-from bonbench.api.task import Task, get_task
 from bonbench_tasks.humaneval import program_source
 
 # Wrong solutions of HumanEval/0 (has_close_elements) and HumanEval/2 (truncate_number), each with a

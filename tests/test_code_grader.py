@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from bonbench_sandbox.execution import execute
 
+from bonbench.core.records import Problem, Sample
 from bonbench.plugins.graders.code import CodeGrader
 from bonbench.plugins.graders.code_cases import ExecCase, NoCode, assemble_program
 from bonbench.plugins.graders.code_text import extract_code, outputs_match, truncate_at_stop
-from bonbench.core.records import Problem, Sample
+from bonbench_sandbox.execution import execute
 
 TESTS = "assert add(1, 2) == 3\nassert add(2, 2) == 4\n"
 CORRECT = "def add(a, b):\n    return a + b\n"

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from bonbench.api.task import get_task
+from bonbench.core.records import Sample
 from bonbench.plugins.graders.code import CodeGrader
 from bonbench.plugins.graders.code_cases import ExecCase
 from bonbench.plugins.graders.replay import CallTest
-from bonbench.core.records import Sample
-from bonbench.api.task import get_task
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +53,8 @@ def test_codec_keeps_python_semantics(grader: CodeGrader, body: str, test: str, 
 
 def test_trusted_run_checks_arguments_names_and_length() -> None:
     """Recordings handed straight to the trusted program: only the honest one passes."""
-    from bonbench_sandbox.execution import execute
-
     from bonbench.plugins.graders.replay import RECORDINGS_FILE, parse_verdicts, recordings_file, trusted_program
+    from bonbench_sandbox.execution import execute
 
     test = CallTest(names=("f",), tests="assert f(1) == 2\nassert f(2) == 3\n")
     good = [{"f": "f", "a": [[1], {"$d": []}], "r": 2}, {"f": "f", "a": [[2], {"$d": []}], "r": 3}]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from bonbench_tasks.humaneval import HUMANEVAL_STOP
-from bonbench.core.records import Grade, Problem, Sample
 from bonbench.api.task import Task, get_task
+from bonbench.core.records import Grade, Sample
 from bonbench.pipeline.readers import read_samples
+from bonbench_tasks.humaneval import HUMANEVAL_STOP
 
 FIXTURE = Path(__file__).parent / "data" / "taco_fixture.jsonl"
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_settings_cli import COMMANDS, sample_value, subparser
 
 from bonbench.apps.cli import build_parser, main
 from bonbench.apps.cli.evaluation import SAMPLING_ONLY
@@ -21,7 +22,6 @@ from bonbench.apps.trainer.config import TrainConfig
 from bonbench.core import settings, settings_file
 from bonbench.core.errors import BonbenchError
 from bonbench.run.request import RunRequest
-from test_settings_cli import COMMANDS, sample_value, subparser
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "docs" / "examples" / "math500-bon.toml"

@@ -26,7 +26,6 @@ from bonbench.plugins.samplers.cpu_preload import (
     find_library,
     mapped_libraries,
     preload_plan,
-    tcmalloc_mapped,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -205,7 +204,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 @pytest.fixture()
 def cli_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Run cli.main on the toy task with a scripted stand-in sampler and record preload calls."""
-    import toy_plugin  # noqa: F401  (registers the toy task)
+    import toy_plugin
 
     import bonbench.core.models
     import bonbench.plugins.samplers.select

@@ -1,7 +1,8 @@
 """Docs name only what exists: every ``bonbench.`` / ``bonbench_tasks.`` / ``bonbench_sandbox.``
 dotted path in backticks in README.md, docs/*.md and the packages' docstrings and comments resolves
-to a module or to a name its module defines, every backticked source path (``bonbench/...``, ``tasks/...``, ``sandbox/...``) is a file or
-folder, and every ``from bonbench... import name`` in the docs' code blocks takes ``name`` from the
+to a module or to a name its module defines, every backticked source path (``bonbench/...``,
+``tasks/...``, ``sandbox/...``) is a file or folder, and every ``from bonbench... import name`` in
+the docs' code blocks takes ``name`` from the
 module that defines it (or from a documented facade: ``layer_rules.FACADES``).
 
 Read with ``ast`` from the source, like ``tests/layer_rules.py``: nothing is imported.
@@ -13,9 +14,8 @@ import ast
 import re
 from pathlib import Path
 
-import pytest
-
 import layer_rules as rules
+import pytest
 
 DOCS = sorted([rules.ROOT / "README.md", *(rules.ROOT / "docs").glob("*.md")])
 _TICKED = re.compile(r"`+([^`\n]+?)`+")

@@ -14,8 +14,10 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from bonbench.metrics import estimators, checks as estimators_checks, maj as estimators_maj
 from bonbench.core.errors import BonbenchError
+from bonbench.metrics import checks as estimators_checks
+from bonbench.metrics import estimators
+from bonbench.metrics import maj as estimators_maj
 from bonbench.metrics.estimators import (
     MetricSpec,
     ProblemOutcome,

@@ -14,8 +14,8 @@ import pytest
 from bonbench.apps.analysis.frontier import PlanePoint, bon_curves, bon_reference_rows, pareto_front, plane_points
 from bonbench.apps.analysis.plots_policy import plot_reward_kl
 from bonbench.apps.analysis.rundir import Curve, Metric, RunData, load_run
-from bonbench.metrics.estimators import pass_curve
 from bonbench.apps.cli import main
+from bonbench.metrics.estimators import pass_curve
 
 
 def _point(i: int, kl: float, reward: float) -> PlanePoint:

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.graders.math import MathGrader
 from bonbench.core.records import Grade, Problem, Sample
+from bonbench.plugins.graders.math import MathGrader
 from bonbench_tasks import functional_math as fm
 
 SNAPS = fm.SNAPSHOTS
@@ -493,10 +493,10 @@ def test_pipeline_end_to_end_with_scripted_completions(data_dir: Path, tmp_path:
     import hashlib
     import json
 
-    from bonbench.pipeline import stages as pipeline
-    from bonbench.pipeline.prepared import prepare
     from bonbench.core.config import RunConfig
     from bonbench.metrics.estimators import ProblemOutcome, compute_metrics, parse_metrics
+    from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline.prepared import prepare
     from bonbench.plugins.samplers.scripted import ScriptedSampler
 
     t = fm.functional_math_task(data_dir=data_dir, level=1, subject="algebra")

@@ -9,26 +9,27 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from test_sampler_hf import build_tiny_model  # noqa: E402
+from test_sampler_hf import build_tiny_model
 
-from bonbench.run.execute import execute  # noqa: E402
-from bonbench.run.plan import plan  # noqa: E402
-from bonbench.run.request import RunRequest  # noqa: E402
-from bonbench.apps.cli import main  # noqa: E402
-from bonbench.core.config import config_hash  # noqa: E402
-from bonbench.core.errors import BonbenchError  # noqa: E402
-from bonbench.core.records import Grade, Problem, Prompt, Sample  # noqa: E402
-from bonbench.api.task import Task, register_task  # noqa: E402
-from bonbench.plugins.samplers import select  # noqa: E402
-from bonbench.api.sampler import SampleRequest, SamplingParams  # noqa: E402
-from bonbench.plugins.samplers.scripted import ScriptedSampler  # noqa: E402
+from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.api.task import Task, register_task
+from bonbench.apps.cli import main
+from bonbench.core.config import config_hash
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Grade, Problem, Prompt, Sample
+from bonbench.plugins.samplers import select
+from bonbench.plugins.samplers.scripted import ScriptedSampler
+from bonbench.run.execute import execute
+from bonbench.run.plan import plan
+from bonbench.run.request import RunRequest
 
 WORDS = ["abc", "dd e", "cab a", "e:P", "b b"]
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from bonbench.api.task import get_task
 from bonbench.apps.cli import main
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.readers import read_samples
-from bonbench.api.task import get_task
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ references are one-line errors. Tiny random Gemma 3 models built here; nothing d
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,16 +13,16 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from test_sampler_hf import SPECIALS, build_tiny_model  # noqa: E402
+from test_sampler_hf import SPECIALS, build_tiny_model
 
-from bonbench.run.execute import execute  # noqa: E402
-from bonbench.run.plan import plan  # noqa: E402
-from bonbench.run.request import RunRequest  # noqa: E402
-from bonbench.core.errors import BonbenchError  # noqa: E402
-from bonbench.core.records import Problem, Prompt  # noqa: E402
-from bonbench.api.task import Task, register_task  # noqa: E402
-from bonbench.plugins.samplers import select  # noqa: E402
-from bonbench.plugins.samplers.scripted import ScriptedSampler  # noqa: E402
+from bonbench.api.task import Task, register_task
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Problem, Prompt
+from bonbench.plugins.samplers import select
+from bonbench.plugins.samplers.scripted import ScriptedSampler
+from bonbench.run.execute import execute
+from bonbench.run.plan import plan
+from bonbench.run.request import RunRequest
 
 
 class _Exact:
@@ -55,7 +54,8 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("kl")
     out = {"a": build_tiny_model(root / "a", seed=0).path, "b": build_tiny_model(root / "b", seed=1).path}
     # same weights as "a", but a tokenizer with the characters in another order: another family
-    from tokenizers import Tokenizer, decoders, models as tmodels, processors
+    from tokenizers import Tokenizer, decoders, processors
+    from tokenizers import models as tmodels
     from transformers import PreTrainedTokenizerFast
 
     other = root / "other"

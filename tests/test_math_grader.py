@@ -16,12 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.plugins.graders import math as gm, math_equiv as meq, math_numeric as mnum, math_numeval as mev
+from bonbench.core.records import Problem, Sample
+from bonbench.plugins.graders import math as gm
+from bonbench.plugins.graders import math_equiv as meq
+from bonbench.plugins.graders import math_numeric as mnum
+from bonbench.plugins.graders import math_numeval as mev
+from bonbench.plugins.graders.math import MathGrader
 from bonbench.plugins.graders.math_canonical import canonical_answer
 from bonbench.plugins.graders.math_equiv import is_equiv
 from bonbench.plugins.graders.math_extract import extract_answer
-from bonbench.plugins.graders.math import MathGrader
-from bonbench.core.records import Problem, Sample
 
 CASES_PATH = Path(__file__).parent / "data" / "math_cases.jsonl"
 CASES = [json.loads(line) for line in CASES_PATH.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 import bonbench_tasks.math as mt
-from bonbench_tasks.common import MATH_FEWSHOT, MATH_STOP
+from bonbench.api.task import get_task
 from bonbench.core.errors import BonbenchError
 from bonbench.core.prompts import chat_messages, fewshot_text
 from bonbench.core.records import Sample
-from bonbench.api.task import get_task
 from bonbench.plugins.graders.math_equiv import is_equiv
 from bonbench.plugins.graders.math_extract import extract_answer
+from bonbench_tasks.common import MATH_FEWSHOT, MATH_STOP
 
 
 def test_loads_full_test_split(data_dir: Path) -> None:

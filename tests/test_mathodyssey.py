@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.graders.math import MathGrader
 from bonbench.core.records import Grade, Sample
+from bonbench.plugins.graders.math import MathGrader
 from bonbench_tasks import mathodyssey as mo
 
 # (raw answer exactly as in mathodyssey/test.jsonl, cleaned answer)
@@ -275,10 +275,10 @@ def test_pipeline_scores_levels_and_subjects_with_the_shared_estimators(data_dir
     gold_abstained stays a report."""
     import hashlib
 
-    from bonbench.pipeline import stages as pipeline
-    from bonbench.pipeline.prepared import prepare
     from bonbench.core.config import RunConfig
     from bonbench.metrics.estimators import ProblemOutcome, compute_metrics, parse_metrics
+    from bonbench.pipeline import stages as pipeline
+    from bonbench.pipeline.prepared import prepare
     from bonbench.plugins.samplers.scripted import ScriptedSampler
 
     task = mo.mathodyssey_task(data_dir=data_dir)

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 import bonbench.core.models as models
-from bonbench.core.errors import BonbenchError
 from bonbench.core.cache import MARKER
+from bonbench.core.errors import BonbenchError
 from bonbench.core.models import EMBEDDED_FOLDER, embedded_model_dir, is_known_base, resolve_model
 
 
@@ -113,7 +113,7 @@ class FakeConversion:
             raise KeyboardInterrupt  # an interrupted conversion
         (out_dir / "model.safetensors").write_bytes(b"w")
 
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> "FakeConversion":
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> FakeConversion:
         monkeypatch.setattr(models, "_embedded_source", lambda: (self.pkg, self.pkg.EXPECTED_SHA256))
         monkeypatch.setattr(models, "convert_gguf", self.convert)
         return self

@@ -17,6 +17,7 @@ import pytest
 import torch
 from scipy.stats import binom
 
+from bonbench.api.objective import NEEDS, REGISTRY, Group, make_objective
 from bonbench.core.errors import BonbenchError
 from bonbench.plugins.objectives import amini
 from bonbench.plugins.objectives.bonbon import (
@@ -30,7 +31,6 @@ from bonbench.plugins.objectives.bonbon import (
 from bonbench.plugins.objectives.chow.rl import bon_rl_s, bon_rl_v, rl_s, rl_v
 from bonbench.plugins.objectives.chow.rlb import bon_binary, bon_rlb, bon_rlb_p, rlb_sample_weights, rlb_weights
 from bonbench.plugins.objectives.chow.sft import bon_sft, bon_sft_weights, lambda_n, sft, star, tilt_kl, tilt_win_rate
-from bonbench.api.objective import NEEDS, REGISTRY, Group, make_objective
 from tests.objective_harness import autograd, expected_estimate, k_sample_gradient, softmax
 
 TOL = 1e-10

@@ -32,8 +32,8 @@ from objective_exact import (
     tuple_expectation,
 )
 
-from bonbench.core.errors import BonbenchError
 from bonbench.api.objective import REGISTRY, Group, make_objective
+from bonbench.core.errors import BonbenchError
 from bonbench.plugins.objectives import amini
 from bonbench.plugins.objectives.chow.sft import lambda_n
 from bonbench.plugins.objectives.ksample import majority_value, softmax_value

@@ -22,8 +22,8 @@ import torch
 from objective_harness import autograd, expected_estimate, k_sample_gradient, k_sample_objective, random_thetas, softmax
 
 import bonbench.plugins.objectives.tang as tang  # registers passk, majk, softmaxk, mean
-from bonbench.core.errors import BonbenchError
 from bonbench.api.objective import REGISTRY, Group, make_objective
+from bonbench.core.errors import BonbenchError
 from bonbench.plugins.objectives.ksample import (
     biased_advantages,
     logsumexp_value,

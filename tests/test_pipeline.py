@@ -15,12 +15,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import toy_plugin  # noqa: E402,F401  (registers the toy task)
+import toy_plugin
 
-from bonbench.metrics.names import metric_sort_key, parse_metrics  # noqa: E402
-from bonbench.metrics.pass_bon import pass_at_k  # noqa: E402
-from bonbench.apps.cli import main  # noqa: E402
-from bonbench.core.records import Problem  # noqa: E402
+from bonbench.apps.cli import main
+from bonbench.core.records import Problem
+from bonbench.metrics.names import metric_sort_key, parse_metrics
+from bonbench.metrics.pass_bon import pass_at_k
 
 HERE = Path(__file__).parent
 
@@ -338,10 +338,10 @@ def _scored_toy(out: Path, problems: tuple | None = None, seed: int = 3, breakdo
     """The toy task through prepare/sample/evaluate in-process (n = 8, oracle verifier, 300 resamples)."""
     from dataclasses import replace
 
+    from bonbench.api.verifier import get_verifier
+    from bonbench.core.config import RunConfig
     from bonbench.pipeline import stages as pipeline
     from bonbench.pipeline.prepared import prepare
-    from bonbench.core.config import RunConfig
-    from bonbench.api.verifier import get_verifier
     from bonbench.plugins.samplers.scripted import ScriptedSampler
 
     task = toy_plugin.toy_task()
@@ -381,7 +381,9 @@ def test_group_metrics_reach_report_leaderboard_and_gate(tmp_path: Path, capsys:
     """The readers need nothing new: per-group metrics are ordinary metric names with per-problem
     values, listed in the one display order by the report table, the leaderboard and report.html."""
     import html
-    from bonbench.apps.analysis.analysis_flags import GATE_PASS, main as analysis_main
+
+    from bonbench.apps.analysis.analysis_flags import GATE_PASS
+    from bonbench.apps.analysis.analysis_flags import main as analysis_main
     from bonbench.apps.analysis.html import write_report
     from bonbench.apps.analysis.leaderboard import build_leaderboard
     from bonbench.pipeline.report import metrics_table

@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from test_sampler_hf import build_tiny_model  # noqa: E402
+from test_sampler_hf import build_tiny_model
 
 PLUGIN = '''
 """toyplug: one bonbench plugin of every kind (a test fixture)."""

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from bonbench.apps.cli.common import Progress
-from bonbench.pipeline.progress import (INTERVAL_ENV, INTERVAL_S, ProgressLines, duration_text, interval_s, label,
-                                        rate_text)
+from bonbench.pipeline.progress import INTERVAL_ENV, INTERVAL_S, ProgressLines, duration_text, interval_s, label, rate_text
 
 HERE = Path(__file__).parent
 LINE = re.compile(r"^(?P<stage>[a-z ]+): (?P<done>\d+)/(?P<total>\d+) (?P<unit>samples|steps) \((?P<pct>[\d.]+)%\)"

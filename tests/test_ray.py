@@ -14,30 +14,31 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from bonbench_sandbox.result_cache import ResultCache
-
-from bonbench.pipeline import stages as pipeline
-from bonbench.pipeline.prepared import PreparedRun
+from bonbench.api.sampler import SampleRequest
+from bonbench.api.task import GraderOptions, get_task
 from bonbench.core import ray_cluster
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.graders.ray_sandbox import RaySandbox
 from bonbench.core.records import Prompt, Sample
-from bonbench.api.task import GraderOptions, get_task
-from bonbench.run.plan import plan
-from bonbench.run.request import RunRequest
-from bonbench.api.sampler import SampleRequest
+from bonbench.pipeline import stages as pipeline
+from bonbench.pipeline.prepared import PreparedRun
+from bonbench.plugins.graders.ray_sandbox import RaySandbox
 from bonbench.plugins.samplers.ray_backend import RaySampler, units
 from bonbench.plugins.samplers.scripted import ScriptedSampler
+from bonbench.run.plan import plan
+from bonbench.run.request import RunRequest
+from bonbench_sandbox.result_cache import ResultCache
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 import ray_helpers  # noqa: E402  (also importable on the cluster's workers: their PYTHONPATH has tests/)
 from ray_helpers import LocalCluster, free_port, node_env  # noqa: E402  (tests/ joins sys.path just above)
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[LocalCluster, Any]]:

@@ -8,9 +8,10 @@ import subprocess
 import sys
 import tomllib
 import types
+from collections.abc import Sequence
 from importlib.metadata import EntryPoint, distribution
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence, Union
+from typing import Any, Literal, Optional, Union
 
 import pytest
 
@@ -293,9 +294,8 @@ def test_a_task_declares_its_family() -> None:
 def test_a_reward_scheme_gets_its_named_options_typed() -> None:
     """A plugin's reward-model scheme is coerced by the same rule as every factory: a named option
     arrives typed, a wrong type or an unknown option is one line."""
-    from bonbench.api.reward import REWARD_MODELS, register_reward_model
+    from bonbench.api.reward import REWARD_MODELS, get_reward_model, register_reward_model
     from bonbench.core.errors import BonbenchError
-    from bonbench.api.reward import get_reward_model
 
     def judge(source: str, name: str | None = None, data_dir: str | None = None, temperature: float = 1.0) -> tuple:
         return (source, temperature)

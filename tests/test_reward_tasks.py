@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bonbench.apps.cli import main
 from bonbench.api.task import get_task
+from bonbench.apps.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +60,10 @@ def test_imdb_rewards_positive_continuations_higher(tmp_path: Path, data_dir: Pa
     assert doc["metrics"]["max@2"]["value"] > doc["metrics"]["mean"]["value"]
     assert doc["grading"]["grade_args"]["reward_model"] == "imdb-sentiment"
     # beside max@2, the KL of reward-best-of-2 selection (to the run's own policy: no --ref-model)
-    from bonbench.pipeline import compare, stages as pipeline
-    from bonbench.run.reopen import reopen
     from bonbench.metrics.winrate import bon_kl, bon_kl_bound
+    from bonbench.pipeline import compare
+    from bonbench.pipeline import stages as pipeline
+    from bonbench.run.reopen import reopen
 
     per = {p.id: bon_kl([g["score"] for g in sorted(grades, key=lambda g: g["sample_idx"]) if g["problem_id"] == p.id], 2)
            for p in problems}

@@ -8,24 +8,13 @@ import gzip
 import json
 import math
 import time
+from collections.abc import Sequence
 from importlib.metadata import EntryPoint
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import pytest
 
-from bonbench.pipeline import stages as pipeline
-from bonbench.pipeline.prepared import PreparedRun, open_run, prepare
-from bonbench.api.verifier import get_verifier
-from bonbench.apps.cli import main
-from bonbench.core.config import RunConfig
-from bonbench.core.errors import BonbenchError
-from bonbench.metrics.estimators import parse_metrics
-from bonbench.core.records import Problem, Prompt, Sample
-from bonbench.api.task import Task
-from bonbench.core import cache
-from bonbench.plugins.rewards import imdb, registry as rm_registry, tldr
 from bonbench.api.reward import (
     REWARD_GROUP,
     REWARD_MODELS,
@@ -35,6 +24,18 @@ from bonbench.api.reward import (
     register_reward_model,
     reward_model_names,
 )
+from bonbench.api.task import Task
+from bonbench.api.verifier import get_verifier
+from bonbench.apps.cli import main
+from bonbench.core import cache
+from bonbench.core.config import RunConfig
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Problem, Prompt, Sample
+from bonbench.metrics.estimators import parse_metrics
+from bonbench.pipeline import stages as pipeline
+from bonbench.pipeline.prepared import PreparedRun, open_run, prepare
+from bonbench.plugins.rewards import imdb, tldr
+from bonbench.plugins.rewards import registry as rm_registry
 from bonbench.plugins.rewards.base import RewardGrader, RewardVerifier
 from bonbench.plugins.rewards.registry import reward_verifier
 

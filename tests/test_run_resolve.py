@@ -9,33 +9,33 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import trainer_plugin  # noqa: E402,F401  (registers the test_rloo objective)
+import trainer_plugin  # noqa: F401  (registers the test_rloo objective)
 
-from bonbench.api.task import GraderOptions, Task, register_task  # noqa: E402
-from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
-from bonbench.apps.trainer.setup import load_train_task  # noqa: E402
-from bonbench.apps.verifier_training.training_data import assemble  # noqa: E402
-from bonbench.core import provenance  # noqa: E402
-from bonbench.core.config import RunConfig, saved_settings  # noqa: E402
-from bonbench.core.errors import BonbenchError  # noqa: E402
-from bonbench.core.ray_cluster import ray_options  # noqa: E402
-from bonbench.core.records import Grade, Problem, Prompt, Sample  # noqa: E402
-from bonbench.metrics.estimators import parse_metrics  # noqa: E402
-from bonbench.pipeline import stages  # noqa: E402
-from bonbench.pipeline.prepared import prepare  # noqa: E402
-from bonbench.plugins.graders.ray_sandbox import RaySandbox  # noqa: E402
-from bonbench.run import rules  # noqa: E402
-from bonbench.run.execute import execute  # noqa: E402
-from bonbench.run.plan import plan  # noqa: E402
-from bonbench.run.reopen import reopen  # noqa: E402
-from bonbench.run.request import RunRequest  # noqa: E402
-from bonbench.run.resolve import load_task  # noqa: E402
+from bonbench.api.task import GraderOptions, Task, register_task
+from bonbench.apps.trainer.config import TrainConfig
+from bonbench.apps.trainer.setup import load_train_task
+from bonbench.apps.verifier_training.training_data import assemble
+from bonbench.core import provenance
+from bonbench.core.config import RunConfig, saved_settings
+from bonbench.core.errors import BonbenchError
+from bonbench.core.ray_cluster import ray_options
+from bonbench.core.records import Grade, Problem, Prompt, Sample
+from bonbench.metrics.estimators import parse_metrics
+from bonbench.pipeline import stages
+from bonbench.pipeline.prepared import prepare
+from bonbench.plugins.graders.ray_sandbox import RaySandbox
+from bonbench.run import rules
+from bonbench.run.execute import execute
+from bonbench.run.plan import plan
+from bonbench.run.reopen import reopen
+from bonbench.run.request import RunRequest
+from bonbench.run.resolve import load_task
 
 BUILT: list[GraderOptions] = []  # every GraderOptions a probe grader was configured with, in order
 
@@ -50,7 +50,7 @@ class OptionsGrader:
     def __init__(self, options: GraderOptions | None = None, drop: bool = False) -> None:
         self.options, self.drop = options, drop
 
-    def with_options(self, options: GraderOptions) -> "OptionsGrader":
+    def with_options(self, options: GraderOptions) -> OptionsGrader:
         BUILT.append(options)
         return OptionsGrader(options, self.drop)
 

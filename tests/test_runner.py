@@ -7,26 +7,26 @@ import ast
 import itertools
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import toy_plugin  # noqa: E402  (registers the toy task)
+import toy_plugin
 
-from bonbench.core import models  # noqa: E402
-from bonbench.api.verifier import VERIFIER_GROUP, get_verifier, register_verifier, verifier_names  # noqa: E402
+from bonbench.api.task import Task, register_task
+from bonbench.api.verifier import VERIFIER_GROUP, get_verifier, register_verifier, verifier_names
+from bonbench.core import models
+from bonbench.core.records import Grade, Problem, Sample, Score
+from bonbench.plugins.samplers import select
 from bonbench.run import plan as run_plan
-from bonbench.run.execute import execute  # noqa: E402
-from bonbench.run.reopen import reopen  # noqa: E402
-from bonbench.run.request import RunRequest  # noqa: E402
-from bonbench.run.rules import metric_specs  # noqa: E402
-from bonbench.core.records import Grade, Problem, Sample, Score  # noqa: E402
-from bonbench.api.task import Task, register_task  # noqa: E402
-from bonbench.plugins.samplers import select  # noqa: E402
+from bonbench.run.execute import execute
+from bonbench.run.reopen import reopen
+from bonbench.run.request import RunRequest
+from bonbench.run.rules import metric_specs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,8 @@ class CountingVerifier:
 
 
 def test_scores_are_reused_only_for_the_same_verifier_version_and_fingerprint(tmp_path: Path, toy_engine: None) -> None:
-    from bonbench.pipeline import scoring, stages as pipeline
+    from bonbench.pipeline import scoring
+    from bonbench.pipeline import stages as pipeline
 
     plan = run_plan.plan(RunRequest(task="toy", metrics=("bon@2",), verifier="oracle", backend="hf", out=tmp_path))
     execute(plan)
@@ -185,8 +186,8 @@ def test_real_valued_rewards_reach_the_estimators_exactly(tmp_path: Path, toy_en
 
 
 def test_a_reward_task_refuses_grades_without_a_reward(tmp_path: Path, toy_engine: None) -> None:
-    from bonbench.pipeline.scoring import outcomes
     from bonbench.core.errors import BonbenchError
+    from bonbench.pipeline.scoring import outcomes
 
     plan = run_plan.plan(RunRequest(task="toy_reward", metrics=("mean",), n=2, backend="hf", out=tmp_path))
     execute(plan)
@@ -251,9 +252,9 @@ def test_reward_tasks_report_max_at_k_and_refuse_pass_and_maj(tmp_path: Path, to
 
 
 def test_backends_have_typed_options_and_one_builder(tmp_path: Path) -> None:
+    from bonbench.api.sampler import SampleRequest, SamplingParams
     from bonbench.core.errors import BonbenchError
     from bonbench.core.records import Prompt
-    from bonbench.api.sampler import SampleRequest, SamplingParams
 
     assert (select.backend_options("vllm", max_model_len=2048, dtype="float16")
             == select.VLLMOptions(dtype="float16", max_model_len=2048))

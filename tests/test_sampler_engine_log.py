@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.core.errors import BonbenchError
 from bonbench.core.engines import quiet_log_level
+from bonbench.core.errors import BonbenchError
 from bonbench.plugins.samplers.engine_log import engine_output
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,9 +12,9 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
+from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.core.models import ResolvedModel, resolve_model
 from bonbench.core.records import Prompt
-from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.plugins.samplers.hf import HFSampler, find_stop, policy_logits, sample_tokens
 
 CHARS = list("abcde \n:P")

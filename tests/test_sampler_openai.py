@@ -18,16 +18,17 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
+from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Prompt
-from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.plugins.samplers.openai_answers import retry_after
 from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, base_url, served_model
 
@@ -157,7 +158,7 @@ class FakeServer:
         with self.lock:
             return list(self.bodies)
 
-    def __enter__(self) -> "FakeServer":
+    def __enter__(self) -> FakeServer:
         self.thread.start()
         return self
 

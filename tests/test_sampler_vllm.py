@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.core.engines import cpu_ranges, import_vllm, set_cpu_env_defaults
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel, resolve_model
 from bonbench.core.records import Prompt
-from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.plugins.samplers.select import get_sampler
-from bonbench.core.engines import cpu_ranges, import_vllm, set_cpu_env_defaults
 
 
 def testcpu_ranges() -> None:

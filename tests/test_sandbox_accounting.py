@@ -7,16 +7,15 @@ are skipped with the reason (CI runs as root on a v1/hybrid host, where they run
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from bonbench_sandbox import accounting as acct
 from bonbench_sandbox.execution import accounting_mode, execute
 from bonbench_sandbox.pool import Job
-from bonbench_sandbox import accounting as acct
 
 pytestmark = pytest.mark.skipif(accounting_mode() == "rlimit", reason=f"no cgroup accounting here: {acct.hierarchy().reason}")
 
@@ -99,7 +98,8 @@ def test_leaves_and_mounts_are_reused_empty_and_removed_at_exit() -> None:
     res = execute("import os\nprint(sorted(os.listdir('.')), oct(os.stat('.').st_mode & 0o777))\n")
     assert res.stdout == "['main.py'] 0o700\n", res
     # a process that exits removes its leaves, its parent cgroup and its mounts
-    code = "from bonbench_sandbox.execution import execute\nimport os\nprint(os.getpid())\nassert execute('print(1)').status == 'ok'\n"
+    code = ("from bonbench_sandbox.execution import execute\nimport os\nprint(os.getpid())\n"
+            "assert execute('print(1)').status == 'ok'\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     pid = out.stdout.split()[0]
     assert not (where.memory.parent / f"bonbench-{pid}").exists()

@@ -20,20 +20,20 @@ from typing import Any, Literal
 
 import pytest
 
+from bonbench.api.sampler import sampler_names, sampler_options
 from bonbench.apps import cli
-from bonbench.apps.cli import evaluation, verifiers
 from bonbench.apps.analysis.analysis_flags import GateRequest, LeaderboardRequest, PlotRequest
+from bonbench.apps.cli import evaluation, verifiers
 from bonbench.apps.cli.evaluation import EngineFlags, ListFlags, MergeFlags, ReportFlags, ScoreFlags
 from bonbench.apps.cli.verifiers import EvalVerifierRequest
 from bonbench.apps.trainer import train_flags as trainer_cli
-from bonbench.apps.trainer.train_flags import ObjectiveFlags
 from bonbench.apps.trainer.config import TrainConfig
+from bonbench.apps.trainer.train_flags import ObjectiveFlags
 from bonbench.apps.verifier_training.request import TrainVerifierRequest
 from bonbench.core import flags, settings
 from bonbench.core.errors import BonbenchError
 from bonbench.core.settings import setting
 from bonbench.pipeline.shard import ShardSpec
-from bonbench.api.sampler import sampler_names, sampler_options
 from bonbench.run.request import RunRequest
 
 # settings that are deliberately not flags, and why (the test below fails on any other)

@@ -18,19 +18,20 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import toy_plugin  # noqa: E402  (registers the toy task)
+import toy_plugin
 
-from bonbench.core import models, store  # noqa: E402
-from bonbench.run import merge as run_merge, plan as plan_mod  # noqa: E402
-from bonbench.run.execute import execute  # noqa: E402
-from bonbench.run.merge import merge  # noqa: E402
-from bonbench.run.request import RunRequest  # noqa: E402
+from bonbench.apps.cli import main
+from bonbench.core import models, store
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Problem
 from bonbench.pipeline import shard
-from bonbench.apps.cli import main  # noqa: E402
-from bonbench.core.errors import BonbenchError  # noqa: E402
-from bonbench.core.records import Problem  # noqa: E402
-from bonbench.plugins.samplers import select  # noqa: E402
-from bonbench.plugins.samplers.scripted import ScriptedSampler  # noqa: E402
+from bonbench.plugins.samplers import select
+from bonbench.plugins.samplers.scripted import ScriptedSampler
+from bonbench.run import merge as run_merge
+from bonbench.run import plan as plan_mod
+from bonbench.run.execute import execute
+from bonbench.run.merge import merge
+from bonbench.run.request import RunRequest
 
 HERE = Path(__file__).parent
 # 11 of the toy task's 12 problems: slices of 6/5 (n=2) and 4/4/3 (n=3), and --limit is exercised

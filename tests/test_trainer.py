@@ -19,15 +19,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
-from test_sampler_hf import build_tiny_model  # noqa: E402
+import trainer_plugin  # noqa: F401  (registers tiny_train)
+from test_sampler_hf import build_tiny_model
 
-from bonbench.apps.cli import main  # noqa: E402
-from bonbench.core.errors import BonbenchError  # noqa: E402
-from bonbench.core.models import resolve_model  # noqa: E402
-from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
-from bonbench.apps.trainer.loop import Trainer, train  # noqa: E402
-from bonbench.apps.trainer.setup import prepare_training  # noqa: E402
+from bonbench.apps.cli import main
+from bonbench.apps.trainer.config import TrainConfig
+from bonbench.apps.trainer.loop import Trainer, train
+from bonbench.apps.trainer.setup import prepare_training
+from bonbench.core.errors import BonbenchError
+from bonbench.core.models import resolve_model
 
 HERE = Path(__file__).parent
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bonbench.core.errors import BonbenchError
+from bonbench.api.objective import CHANGED_DEFAULTS, REGISTRY
 from bonbench.apps.trainer.checkpoint import CheckpointDir
 from bonbench.apps.trainer.config import TrainConfig, training_doc
-from bonbench.api.objective import CHANGED_DEFAULTS, REGISTRY
+from bonbench.core.errors import BonbenchError
 
 
 @pytest.mark.parametrize("objective", sorted(CHANGED_DEFAULTS))

@@ -15,17 +15,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import trainer_plugin  # noqa: E402,F401  (registers tiny_train, tiny_rates, tiny_nogold)
-from test_sampler_hf import build_tiny_model  # noqa: E402
+import trainer_plugin
+from test_sampler_hf import build_tiny_model
 
-from bonbench.apps.cli import main  # noqa: E402
-from bonbench.core.errors import BonbenchError  # noqa: E402
-from bonbench.core.records import Grade, Problem, Sample  # noqa: E402
-from bonbench.plugins.samplers.scripted import ScriptedSampler  # noqa: E402
-from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
-from bonbench.apps.trainer.loop import Trainer, train  # noqa: E402
-from bonbench.apps.trainer.setup import prepare_training  # noqa: E402
-from bonbench.apps.trainer.rollout import failed_prompts, hinted, normalise_advantages  # noqa: E402
+from bonbench.apps.cli import main
+from bonbench.apps.trainer.config import TrainConfig
+from bonbench.apps.trainer.loop import Trainer, train
+from bonbench.apps.trainer.rollout import failed_prompts, hinted, normalise_advantages
+from bonbench.apps.trainer.setup import prepare_training
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Grade, Problem, Sample
+from bonbench.plugins.samplers.scripted import ScriptedSampler
 
 
 @pytest.fixture(scope="module")

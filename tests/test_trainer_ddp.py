@@ -20,13 +20,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
-from test_sampler_hf import build_tiny_model  # noqa: E402
+import trainer_plugin  # noqa: F401  (registers tiny_train)
+from test_sampler_hf import build_tiny_model
 
-from bonbench.apps.cli import main  # noqa: E402
-from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
-from bonbench.apps.trainer.distributed import shard  # noqa: E402
-from bonbench.apps.trainer.loop import train  # noqa: E402
+from bonbench.apps.cli import main
+from bonbench.apps.trainer.config import TrainConfig
+from bonbench.apps.trainer.distributed import shard
+from bonbench.apps.trainer.loop import train
 
 HERE = Path(__file__).parent
 STEPS = 4

@@ -61,11 +61,11 @@ def test_float16_overflow_skips_the_step_and_halves_the_scale(tiny: str, tmp_pat
     before = [p.detach().clone() for p in trainer.policy.trainable()]
     stats = trainer._optimise(PAIRS, WEIGHTS, GROUPS, 0.0)
     assert stats["loss_scale"] == 2.0 ** 16 and not np.isfinite(stats["grad_norm"])
-    assert all(torch.equal(a, p) for a, p in zip(before, trainer.policy.trainable()))
+    assert all(torch.equal(a, p) for a, p in zip(before, trainer.policy.trainable(), strict=True))
     assert trainer.scaler.get_scale() == 2.0 ** 15
     small = trainer._optimise(PAIRS, 1e-3 * WEIGHTS, GROUPS, 0.0)  # fits at the halved scale: taken
     assert small["loss_scale"] == 2.0 ** 15 and np.isfinite(small["grad_norm"])
-    assert any(not torch.equal(a, p) for a, p in zip(before, trainer.policy.trainable()))
+    assert any(not torch.equal(a, p) for a, p in zip(before, trainer.policy.trainable(), strict=True))
 
 
 def test_bf16_and_float32_leave_the_scaler_off(tiny: str, tmp_path: Path) -> None:

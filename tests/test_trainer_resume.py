@@ -27,15 +27,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
-from test_sampler_hf import build_tiny_model  # noqa: E402
+import trainer_plugin  # noqa: F401  (registers tiny_train)
+from test_sampler_hf import build_tiny_model
 
-from bonbench.apps.cli import main  # noqa: E402
-from bonbench.core.errors import BonbenchError  # noqa: E402
-from bonbench.apps.trainer.checkpoint import CheckpointDir  # noqa: E402
-from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
-from bonbench.apps.trainer.loop import train  # noqa: E402
-from bonbench.apps.trainer.watch import SaveSchedule, SignalWatch, StepLines, TrainingWarning, warmup_warning  # noqa: E402
+from bonbench.apps.cli import main
+from bonbench.apps.trainer.checkpoint import CheckpointDir
+from bonbench.apps.trainer.config import TrainConfig
+from bonbench.apps.trainer.loop import train
+from bonbench.apps.trainer.watch import SaveSchedule, SignalWatch, StepLines, TrainingWarning, warmup_warning
+from bonbench.core.errors import BonbenchError
 
 HERE = Path(__file__).parent
 CLI = [sys.executable, str(HERE / "run_train_cli.py"), "--"]

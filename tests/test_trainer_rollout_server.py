@@ -9,22 +9,23 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
-from test_sampler_hf import build_tiny_model  # noqa: E402
+import trainer_plugin  # noqa: F401  (registers tiny_train)
+from test_sampler_hf import build_tiny_model
 
-from bonbench.apps.cli import main  # noqa: E402
-from bonbench.core.errors import BonbenchError  # noqa: E402
-from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
-from bonbench.apps.trainer.loop import train  # noqa: E402
+from bonbench.apps.cli import main
+from bonbench.apps.trainer.config import TrainConfig
+from bonbench.apps.trainer.loop import train
+from bonbench.core.errors import BonbenchError
 
 
 class FakeLoraServer:

@@ -16,15 +16,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import trainer_plugin  # noqa: E402,F401  (registers tiny_train)
-from test_sampler_hf import build_tiny_model  # noqa: E402
+import trainer_plugin  # noqa: F401  (registers tiny_train)
+from test_sampler_hf import build_tiny_model
 
-from bonbench.core.errors import BonbenchError  # noqa: E402
-from bonbench.core.records import Prompt  # noqa: E402
-from bonbench.api.sampler import SampleRequest, SamplingParams  # noqa: E402
-from bonbench.apps.trainer.config import TrainConfig  # noqa: E402
-from bonbench.apps.trainer.policy import Policy  # noqa: E402
-from bonbench.apps.trainer.vllm_rollout import engine_args, export_adapter, vllm_max_lora_rank  # noqa: E402
+from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.apps.trainer.config import TrainConfig
+from bonbench.apps.trainer.policy import Policy
+from bonbench.apps.trainer.vllm_rollout import engine_args, export_adapter, vllm_max_lora_rank
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Prompt
 
 
 def _cfg(**kw: Any) -> TrainConfig:

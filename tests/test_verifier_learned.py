@@ -14,6 +14,13 @@ import numpy as np
 import pytest
 import torch
 
+from bonbench.apps.cli import main
+from bonbench.apps.verifier_training.fit import auroc, check_class_counts, split_problems
+from bonbench.apps.verifier_training.request import TrainVerifierRequest
+from bonbench.apps.verifier_training.train import train_verifier
+from bonbench.apps.verifier_training.training_data import LabelledSample, TrainingData, assemble, check_no_eval_problems
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Problem, Sample
 from bonbench.plugins.verifiers.manifest import (
     HEAD_FILE,
     MANIFEST,
@@ -22,16 +29,9 @@ from bonbench.plugins.verifiers.manifest import (
     read_verifier_manifest,
     weights_sha256,
 )
-from bonbench.apps.cli import main
-from bonbench.core.errors import BonbenchError
-from bonbench.core.records import Problem, Sample
 from bonbench.run.execute import execute
 from bonbench.run.plan import plan
 from bonbench.run.request import RunRequest
-from bonbench.apps.verifier_training.fit import auroc, check_class_counts, split_problems
-from bonbench.apps.verifier_training.train import train_verifier
-from bonbench.apps.verifier_training.training_data import LabelledSample, TrainingData, assemble, check_no_eval_problems
-from bonbench.apps.verifier_training.request import TrainVerifierRequest
 
 CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]

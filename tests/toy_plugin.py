@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from bonbench.core.records import Grade, Problem, Prompt, Sample
 from bonbench.api.task import Task, register_task
+from bonbench.core.records import Grade, Problem, Prompt, Sample
 from bonbench.plugins.samplers.scripted import ScriptedSampler
 
 

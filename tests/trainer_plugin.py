@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from bonbench.core.records import Grade, Problem, Prompt
-from bonbench.api.task import Task, register_task
 from bonbench.api.objective import Objective, register_objective
+from bonbench.api.task import Task, register_task
+from bonbench.core.records import Grade, Problem, Prompt
 
 WORDS = ["abc", "dd e", "cab a", "e e", "bad", "ce", "a b c", "dab"]
 

@@ -24,9 +24,18 @@ imports the plugin modules they name) when its names are first asked for, not wh
 
 from bonbench.api.objective import Group, Objective, make_objective, register_objective
 from bonbench.api.reward import RewardModel, get_reward_model, register_reward_model, reward_model_names
-from bonbench.api.sampler import SampleRequest, Sampler, SamplingParams, register_sampler, sampler_names
-from bonbench.api.task import (Grader, GraderOptions, PromptStyle, Task, family_tasks, get_task, register_task, task_family,
-                               task_names)
+from bonbench.api.sampler import Sampler, SampleRequest, SamplingParams, register_sampler, sampler_names
+from bonbench.api.task import (
+                               Grader,
+                               GraderOptions,
+                               PromptStyle,
+                               Task,
+                               family_tasks,
+                               get_task,
+                               register_task,
+                               task_family,
+                               task_names,
+)
 from bonbench.api.verifier import Verifier, get_verifier, register_verifier, verifier_names
 
 __all__ = ["Grader", "GraderOptions", "Group", "Objective", "PromptStyle", "RewardModel", "SampleRequest", "Sampler",

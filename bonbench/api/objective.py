@@ -27,8 +27,9 @@ This module knows no objective itself.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import Registry, coerce_kwargs
@@ -82,7 +83,7 @@ class ObjectiveInfo:
     """A registered objective: its factory (keyword options with defaults), paper and needs."""
 
     name: str
-    factory: Callable[..., "Objective"]
+    factory: Callable[..., Objective]
     paper: str
     needs: frozenset[str]
     summary: str

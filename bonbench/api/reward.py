@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import Registry, coerce_kwargs

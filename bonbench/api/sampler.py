@@ -22,8 +22,9 @@ pyproject.toml lists (factories in ``bonbench.plugins.samplers``).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, is_dataclass
-from typing import Any, Callable, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 from bonbench.core.records import Prompt, Sample
 from bonbench.core.registry import Registry, parameter_types

@@ -17,9 +17,10 @@ This module does not load data or models; factories do, lazily.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
+from typing import Any, Literal, Protocol
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Prompt, Sample
@@ -115,7 +116,7 @@ class Task:
         if not self.family:
             object.__setattr__(self, "family", self.name)
 
-    def with_grader_options(self, options: GraderOptions) -> "Task":
+    def with_grader_options(self, options: GraderOptions) -> Task:
         """This task with its grader configured by ``options`` (a new value; the task is frozen)."""
         configure = getattr(self.grader, "with_options", None)
         if configure is None:

@@ -14,7 +14,8 @@ This module knows no verifier itself: the built-ins are plugins (``bonbench.plug
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from bonbench.core.records import Grade, Problem, Sample, Score
 from bonbench.core.registry import Registry

@@ -19,9 +19,10 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, TypeGuard
+from typing import Any, TypeGuard
 
 MARKER = "bonbench-complete.json"
 ENV_CACHE = "BONBENCH_CACHE"

@@ -26,8 +26,9 @@ import sys
 import threading
 import urllib.parse
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from bonbench.core.errors import BonbenchError
 

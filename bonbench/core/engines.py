@@ -16,7 +16,8 @@ file (``bonbench.plugins.samplers.engine_log``); it imports vllm only inside ``i
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from bonbench.core.errors import BonbenchError
 

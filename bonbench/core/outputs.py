@@ -10,8 +10,8 @@ hidden sibling folder first and moved into place only when all of it was written
 Readers (``read_text``, ``read_json``, ``read_jsonl_log``) turn a missing file, bytes that are not
 UTF-8 and JSON that does not parse into one-line ``BonbenchError`` messages naming the file (and
 the line) and what to do. ``read_jsonl_log`` reads a log bonbench appends to, which a kill may have
-torn; a data file of the mirror, which must be whole, is ``bonbench.core.data.read_jsonl``'s. ``os_error_message`` words an ``OSError`` that escaped elsewhere the same
-way, for the CLI's last line of defence.
+torn; a data file of the mirror, which must be whole, is ``bonbench.core.data.read_jsonl``'s.
+``os_error_message`` words an ``OSError`` that escaped elsewhere the same way, for the CLI's last line of defence.
 
 This module knows nothing about runs, metrics or models; ``bonbench.core.store`` builds on it.
 """
@@ -25,8 +25,9 @@ import os
 import secrets
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from bonbench.core.errors import BonbenchError
 

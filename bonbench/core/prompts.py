@@ -11,7 +11,7 @@ This module builds strings only: it does not tokenize, apply chat templates or c
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = ["chat_messages", "fewshot_text"]
 

@@ -9,8 +9,9 @@ This module holds data only: no I/O, no model code, no grading logic.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -152,7 +153,7 @@ class MetricsPatch:
     metrics: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     per_problem: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
-    def __add__(self, other: "MetricsPatch") -> "MetricsPatch":
+    def __add__(self, other: MetricsPatch) -> MetricsPatch:
         return MetricsPatch({**self.metrics, **other.metrics}, {**self.per_problem, **other.per_problem})
 
 

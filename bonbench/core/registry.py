@@ -35,9 +35,10 @@ import sys
 import types
 import typing
 import warnings
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, Literal, Mapping, TypeGuard, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeGuard, TypeVar, Union, cast
 
 from bonbench.core.errors import BonbenchError
 

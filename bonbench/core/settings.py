@@ -37,7 +37,8 @@ import os
 import sys
 import types
 import typing
-from typing import Any, Callable, Iterable, Mapping, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
 from bonbench.core import flags
 from bonbench.core.errors import BonbenchError

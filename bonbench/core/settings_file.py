@@ -31,9 +31,10 @@ import argparse
 import difflib
 import sys
 import tomllib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from bonbench.core import settings
 from bonbench.core.errors import BonbenchError

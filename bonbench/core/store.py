@@ -26,8 +26,9 @@ from __future__ import annotations
 import json
 import os
 import warnings
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Generic, Iterable, Iterator, TypeVar
+from typing import Any, Generic, TypeVar
 
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError

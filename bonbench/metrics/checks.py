@@ -8,7 +8,7 @@ messages to ``estimators.compute_metrics``.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

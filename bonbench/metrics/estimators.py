@@ -37,22 +37,33 @@ Carlo estimates, scaling-law fits, I/O.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 import numpy as np
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import MetricValue
+
 # the facade (see the docstring): users import every estimator, the metric specs and names, and the
 # maj internals benchmarks/bench_estimators.py times, from this module
 from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
 from bonbench.metrics.maj import FLOAT64_MAX_N, WINS_CACHE, maj_at_k, maj_curve, maj_terms
 from bonbench.metrics.names import (
-    KINDS, MetricSpec, group_metric_name, metric_sort_key, parse_metrics, split_metric_name,
+    KINDS,
+    MetricSpec,
+    group_metric_name,
+    metric_sort_key,
+    parse_metrics,
+    split_metric_name,
 )
 from bonbench.metrics.pass_bon import (
-    bon_at_k, bon_curve, bon_weights, mean_correct, pass_at_k, pass_curve,
+    bon_at_k,
+    bon_curve,
+    bon_weights,
+    mean_correct,
+    pass_at_k,
+    pass_curve,
 )
 
 __all__ = [

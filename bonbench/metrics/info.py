@@ -25,8 +25,9 @@ This module computes nothing from samples and reads no files.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from bonbench.metrics.names import split_metric_name
 

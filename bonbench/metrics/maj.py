@@ -22,9 +22,9 @@ answers are compared with ``==``/hash, never canonicalised here.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict, defaultdict
+from collections.abc import Hashable, Iterable, Sequence
 from functools import lru_cache
 from itertools import compress
-from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 

@@ -12,8 +12,8 @@ What it does not do: compute any value (``bonbench.metrics.estimators``).
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from bonbench.core.errors import BonbenchError
 

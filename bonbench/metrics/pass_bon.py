@@ -17,8 +17,8 @@ modules of bonbench import them from here.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 

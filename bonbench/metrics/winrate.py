@@ -35,7 +35,7 @@ This module is pure numpy: it does not read runs or rewards; the pipeline passes
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

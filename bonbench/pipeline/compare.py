@@ -18,19 +18,20 @@ print anything.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from bonbench.api.verifier import Verifier
 from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Grade, MetricsPatch, Sample
 from bonbench.metrics.bootstrap import bootstrap_ci
 from bonbench.metrics.winrate import bon_kl, winrate_curve
-from bonbench.pipeline.progress import Progress, no_progress
 from bonbench.pipeline.prepared import PreparedRun, grading_id
+from bonbench.pipeline.progress import Progress, no_progress
 from bonbench.pipeline.stages import grade, load_samples, verify
-from bonbench.core.records import Grade, MetricsPatch, Sample
-from bonbench.api.verifier import Verifier
 
 Key = tuple[str, int]
 

@@ -12,11 +12,12 @@ This module writes nothing and loads no model.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
+from bonbench.core.errors import BonbenchError
 from bonbench.pipeline import stages as pipeline
 from bonbench.pipeline.prepared import PreparedRun
-from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.readers import ImportedSamples
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 Progress = Callable[[str, int, int], None]  # (stage, advance, total)
 

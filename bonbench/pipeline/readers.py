@@ -39,9 +39,10 @@ import hashlib
 import json
 import re
 import warnings
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Sample
@@ -179,7 +180,7 @@ class _Row:
     n_tokens: int | None = None
     finish_reason: str | None = None
     logprob: float | None = None
-    lm_eval: "_LmEval | None" = None  # the lm-eval row this sample came from
+    lm_eval: _LmEval | None = None  # the lm-eval row this sample came from
 
 
 @dataclass(frozen=True)

@@ -7,16 +7,17 @@ file, never a half-printed table. Plots, HTML and leaderboards live in bonbench.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.names import metric_sort_key
 from bonbench.metrics.info import footnotes, metric_info
+from bonbench.metrics.names import metric_sort_key
 
 
 def _fmt(x: float | None) -> str:

@@ -11,8 +11,9 @@ the same problems, n and grading. This module reads no samples and runs no grade
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from bonbench import __version__
 from bonbench.api.task import Task

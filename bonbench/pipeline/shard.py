@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Generic, Iterable, Mapping, Sequence
+from typing import Any, Generic
 
 from bonbench.core.errors import BonbenchError
-from bonbench.pipeline.prepared import problem_set_id
 from bonbench.core.records import Grade, Problem, Sample, Score, from_row
 from bonbench.core.store import JsonlTable, R, RunStore, atomic_write_json, read_run_json
+from bonbench.pipeline.prepared import problem_set_id
 
 SHARDS_DIR = "shards"
 RECORD = "shard.json"

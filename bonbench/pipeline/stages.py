@@ -15,10 +15,11 @@ module that defines them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
-from bonbench.api.sampler import SampleRequest, Sampler, SamplingParams
+from bonbench.api.sampler import Sampler, SampleRequest, SamplingParams
 from bonbench.api.task import Grader
 from bonbench.api.verifier import Verifier
 from bonbench.core.errors import BonbenchError

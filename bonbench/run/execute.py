@@ -8,7 +8,8 @@ or print tables. It loads models only to sample and, for ``kl``, to score log-pr
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from bonbench.api.verifier import Verifier
 from bonbench.core import ray_cluster

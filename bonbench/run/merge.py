@@ -9,8 +9,8 @@ finishes it (or ``partial`` scores the finished problems).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import RunStore, atomic_write_json

@@ -9,8 +9,9 @@ The task is rebuilt from config.json through ``bonbench.run.resolve`` (the same 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from bonbench.api.task import Task
 from bonbench.core import models, ray_cluster

@@ -8,14 +8,15 @@ from its flags; this module parses no flags and loads nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from bonbench.core import flags
 from bonbench.core.settings import setting
-from bonbench.pipeline.shard import Coverage, ShardSpec, parse_shard
 from bonbench.pipeline.prepared import PreparedRun
+from bonbench.pipeline.shard import Coverage, ShardSpec, parse_shard
 
 if TYPE_CHECKING:  # names of Plan's fields only: `bonbench run --help` (RunRequest's flags) loads none of them
     from bonbench.core import models, ray_cluster

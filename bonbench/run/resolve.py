@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from bonbench.api.sampler import Sampler
 from bonbench.api.task import GraderOptions, Task, get_task, task_parameters

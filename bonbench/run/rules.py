@@ -14,8 +14,8 @@ Every function here checks values and raises ``BonbenchError`` naming the fix; n
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from bonbench.api.task import Task
 from bonbench.core import models

@@ -15,8 +15,8 @@ This module reads verifier manifests only (``verifier_folder.find_verifier``); i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from bonbench.api.task import task_family
 from bonbench.metrics.names import MetricSpec

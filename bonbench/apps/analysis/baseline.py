@@ -21,16 +21,17 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
+from bonbench.apps.analysis.rundir import Metric, RunData, load_run
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.names import split_metric_name
 from bonbench.metrics.info import MetricInfo, metric_info
-from bonbench.apps.analysis.rundir import Metric, RunData, load_run
+from bonbench.metrics.names import split_metric_name
 
 BASELINE_SCHEMA = 1
 
@@ -145,7 +146,7 @@ def save_baseline(run_dir: Path, out: Path | None = None, metrics: Sequence[str]
     names = _saved_metric_names(run, metrics)
     doc = {
         "bonbench_baseline": BASELINE_SCHEMA,
-        "created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "source_run": str(run.path),
         "task": run.task,
         "model": run.model,

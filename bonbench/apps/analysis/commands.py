@@ -12,9 +12,16 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from bonbench.apps.analysis.analysis_flags import GATE_ERROR, GATE_PASS, GATE_REGRESSION, GateRequest, LeaderboardRequest, PlotRequest
+from bonbench.apps.analysis.analysis_flags import (
+    GATE_ERROR,
+    GATE_PASS,
+    GATE_REGRESSION,
+    GateRequest,
+    LeaderboardRequest,
+    PlotRequest,
+)
 from bonbench.apps.analysis.baseline import load_baseline, load_gate_run, save_baseline
 from bonbench.apps.analysis.gate import format_report, run_gate, write_report_json
 from bonbench.apps.analysis.html import write_report

@@ -9,8 +9,9 @@ place the pieces.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any, Sequence
+from typing import Any
 
 from markupsafe import Markup
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Mapping, Protocol, Sequence
+from typing import ClassVar, Protocol
 
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit

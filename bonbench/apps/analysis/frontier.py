@@ -20,8 +20,8 @@ Pure functions over ``RunData``: no files are read or written here, nothing is d
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -34,19 +34,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 from scipy import stats
 
+from bonbench.apps.analysis.baseline import Baseline, run_metric_info, run_problem_ids
+from bonbench.apps.analysis.rundir import Metric, RunData
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.bootstrap import Z95
 from bonbench.metrics.info import HIGHER, LOWER
-from bonbench.apps.analysis.baseline import Baseline, run_metric_info, run_problem_ids
-from bonbench.apps.analysis.rundir import Metric, RunData
 from bonbench.plugins.verifiers.manifest import display_name
 
 

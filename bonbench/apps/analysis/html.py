@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from markupsafe import Markup
 
@@ -43,8 +44,8 @@ from bonbench.apps.analysis.sections import bon_references_section, comparison_s
 from bonbench.apps.analysis.sweep import sweep_section
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.names import metric_sort_key
 from bonbench.metrics.info import footnotes, metric_info
+from bonbench.metrics.names import metric_sort_key
 
 
 def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_points: int, families: Sequence[str],

@@ -19,9 +19,10 @@ from __future__ import annotations
 import base64
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import jinja2
 import numpy as np

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit
 
-from bonbench.apps.analysis.fits import FitError, log_subsample, fit_power_law
+from bonbench.apps.analysis.fits import FitError, fit_power_law, log_subsample
 
 EXP_POWER, EXP_POWER_LINEAR, POWER_LINEAR = "exp_power", "exp_power_linear", "power_linear"
 FAMILIES = (EXP_POWER, EXP_POWER_LINEAR, POWER_LINEAR)

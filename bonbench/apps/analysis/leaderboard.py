@@ -26,24 +26,24 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import numpy as np
 
-from bonbench.core.config import model_slug
-from bonbench.core import outputs
-from bonbench.core.errors import BonbenchError
-from bonbench.metrics.bootstrap import Z95, paired_bootstrap_diff
-from bonbench.metrics.names import metric_sort_key
-from bonbench.metrics.info import LOWER, footnotes, metric_info
-from bonbench.apps.analysis.htmlparts import Styled, Table, figure, page, render
 from bonbench.apps.analysis.baseline import load_gate_run
+from bonbench.apps.analysis.htmlparts import Styled, Table, figure, page, render
 from bonbench.apps.analysis.plots import plot_k_curve_comparison
 from bonbench.apps.analysis.rundir import RunData, load_run
 from bonbench.apps.analysis.sections import run_curve_label
+from bonbench.core import outputs
+from bonbench.core.config import model_slug
+from bonbench.core.errors import BonbenchError
 from bonbench.core.store import atomic_write_json, find_run_dirs
+from bonbench.metrics.bootstrap import Z95, paired_bootstrap_diff
+from bonbench.metrics.info import LOWER, footnotes, metric_info
+from bonbench.metrics.names import metric_sort_key
 
 UP, DOWN, MISMATCH = "▲", "▼", "†"
 

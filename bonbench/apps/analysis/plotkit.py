@@ -14,18 +14,19 @@ directories or fit anything. matplotlib is imported here at module level: import
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")  # headless CI machines have no display; must precede any backend use
 
-import numpy as np  # noqa: E402
-from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter  # noqa: E402
-from matplotlib.transforms import Bbox  # noqa: E402
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+from matplotlib.transforms import Bbox
 
 COLORS = {"pass": "#1f77b4", "bon": "#d62728", "maj": "#2ca02c", "max": "#9467bd"}
 DPI = 110

@@ -10,8 +10,8 @@ and label machinery ``plotkit``'s; import them from there.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 import matplotlib
 import numpy as np

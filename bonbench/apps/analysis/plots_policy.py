@@ -9,8 +9,9 @@ directories or fits anything (``frontier`` computes the points, ``sections`` rea
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import matplotlib
 import numpy as np

@@ -18,19 +18,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.bootstrap import bootstrap_ci
-from bonbench.metrics.pass_bon import bon_curve, pass_curve
 from bonbench.core.models import training_summary
 from bonbench.core.store import RunStore, find_run_dirs, is_run_dir, read_run_json
+from bonbench.metrics.bootstrap import bootstrap_ci
+from bonbench.metrics.pass_bon import bon_curve, pass_curve
 
 SWEEP_FILE = "sweep.json"
 # The settings that change what a metric measures; two runs that agree on all of them are

@@ -11,9 +11,10 @@ checkpoints' ``log.jsonl`` and ``train_config.json`` and nothing else; it fits n
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from markupsafe import Markup
 

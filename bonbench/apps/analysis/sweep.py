@@ -14,9 +14,10 @@ read run directories beyond the curves ``rundir`` gives it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from markupsafe import Markup
 

@@ -13,9 +13,9 @@ It does not sample a model and is not used by the evaluation pipeline; metrics a
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 

@@ -24,16 +24,26 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 from numpy.polynomial import polynomial as P
 from scipy.optimize import OptimizeWarning, curve_fit, minimize_scalar
 
 from bonbench.apps.analysis.fits import FitError
-from bonbench.apps.analysis.laws import (EXP_POWER, EXP_POWER_LINEAR, LAWS, PARAMS, FamilySelection, ScalingFit,
-                                    family_of, params_of, pick_lowest, select_family)
+from bonbench.apps.analysis.laws import (
+    EXP_POWER,
+    EXP_POWER_LINEAR,
+    LAWS,
+    PARAMS,
+    FamilySelection,
+    ScalingFit,
+    family_of,
+    params_of,
+    pick_lowest,
+    select_family,
+)
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ reused. Nothing here samples or trains; the figure is ``analysis.plots.plot_k_cu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

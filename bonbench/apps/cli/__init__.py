@@ -21,9 +21,7 @@ import argparse
 import os
 import sys
 import warnings
-from typing import Callable, Sequence
-
-from bonbench_sandbox import arguments as sandbox_arguments
+from collections.abc import Callable, Sequence
 
 from bonbench import __version__
 from bonbench.apps.analysis import analysis_flags as analysis_cli
@@ -33,6 +31,7 @@ from bonbench.apps.trainer import train_flags as trainer_cli
 from bonbench.core import outputs, settings_file
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import load_target
+from bonbench_sandbox import arguments as sandbox_arguments
 
 Handler = Callable[[argparse.Namespace], int]
 

@@ -54,14 +54,14 @@ class Progress:
             return
         # imported here: rich costs a noticeable share of `bonbench --help`'s start-up
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, \
-            TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import Progress as RichProgress
 
         self.progress = RichProgress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                      TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
                                      transient=False)
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         if self.progress is not None:
             self.progress.__enter__()
         return self

@@ -29,7 +29,8 @@ from bonbench.pipeline.report import print_metrics
 from bonbench.pipeline.shard import ShardStore
 from bonbench.plugins.rewards.registry import describe_reward_models, describe_reward_schemes
 from bonbench.plugins.samplers import cpu_preload, select
-from bonbench.run import execute as run_execute, merge as run_merge
+from bonbench.run import execute as run_execute
+from bonbench.run import merge as run_merge
 from bonbench.run.plan import plan
 from bonbench.run.reopen import reopen
 from bonbench.run.request import Plan, RunRequest, RunResult

@@ -31,18 +31,19 @@ import random
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
+from bonbench.api.objective import options_as_trained
+from bonbench.apps.trainer.config import TrainConfig
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import CHECKPOINT_MANIFEST, TRAINING_STATE
 from bonbench.core.store import atomic_write_json
-from bonbench.apps.trainer.config import TrainConfig
-from bonbench.api.objective import options_as_trained
 
 TRAIN_CONFIG = "train_config.json"
 STATE_FILES = ("weights.pt", "optimizer.pt", "rng.pt")

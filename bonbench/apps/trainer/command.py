@@ -17,17 +17,18 @@ import argparse
 import contextlib
 import logging
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from bonbench.apps.trainer import loop
-from bonbench.apps.trainer.train_flags import train_config
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.distributed import RankError, env_world
 from bonbench.apps.trainer.setup import NOTICES
+from bonbench.apps.trainer.train_flags import train_config
 from bonbench.apps.trainer.watch import StepLines
 from bonbench.core.errors import BonbenchError
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from bonbench.api.objective import options_as_trained, pinned_options
 from bonbench.core import flags, settings

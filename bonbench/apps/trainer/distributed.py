@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import datetime
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch

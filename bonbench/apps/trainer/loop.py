@@ -33,8 +33,9 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 

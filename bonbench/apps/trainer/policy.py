@@ -18,19 +18,20 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
+from bonbench.apps.trainer.config import TrainConfig
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
 from bonbench.core.records import Prompt
 from bonbench.plugins.samplers.hf import HFSampler
 from bonbench.plugins.samplers.hf_logprobs import encode_pair
-from bonbench.apps.trainer.config import TrainConfig
 
 
 def check_weight_files(resolved: ResolvedModel) -> None:

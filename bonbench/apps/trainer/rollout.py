@@ -12,15 +12,15 @@ numbers out, so each piece is tested without a model.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from bonbench.api.objective import Group, Objective
+from bonbench.api.task import Task
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample
-from bonbench.api.task import Task
-from bonbench.api.objective import Group, Objective
 
 
 def rows_by_problem(samples: Sequence[Sample]) -> dict[str, list[int]]:

@@ -29,10 +29,10 @@ from bonbench.apps.trainer.rollout import check_gold_answers
 from bonbench.apps.trainer.vllm_rollout import vllm_max_lora_rank
 from bonbench.apps.trainer.watch import TrainingWarning, warmup_warning
 from bonbench.core import ray_cluster
+from bonbench.core.engines import import_vllm
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel, resolve_model
 from bonbench.core.records import Problem
-from bonbench.core.engines import import_vllm
 from bonbench.run.resolve import check_verifier, load_task
 
 NOTICES = logging.getLogger("bonbench.apps.trainer")  # one line each: resuming, already complete, starting over

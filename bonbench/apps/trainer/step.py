@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
+from bonbench.api.objective import Objective
 from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.api.task import Task
 from bonbench.api.verifier import Verifier
@@ -42,7 +44,6 @@ from bonbench.apps.trainer.setup import expert_completion
 from bonbench.apps.trainer.update import PolicyUpdate
 from bonbench.apps.trainer.value import ValueHead
 from bonbench.apps.trainer.vllm_rollout import VLLMRollouts
-from bonbench.api.objective import Objective
 from bonbench.core.records import Grade, Problem, Sample
 from bonbench.pipeline.stages import graded
 

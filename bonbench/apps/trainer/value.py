@@ -20,7 +20,8 @@ does not save itself (``checkpoint`` stores ``state_dict``).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch

@@ -22,15 +22,16 @@ then); the adapter export and the request construction work without it.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
-from bonbench.core.errors import BonbenchError
-from bonbench.core.records import Sample
 from bonbench.api.sampler import SampleRequest, SamplingParams
-from bonbench.plugins.samplers.vllm import VLLMSampler
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.policy import Policy
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Sample
+from bonbench.plugins.samplers.vllm import VLLMSampler
 
 ADAPTER_DIR = "rollout_adapter"
 ADAPTER_NAME = "live"
@@ -84,7 +85,7 @@ class VLLMRollouts:
         self.adapter_dir = Path(folder) / ADAPTER_DIR
         self.engine = VLLMSampler(policy.resolved, seed=cfg.seed, **{**engine_args(cfg), **extra_engine_args})
 
-    def sampler(self, reference: bool = False) -> "_EngineSampler":
+    def sampler(self, reference: bool = False) -> _EngineSampler:
         """A sampler over the current adapter (exported now), or over the base model (``reference``)."""
         self.engine.lora_request = None if reference else lora_request(export_adapter(self.policy, self.adapter_dir))
         return _EngineSampler(self.engine)

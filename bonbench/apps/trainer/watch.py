@@ -17,8 +17,9 @@ This module trains nothing and writes no files: it decides and words; ``loop`` a
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.pipeline.progress import ProgressLines

@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 import pickle
 import shutil
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import torch
 

@@ -12,15 +12,16 @@ from __future__ import annotations
 import pickle
 import shutil
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from bonbench.apps.verifier_training.training_data import LabelledSample
 from bonbench.apps.verifier_training.features import saving
 from bonbench.apps.verifier_training.request import TrainVerifierRequest
+from bonbench.apps.verifier_training.training_data import LabelledSample
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.progress import Progress
 from bonbench.plugins.verifiers import model as vm

@@ -10,18 +10,19 @@ This module writes the verifier folder; it does not sample.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
-from bonbench.apps.verifier_training.training_data import TrainingData, assemble, check_no_eval_problems
 from bonbench.apps.verifier_training.features import FeatureCache, extract_features
 from bonbench.apps.verifier_training.fit import auroc, check_class_counts, fit_head, split_problems
 from bonbench.apps.verifier_training.lora import train_lora
 from bonbench.apps.verifier_training.request import TrainVerifierRequest
+from bonbench.apps.verifier_training.training_data import TrainingData, assemble, check_no_eval_problems
 from bonbench.core import outputs, settings
 from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError

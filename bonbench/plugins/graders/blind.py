@@ -17,7 +17,8 @@ says how much of a test was hidden. This module only transforms text; it runs no
 from __future__ import annotations
 
 import ast
-from typing import Collection, TypeGuard
+from collections.abc import Collection
+from typing import TypeGuard
 
 # Nodes whose inner expressions may not run, or run in their own scope, when the enclosing one does.
 _OPAQUE = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.BoolOp, ast.IfExp)

@@ -18,13 +18,10 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol, Sequence
-
-from bonbench_sandbox.execution import SandboxUnavailable
-from bonbench_sandbox.pool import Interrupted, Job, run_many, run_many_tests
-from bonbench_sandbox.result_cache import ResultCache
+from typing import Any, Protocol
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample
@@ -47,6 +44,9 @@ from bonbench.plugins.graders.code_cases import (
     recording,
 )
 from bonbench.plugins.graders.replay import RECORDINGS_FILE, CallTest, parse_verdicts, recordings_file, trusted_program
+from bonbench_sandbox.execution import SandboxUnavailable
+from bonbench_sandbox.pool import Interrupted, Job, run_many, run_many_tests
+from bonbench_sandbox.result_cache import ResultCache
 
 TRUSTED_BATCH = 64  # recordings per trusted run
 TRUSTED_BATCH_BYTES = 16 << 20
@@ -152,7 +152,7 @@ class CodeGrader:
         self._cache: Any = None
         self._lock = threading.Lock()
 
-    def with_options(self, options: Any) -> "CodeGrader":
+    def with_options(self, options: Any) -> CodeGrader:
         """A copy using ``options.exec_cache`` (when given), ``options.unsafe`` and ``options.executor``
         (when given) (``GraderOptions``)."""
         cache_dir = options.exec_cache if options.exec_cache is not None else self.cache_dir

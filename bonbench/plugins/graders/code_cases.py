@@ -30,9 +30,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from bonbench.core.records import Problem
 from bonbench.plugins.graders.code_text import outputs_match

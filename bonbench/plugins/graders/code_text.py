@@ -9,7 +9,7 @@ import ast
 import math
 import re
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 FLOAT_TOL = 1e-6
 

@@ -26,12 +26,13 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from bonbench.core.records import Grade, Problem, Sample
 from bonbench.plugins.graders.math_canonical import canonical_answer
 from bonbench.plugins.graders.math_equiv import NeedsSympy, equiv_canonical
 from bonbench.plugins.graders.math_extract import extract_answer
-from bonbench.core.records import Grade, Problem, Sample
 
 
 class _SoftTimeout(BaseException):

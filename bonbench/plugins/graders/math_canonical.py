@@ -19,9 +19,15 @@ import re
 from typing import Any
 
 from bonbench.plugins.graders.math_numeric import parse_number, render_number
-from bonbench.plugins.graders.math_rewrite import (collapse_control_spaces, drop_units, fix_shorthands, is_text_answer,
-                                                   matlab_spaces, pre_normalise, text_groups)
-
+from bonbench.plugins.graders.math_rewrite import (
+    collapse_control_spaces,
+    drop_units,
+    fix_shorthands,
+    is_text_answer,
+    matlab_spaces,
+    pre_normalise,
+    text_groups,
+)
 
 BASE_RE = re.compile(r"([0-9A-Z]+)_\{?\(?(\d{1,2})\)?\}?")
 _MC_RE = re.compile(r"\(?([A-E])\)?")

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
 from bonbench.plugins.graders.math_canonical import BASE_RE, canon_atom, canonical_answer, parse_structure, render_structure
 from bonbench.plugins.graders.math_numeric import approx_interval, float_in, is_long, num_equiv, parse_number

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 
-
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
 _FINAL_RE = re.compile(r"(?:final answer is|the answer is|final answer:|answer:)", re.IGNORECASE)
 

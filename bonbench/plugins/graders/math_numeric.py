@@ -22,7 +22,6 @@ import functools
 import re
 from fractions import Fraction
 
-
 _NUM_INT = re.compile(r"[+-]?\d+")
 _NUM_DEC = re.compile(r"[+-]?(\d+\.\d*|\.\d+)")
 _NUM_SLASH = re.compile(r"([+-]?)(\d+(?:\.\d+)?)/(\d+(?:\.\d+)?)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from bonbench.plugins.graders.math_extract import braced_group, boxed_contents
+from bonbench.plugins.graders.math_extract import boxed_contents, braced_group
 
 _TEXT_CMDS = re.compile(r"\\(?:mbox|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mathsf|operatorname|text)\s*\{")
 _UNIT_TEXT = re.compile(r"^[A-Za-z][A-Za-z .'\-]*$")

@@ -28,12 +28,12 @@ This module does not judge outputs itself or build test cases (``bonbench.plugin
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
-
-from bonbench_sandbox.pool import POLL_S, Interrupted, SigintGate, run_tests
+from typing import Any
 
 from bonbench.core import ray_cluster
+from bonbench_sandbox.pool import POLL_S, Interrupted, SigintGate, run_tests
 
 Judge = Callable[[int, Any], bool]  # (test index, ExecResult) -> passed
 MAX_RETRIES = 3  # per task, on worker or node death (Ray's default for tasks, stated here on purpose)

@@ -37,8 +37,9 @@ time limit by ``setitimer``). This module builds programs and parses outputs; it
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 #: Marks the start of the recording (or the trusted verdicts) in a run's stdout.
 RECORD_MARK = "\n@@bonbench-record@@"

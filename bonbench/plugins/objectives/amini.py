@@ -27,17 +27,18 @@ them in the ``Group``).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
-from bonbench.core.errors import BonbenchError
 from bonbench.api.objective import Group, Objective, register_objective
+from bonbench.core.errors import BonbenchError
 from bonbench.plugins.objectives.common import (
     BASELINES,
+    centred,
     check_choice,
     check_int,
-    centred,
     policy_rows_with_ref,
     require,
     scatter,

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from bonbench.core.errors import BonbenchError
 from bonbench.api.objective import Group, Objective, register_objective
+from bonbench.core.errors import BonbenchError
 from bonbench.plugins.objectives.common import check_int, policy_rows_with_ref, scatter
 
 GUI = "Gui, Garbacea, Veitch 2024 (BoNBoN), arXiv 2406.00832"

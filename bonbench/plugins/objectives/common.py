@@ -8,12 +8,12 @@ It imports numpy, not torch, and no other plugin package.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from bonbench.core.errors import BonbenchError
 from bonbench.api.objective import NEEDS, Group
+from bonbench.core.errors import BonbenchError
 
 CHOW = "Chow et al. 2024, arXiv 2412.15287"
 

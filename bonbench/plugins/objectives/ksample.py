@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from functools import lru_cache
-from typing import Callable, Hashable, NamedTuple, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from functools import cache, lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -134,7 +135,7 @@ def max_means(rewards: np.ndarray) -> Callable[[int], SubsetMeans]:
     order = np.argsort(r, kind="stable")
     v = r[order]
 
-    @lru_cache(maxsize=None)
+    @cache
     def means(m: int) -> SubsetMeans:
         if m == 0:
             return _empty(G)

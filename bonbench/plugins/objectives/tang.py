@@ -30,12 +30,12 @@ log-probabilities, which is Dr.GRPO's choice), PPO clipping (§4.9), KL terms.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
-from bonbench.core.errors import BonbenchError
 from bonbench.api.objective import Group, Objective, register_objective
+from bonbench.core.errors import BonbenchError
 from bonbench.plugins.objectives.ksample import (
     check_options,
     enumerated_means,

@@ -27,7 +27,7 @@ This module loads nothing; backends and ``bonbench.plugins.rewards.registry`` do
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from bonbench.api.reward import RewardModel
 from bonbench.core.errors import BonbenchError

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from bonbench.core.errors import BonbenchError
 from bonbench.plugins.rewards.base import check_scores

@@ -29,17 +29,18 @@ import json
 import re
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
+from bonbench.core.cache import build_once, read_marker, rewards_cache_root
 from bonbench.core.data import file_fingerprint, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.plugins.rewards.base import check_scores
-from bonbench.core.cache import build_once, read_marker, rewards_cache_root
 
 NAME = "imdb-sentiment"
 VERSION = 1
@@ -85,7 +86,7 @@ class NgramCounter:
         self.n_features = len(self.words) + len(self.bigram_codes)
 
     @classmethod
-    def fit(cls, texts: Sequence[str], min_df: int = 2) -> "NgramCounter":
+    def fit(cls, texts: Sequence[str], min_df: int = 2) -> NgramCounter:
         """The vocabulary of ``texts``: unigrams and bigrams in at least ``min_df`` documents."""
         docs = [tokens(t) for t in texts]
         df = Counter(w for d in docs for w in set(d))

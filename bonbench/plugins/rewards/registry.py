@@ -18,13 +18,12 @@ is checked when the run is planned (``LazyRewardModel``) and loaded when it firs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from bonbench.api.reward import REWARD_MODELS, RewardModel, first_line, get_reward_model, parse_spec, preflight
 from bonbench.core.errors import BonbenchError
 from bonbench.plugins.rewards.base import RewardVerifier
-
 
 
 def describe_reward_models() -> list[tuple[str, str]]:

@@ -12,14 +12,15 @@ This module imports neither torch nor vLLM; building a model does (``hf``, ``vll
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bonbench.api.reward import RewardModel
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import coerce_kwargs
-from bonbench.plugins.rewards.hf import HFClassifierReward, HFClassifierOptions, labels_of, pick_label, resolve_source
-from bonbench.plugins.rewards.vllm_pooling import VllmClassifierReward, VllmClassifierOptions
+from bonbench.plugins.rewards.hf import HFClassifierOptions, HFClassifierReward, labels_of, pick_label, resolve_source
+from bonbench.plugins.rewards.vllm_pooling import VllmClassifierOptions, VllmClassifierReward
 
 
 class ClassifierScheme:

@@ -43,16 +43,17 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from bonbench.api.reward import RewardModel
+from bonbench.core.cache import build_once, read_marker, rewards_cache_root
 from bonbench.core.data import file_fingerprint, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
-from bonbench.api.reward import RewardModel
 from bonbench.plugins.rewards.base import check_scores
-from bonbench.core.cache import build_once, read_marker, rewards_cache_root
 
 TRAIN_NAME = "tldr-proxy-train"
 EVAL_NAME = "tldr-proxy-eval"

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from bonbench.core.engines import import_vllm  # sets vLLM's CPU defaults, names the fix if broken
 from bonbench.core.errors import BonbenchError

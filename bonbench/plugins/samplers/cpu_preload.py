@@ -35,10 +35,10 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
 OPT_OUT_ENV = "BONBENCH_NO_PRELOAD"  # "1": never preload, never re-exec
 IOMP_ENV = "BONBENCH_PRELOAD_IOMP"  # "1": also preload Intel OpenMP (libiomp5.so)

@@ -23,8 +23,9 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from bonbench.core.cache import cache_dir
 from bonbench.core.engines import debug

@@ -30,13 +30,14 @@ implement top-k, repetition penalties or beam search, and does not stream partia
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any
 
+from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
 from bonbench.core.records import Prompt, Sample
-from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 
 try:
     import torch
@@ -142,7 +143,7 @@ class HFSampler:
 
     @classmethod
     def from_loaded(cls, lm: Any, tokenizer: Any, *, name: str, fingerprint: str, is_chat: bool, seed: int,
-                    batch_size: int = 64) -> "HFSampler":
+                    batch_size: int = 64) -> HFSampler:
         """A sampler over a model already in memory (the trainer's live weights, LoRA included); the
         caller keeps ownership: ``close`` drops the reference, it does not free the model."""
         self = cls.__new__(cls)

@@ -21,7 +21,8 @@ for no KL never pays for torch; it does not sample.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError

@@ -21,8 +21,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 from bonbench.core.engines import cpu_ranges
 from bonbench.core.errors import BonbenchError

@@ -18,7 +18,8 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 RETRY_AFTER_CAP_S = 60.0  # a server asking for longer is waited on this long (and the user is told)
 _SHOWN = 80  # characters of a bad body quoted in a message

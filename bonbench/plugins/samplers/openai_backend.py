@@ -5,8 +5,9 @@ Plain-text prompts go to ``/v1/completions``, chat prompts (``Prompt.messages``)
 asyncio loop that ``generate`` runs step by step in the calling thread).
 
 Requests: one HTTP request per sample (``n=1``) with ``seed`` = ``sample_seed(run seed, problem_id,
-sample_idx)`` (``bonbench.api.sampler``), the per-sample seed the hf backend uses too. So a sample's seed never depends on which other
-samples were missing, which endpoint drew it or in what order: a resumed or grown run asks for the
+sample_idx)`` (``bonbench.api.sampler``), the per-sample seed the hf backend uses too. So a sample's
+seed never depends on which other samples were missing, which endpoint drew it or in what order: a
+resumed or grown run asks for the
 same seeds it would have asked for in one go. Whether the same seed gives the same text is the
 server's business (vLLM: yes for the same model, batch effects aside). Prefix sharing across a
 problem's n samples is left to the server's prefix cache (on by default in vLLM).
@@ -46,13 +47,14 @@ import asyncio
 import hashlib
 import os
 import sys
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterator, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
+from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
 from bonbench.core.records import Prompt, Sample
-from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.plugins.samplers.openai_answers import RETRY_AFTER_CAP_S, BadAnswer, answer_json, choices_of, retry_after
 
 T = TypeVar("T")

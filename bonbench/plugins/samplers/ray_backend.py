@@ -31,13 +31,14 @@ This module does not connect to the cluster (``bonbench.core.ray_cluster``) or g
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any
 
+from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.core import models, ray_cluster
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Sample
-from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.plugins.samplers import select
 
 

@@ -10,11 +10,11 @@ This module does not read files or tokenize: ``n_tokens`` of scripted text is a 
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
+from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Sample
-from bonbench.api.sampler import SampleRequest, SamplingParams
 
 Script = Mapping[str, Sequence[str]] | Callable[[str, int], str]
 

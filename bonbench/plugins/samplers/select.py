@@ -20,8 +20,9 @@ This module does not resolve models beyond calling ``resolve_model`` on a plain 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from bonbench.api.sampler import SAMPLERS, Sampler, sampler_names, sampler_options
 from bonbench.core import models
@@ -30,6 +31,7 @@ from bonbench.core.records import Sample
 from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, served_model
 from bonbench.plugins.samplers.scripted import ScriptedSampler
 from bonbench.plugins.samplers.vllm import VLLMSampler
+
 
 @dataclass(frozen=True)
 class VLLMOptions:

@@ -53,13 +53,14 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections import deque
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
+from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.core.engines import import_vllm
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
 from bonbench.core.records import Prompt, Sample
-from bonbench.api.sampler import SampleRequest, SamplingParams
-from bonbench.core.engines import import_vllm
 from bonbench.plugins.samplers.engine_log import engine_output
 
 

@@ -18,7 +18,7 @@ module imports nothing from the registry and loads no models.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score

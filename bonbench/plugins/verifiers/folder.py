@@ -29,15 +29,23 @@ This module reads JSON only; the model (torch) loads on a verifier's first ``sco
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from bonbench.api.task import task_family
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
 from bonbench.core.registry import load_target
-from bonbench.plugins.verifiers.manifest import (MANIFEST, PREFIX, VERIFIERS_DIR, VERSION, display_name,
-                                                 read_verifier_manifest, verifier_text)
+from bonbench.plugins.verifiers.manifest import (
+    MANIFEST,
+    PREFIX,
+    VERIFIERS_DIR,
+    VERSION,
+    display_name,
+    read_verifier_manifest,
+    verifier_text,
+)
 
 # the model imports torch (about a second): loaded as a lazy target on the first score, so that
 # planning a run or listing verifiers never pays for it

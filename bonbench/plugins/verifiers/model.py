@@ -15,15 +15,16 @@ The folder layout is ``bonbench.plugins.verifiers.folder``, its file names and m
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 from safetensors import SafetensorError
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import EMBEDDED_MODEL, ResolvedModel, resolve_model
-from bonbench.plugins.verifiers.manifest import (ADAPTER_DIR, DEFAULT_MAX_LENGTH, HEAD_FILE, read_verifier_manifest, weights_sha256)
+from bonbench.plugins.verifiers.manifest import ADAPTER_DIR, DEFAULT_MAX_LENGTH, HEAD_FILE, read_verifier_manifest, weights_sha256
 
 Progress = Callable[[int], None]
 

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from bonbench.metrics.pass_bon import bon_curve
-
-from bonbench.core.errors import BonbenchError
 from bonbench.api.objective import Group, Objective, register_objective
+from bonbench.core.errors import BonbenchError
+from bonbench.metrics.pass_bon import bon_curve
 from bonbench.plugins.objectives.common import (
     CHOW,
     VALUE_BASELINES,

@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-from bonbench.core.errors import BonbenchError
 from bonbench.api.objective import Group, Objective, register_objective
+from bonbench.core.errors import BonbenchError
 from bonbench.plugins.objectives.common import (
     CHOW,
     binary_correct,

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from bonbench.core.errors import BonbenchError
 from bonbench.api.objective import Group, Objective, register_objective
+from bonbench.core.errors import BonbenchError
 from bonbench.plugins.objectives.common import (
     CHOW,
     check_choice,
@@ -23,7 +23,6 @@ from bonbench.plugins.objectives.common import (
     rewards_of,
     row_values,
 )
-
 
 LAMBDA_RULES = ("kl", "winrate", "reverse_kl")
 

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-NOT_AT_START = ("torch", "transformers", "datasets", "scipy", "rich", "importlib.metadata", "urllib.request",
-                "bonbench.pipeline.readers")
+NOT_AT_START = ("torch", "transformers", "datasets", "scipy", "numpy", "rich", "asyncio", "sqlite3",
+                "importlib.metadata", "urllib.request", "bonbench.pipeline.readers", "bonbench_sandbox.execution")
 PROBE = """
 import json, sys
 from bonbench.apps.cli import main

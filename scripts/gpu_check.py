@@ -156,7 +156,7 @@ def build_rm(folder: Path, seed: int = 0) -> Path:
     tok = byte_tokenizer()
     torch.manual_seed(seed)
     # num_labels and the label maps go through PretrainedConfig's **kwargs, which the stubs do not list
-    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,  # type: ignore[call-arg]
+    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=1024, num_labels=2, pad_token_id=0,
                         id2label={0: "NEGATIVE", 1: "POSITIVE"}, label2id={"NEGATIVE": 0, "POSITIVE": 1})
     BertForSequenceClassification(config).eval().save_pretrained(folder)

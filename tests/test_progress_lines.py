@@ -40,14 +40,15 @@ def test_lines_respect_the_interval_and_keep_first_and_last() -> None:
     for _ in range(64):  # 10 samples every 1.5 s: 96 s in all
         clock.now += 1.5
         progress("sample", 10, 640)
-    assert lines[0] == "sampling: 0/640 samples (0.0%)"
+    # nothing at the start (nothing done yet), the first report that did something (at 1.5 s), then
+    # one every 10.5 s (the first report 10 s or more after the last line), then the last
+    assert lines[0] == "sampling: 10/640 samples (1.6%) 6.7/s ETA 1m34s"
     assert lines[-1] == "sampling: 640/640 samples (100.0%) 6.7/s done in 1m36s"
     assert all(LINE.match(line) for line in lines), lines
-    # a line at the start, then one every 10.5 s (the first report 10 s or more after the last line), then the last
     times = [int(LINE.match(line)["done"]) / 10 * 1.5 for line in lines]
     assert all(b - a >= 10.0 for a, b in zip(times, times[1:-1], strict=False)), times
-    assert len(lines) == 2 + int(96 // 10.5)
-    assert lines[1] == "sampling: 70/640 samples (10.9%) 6.7/s ETA 1m26s"
+    assert len(lines) == 1 + int((96 - 1.5) // 10.5)  # the first at 1.5 s, the last (96 s) among the 10.5 s steps
+    assert lines[1] == "sampling: 80/640 samples (12.5%) 6.7/s ETA 1m24s"
 
 
 def test_every_report_is_a_line_when_reports_are_further_apart_than_the_interval() -> None:
@@ -57,7 +58,7 @@ def test_every_report_is_a_line_when_reports_are_further_apart_than_the_interval
     for _ in range(2):
         clock.now += 30.0
         progress("grade", 256, 512)
-    assert lines == ["grading: 0/512 samples (0.0%)", "grading: 256/512 samples (50.0%) 8.5/s ETA 30s",
+    assert lines == ["grading: 256/512 samples (50.0%) 8.5/s ETA 30s",
                      "grading: 512/512 samples (100.0%) 8.5/s done in 1m00s"]
 
 
@@ -68,14 +69,24 @@ def test_stages_are_counted_apart_and_a_finished_stage_starts_again() -> None:
     progress("verify", 0, 4)
     clock.now = 2.0
     progress("grade", 4, 4)
-    progress("verify", 2, 4)  # within the interval of verify's first line: none
-    progress("grade", 0, 3)  # the next run's grading
+    progress("verify", 2, 4)  # verify's first rows: its first line
+    progress("grade", 0, 3)  # the next run's grading (nothing done yet: no line)
     clock.now = 5.0
     progress("grade", 3, 3)
+    progress("verify", 1, 4)  # within the interval of verify's first line: none
     progress("sample", 0, 0)  # nothing to do: no line
-    assert lines == ["grading: 0/4 samples (0.0%)", "verifying: 0/4 samples (0.0%)",
-                     "grading: 4/4 samples (100.0%) 2.0/s done in 2s", "grading: 0/3 samples (0.0%)",
+    assert lines == ["grading: 4/4 samples (100.0%) 2.0/s done in 2s", "verifying: 2/4 samples (50.0%) 1.0/s ETA 2s",
                      "grading: 3/3 samples (100.0%) 1.0/s done in 3s"]
+
+
+def test_a_stage_that_fails_before_its_first_rows_prints_no_line() -> None:
+    # a failure at the start (a server that never answers, a bad file) stays the one line it prints
+    clock, lines = Clock(), []
+    progress = ProgressLines(lines.append, interval=10.0, clock=clock)
+    progress("sample", 0, 640)
+    clock.now = 30.0
+    progress("sample", 0, 640)
+    assert lines == []
 
 
 def test_slow_work_reads_as_seconds_per_unit_and_resumed_work_is_not_in_the_rate() -> None:
@@ -110,8 +121,8 @@ def test_the_cli_progress_draws_bars_on_a_terminal_and_lines_elsewhere(monkeypat
         plain("sample", 0, 2)
         plain("sample", 2, 2)
     assert plain.lines is not None and plain.progress is None
-    first, last = capsys.readouterr().err.splitlines()
-    assert first == "sampling: 0/2 samples (0.0%)" and last.startswith("sampling: 2/2 samples (100.0%) ")
+    (last,) = capsys.readouterr().err.splitlines()
+    assert last.startswith("sampling: 2/2 samples (100.0%) ")
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     with Progress() as bars:
         bars("grade", 0, 2)
@@ -134,21 +145,21 @@ def _stage_lines(stderr: str, stage: str) -> list[re.Match[str]]:
 
 
 def test_not_a_terminal_sampling_grading_and_verifying_print_counts_rate_and_eta(tmp_path: Path) -> None:
-    """Every report is a line (a tiny interval): each stage shows its start, its chunks with a
-    rate and an ETA, and its end; no bar is drawn."""
+    """Every report is a line (a tiny interval): each stage shows its chunks with a rate and an ETA,
+    and its end; no bar is drawn (and no line before a stage has done anything)."""
     res = _toy(tmp_path, 0.0, "0.000001", "-T", "size=80", "--n", "8", "--metric", "pass@1", "--metric", "bon@8",
                "--verifier", "oracle")
     assert res.returncode == 0, res.stderr[-3000:]
     assert "\r" not in res.stderr and "━" not in res.stderr and "\x1b" not in res.stderr
     for stage in ("sampling", "grading", "verifying"):
         lines = _stage_lines(res.stderr, stage)
-        assert lines[0]["done"] == "0" and lines[0]["rate"] is None, lines[0].string
+        assert lines[0]["done"] != "0" and lines[0]["rate"] is not None, lines[0].string
         assert [m["total"] for m in lines] == ["640"] * len(lines)
         assert lines[-1]["done"] == "640" and lines[-1]["took"] is not None, lines[-1].string
-        middle = lines[1:-1]
+        middle = lines[:-1]
         assert middle and all(m["rate"] and m["eta"] for m in middle), [m.string for m in lines]
         assert [int(m["done"]) for m in lines] == sorted(int(m["done"]) for m in lines)
-    assert [int(m["done"]) for m in _stage_lines(res.stderr, "grading")] == [0, 256, 512, 640]  # one per chunk
+    assert [int(m["done"]) for m in _stage_lines(res.stderr, "grading")] == [256, 512, 640]  # one per chunk
 
 
 def test_not_a_terminal_sampling_lines_come_at_most_once_per_interval(tmp_path: Path) -> None:
@@ -157,6 +168,6 @@ def test_not_a_terminal_sampling_lines_come_at_most_once_per_interval(tmp_path: 
     took = time.monotonic() - start
     assert res.returncode == 0, res.stderr[-3000:]
     lines = _stage_lines(res.stderr, "sampling")
-    assert lines[0]["done"] == "0" and lines[-1]["done"] == lines[-1]["total"] == "192"
+    assert lines[0]["done"] != "0" and lines[-1]["done"] == lines[-1]["total"] == "192"
     assert len(lines) >= 4, [m.string for m in lines]  # periodic lines between the first and the last
     assert len(lines) <= 2 + took / 0.5, ([m.string for m in lines], took)

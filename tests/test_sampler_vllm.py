@@ -48,7 +48,7 @@ def test_broken_vllm_install_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_unknown_backend_lists_choices() -> None:
-    with pytest.raises(BonbenchError, match="unknown backend 'llamacpp': choose one of vllm, hf, openai, scripted"):
+    with pytest.raises(BonbenchError, match="unknown backend 'llamacpp': choose one of hf, openai, scripted, vllm"):
         get_sampler("llamacpp", None, seed=0)
 
 

@@ -19,7 +19,8 @@ import trainer_plugin  # noqa: F401  (registers tiny_train)
 from test_sampler_hf import build_tiny_model
 
 from bonbench.apps.trainer.config import TrainConfig
-from bonbench.apps.trainer.loop import Trainer, prepare_training, train
+from bonbench.apps.trainer.loop import Trainer, train
+from bonbench.apps.trainer.setup import prepare_training
 
 PAIRS = [([1, 3, 4, 10], [3, 4]), ([1, 5], [6, 3, 3, 7]), ([1, 4, 4, 4, 5], [5]), ([1, 6], [9])]
 WEIGHTS = np.array([0.5, -1.25, 2.0, 0.75])
@@ -38,7 +39,7 @@ def _trainer(tiny: str, out: Path, dtype: str, **kw: Any) -> Trainer:
 def _cfg(tiny: str, out: Path, dtype: str, **kw: Any) -> TrainConfig:
     base = {"task": "tiny_train", "objective": "test_rloo", "name": "t", "model": tiny, "steps": 1, "prompts_per_step": 2,
             "group": 4, "out": str(out), "save_every": 1, "dtype": dtype, "lr": 5e-2, "warmup": 0, "progress": False}
-    return TrainConfig(**{**base, **kw})  # type: ignore[arg-type]
+    return TrainConfig(**{**base, **kw})
 
 
 def test_small_float16_gradients_survive(tiny: str, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ with the rows it finished since; the library default (``no_progress``) does noth
 the CLI draws a bar per stage from it. Where stderr is not a terminal (a log file, CI) a bar would
 show only its final state, so ``ProgressLines`` writes plain lines instead: one per stage at most
 every ``interval_s()`` seconds (``INTERVAL_S``, or ``$BONBENCH_PROGRESS_INTERVAL``), plus each
-stage's first and last, with counts, rate and ETA::
+stage's first (when its first rows are done) and last, with counts, rate and ETA::
 
     sampling: 120/640 samples (18.8%) 3.2/s ETA 2m43s
     grading: 640/640 samples (100.0%) 41.0/s done in 15s
@@ -80,7 +80,7 @@ class _Count:
 
 class ProgressLines:
     """Plain progress lines through ``write`` (one call per line), per key: the first report of a
-    key is a line at once, then at most one per ``interval`` seconds (``interval_s()`` by default),
+    key that has done something is a line at once, then at most one per ``interval`` seconds (``interval_s()`` by default),
     and always the line that reaches the total. ``clock`` is injectable for tests.
 
     Call it as a ``Progress`` (``stage`` is the key, ``advance`` rows more of ``total``), or
@@ -116,6 +116,8 @@ class ProgressLines:
             count = self.counts[key] = _Count(now, done)
         count.done, count.total = done, total
         finished = done >= total
+        if count.last_line is None and done == count.done0 and not finished:
+            return  # nothing done yet: no line (a failure at the start stays the one line it prints)
         if count.last_line is not None and not finished and now - count.last_line < self.interval:
             return
         count.last_line = now

@@ -75,6 +75,13 @@ def leaf_parsers(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentP
             yield from leaf_parsers(sub)
 
 
+def add_debug_flags(parser: argparse.ArgumentParser) -> None:
+    """Give every command under ``parser`` a ``--debug`` flag (show tracebacks instead of one line),
+    as ``add_config_flags`` gives each ``--config``: written once, not per command."""
+    for leaf in leaf_parsers(parser):
+        leaf.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """Give every command under ``parser`` a ``--config FILE`` flag."""
     for leaf in leaf_parsers(parser):

@@ -93,27 +93,20 @@ class PlotRequest:
         help="families are fitted on k <= FRACTION * k_max and judged on the larger k (default 0.5)")
 
 
-def _debug(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-
-
 def register(subparsers: Any) -> None:
     """Add ``leaderboard``, ``gate`` and ``plot`` to the ``bonbench`` subcommand parser."""
     lb = subparsers.add_parser("leaderboard", help="checkpoints x (task, metric) table, optionally vs a base model")
     settings.add_flags(lb, LeaderboardRequest)
-    _debug(lb)
     lb.set_defaults(handler=f"{HANDLERS}:cmd_leaderboard")
 
     gate = subparsers.add_parser(
         "gate", help="exit 1 if a run is significantly worse than a committed baseline (0 pass, 2 input error)")
     settings.add_flags(gate, GateRequest)
-    _debug(gate)
     gate.set_defaults(handler=f"{HANDLERS}:cmd_gate")
 
     plot = subparsers.add_parser("plot", help="k-curves, scaling fits, training curves and report.html for runs, sweeps or "
                                               "checkpoints")
     settings.add_flags(plot, PlotRequest)
-    _debug(plot)
     plot.set_defaults(handler=f"{HANDLERS}:cmd_plot")
 
 
@@ -122,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     (``python -m bonbench.apps.analysis.analysis_flags``)."""
     parser = argparse.ArgumentParser(prog="bonbench")
     register(parser.add_subparsers(dest="command", required=True))
+    settings_file.add_debug_flags(parser)
     settings_file.add_config_flags(parser)
     argv = list(sys.argv[1:] if argv is None else argv)
     try:

@@ -45,11 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     sb_sub = sb.add_subparsers(dest="sandbox_command", required=True)
     sb_run = sb_sub.add_parser("run", help="run PROGRAM.py isolated")
     sandbox_arguments.add_arguments(sb_run)
-    sb_run.add_argument("--debug", action="store_true")
     sb_run.set_defaults(handler="bonbench_sandbox.command_line:run_from_args")
     analysis_cli.register(sub)
     verifiers.register(sub)
     trainer_cli.register(sub)
+    settings_file.add_debug_flags(parser)
     settings_file.add_config_flags(parser)
     return parser
 

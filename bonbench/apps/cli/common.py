@@ -24,10 +24,6 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
 
 
-def add_debug(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-
-
 def file_in(path: str, default_name: str) -> Path:
     """An output path: a file path as given; an existing folder (or a path ending in /) gets
     ``default_name`` inside it, as lm-eval's ``--output_path`` does."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from bonbench.apps.cli.common import DEFAULT_OUT, add_debug
+from bonbench.apps.cli.common import DEFAULT_OUT
 from bonbench.core import flags, settings
 from bonbench.core.settings import setting
 from bonbench.run.request import RunRequest
@@ -94,7 +94,6 @@ def register(sub: Any) -> None:
     settings.add_flags(run, EngineFlags)
     run.add_argument("--dry-run", action="store_true", help="print the resolved config, hash and run dir, then stop "
                      "(writes nothing)")
-    add_debug(run)
     run.set_defaults(handler=f"{HANDLERS}:cmd_run")
 
     score = sub.add_parser("score", help="grade and score existing samples (a run dir, or --samples FILE with --task)")
@@ -103,7 +102,6 @@ def register(sub: Any) -> None:
         "samples": "samples produced elsewhere: bonbench, human-eval, evalplus, bigcode-evaluation-harness or "
                    "lm-evaluation-harness files (see docs/imported-samples.md)",
         "model": "the name these samples are recorded and ranked under (default: the file's name)"})
-    add_debug(score)
     score.set_defaults(handler=f"{HANDLERS}:cmd_score")
 
     merge = sub.add_parser("merge", help="combine the shards of a run (--shard i/n) and score it as one run")
@@ -111,15 +109,12 @@ def register(sub: Any) -> None:
     settings.add_flags(merge, RunRequest, only=("data_dir", "n_boot", "unsafe_no_sandbox"), help={
         "n_boot": "bootstrap resamples for CIs (as `run`'s)",
         "unsafe_no_sandbox": "code tasks: grade without bubblewrap (as `run`'s)"})
-    add_debug(merge)
     merge.set_defaults(handler=f"{HANDLERS}:cmd_merge")
 
     report = sub.add_parser("report", help="print the metrics tables of run directories")
     settings.add_flags(report, ReportFlags)
-    add_debug(report)
     report.set_defaults(handler=f"{HANDLERS}:cmd_report")
 
     lst = sub.add_parser("list", help="list tasks, verifiers, metrics or runs")
     settings.add_flags(lst, ListFlags)
-    add_debug(lst)
     lst.set_defaults(handler=f"{HANDLERS}:cmd_list")

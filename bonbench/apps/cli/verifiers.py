@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bonbench.apps.cli.common import add_debug
 from bonbench.apps.verifier_training.request import TrainVerifierRequest
 from bonbench.core import flags, settings
 from bonbench.core.settings import setting
@@ -45,11 +44,9 @@ def register(sub: Any) -> None:
     tv = sub.add_parser("train-verifier", help="train a learned verifier (P(correct)) on graded samples of a task's "
                                                "train split")
     settings.add_flags(tv, TrainVerifierRequest)
-    add_debug(tv)
     tv.set_defaults(handler=f"{HANDLERS}:cmd_train_verifier")
 
     ev = sub.add_parser("eval-verifier", help="AUROC, bon@k curves and paired bon@k differences of verifiers on "
                                               "held-out runs")
     settings.add_flags(ev, EvalVerifierRequest)
-    add_debug(ev)
     ev.set_defaults(handler=f"{HANDLERS}:cmd_eval_verifier")

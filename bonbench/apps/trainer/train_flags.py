@@ -46,7 +46,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     t = subparsers.add_parser("train", help="fine-tune a checkpoint with an inference-aware objective (LoRA by default)")
     settings.add_flags(t, TrainConfig)
     settings.add_flags(t, ObjectiveFlags)
-    t.add_argument("--debug", action="store_true", help="show tracebacks")
     t.set_defaults(handler=HANDLER)
     return t
 

@@ -172,7 +172,7 @@ def test_grader_verdicts_answers_and_dedupe(monkeypatch: pytest.MonkeyPatch) -> 
     assert grades[3].answer == grades[4].answer == "12"
     assert grades[5].answer is None and grades[5].error is None
     assert grades[6].error and "unknown problem" in grades[6].error
-    assert all(g.grader == "math" and g.grader_version == 3 for g in grades)
+    assert all(g.grader == "math" and g.grader_version == 4 for g in grades)
     # samples 0 and 1 share one sympy comparison; "1" (numerically different) and p2's answers were
     # decided in-process without sympy
     assert len(sent) == 1

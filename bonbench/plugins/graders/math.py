@@ -214,7 +214,7 @@ class MathGrader:
     """
 
     name = "math"
-    version = 3
+    version = 4
 
     def __init__(self, timeout: float = 5.0, workers: int | None = None) -> None:
         self.timeout = float(timeout)

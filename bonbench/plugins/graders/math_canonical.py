@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import functools
 import re
+from fractions import Fraction
 from typing import Any
 
-from bonbench.plugins.graders.math_numeric import parse_number, render_number
+from bonbench.plugins.graders.math_conventions import DEFAULT_CONVENTIONS, MathConventions
+from bonbench.plugins.graders.math_numeric import approx_interval, parse_number, render_number
 from bonbench.plugins.graders.math_rewrite import (
     collapse_control_spaces,
     drop_units,
@@ -26,6 +28,7 @@ from bonbench.plugins.graders.math_rewrite import (
     is_text_answer,
     matlab_spaces,
     pre_normalise,
+    space_separated_digits,
     text_groups,
 )
 
@@ -36,9 +39,14 @@ _LHS_RE = re.compile(
 )
 
 
-def canonical_answer(ans: str) -> str:
-    """A normal form of ``ans`` for clustering (maj@k) and as the input of ``is_equiv``."""
-    s = pre_normalise(str(ans))
+def canonical_answer(ans: str, conventions: MathConventions = DEFAULT_CONVENTIONS) -> str:
+    """A normal form of ``ans`` for clustering (maj@k) and as the input of ``is_equiv``, under the
+    given ``conventions`` (a percent as its number or its fraction, a decimal comma). Idempotent for
+    each conventions value; canonical forms made under different conventions are not comparable."""
+    fraction_percent = conventions.percent == "fraction"
+    s = pre_normalise(str(ans), keep_percent=fraction_percent, decimal_comma=conventions.decimal_comma)
+    if fraction_percent and "%" in s:
+        s = _PERCENT_RE.sub(_percent_value, s)
     groups = text_groups(s)
     if len(groups) == 1 and groups[0][0] == 0 and groups[0][1] == len(s):
         s = groups[0][2].strip().rstrip(".").strip()  # the whole answer is \text{...}
@@ -62,18 +70,52 @@ def canonical_answer(ans: str) -> str:
             # marks it so that parse_structure can tell it from a list, whose canonical form has ", "
             return m.group(1).replace(",", "{,}")
     s = matlab_spaces(s)
+    s = space_separated_digits(s)
     s = collapse_control_spaces(s)
     node = parse_structure(s)
     if node[0] == "atom" and len(_expand_pm([node[1]])) == 2:
         # a whole answer "\pm\sqrt{2}" is the list of its two solutions
         node = ("list", [parse_structure(v) for v in _expand_pm([node[1]])])
-    return render_structure(node)
+    out = render_structure(node)
+    if conventions.decimal_comma:
+        # every comma left between digits separates items: a space keeps it so when read again
+        out = re.sub(r"(?<=\d),(?=\d)", ", ", out)
+    return out
+
+
+# the percent as a fraction (MathConventions.percent == "fraction"): a number literal before \%
+_PERCENT_RE = re.compile(r"(?<![\d.])(?<!\d,)(\d+(?:\.\d*)?|\.\d+)\s*\\%")
+
+
+def _percent_value(m: re.Match[str]) -> str:
+    """``33.33\\%`` -> ``0.3333``: the decimal point moved two places, so a rounded percent stays a
+    rounded decimal with the same interval scaled; where the moved decimal would read with another
+    precision (``7.2\\%`` -> ``0.072`` looks rounded, 7.2 does not) the exact fraction instead."""
+    lit = m.group(1)
+    num = parse_number(lit if not lit.endswith(".") else lit[:-1])
+    if num is None:
+        return m.group()
+    whole, _, frac = lit.partition(".")
+    digits = (whole + frac).lstrip("0") or "0"
+    places = len(frac) + 2
+    moved = "0." + digits.rjust(places, "0") if len(digits) <= places else digits[:-places] + "." + digits[-places:]
+    got, want = parse_number(moved), approx_interval(num)
+    scaled = (want[0] / 100, want[1] / 100) if want is not None else None
+    if got is not None and approx_interval(got) == scaled:
+        return moved
+    return render_number(num[0] / 100, 0)
 
 
 # structure: ("atom", s) | ("list", [..]) | ("set", [..]) | ("seq", open, close, [..]) |
 #            ("union", [..]) | ("matrix", [[..], ..]) | ("named", [(name, node), ..]) |
 #            ("ambig", "7{,}251")  -- a number with thousands separators or a bare list
 _AMBIG_RE = re.compile(r"-?\d{1,3}(?:\{,\}\d{3})+")
+# a matrix environment, or an array (any column spec) inside brackets: \left[\begin{array}{cc}..\right]
+_MATRIX_RE = re.compile(
+    r"([(\[]?)\\begin\{(array|smallmatrix|[pbvBV]?matrix)\}(?:(?<=array\})\{(?:[^{}]|\{[^{}]*\})*\})?(.*)"
+    r"\\end\{\2\}([)\]]?)",
+    flags=re.DOTALL,
+)
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 
 
@@ -122,10 +164,12 @@ def parse_structure(s: str) -> tuple[Any, ...]:
     s = _strip_lhs(s.strip())
     if _AMBIG_RE.fullmatch(s):
         return ("ambig", s)
-    m = re.fullmatch(r"\\begin\{[pbvBV]?matrix\}(.*)\\end\{[pbvBV]?matrix\}", s, flags=re.DOTALL)
-    if m:
-        rows = [r for r in m.group(1).split("\\\\") if r.strip()]
+    m = _MATRIX_RE.fullmatch(s)
+    if m and (m.group(1) + m.group(4)) in ("", "()", "[]") and "\\end{" not in m.group(3):
+        rows = [r for r in m.group(3).split("\\\\") if r.strip()]
         return ("matrix", [[canon_atom(c) for c in r.split("&")] for r in rows])
+    if s == "\\mathbb{R}":
+        return ("seq", "(", ")", [("atom", "-\\infty"), ("atom", "\\infty")])  # the whole real line
     if len(s) >= 2 and s[0] == "[" and s[-1] == "]" and _wraps_whole(s):
         # MATLAB-style "[a,b;c,d]": rows separated by ";" (intervals and sequences have none)
         rows = _split_top(s[1:-1], ";")
@@ -180,9 +224,14 @@ _REL_RE = re.compile(r"<=|>=|≤|≥|<|>|\\(?:leqslant|geqslant|leq|geq|le|ge|lt
 _INEQ_VAR_RE = re.compile(r"[a-zA-Z](?:_\{?\w+\}?)?|\\(?!infty\b|pi\b)[a-zA-Z]+")
 
 
+_COEF_VAR_RE = re.compile(r"([+-]?)(\d+(?:\.\d+)?|\\frac\{\d+\}\{\d+\})?(" + _INEQ_VAR_RE.pattern + ")")
+
+
 def _inequality_interval(s: str) -> tuple[Any, ...] | None:
-    """``a < x \\le b``, ``x \\ge a``, ``a < x``, ``b > x > a`` as an interval node; None otherwise
-    (two variables, a relation chain that changes direction, a bound that is a variable)."""
+    """``a < x \\le b``, ``x \\ge a``, ``a < x``, ``b > x > a`` as an interval node, also with a numeric
+    coefficient on the variable (``-x > -1``, ``2 < 2x \\le 6``: the bounds divided by it, the
+    direction flipped when it is negative); None otherwise (two variables, a relation chain that
+    changes direction, a bound that is a variable, a coefficient on a bound that is not a number)."""
     ops = _REL_RE.findall(s)
     if not 1 <= len(ops) <= 2:
         return None
@@ -192,6 +241,14 @@ def _inequality_interval(s: str) -> tuple[Any, ...] | None:
     less = [op in ("<", "<=", "≤") or op.startswith("\\l") for op in ops]
     strict = [op in ("<", ">", "\\lt", "\\gt") for op in ops]
     is_var = [bool(_INEQ_VAR_RE.fullmatch(t)) for t in terms]
+    if not any(is_var):
+        # "-x", "2x", "\frac{1}{2}x": the variable's term with a coefficient, when no term is a bare variable
+        scaled = _divide_bounds(terms)
+        if scaled is None:
+            return None
+        terms, negative = scaled
+        is_var = [bool(_INEQ_VAR_RE.fullmatch(t)) for t in terms]
+        less = [x != negative for x in less]
     if len(ops) == 2:
         if not is_var[1] or is_var[0] or is_var[2] or less[0] != less[1]:
             return None
@@ -211,6 +268,38 @@ def _inequality_interval(s: str) -> tuple[Any, ...] | None:
         return None
     bounds = [("atom", canon_atom(lo)), ("atom", canon_atom(hi))]
     return ("seq", "(" if lo_strict else "[", ")" if hi_strict else "]", bounds)
+
+
+def _divide_bounds(terms: list[str]) -> tuple[list[str], bool] | None:
+    """Terms of ``c x`` relations divided by c: the variable's term becomes the variable, every other
+    term (a number; any term when c = -1) the bound over c. None when no single term has that form."""
+    found = [(i, m) for i, t in enumerate(terms) if (m := _COEF_VAR_RE.fullmatch(t)) and (m.group(1) or m.group(2))]
+    if len(found) != 1:
+        return None
+    i, m = found[0]
+    coef = parse_number(m.group(2)) if m.group(2) else (Fraction(1), 0)
+    if coef is None or coef[0] == 0:
+        return None
+    c = -coef[0] if m.group(1) == "-" else coef[0]
+    out = []
+    for j, t in enumerate(terms):
+        if j == i:
+            out.append(m.group(3))
+            continue
+        num = parse_number(canon_atom(t))
+        if num is not None:
+            out.append(render_number(num[0] / c, num[1] if abs(c) == 1 else 0))
+        elif c == -1 and _one_term(t):
+            out.append(t[1:] if t.startswith("-") else "-" + t.lstrip("+"))
+        else:
+            return None
+    return out, c < 0
+
+
+def _one_term(t: str) -> bool:
+    """No + or - outside brackets after a leading sign: "-\\sqrt{2}" negates by its sign, "1-\\sqrt{2}" not."""
+    body = t[1:] if t[:1] in "+-" else t
+    return bool(body) and len(_split_top(body, "+")) == 1 and len(_split_top(body, "-")) == 1
 
 
 def _named_items(items: list[str]) -> list[tuple[str, tuple[Any, ...]]] | None:

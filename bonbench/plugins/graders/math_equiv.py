@@ -21,6 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 from bonbench.plugins.graders.math_canonical import BASE_RE, canon_atom, canonical_answer, parse_structure, render_structure
+from bonbench.plugins.graders.math_conventions import DEFAULT_CONVENTIONS, MathConventions
 from bonbench.plugins.graders.math_numeric import approx_interval, float_in, is_long, num_equiv, parse_number
 from bonbench.plugins.graders.math_numeval import const_value, constant_at_points, has_free_variable, surely_different
 
@@ -46,9 +47,16 @@ def _kind(atom: str) -> str:
     return "expr"
 
 
+_OPAQUE_RE = re.compile(r"\\ldots|\d\\;\d")
+
+
 def _atom_fast(pred: str, gold: str) -> bool | None:
     if pred == gold:
         return True
+    if _OPAQUE_RE.search(pred) or _OPAQUE_RE.search(gold):
+        # an ellipsis ("1+2+\\ldots+n") or digits kept apart by a space ("2\\;3") have no value to
+        # compare (sympy would read 2\\;3 as 23): only the same writing matches
+        return False
     kp, kg = _kind(pred), _kind(gold)
     # the ignores below: _kind says "num" only for what parse_number parses (never None there)
     if kp == "num" and kg == "num":
@@ -262,6 +270,8 @@ def _node_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool
         return _named_equiv(p, g, fast_only)
     if kp == "atom" and kg == "atom":
         return _atom_equiv(p[1], g[1], fast_only)
+    if kp == "list" and kg == "list" and (_has_ellipsis(p) or _has_ellipsis(g)):
+        return _ordered(p[1], g[1], fast_only)  # "1, 2, 4, \\ldots" is a sequence: its order is its meaning
     if kp in ("list", "set") and kg in ("list", "set"):
         return _match_unordered(list(p[1]), list(g[1]), fast_only)
     if kp == "set" and kg == "atom" and len(p[1]) == 1:
@@ -293,6 +303,10 @@ def _node_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool
     return False
 
 
+def _has_ellipsis(node: tuple[Any, ...]) -> bool:
+    return any(item == ("atom", "\\ldots") for item in node[1])
+
+
 def _ordered(ps: Sequence[Any], gs: Sequence[Any], fast_only: bool) -> bool:
     return len(ps) == len(gs) and all(_node_equiv(a, b, fast_only) for a, b in zip(ps, gs, strict=True))
 
@@ -305,11 +319,12 @@ def equiv_canonical(cp: str, cg: str, fast_only: bool = False) -> bool:
     return _node_equiv(parse_structure(cp), parse_structure(cg), fast_only)
 
 
-def is_equiv(pred: str, gold: str) -> bool:
-    """Whether answer ``pred`` is equivalent to gold answer ``gold`` (no timeout: see MathGrader)."""
+def is_equiv(pred: str, gold: str, conventions: MathConventions = DEFAULT_CONVENTIONS) -> bool:
+    """Whether answer ``pred`` is equivalent to gold answer ``gold`` under ``conventions`` (both read
+    the same way; no timeout: see MathGrader)."""
     if pred is None or gold is None:
         return False
-    cp, cg = canonical_answer(pred), canonical_answer(gold)
+    cp, cg = canonical_answer(pred, conventions), canonical_answer(gold, conventions)
     if not cp or not cg:
         return False
     return equiv_canonical(cp, cg)

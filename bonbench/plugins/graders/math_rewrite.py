@@ -1,9 +1,13 @@
 """String rewrites of a MATH answer before it is parsed: ``\\text``-like wrappers, units, degree,
-percent and money signs, ``\\frac``/``\\sqrt`` shorthands, control spaces and MATLAB-style matrices.
+percent and money signs, ellipses, ``\\frac``/``\\sqrt`` shorthands, spaces between digits, control
+spaces and MATLAB-style matrices.
 
 ``math_canonical`` applies these in order (``pre_normalise`` first) and then parses the result into a
-structure. What this module does not do: no parsing into structures, no number reading beyond
-what a rule needs to recognise a unit, no sympy and no comparison.
+structure. A rule here may only delete what cannot be mathematics: unit text after a value at the
+end of an item, never an upright letter (``\\mathrm{e}``), a name in the middle of an expression
+or an ellipsis. What this module does not do: no parsing into structures, no number reading beyond
+what a rule needs to recognise a unit, no sympy and no comparison; a percent under the "fraction"
+convention is left as ``\\%`` for ``math_canonical`` to read.
 """
 
 from __future__ import annotations
@@ -12,8 +16,42 @@ import re
 
 from bonbench.plugins.graders.math_extract import boxed_contents, braced_group
 
-_TEXT_CMDS = re.compile(r"\\(?:mbox|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mathsf|operatorname|text)\s*\{")
+# font and text wrappers whose content is kept as written (\mathbb is not one: \mathbb{R} is a set)
+_TEXT_CMDS = re.compile(
+    r"\\(?:mbox|textrm|textbf|textit|textnormal|textsf|texttt|textsl|textup|emph|mathrm|mathbf|mathit|mathsf"
+    r"|mathtt|mathnormal|mathcal|mathscr|mathfrak|boldsymbol|bm|operatorname\*?|text)\s*\{"
+)
 _UNIT_TEXT = re.compile(r"^[A-Za-z][A-Za-z .'\-]*$")
+# upright e, i, d are Euler's number, the imaginary unit and a differential: never a unit
+_MATH_LETTERS = frozenset("eid")
+# a unit group stands after a value and ends its item: nothing but "^2"/"^3" and a separator follow
+_UNIT_BEFORE = re.compile(r"[\w})\]!'.]")
+_UNIT_AFTER = re.compile(r"(\s*\^\s*\{?[23]\}?)?\s*(?:$|[,;)\]&]|\\\\|\\\}|\\text\{)")
+# a function name written upright is that function: \operatorname{sin} is \sin; \mathrm{sin} and
+# \text{sin} only when an argument follows ("5\text{ min}" and "5\mathrm{sec}" are units)
+_FUNC_NAMES = (
+    "arcsin|arccos|arctan|sinh|cosh|tanh|coth|sin|cos|tan|cot|sec|csc|log|ln|lg|exp|gcd|det|deg|dim|max|min"
+    "|sup|inf|lim|ker|arg"
+)
+_FUNC_NAME = re.compile(
+    rf"\\operatorname\*?\s*\{{\s*({_FUNC_NAMES})\s*\}}|\\(?:mathrm|textrm|text)\s*\{{({_FUNC_NAMES})\}}(?=\s*[(\\{{\w^])"
+)
+_ELLIPSIS = re.compile(r"\.(?:\s*\.){2,}|…|\\(?:ldots|cdots|dots[cbmio]?)(?![a-zA-Z])")
+_PERCENT_WORD = re.compile(
+    r"\\(?:text|mbox|mathrm|textrm)\s*\{\s*(?:percent|per\s?cent)\s*\}|(?<=[\d\s}])(?:percent|per\s?cent)\b",
+    re.IGNORECASE,
+)
+_THOUSANDS_BANG = re.compile(r"(?<![\d,!])\d{1,3}(?:,\\!\s*\d{3})+(?![\d,])")
+# bare trailing unit words after a value: words of 3+ letters, or a known short one ("xy" is a product)
+_TRAILING_WORDS = re.compile(
+    r"(?:(?<=[\d})\]])|(?<=\\pi))\s+(?:(?:[a-zA-Z]{3,}|of|in|to|sq|cu|cm|mm|km|ft|yd|mi|kg|mg|gm|lb|oz|hr|ml|mL|am|pm)"
+    r"\b\.?\s*)+(?:\^\{?[23]\}?)?$",
+    re.IGNORECASE,
+)
+# "4 4/9" is a mixed number; "1 000 000" a thousands grouping; any other space between digits stays
+_MIXED_SPACE = re.compile(r"(?<![\d.}/_^])(\d+)\s+(\d+)/(\d+)(?![\d./])")
+_SPACE_THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:[ ]\d{3})+(?![\d.]|\s+\d)")
+_DIGIT_SPACE = re.compile(r"(?<![_^]\d)(?<=\d)\s+(?=\d)")  # "\\log_2 8" is log 8 to base 2
 
 
 def unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True) -> str:
@@ -45,6 +83,20 @@ def text_groups(s: str) -> list[tuple[int, int, str]]:
     return out
 
 
+def _is_unit_group(s: str, start: int, end: int, content: str) -> bool:
+    """Whether the ``\\text{content}`` at s[start:end] is a unit: unit-like words after a value, at
+    the end of an item (``5\\text{ cm}^2``, ``3\\text{ m}, 4\\text{ m}``). Never inside an expression
+    (``\\frac{1}{\\text{e}}``), never e/i/d, and a single letter only when spaced from its value."""
+    c = content.strip()
+    before = s[:start].rstrip()
+    if not _UNIT_TEXT.match(c) or not before or not _UNIT_BEFORE.match(before[-1]) or not _UNIT_AFTER.match(s, end):
+        return False
+    if len(c) == 1:
+        spaced = content[:1].isspace() or s[start - 1 : start].isspace()
+        return spaced and c not in _MATH_LETTERS
+    return True
+
+
 def drop_units(s: str) -> str:
     """Remove unit words (\\text{ cm}, trailing "inches") when something else remains."""
     groups = text_groups(s)
@@ -53,16 +105,31 @@ def drop_units(s: str) -> str:
         rest = (s[:start] + s[end:]).strip()
         if c.lower() in ("and", "or") and rest:
             s = s[:start] + "," + s[end:]
-        elif _UNIT_TEXT.match(c) and rest and re.search(r"[\d\\]", rest):
+        elif rest and re.search(r"[\d\\]", rest) and _is_unit_group(s, start, end, content):
             tail = re.match(r"\s*\^\s*\{?[23]\}?", s[end:])  # \text{ cm}^2
             s = s[:start] + s[end + (tail.end() if tail else 0) :]
     s = unwrap_command(s, re.compile(r"\\text\{"))
-    # bare trailing unit words after a number or a closed group: "5 inches", "12 sq units"
-    # each word ends at \b: without it "valuevalue" splits into pieces in exponentially many ways, and a
-    # degenerate completion ("value of value of ... =") backtracked for hours before the $ failed
-    s = re.sub(r"(?<=[\d})\s])\s*(?:[a-zA-Z]{2,}\b\.?\s*)+(?:\^\{?[23]\}?)?$", "", s) if re.search(r"\d", s) else s
-    s = re.sub(r"(?<=[\d})])\s+(?:and|or)\s+(?=[\d\-\\(])", ",", s)
+    # bare trailing unit words after a number or a closed group: "5 inches", "12 sq units"; only after
+    # a value with no variable in it ("x^2+2 xyz" is a product). Each word ends at \b: without it
+    # "valuevalue" splits into pieces in exponentially many ways, and a degenerate completion ("value
+    # of value of ... =") backtracked for hours before the $ failed
+    m = _TRAILING_WORDS.search(s) if re.search(r"\d", s) else None
+    if m and not re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", s[: m.start()])):
+        s = s[: m.start()]
+    s = re.sub(r"(?<=[\d})])\s+(?:and|or)\s+(?=[\d\-\\(])|,\s*(?:and|or)\s+", ",", s)
     return s.strip()
+
+
+def space_separated_digits(s: str) -> str:
+    """Spaces between digits, before spaces are dropped: ``4 4/9`` is the mixed number 40/9,
+    ``1 000 000`` a thousands grouping (all groups after the first exactly three digits), and any
+    other space between two digits is kept as ``\\;`` (``2 3`` is neither 23 nor the list 2, 3: it
+    matches only itself; ``math_equiv`` compares such an atom as written)."""
+    if not re.search(r"\d\s+\d", s):
+        return s
+    s = _MIXED_SPACE.sub(r"\1\\frac{\2}{\3}", s)
+    s = _SPACE_THOUSANDS.sub(lambda m: m.group().replace(" ", ""), s)
+    return _DIGIT_SPACE.sub(r"\\;", s)
 
 
 def fix_shorthands(s: str) -> str:
@@ -72,6 +139,8 @@ def fix_shorthands(s: str) -> str:
     s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*(\d)", r"\\frac\1{\2}", s)
     s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*([a-zA-Z])(?![a-zA-Z])", r"\\frac\1{\2}", s)
     s = re.sub(r"\\sqrt\s*(\d+|[a-zA-Z](?![a-zA-Z]))", r"\\sqrt{\1}", s)
+    # \sqrt[3]8 -> \sqrt[3]{8}: the same shorthand with an index
+    s = re.sub(r"\\sqrt\s*\[([^\[\]{}]*)\]\s*(\d+|[a-zA-Z](?![a-zA-Z]))", r"\\sqrt[\1]{\2}", s)
     return s
 
 
@@ -87,31 +156,54 @@ def collapse_control_spaces(s: str) -> str:
     return "".join(out).replace("\x00", " ")
 
 
-def pre_normalise(s: str) -> str:
+def pre_normalise(s: str, keep_percent: bool = False, decimal_comma: bool = False) -> str:
+    """The first rewrites: a whole-answer box, delimiters, spacing commands, ellipses (one token,
+    ``\\ldots``), thousands marks, degrees, percent (dropped, or kept as ``\\%`` with
+    ``keep_percent``), money and the wrappers (``\\mathrm``... become ``\\text``; an upright function
+    name becomes its command). ``decimal_comma``: a comma between digits is a decimal mark and a
+    semicolon separates list items."""
     s = s.strip()
     boxed = boxed_contents(s)
     if boxed and re.fullmatch(r"\$*\s*\\(?:boxed|fbox)\s*\{.*\}\s*\$*\.?", s, flags=re.DOTALL):
         s = boxed[-1]
-    # "25,\\!000" (MATH's thousands notation) is never a list, unlike a bare "7,251"; a run with a
-    # group that is not 3 digits ("41,\\!22,\\!93,\\!024") is left alone
-    s = re.sub(
-        r"(?<![\d,!])\d{1,3}(?:,\\!\d{3})+(?![\d,])", lambda m: m.group().replace(",\\!", ""), s
-    )
+    # "25,\\!000" (MATH's thousands notation, also "1,\\! 000") is never a list, unlike a bare
+    # "7,251"; a run with a group that is not 3 digits ("41,\\!22,\\!93,\\!024") is left alone
+    s = _THOUSANDS_BANG.sub(lambda m: re.sub(r",\\!\s*", "", m.group()), s)
     s = s.replace("\\displaystyle", "").replace("\\!", "")
     s = re.sub(r"^\$+|\$+$", "", s.strip())
     s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s.strip())
+    # an ellipsis is content ("1, 2, 3, ..." is not "1, 2, 3"): one token, before a final period goes
+    s = _ELLIPSIS.sub(r"\\ldots ", s)
     s = s.strip().rstrip(".;").strip()
     s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![a-zA-Z])\.?", "", s)
     s = re.sub(r"\\[dt]frac(?![a-zA-Z])", r"\\frac", s)
+    if decimal_comma:
+        s = _decimal_commas(s)
     s = s.replace("{,}", ",")
     s = re.sub(r"(\d)\\,(?=\d{3})", r"\1", s)  # 1\,000
     s = re.sub(r"(?<!\\)\\[,;:]|\\quad|\\qquad|~|(?<!\\)\\ ", " ", s)
     # degrees, percent, money: dropped (see docs/math-grading.md for the convention)
     s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree|°", "", s)
-    s = re.sub(r"\\%|%", "", s)
+    s = _PERCENT_WORD.sub(r"\\%", s)
+    s = re.sub(r"\\%|%", r"\\%" if keep_percent else "", s)
     s = re.sub(r"\\\$|\$", "", s)
+    s = _FUNC_NAME.sub(lambda m: "\\" + (m.group(1) or m.group(2)) + " ", s)
+    s = re.sub(r"\\mathbb\s*([A-Z])", r"\\mathbb{\1}", s)
     s = _TEXT_CMDS.sub(r"\\text{", s)
     return s.strip()
+
+
+def _decimal_commas(s: str) -> str:
+    """The decimal-comma convention: "3,5" and "3{,}5" are 3.5; a semicolon outside square brackets
+    (where it separates matrix rows) becomes the list comma, followed by a space."""
+    s = re.sub(r"(?<=\d)(?:\{,\}|,)(?=\d)", ".", s)
+    if ";" not in s:
+        return s
+    out, square = [], 0
+    for ch in s:
+        square += (ch == "[") - (ch == "]")
+        out.append(", " if ch == ";" and square <= 0 else ch)
+    return "".join(out)
 
 
 def is_text_answer(s: str) -> bool:

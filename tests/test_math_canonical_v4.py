@@ -64,6 +64,12 @@ def _both_ways(pred: str, gold: str, verdict: bool, conventions: MathConventions
         ("9 inches", "9", True),
         ("5\\pi square units", "5\\pi", True),
         ("\\frac{1}{7}\\triangle ABC", "\\frac{1}{7}\\triangle XYZ", False),
+        ("2x cm", "2x", True),
+        ("1+2i cm", "1+2i", True),
+        ("x^2 + y abc", "x^2 + y", False),
+        ("7\\text{ dollars}x", "7", False),
+        ("5 ABC", "5", False),
+        ("4 PM", "4", True),
     ],
 )
 def test_upright_letters_are_math_units_are_not(pred: str, gold: str, verdict: bool) -> None:

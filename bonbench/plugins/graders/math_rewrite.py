@@ -42,20 +42,22 @@ _PERCENT_WORD = re.compile(
     re.IGNORECASE,
 )
 _THOUSANDS_BANG = re.compile(r"(?<![\d,!])\d{1,3}(?:,\\!\s*\d{3})+(?![\d,])")
-# bare trailing unit words after a value: words of 3+ letters, or a known short one ("xy" is a product)
+# bare trailing unit words after a value and a space: words of 3+ letters, or a known short one ("xy" is a product)
+_SHORT_UNITS = frozenset("of in to sq cu cm mm km ft yd mi kg mg gm lb oz hr ml am pm".split())
 _TRAILING_WORDS = re.compile(
-    r"(?:(?<=[\d})\]])|(?<=\\pi))\s+(?:(?:[a-zA-Z]{3,}|of|in|to|sq|cu|cm|mm|km|ft|yd|mi|kg|mg|gm|lb|oz|hr|ml|mL|am|pm)"
-    r"\b\.?\s*)+(?:\^\{?[23]\}?)?$",
+    r"(?<=[\w})\]])\s+(?:(?:[a-zA-Z]{3,}|" + "|".join(sorted(_SHORT_UNITS)) + r")\b\.?\s*)+"
+    r"(?:\^\{?[23]\}?)?$",
     re.IGNORECASE,
 )
+_TEXT_OPEN = re.compile(r"\\text\{")
 # "4 4/9" is a mixed number; "1 000 000" a thousands grouping; any other space between digits stays
 _MIXED_SPACE = re.compile(r"(?<![\d.}/_^])(\d+)\s+(\d+)/(\d+)(?![\d./])")
-_SPACE_THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:[ ]\d{3})+(?![\d.]|\s+\d)")
+_SPACE_THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:[ ]\d{3})+(?:\.\d+)?(?![\d.]|\s+\d)")
 _DIGIT_SPACE = re.compile(r"(?<![_^]\d)(?<=\d)\s+(?=\d)")  # "\\log_2 8" is log 8 to base 2
 
 
-def unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True) -> str:
-    """Replace ``\\cmd{X}`` by ``X`` (keep) for every match, honouring nested braces."""
+def unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True, after: str = "") -> str:
+    """Replace ``\\cmd{X}`` by ``X`` + ``after`` (keep) for every match, honouring nested braces."""
     out = []
     i = 0
     while True:
@@ -69,7 +71,7 @@ def unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True) -> str:
             return "".join(out)
         out.append(s[i : m.start()])
         if keep:
-            out.append(got[0])
+            out.append(got[0] + after)
         i = got[1]
 
 
@@ -108,16 +110,32 @@ def drop_units(s: str) -> str:
         elif rest and re.search(r"[\d\\]", rest) and _is_unit_group(s, start, end, content):
             tail = re.match(r"\s*\^\s*\{?[23]\}?", s[end:])  # \text{ cm}^2
             s = s[:start] + s[end + (tail.end() if tail else 0) :]
-    s = unwrap_command(s, re.compile(r"\\text\{"))
-    # bare trailing unit words after a number or a closed group: "5 inches", "12 sq units"; only after
-    # a value with no variable in it ("x^2+2 xyz" is a product). Each word ends at \b: without it
-    # "valuevalue" splits into pieces in exponentially many ways, and a degenerate completion ("value
-    # of value of ... =") backtracked for hours before the $ failed
+    # a space after each kept group: its text ends there ("\\text{ dollars}x" is not the word "dollarsx")
+    s = unwrap_command(s, _TEXT_OPEN, after=" ")
+    # bare trailing unit words after a number or a closed group: "5 inches", "12 sq units". Each word
+    # ends at \b: without it "valuevalue" splits into pieces in exponentially many ways, and a
+    # degenerate completion ("value of value of ... =") backtracked for hours before the $ failed
     m = _TRAILING_WORDS.search(s) if re.search(r"\d", s) else None
-    if m and not re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+", "", s[: m.start()])):
+    if m and _words_are_units(s[: m.start()], m.group()):
         s = s[: m.start()]
     s = re.sub(r"(?<=[\d})])\s+(?:and|or)\s+(?=[\d\-\\(])|,\s*(?:and|or)\s+", ",", s)
     return s.strip()
+
+
+def _words_are_units(value: str, words: str) -> bool:
+    """Whether trailing words are units. Not after a command other than \\pi (``\\triangle ABC``: its
+    argument), not an upper-case name (``ABC``) unless a known abbreviation (``PM``); after a value
+    with a variable in it ("x^2+2 xyz") only words of 4+ letters or known abbreviations: a 3-letter
+    word there may be a product of variables."""
+    ends = re.search(r"\\[a-zA-Z]+\s*$", value)
+    if ends and ends.group().strip() != "\\pi":
+        return False
+    found = re.findall(r"[a-zA-Z]+", words.split("^")[0])
+    if any(w.isupper() and len(w) > 1 and w.lower() not in _SHORT_UNITS for w in found):
+        return False
+    if not re.search(r"[a-zA-Z]", re.sub(r"\\[a-zA-Z]+(?:\{[a-zA-Z*]+\})?", "", value)):
+        return True
+    return all(len(w) >= 4 or w.lower() in _SHORT_UNITS for w in found)
 
 
 def space_separated_digits(s: str) -> str:

@@ -70,6 +70,10 @@ def _both_ways(pred: str, gold: str, verdict: bool, conventions: MathConventions
         ("7\\text{ dollars}x", "7", False),
         ("5 ABC", "5", False),
         ("4 PM", "4", True),
+        # a bare \circ is a degree sign only after a number; otherwise it composes
+        ("f \\circ g", "fg", False),
+        ("f \\circ g", "f\\circ g", True),
+        ("30\\circ", "30", True),
     ],
 )
 def test_upright_letters_are_math_units_are_not(pred: str, gold: str, verdict: bool) -> None:

@@ -201,7 +201,8 @@ def pre_normalise(s: str, keep_percent: bool = False, decimal_comma: bool = Fals
     s = re.sub(r"(\d)\\,(?=\d{3})", r"\1", s)  # 1\,000
     s = re.sub(r"(?<!\\)\\[,;:]|\\quad|\\qquad|~|(?<!\\)\\ ", " ", s)
     # degrees, percent, money: dropped (see docs/math-grading.md for the convention)
-    s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree|°", "", s)
+    # a bare \circ is a degree sign only right after a number: "f \circ g" is a composition
+    s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|(?<=\d)\s*\\circ(?![a-zA-Z])|\\degree|°", "", s)
     s = _PERCENT_WORD.sub(r"\\%", s)
     s = re.sub(r"\\%|%", r"\\%" if keep_percent else "", s)
     s = re.sub(r"\\\$|\$", "", s)

@@ -67,8 +67,10 @@ def _both_ways(pred: str, gold: str, verdict: bool, conventions: MathConventions
         ("2x cm", "2x", True),
         ("1+2i cm", "1+2i", True),
         ("x^2 + y abc", "x^2 + y", False),
-        ("7\\text{ dollars}x", "7", False),
         ("5 ABC", "5", False),
+        ("7\\text{ dollars}x", "7", False),
+        ("7\\text{ dollars}x", "7x", True),
+        ("2\\mathrm{Re}(z)", "2", False),
         ("4 PM", "4", True),
         # a bare \circ is a degree sign only after a number; otherwise it composes
         ("f \\circ g", "fg", False),
@@ -115,6 +117,8 @@ def test_an_ellipsis_is_content(pred: str, gold: str, verdict: bool) -> None:
         ("2 3", "23", False),
         ("2 3", "2, 3", False),
         ("2 3", "2 3", True),
+        ("2\\;3", "2 3", True),
+        ("45^\\circ\\;135^\\circ", "45135", False),
         ("12 34", "1234", False),
         ("\\log_2 8", "3", True),
     ],
@@ -252,6 +256,7 @@ def test_array_matrices(pred: str, gold: str, verdict: bool) -> None:
         ("7.2\\%", "0.72", False, FRACTION),
         ("-5\\%", "-\\frac{1}{20}", True, FRACTION),
         ("5\\%, 20\\%", "\\frac{1}{5}, 0.05", True, FRACTION),
+        ("1,000\\%", "10", True, FRACTION),
         # a rounded percent keeps its interval, scaled: 33.33% stands for [0.33325, 0.33335]
         ("\\frac{1}{3}", "33.33\\%", True, FRACTION),
         ("0.3334", "33.33\\%", False, FRACTION),
@@ -263,6 +268,8 @@ def test_array_matrices(pred: str, gold: str, verdict: bool) -> None:
         ("(1,5; 2,5)", "(1.5, 2.5)", True, COMMA),
         ("\\{1, 2\\}", "\\{2, 1\\}", True, COMMA),
         ("7,251", "7251", False, COMMA),
+        ("2 3", "23", False, COMMA),
+        ("10\\;\\text{cm}", "10", True, COMMA),
         ("25,\\!000", "25000", True, COMMA),
         # default: the comma separates items or thousands
         ("3,5", "3.5", False, DEFAULT_CONVENTIONS),

@@ -83,15 +83,16 @@ def canonical_answer(ans: str, conventions: MathConventions = DEFAULT_CONVENTION
     return out
 
 
-# the percent as a fraction (MathConventions.percent == "fraction"): a number literal before \%
-_PERCENT_RE = re.compile(r"(?<![\d.])(?<!\d,)(\d+(?:\.\d*)?|\.\d+)\s*\\%")
+# the percent as a fraction (MathConventions.percent == "fraction"): a number literal before \% (a
+# comma that is not a thousands mark separates: "1,5\%" is 1 and 5\%, as it reads again)
+_PERCENT_RE = re.compile(r"(?<![\d.])(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d*)?|\.\d+)\s*\\%")
 
 
 def _percent_value(m: re.Match[str]) -> str:
     """``33.33\\%`` -> ``0.3333``: the decimal point moved two places, so a rounded percent stays a
     rounded decimal with the same interval scaled; where the moved decimal would read with another
     precision (``7.2\\%`` -> ``0.072`` looks rounded, 7.2 does not) the exact fraction instead."""
-    lit = m.group(1)
+    lit = m.group(1).replace(",", "")  # 1,000\% is 10
     num = parse_number(lit if not lit.endswith(".") else lit[:-1])
     if num is None:
         return m.group()

@@ -19,12 +19,14 @@ from bonbench.plugins.graders.math_extract import boxed_contents, braced_group
 # font and text wrappers whose content is kept as written (\mathbb is not one: \mathbb{R} is a set)
 _TEXT_CMDS = re.compile(
     r"\\(?:mbox|textrm|textbf|textit|textnormal|textsf|texttt|textsl|textup|emph|mathrm|mathbf|mathit|mathsf"
-    r"|mathtt|mathnormal|mathcal|mathscr|mathfrak|boldsymbol|bm|operatorname\*?|text)\s*\{"
+    r"|mathtt|mathnormal|mathcal|mathscr|mathfrak|boldsymbol|bm|text)\s*\{"
 )
+# \operatorname{...} names an operator: never unit text (unwrapped after units are dropped)
+_OPERATORNAME = re.compile(r"\\operatorname\*?\s*\{")
 _UNIT_TEXT = re.compile(r"^[A-Za-z][A-Za-z .'\-]*$")
 # upright e, i, d are Euler's number, the imaginary unit and a differential: never a unit
 _MATH_LETTERS = frozenset("eid")
-# a unit group stands after a value and ends its item: nothing but "^2"/"^3" and a separator follow
+# a one-letter unit ends its item: nothing but "^2"/"^3" and a separator follow
 _UNIT_BEFORE = re.compile(r"[\w})\]!'.]")
 _UNIT_AFTER = re.compile(r"(\s*\^\s*\{?[23]\}?)?\s*(?:$|[,;)\]&]|\\\\|\\\}|\\text\{)")
 # a function name written upright is that function: \operatorname{sin} is \sin; \mathrm{sin} and
@@ -53,11 +55,18 @@ _TEXT_OPEN = re.compile(r"\\text\{")
 # "4 4/9" is a mixed number; "1 000 000" a thousands grouping; any other space between digits stays
 _MIXED_SPACE = re.compile(r"(?<![\d.}/_^])(\d+)\s+(\d+)/(\d+)(?![\d./])")
 _SPACE_THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:[ ]\d{3})+(?:\.\d+)?(?![\d.]|\s+\d)")
+_SPACING = r"(?:\s|~|\\[,: ]|\\q?quad(?![a-zA-Z]))*"
+_APART = re.compile(r"(?<=\d)" + _SPACING + r"\\;(?:" + _SPACING + r"|\\;)*(?=\d)")
+# a bare \circ is a degree sign only right after a number: "f \circ g" is a composition
+_DEGREE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|(?<=\d)\s*\\circ(?![a-zA-Z])|\\degree(?![a-zA-Z])|°")
+_PERCENT = re.compile(r"\\%|%")
+_MONEY = re.compile(r"\\\$|\$")
+_BEFORE_NUMBER = r"(?=" + _SPACING + r"\d)"
 _DIGIT_SPACE = re.compile(r"(?<![_^]\d)(?<=\d)\s+(?=\d)")  # "\\log_2 8" is log 8 to base 2
 
 
-def unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True, after: str = "") -> str:
-    """Replace ``\\cmd{X}`` by ``X`` + ``after`` (keep) for every match, honouring nested braces."""
+def unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True) -> str:
+    """Replace ``\\cmd{X}`` by ``X`` (keep) for every match, honouring nested braces."""
     out = []
     i = 0
     while True:
@@ -71,7 +80,7 @@ def unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True, after: st
             return "".join(out)
         out.append(s[i : m.start()])
         if keep:
-            out.append(got[0] + after)
+            out.append(got[0])
         i = got[1]
 
 
@@ -86,17 +95,18 @@ def text_groups(s: str) -> list[tuple[int, int, str]]:
 
 
 def _is_unit_group(s: str, start: int, end: int, content: str) -> bool:
-    """Whether the ``\\text{content}`` at s[start:end] is a unit: unit-like words after a value, at
-    the end of an item (``5\\text{ cm}^2``, ``3\\text{ m}, 4\\text{ m}``). Never inside an expression
-    (``\\frac{1}{\\text{e}}``), never e/i/d, and a single letter only when spaced from its value."""
+    """Whether the ``\\text{content}`` at s[start:end] is a unit: unit-like words right after a value
+    (``5\\text{ cm}^2``, ``3\\text{ m}, 4\\text{ m}``), never inside an expression (``\\frac{1}{\\text{e}}``)
+    nor a name applied to an argument (``2\\mathrm{Re}(z)``). A single letter only when spaced from
+    its value, at the end of its item, and never e, i or d (``2\\mathrm{i}`` is 2i)."""
     c = content.strip()
     before = s[:start].rstrip()
-    if not _UNIT_TEXT.match(c) or not before or not _UNIT_BEFORE.match(before[-1]) or not _UNIT_AFTER.match(s, end):
+    if not _UNIT_TEXT.match(c) or not before or not _UNIT_BEFORE.match(before[-1]):
         return False
     if len(c) == 1:
         spaced = content[:1].isspace() or s[start - 1 : start].isspace()
-        return spaced and c not in _MATH_LETTERS
-    return True
+        return spaced and c not in _MATH_LETTERS and bool(_UNIT_AFTER.match(s, end))
+    return not re.match(r"\s*[({]", s[end:])
 
 
 def drop_units(s: str) -> str:
@@ -110,8 +120,7 @@ def drop_units(s: str) -> str:
         elif rest and re.search(r"[\d\\]", rest) and _is_unit_group(s, start, end, content):
             tail = re.match(r"\s*\^\s*\{?[23]\}?", s[end:])  # \text{ cm}^2
             s = s[:start] + s[end + (tail.end() if tail else 0) :]
-    # a space after each kept group: its text ends there ("\\text{ dollars}x" is not the word "dollarsx")
-    s = unwrap_command(s, _TEXT_OPEN, after=" ")
+    s = unwrap_command(unwrap_command(s, _TEXT_OPEN), _OPERATORNAME)
     # bare trailing unit words after a number or a closed group: "5 inches", "12 sq units". Each word
     # ends at \b: without it "valuevalue" splits into pieces in exponentially many ways, and a
     # degenerate completion ("value of value of ... =") backtracked for hours before the $ failed
@@ -143,6 +152,8 @@ def space_separated_digits(s: str) -> str:
     ``1 000 000`` a thousands grouping (all groups after the first exactly three digits), and any
     other space between two digits is kept as ``\\;`` (``2 3`` is neither 23 nor the list 2, 3: it
     matches only itself; ``math_equiv`` compares such an atom as written)."""
+    if "\x01" in s:
+        s = s.replace("\x01", "\\;")
     if not re.search(r"\d\s+\d", s):
         return s
     s = _MIXED_SPACE.sub(r"\1\\frac{\2}{\3}", s)
@@ -198,18 +209,28 @@ def pre_normalise(s: str, keep_percent: bool = False, decimal_comma: bool = Fals
     if decimal_comma:
         s = _decimal_commas(s)
     s = s.replace("{,}", ",")
-    s = re.sub(r"(\d)\\,(?=\d{3})", r"\1", s)  # 1\,000
-    s = re.sub(r"(?<!\\)\\[,;:]|\\quad|\\qquad|~|(?<!\\)\\ ", " ", s)
-    # degrees, percent, money: dropped (see docs/math-grading.md for the convention)
-    # a bare \circ is a degree sign only right after a number: "f \circ g" is a composition
-    s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|(?<=\d)\s*\\circ(?![a-zA-Z])|\\degree|°", "", s)
+    # degrees, percent, money: dropped (see docs/math-grading.md for the convention); a sign dropped
+    # before a number leaves "\;", so "45^\circ\;135^\circ" is not read as 45135
+    s = _drop_sign(_DEGREE, s)
     s = _PERCENT_WORD.sub(r"\\%", s)
-    s = re.sub(r"\\%|%", r"\\%" if keep_percent else "", s)
-    s = re.sub(r"\\\$|\$", "", s)
+    s = re.sub(r"\\%|%", r"\\%", s) if keep_percent else _drop_sign(_PERCENT, s)
+    s = _drop_sign(_MONEY, s)
+    s = re.sub(r"(\d)\\,(?=\d{3})", r"\1", s)  # 1\,000
+    # "2\;3" (a canonical form: digits kept apart) stays apart when read again; \x01 until spaces go
+    s = _APART.sub("\x01", s)
+    s = re.sub(r"(?<!\\)\\[,;:]|\\quad|\\qquad|~|(?<!\\)\\ ", " ", s)
     s = _FUNC_NAME.sub(lambda m: "\\" + (m.group(1) or m.group(2)) + " ", s)
     s = re.sub(r"\\mathbb\s*([A-Z])", r"\\mathbb{\1}", s)
     s = _TEXT_CMDS.sub(r"\\text{", s)
+    s = _OPERATORNAME.sub(r"\\operatorname{", s)
     return s.strip()
+
+
+def _drop_sign(sign: re.Pattern[str], s: str) -> str:
+    if not sign.search(s):
+        return s
+    s = re.sub(sign.pattern + _BEFORE_NUMBER, r"\\;", s)
+    return sign.sub("", s)
 
 
 def _decimal_commas(s: str) -> str:
@@ -219,9 +240,10 @@ def _decimal_commas(s: str) -> str:
     if ";" not in s:
         return s
     out, square = [], 0
-    for ch in s:
+    for i, ch in enumerate(s):
         square += (ch == "[") - (ch == "]")
-        out.append(", " if ch == ";" and square <= 0 else ch)
+        # "\;" is a space, not a separator
+        out.append(", " if ch == ";" and square <= 0 and s[i - 1 : i] != "\\" else ch)
     return "".join(out)
 
 

@@ -319,3 +319,27 @@ def test_gold_canonical_idempotent_under_each_convention(data_dir: Path, convent
 def test_conventions_keyword_defaults_to_bonbench() -> None:
     assert canonical_answer("10\\%") == canonical_answer("10\\%", conventions=DEFAULT_CONVENTIONS)
     assert is_equiv("10\\%", "10") and not is_equiv("10\\%", "10", conventions=FRACTION)
+
+
+def test_new_rules_canonicalise_degenerate_answers_in_linear_time() -> None:
+    """Long runs of what the version-4 rules look for (trailing words ending in a non-word, spaces
+    between digits, kept-apart marks, ellipses, unit groups) in a child with a deadline: a rule that
+    retries from every position (quadratic) or backtracks (exponential) fails here instead of
+    hanging the suite; the code takes well under a second for all of them."""
+    import subprocess
+    import sys
+
+    code = (
+        "from bonbench.plugins.graders.math_canonical import canonical_answer\n"
+        "from bonbench.plugins.graders.math_conventions import MathConventions\n"
+        "both = MathConventions(percent='fraction', decimal_comma=True)\n"
+        "for x in ['2 ' + 'abc ' * 20000 + '=', '2 ' + 'abc ' * 20000, '1\\\\;' + ' ' * 20000 + 'x',\n"
+        "          '1 ' * 20000 + 'x', '. ' * 20000 + 'x', '5' + '\\\\text{ cm}' * 5000 + '(',\n"
+        "          '1 000' * 5000 + '.', '1' * 20000 + '\\\\%']:\n"
+        "    canonical_answer(x)\n"
+        "    canonical_answer(x, both)\n"
+        "print(canonical_answer('2 ' + 'abc ' * 20000))\n"
+    )
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert got.returncode == 0, got.stderr[-500:]
+    assert got.stdout.strip() == "2"  # the words after the number are dropped as units

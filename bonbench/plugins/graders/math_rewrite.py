@@ -46,17 +46,14 @@ _PERCENT_WORD = re.compile(
 _THOUSANDS_BANG = re.compile(r"(?<![\d,!])\d{1,3}(?:,\\!\s*\d{3})+(?![\d,])")
 # bare trailing unit words after a value and a space: words of 3+ letters, or a known short one ("xy" is a product)
 _SHORT_UNITS = frozenset("of in to sq cu cm mm km ft yd mi kg mg gm lb oz hr ml am pm".split())
-_TRAILING_WORDS = re.compile(
-    r"(?<=[\w})\]])\s+(?:(?:[a-zA-Z]{3,}|" + "|".join(sorted(_SHORT_UNITS)) + r")\b\.?\s*)+"
-    r"(?:\^\{?[23]\}?)?$",
-    re.IGNORECASE,
-)
+_UNIT_POWER = re.compile(r"\^\{?[23]\}?$")
 _TEXT_OPEN = re.compile(r"\\text\{")
 # "4 4/9" is a mixed number; "1 000 000" a thousands grouping; any other space between digits stays
 _MIXED_SPACE = re.compile(r"(?<![\d.}/_^])(\d+)\s+(\d+)/(\d+)(?![\d./])")
 _SPACE_THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:[ ]\d{3})+(?:\.\d+)?(?![\d.]|\s+\d)")
+# spacing between two numbers; one level of disjoint alternatives, so no backtracking blow-up
 _SPACING = r"(?:\s|~|\\[,: ]|\\q?quad(?![a-zA-Z]))*"
-_APART = re.compile(r"(?<=\d)" + _SPACING + r"\\;(?:" + _SPACING + r"|\\;)*(?=\d)")
+_APART = re.compile(r"(?<=\d)" + _SPACING + r"\\;(?:\s|~|\\[,;: ]|\\q?quad(?![a-zA-Z]))*(?=\d)")
 # a bare \circ is a degree sign only right after a number: "f \circ g" is a composition
 _DEGREE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|(?<=\d)\s*\\circ(?![a-zA-Z])|\\degree(?![a-zA-Z])|°")
 _PERCENT = re.compile(r"\\%|%")
@@ -121,14 +118,37 @@ def drop_units(s: str) -> str:
             tail = re.match(r"\s*\^\s*\{?[23]\}?", s[end:])  # \text{ cm}^2
             s = s[:start] + s[end + (tail.end() if tail else 0) :]
     s = unwrap_command(unwrap_command(s, _TEXT_OPEN), _OPERATORNAME)
-    # bare trailing unit words after a number or a closed group: "5 inches", "12 sq units". Each word
-    # ends at \b: without it "valuevalue" splits into pieces in exponentially many ways, and a
-    # degenerate completion ("value of value of ... =") backtracked for hours before the $ failed
-    m = _TRAILING_WORDS.search(s) if re.search(r"\d", s) else None
-    if m and _words_are_units(s[: m.start()], m.group()):
-        s = s[: m.start()]
+    # bare trailing unit words after a value: "5 inches", "12 sq units"
+    cut = _trailing_words_start(s) if re.search(r"\d", s) else None
+    if cut is not None and _words_are_units(s[:cut], s[cut:]):
+        s = s[:cut]
     s = re.sub(r"(?<=[\d})])\s+(?:and|or)\s+(?=[\d\-\\(])|,\s*(?:and|or)\s+", ",", s)
     return s.strip()
+
+
+def _trailing_words_start(s: str) -> int | None:
+    """Where a run of trailing words starts ("5 sq. units^2": before " sq"): words of 3+ letters or
+    known abbreviations, each with an optional period, the first after a space that follows a
+    value character (a letter, digit, "}", ")", "]"). Scanned backwards in Python, in linear time:
+    a regex anchored at the end would be retried from every position, and a degenerate completion
+    ("value of value of ... =") once backtracked for hours."""
+    power = _UNIT_POWER.search(s)
+    body = s[: power.start()] if power else s
+    j, cut = len(body.rstrip()), None
+    while j:
+        e = j - 1 if body[j - 1] == "." else j
+        k = e
+        while k and body[k - 1].isascii() and body[k - 1].isalpha():
+            k -= 1
+        word = body[k:e]
+        if not word or not (len(word) >= 3 or word.lower() in _SHORT_UNITS):
+            break
+        j = k
+        while j and body[j - 1].isspace():
+            j -= 1
+        if j < k and j and (body[j - 1].isalnum() or body[j - 1] in "_})]"):
+            cut = j
+    return cut
 
 
 def _words_are_units(value: str, words: str) -> bool:

@@ -51,15 +51,15 @@ def canonical_answer(ans: str, conventions: MathConventions = DEFAULT_CONVENTION
     if len(groups) == 1 and groups[0][0] == 0 and groups[0][1] == len(s):
         s = groups[0][2].strip().rstrip(".").strip()  # the whole answer is \text{...}
     if is_text_answer(s):
-        words = re.sub(r"\s+", " ", s).strip().rstrip(".").lower()
-        if not re.fullmatch(r"[a-z]", words):
+        words = _SPACES_RE.sub(" ", s).strip().rstrip(".").lower()
+        if len(words) != 1:
             return words
     if _REL_RE.search(s):
         # "x < -1 or x > 2" is a union of intervals (before "\text{ or }" becomes a list comma)
-        s = re.sub(r"\\text\{\s*or\s*\}|\s+or\s+|\\lor(?![a-zA-Z])|\\vee(?![a-zA-Z])", r"\\cup ", s)
+        s = _OR_RE.sub(r"\\cup ", s)
     s = drop_units(s)
     s = fix_shorthands(s)
-    m = re.fullmatch(r"\+?(-?\d{1,3}(?:,\d{3})+)(\.\d+)?", s.strip())
+    m = _THOUSANDS_RE.fullmatch(s.strip()) if "," in s else None
     if m:
         if m.group(2) or ",0" in m.group(1):
             # "1,000", "2,500.5": a group with a leading zero or a decimal part is not a list item,
@@ -79,9 +79,14 @@ def canonical_answer(ans: str, conventions: MathConventions = DEFAULT_CONVENTION
     out = render_structure(node)
     if conventions.decimal_comma:
         # every comma left between digits separates items: a space keeps it so when read again
-        out = re.sub(r"(?<=\d),(?=\d)", ", ", out)
+        out = _DIGIT_COMMA_RE.sub(", ", out)
     return out
 
+
+_SPACES_RE = re.compile(r"\s+")
+_OR_RE = re.compile(r"\\text\{\s*or\s*\}|\s+or\s+|\\lor(?![a-zA-Z])|\\vee(?![a-zA-Z])")
+_THOUSANDS_RE = re.compile(r"\+?(-?\d{1,3}(?:,\d{3})+)(\.\d+)?")
+_DIGIT_COMMA_RE = re.compile(r"(?<=\d),(?=\d)")
 
 # the percent as a fraction (MathConventions.percent == "fraction"): a number literal before \% (a
 # comma that is not a thousands mark separates: "1,5\%" is 1 and 5\%, as it reads again)

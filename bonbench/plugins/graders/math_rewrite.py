@@ -47,6 +47,31 @@ _THOUSANDS_BANG = re.compile(r"(?<![\d,!])\d{1,3}(?:,\\!\s*\d{3})+(?![\d,])")
 # bare trailing unit words after a value and a space: words of 3+ letters, or a known short one ("xy" is a product)
 _SHORT_UNITS = frozenset("of in to sq cu cm mm km ft yd mi kg mg gm lb oz hr ml am pm".split())
 _UNIT_POWER = re.compile(r"\^\{?[23]\}?$")
+_WHOLE_BOX = re.compile(r"\$*\s*\\(?:boxed|fbox)\s*\{.*\}\s*\$*\.?", re.DOTALL)
+_BANG_SEP = re.compile(r",\\!\s*")
+_DOLLARS = re.compile(r"^\$+|\$+$")
+_DELIMS = re.compile(r"^\\\(|\\\)$|^\\\[|\\\]$")
+_SIZES = re.compile(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![a-zA-Z])\.?")
+_DTFRAC = re.compile(r"\\[dt]frac(?![a-zA-Z])")
+_THIN_THOUSANDS = re.compile(r"(\d)\\,(?=\d{3})")
+_SPACE_CMDS = re.compile(r"(?<!\\)\\[,;:]|\\quad|\\qquad|~|(?<!\\)\\ ")
+_MATHBB = re.compile(r"\\mathbb\s*([A-Z])")
+_DIGIT = re.compile(r"\d")
+_DIGIT_OR_COMMAND = re.compile(r"[\d\\]")
+_POWER_AFTER = re.compile(r"\s*\^\s*\{?[23]\}?")
+_AND_OR = re.compile(r"(?<=[\d})])\s+(?:and|or)\s+(?=[\d\-\\(])|,\s*(?:and|or)\s+")
+_DIGITS_SPACED = re.compile(r"\d\s+\d")
+_FRAC_DIGITS = re.compile(r"\\frac\s*(\d)\s*(\d)")
+_FRAC_DIGIT_BRACE = re.compile(r"\\frac\s*(\d)\s*\{")
+_FRAC_BRACE_DIGIT = re.compile(r"\\frac\s*(\{[^{}]*\})\s*(\d)")
+_FRAC_BRACE_LETTER = re.compile(r"\\frac\s*(\{[^{}]*\})\s*([a-zA-Z])(?![a-zA-Z])")
+_SQRT_SHORT = re.compile(r"\\sqrt\s*(\d+|[a-zA-Z](?![a-zA-Z]))")
+_SQRT_INDEX_SHORT = re.compile(r"\\sqrt\s*\[([^\[\]{}]*)\]\s*(\d+|[a-zA-Z](?![a-zA-Z]))")
+_SPACE = re.compile(r"\s")
+_SPACES = re.compile(r"\s+")
+_CONTROL_SPACE = re.compile(r"(\\[a-zA-Z]+\s+(?=[a-zA-Z]))")
+_TEXT_ANSWER = re.compile(r"[A-Za-z][A-Za-z .,'\-]*")
+_TWO_LETTERS = re.compile(r"[A-Za-z]{2,}")
 _TEXT_OPEN = re.compile(r"\\text\{")
 # "4 4/9" is a mixed number; "1 000 000" a thousands grouping; any other space between digits stays
 _MIXED_SPACE = re.compile(r"(?<![\d.}/_^])(\d+)\s+(\d+)/(\d+)(?![\d./])")
@@ -58,7 +83,8 @@ _APART = re.compile(r"(?<=\d)" + _SPACING + r"\\;(?:\s|~|\\[,;: ]|\\q?quad(?![a-
 _DEGREE = re.compile(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|(?<=\d)\s*\\circ(?![a-zA-Z])|\\degree(?![a-zA-Z])|°")
 _PERCENT = re.compile(r"\\%|%")
 _MONEY = re.compile(r"\\\$|\$")
-_BEFORE_NUMBER = r"(?=" + _SPACING + r"\d)"
+# the sign followed by a number: it leaves "\;" (apart) instead of nothing
+_BEFORE_NUMBER = {p: re.compile(p.pattern + r"(?=" + _SPACING + r"\d)") for p in (_DEGREE, _PERCENT, _MONEY)}
 _DIGIT_SPACE = re.compile(r"(?<![_^]\d)(?<=\d)\s+(?=\d)")  # "\\log_2 8" is log 8 to base 2
 
 
@@ -83,8 +109,10 @@ def unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True) -> str:
 
 def text_groups(s: str) -> list[tuple[int, int, str]]:
     """(start, end, content) of each \\text{...} group."""
-    out = []
-    for m in re.finditer(r"\\text\{", s):
+    out: list[tuple[int, int, str]] = []
+    if "\\text{" not in s:
+        return out
+    for m in _TEXT_OPEN.finditer(s):
         got = braced_group(s, m.end() - 1)
         if got is not None:
             out.append((m.start(), got[1], got[0]))
@@ -108,21 +136,22 @@ def _is_unit_group(s: str, start: int, end: int, content: str) -> bool:
 
 def drop_units(s: str) -> str:
     """Remove unit words (\\text{ cm}, trailing "inches") when something else remains."""
-    groups = text_groups(s)
-    for start, end, content in reversed(groups):
+    for start, end, content in reversed(text_groups(s)):
         c = content.strip()
         rest = (s[:start] + s[end:]).strip()
         if c.lower() in ("and", "or") and rest:
             s = s[:start] + "," + s[end:]
-        elif rest and re.search(r"[\d\\]", rest) and _is_unit_group(s, start, end, content):
-            tail = re.match(r"\s*\^\s*\{?[23]\}?", s[end:])  # \text{ cm}^2
-            s = s[:start] + s[end + (tail.end() if tail else 0) :]
-    s = unwrap_command(unwrap_command(s, _TEXT_OPEN), _OPERATORNAME)
+        elif rest and _DIGIT_OR_COMMAND.search(rest) and _is_unit_group(s, start, end, content):
+            tail = _POWER_AFTER.match(s, end)  # \text{ cm}^2
+            s = s[:start] + s[tail.end() if tail else end :]
+    if "\\" in s:
+        s = unwrap_command(unwrap_command(s, _TEXT_OPEN), _OPERATORNAME)
     # bare trailing unit words after a value: "5 inches", "12 sq units"
-    cut = _trailing_words_start(s) if re.search(r"\d", s) else None
+    cut = _trailing_words_start(s) if _DIGIT.search(s) else None
     if cut is not None and _words_are_units(s[:cut], s[cut:]):
         s = s[:cut]
-    s = re.sub(r"(?<=[\d})])\s+(?:and|or)\s+(?=[\d\-\\(])|,\s*(?:and|or)\s+", ",", s)
+    if "and" in s or "or" in s:
+        s = _AND_OR.sub(",", s)
     return s.strip()
 
 
@@ -174,7 +203,7 @@ def space_separated_digits(s: str) -> str:
     matches only itself; ``math_equiv`` compares such an atom as written)."""
     if "\x01" in s:
         s = s.replace("\x01", "\\;")
-    if not re.search(r"\d\s+\d", s):
+    if not _DIGITS_SPACED.search(s):
         return s
     s = _MIXED_SPACE.sub(r"\1\\frac{\2}{\3}", s)
     s = _SPACE_THOUSANDS.sub(lambda m: m.group().replace(" ", ""), s)
@@ -182,26 +211,30 @@ def space_separated_digits(s: str) -> str:
 
 
 def fix_shorthands(s: str) -> str:
-    """\\frac12 -> \\frac{1}{2}, \\sqrt2 -> \\sqrt{2} (before spaces are dropped)."""
-    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
-    s = re.sub(r"\\frac\s*(\d)\s*\{", r"\\frac{\1}{", s)
-    s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*(\d)", r"\\frac\1{\2}", s)
-    s = re.sub(r"\\frac\s*(\{[^{}]*\})\s*([a-zA-Z])(?![a-zA-Z])", r"\\frac\1{\2}", s)
-    s = re.sub(r"\\sqrt\s*(\d+|[a-zA-Z](?![a-zA-Z]))", r"\\sqrt{\1}", s)
-    # \sqrt[3]8 -> \sqrt[3]{8}: the same shorthand with an index
-    s = re.sub(r"\\sqrt\s*\[([^\[\]{}]*)\]\s*(\d+|[a-zA-Z](?![a-zA-Z]))", r"\\sqrt[\1]{\2}", s)
+    """\\frac12 -> \\frac{1}{2}, \\sqrt2 -> \\sqrt{2}, \\sqrt[3]8 -> \\sqrt[3]{8} (before spaces are dropped)."""
+    if "\\frac" in s:
+        s = _FRAC_DIGITS.sub(r"\\frac{\1}{\2}", s)
+        s = _FRAC_DIGIT_BRACE.sub(r"\\frac{\1}{", s)
+        s = _FRAC_BRACE_DIGIT.sub(r"\\frac\1{\2}", s)
+        s = _FRAC_BRACE_LETTER.sub(r"\\frac\1{\2}", s)
+    if "\\sqrt" in s:
+        s = _SQRT_SHORT.sub(r"\\sqrt{\1}", s)
+        # \sqrt[3]8 -> \sqrt[3]{8}: the same shorthand with an index
+        s = _SQRT_INDEX_SHORT.sub(r"\\sqrt[\1]{\2}", s)
     return s
 
 
 def collapse_control_spaces(s: str) -> str:
     # "\pi r" must stay "\pi r" (not "\pir"); every other space is insignificant in LaTeX math
-    parts = re.split(r"(\\[a-zA-Z]+\s+(?=[a-zA-Z]))", s)
+    if not _SPACE.search(s):
+        return s
+    parts = _CONTROL_SPACE.split(s)
     out = []
     for i, p in enumerate(parts):
         if i % 2 == 1:
             out.append(p.rstrip() + "\x00")
         else:
-            out.append(re.sub(r"\s+", "", p))
+            out.append(_SPACES.sub("", p))
     return "".join(out).replace("\x00", " ")
 
 
@@ -210,47 +243,56 @@ def pre_normalise(s: str, keep_percent: bool = False, decimal_comma: bool = Fals
     ``\\ldots``), thousands marks, degrees, percent (dropped, or kept as ``\\%`` with
     ``keep_percent``), money and the wrappers (``\\mathrm``... become ``\\text``; an upright function
     name becomes its command). ``decimal_comma``: a comma between digits is a decimal mark and a
-    semicolon separates list items."""
+    semicolon separates list items. Each rule runs only when its trigger character is present."""
     s = s.strip()
-    boxed = boxed_contents(s)
-    if boxed and re.fullmatch(r"\$*\s*\\(?:boxed|fbox)\s*\{.*\}\s*\$*\.?", s, flags=re.DOTALL):
-        s = boxed[-1]
-    # "25,\\!000" (MATH's thousands notation, also "1,\\! 000") is never a list, unlike a bare
-    # "7,251"; a run with a group that is not 3 digits ("41,\\!22,\\!93,\\!024") is left alone
-    s = _THOUSANDS_BANG.sub(lambda m: re.sub(r",\\!\s*", "", m.group()), s)
-    s = s.replace("\\displaystyle", "").replace("\\!", "")
-    s = re.sub(r"^\$+|\$+$", "", s.strip())
-    s = re.sub(r"^\\\(|\\\)$|^\\\[|\\\]$", "", s.strip())
-    # an ellipsis is content ("1, 2, 3, ..." is not "1, 2, 3"): one token, before a final period goes
-    s = _ELLIPSIS.sub(r"\\ldots ", s)
+    if "box" in s:
+        boxed = boxed_contents(s)
+        if boxed and _WHOLE_BOX.fullmatch(s):
+            s = boxed[-1]
+    if "\\!" in s:
+        # "25,\\!000" (MATH's thousands notation, also "1,\\! 000") is never a list, unlike a bare
+        # "7,251"; a run with a group that is not 3 digits ("41,\\!22,\\!93,\\!024") is left alone
+        s = _THOUSANDS_BANG.sub(lambda m: _BANG_SEP.sub("", m.group()), s).replace("\\!", "")
+    if "$" in s:
+        s = _DOLLARS.sub("", s.strip())
+    if "\\" in s:
+        s = _DELIMS.sub("", s.replace("\\displaystyle", "").strip())
+    if "." in s or "\\" in s or "…" in s:
+        # an ellipsis is content ("1, 2, 3, ..." is not "1, 2, 3"): one token, before a final period goes
+        s = _ELLIPSIS.sub(r"\\ldots ", s)
     s = s.strip().rstrip(".;").strip()
-    s = re.sub(r"\\(?:left|right|bigl|bigr|Bigl|Bigr|big|Big)(?![a-zA-Z])\.?", "", s)
-    s = re.sub(r"\\[dt]frac(?![a-zA-Z])", r"\\frac", s)
+    if "\\" in s:
+        s = _DTFRAC.sub(r"\\frac", _SIZES.sub("", s))
     if decimal_comma:
         s = _decimal_commas(s)
     s = s.replace("{,}", ",")
     # degrees, percent, money: dropped (see docs/math-grading.md for the convention); a sign dropped
     # before a number leaves "\;", so "45^\circ\;135^\circ" is not read as 45135
-    s = _drop_sign(_DEGREE, s)
-    s = _PERCENT_WORD.sub(r"\\%", s)
-    s = re.sub(r"\\%|%", r"\\%", s) if keep_percent else _drop_sign(_PERCENT, s)
-    s = _drop_sign(_MONEY, s)
-    s = re.sub(r"(\d)\\,(?=\d{3})", r"\1", s)  # 1\,000
-    # "2\;3" (a canonical form: digits kept apart) stays apart when read again; \x01 until spaces go
-    s = _APART.sub("\x01", s)
-    s = re.sub(r"(?<!\\)\\[,;:]|\\quad|\\qquad|~|(?<!\\)\\ ", " ", s)
-    s = _FUNC_NAME.sub(lambda m: "\\" + (m.group(1) or m.group(2)) + " ", s)
-    s = re.sub(r"\\mathbb\s*([A-Z])", r"\\mathbb{\1}", s)
-    s = _TEXT_CMDS.sub(r"\\text{", s)
-    s = _OPERATORNAME.sub(r"\\operatorname{", s)
+    if "circ" in s or "degree" in s or "°" in s:
+        s = _drop_sign(_DEGREE, s)
+    if "cent" in s or "CENT" in s or "Cent" in s:
+        s = _PERCENT_WORD.sub(r"\\%", s)
+    if "%" in s:
+        s = _PERCENT.sub(r"\\%", s) if keep_percent else _drop_sign(_PERCENT, s)
+    if "$" in s:
+        s = _drop_sign(_MONEY, s)
+    if "\\" in s:
+        s = _THIN_THOUSANDS.sub(r"\1", s)  # 1\,000
+        # "2\;3" (a canonical form: digits kept apart) stays apart when read again; \x01 until spaces go
+        s = _APART.sub("\x01", s)
+    if "\\" in s or "~" in s:
+        s = _SPACE_CMDS.sub(" ", s)
+    if "\\" in s:
+        s = _FUNC_NAME.sub(lambda m: "\\" + (m.group(1) or m.group(2)) + " ", s)
+        s = _MATHBB.sub(r"\\mathbb{\1}", s)
+        s = _OPERATORNAME.sub(r"\\operatorname{", _TEXT_CMDS.sub(r"\\text{", s))
     return s.strip()
 
 
 def _drop_sign(sign: re.Pattern[str], s: str) -> str:
     if not sign.search(s):
         return s
-    s = re.sub(sign.pattern + _BEFORE_NUMBER, r"\\;", s)
-    return sign.sub("", s)
+    return sign.sub("", _BEFORE_NUMBER[sign].sub(r"\\;", s))
 
 
 def _decimal_commas(s: str) -> str:
@@ -268,7 +310,7 @@ def _decimal_commas(s: str) -> str:
 
 
 def is_text_answer(s: str) -> bool:
-    return bool(re.fullmatch(r"[A-Za-z][A-Za-z .,'\-]*", s)) and bool(re.search(r"[A-Za-z]{2,}", s)) and "," not in s
+    return "," not in s and bool(_TEXT_ANSWER.fullmatch(s)) and bool(_TWO_LETTERS.search(s))
 
 
 def matlab_spaces(s: str) -> str:

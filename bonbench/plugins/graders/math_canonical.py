@@ -2,8 +2,10 @@
 
 What it does: ``canonical_answer`` rewrites an answer with string rules only (``math_rewrite``): wrappers, units,
 degrees, percent, money, thousands separators, ``\\frac``/``\\sqrt`` shorthands, equation
-left-hand sides and spacing are removed or normalised; the answer is parsed into a structure
-(``parse_structure``: matrix, union, set, one-variable inequality as an interval, tuple / interval, named
+left-hand sides and spacing are removed or normalised, under the grader's ``MathConventions``
+(a percent as its number or its fraction, read here; a decimal comma); the answer is parsed into a structure
+(``parse_structure``: matrix, union, set, one-variable inequality as an interval (also with a numeric
+coefficient), tuple / interval, named
 values, list, atom; ``\\pm`` items become their two solutions) and rendered back (``render_structure``);
 atoms are normalised by ``canon_atom`` (exact numbers via ``math_numeric``, multiple-choice
 letters, base-n numerals, text). ``canonical_answer`` is idempotent.

@@ -3,7 +3,8 @@
 What it does: ``is_equiv`` canonicalises both answers and compares them: structures (lists, sets,
 tuples, intervals, unions, matrices, named values, ambiguous thousands) by our own rules, atoms
 first by cheap rules (``_atom_fast``: strings, exact numbers and the precision model, kinds,
-free variables, the numeric evaluator), then constants exactly in sympy (``_constant_verdict``)
+free variables, the numeric evaluator; an atom with an ellipsis or with digits kept apart by a space
+matches only its own writing; a list with an ellipsis is compared in order), then constants exactly in sympy (``_constant_verdict``)
 and the rest (expressions in variables, relations) with math-verify, its signal timeouts
 disabled so that it runs in threads and worker processes. ``equiv_canonical(..., fast_only=True)``
 raises ``NeedsSympy`` instead of calling sympy: ``MathGrader`` settles the rest in workers.
@@ -304,6 +305,7 @@ def _node_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool
 
 
 def _has_ellipsis(node: tuple[Any, ...]) -> bool:
+    """A list with an ellipsis item ("1, 2, 4, \\ldots") is a sequence, not a set of solutions."""
     return any(item == ("atom", "\\ldots") for item in node[1])
 
 

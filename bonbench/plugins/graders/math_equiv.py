@@ -4,7 +4,8 @@ What it does: ``is_equiv`` canonicalises both answers and compares them: structu
 tuples, intervals, unions, matrices, named values, ambiguous thousands) by our own rules, atoms
 first by cheap rules (``_atom_fast``: strings, exact numbers and the precision model, kinds,
 free variables, the numeric evaluator; an atom with an ellipsis or with digits kept apart by a space
-matches only its own writing; a list with an ellipsis is compared in order), then constants exactly in sympy (``_constant_verdict``)
+matches only its own writing; a list with an ellipsis is compared in order), then constants
+exactly in sympy (``_constant_verdict``)
 and the rest (expressions in variables, relations) with math-verify, its signal timeouts
 disabled so that it runs in threads and worker processes. ``equiv_canonical(..., fast_only=True)``
 raises ``NeedsSympy`` instead of calling sympy: ``MathGrader`` settles the rest in workers.

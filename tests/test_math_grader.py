@@ -33,6 +33,8 @@ REQUIRED_CATEGORIES = {
     "set", "matrix", "multiple_choice", "text", "base", "symbolic", "equation", "left_right", "spacing", "extraction",
     # version 3: classes found disagreeing with labels outside the case file
     "precision", "inequality", "plus_minus", "repeating_decimal", "sci_notation", "identity",
+    # version 4: extraction (issue 37)
+    "multiple_boxes", "final_answer_phrase",
 }
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)(?![a-zA-Z])")
+_BRACE_TOKEN = re.compile(r"\\[\s\S]|[{}]")  # an escape pair (\{ is no brace) or a brace
 _BARE_TOKEN_END = re.compile(r"[$\n]")
 _PHRASE_RE = re.compile(r"final answer is|the answer is|final answer:|answer:", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")  # a decimal point is followed by a digit: "3.5." keeps 3.5
@@ -43,6 +44,7 @@ _SEPARATOR_TOKEN = re.compile(
 )
 # a variable's left-hand side right before a box: "x =", "x_1 =", "\theta=", "x &="
 _LHS_TAIL = re.compile(r"((?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?)\s*&?=\s*\$?\s*$")
+_MAX_VALUE = 4000  # what a phrase's value may span: bounds the work per phrase in a degenerate text
 _SPACES = re.compile(r"\s+")
 _MAX_GAP = 200  # longer gaps are prose; also bounds the separator scan
 # a sentence answer is cut to what follows its last copula: "The total is 12 apples"
@@ -76,23 +78,54 @@ def braced_group(text: str, start: int) -> tuple[str, int] | None:
     return None
 
 
+def _brace_matches(text: str, start: int) -> dict[int, int]:
+    """Opening brace index -> index after its closing brace, for every balanced group from
+    ``start`` on (one pass over braces and escapes, escaped braces ignored as in ``braced_group``),
+    so that many unclosed boxes cost linear time. ``start`` must not follow a backslash."""
+    closes: dict[int, int] = {}
+    stack: list[int] = []
+    for m in _BRACE_TOKEN.finditer(text, start):
+        ch = m.group(0)
+        if ch == "{":
+            stack.append(m.start())
+        elif ch == "}" and stack:
+            closes[stack.pop()] = m.end()
+    return closes
+
+
 def _boxes(text: str) -> list[tuple[int, int, str]]:
     """(start, end, content) of every complete box in ``text``, in order."""
     out = []
+    closes: dict[int, int] | None = None
+    scanned = 0
+    n = len(text)
     for m in _BOX_RE.finditer(text):
         j = m.end()
-        while j < len(text) and text[j] == " ":
+        while j < n and text[j] == " ":
             j += 1
-        if j < len(text) and text[j] == "{":
-            got = braced_group(text, j)
-            if got is not None:
-                out.append((m.start(), got[1], got[0]))
+        if j < n and text[j] == "{":
+            if closes is None and scanned <= 2 * n:
+                got = braced_group(text, j)
+                end = got[1] if got is not None else None
+                scanned += (end or n) - j
+            else:
+                # unclosed or deeply nested boxes: scanning each to its end would be quadratic
+                closes = closes if closes is not None else _brace_matches(text, j)
+                end = closes.get(j)
+            if end is not None:
+                out.append((m.start(), end, text[j + 1 : end - 1]))
         elif j > m.end():
             # "\boxed 5": the token runs to the closing $ or the end of the line
             token = _BARE_TOKEN_END.split(text[j:], maxsplit=1)[0]
             if token.strip():
                 out.append((m.start(), j + len(token), token.strip()))
     return out
+
+
+def _answer_boxes(text: str) -> list[tuple[int, int, str]]:
+    """The non-empty boxes that hold no other box (``\\boxed{\\boxed{5}}`` answers 5)."""
+    boxes = _boxes(text)
+    return [b for k, b in enumerate(boxes) if b[2].strip() and (k + 1 == len(boxes) or boxes[k + 1][0] >= b[1])]
 
 
 def boxed_contents(text: str) -> list[str]:
@@ -137,12 +170,14 @@ def _dedupe(values: list[str]) -> list[str]:
 
 
 def _join(values: list[str]) -> str:
-    return ", ".join(_dedupe(values))
+    return values[0] if len(values) == 1 else ", ".join(_dedupe(values))
 
 
 def _last_group(text: str, boxes: list[tuple[int, int, str]]) -> tuple[int, list[str]]:
     """Index of the first box of the last group of boxes that belong together, and its values."""
     first = len(boxes) - 1
+    if first == 0:
+        return 0, [boxes[0][2].strip()]
     while first > 0 and _separator_only(text[boxes[first - 1][1] : boxes[first][0]], allow_lhs=True):
         first -= 1
     group = boxes[first:]
@@ -157,7 +192,7 @@ def _last_group(text: str, boxes: list[tuple[int, int, str]]) -> tuple[int, list
 def gold_answers(target: str, gold_boxes: str = "all") -> list[str]:
     """The readings of a gold target: itself, or, when it is written as several boxes (and nothing
     else but separators), ``all``: their joined list; ``any``: each box (alternatives)."""
-    boxes = [b for b in _boxes(target) if b[2].strip()]
+    boxes = _answer_boxes(target)
     if len(boxes) < 2:
         return [target]
     first, values = _last_group(target, boxes)
@@ -211,9 +246,11 @@ def _next_segment_start(text: str, pos: int) -> int | None:
 
 def _reduce_sentence(ans: str) -> str:
     """A sentence answer cut to its value: what follows the last "is" / "are" / "equals"."""
-    cut = [m for m in _COPULA_RE.finditer(ans) if ans[m.end() :].strip()]
-    if cut:
-        ans = ans[cut[-1].end() :].strip()
+    copulas = list(_COPULA_RE.finditer(ans))
+    if copulas and not ans[copulas[-1].end() :].strip():
+        copulas.pop()  # "Yes, it is": nothing follows the last one
+    if copulas:
+        ans = ans[copulas[-1].end() :].strip()
     got = _math_run(ans) if ans.startswith(("$", "\\(", "\\[")) else None
     if got is not None and not ans[got[1] :].strip(" .,;!"):
         return got[0]
@@ -222,7 +259,7 @@ def _reduce_sentence(ans: str) -> str:
 
 def _phrase_value(text: str, m: re.Match[str]) -> tuple[str, bool] | None:
     """The value a phrase introduces and whether it is math-delimited; None when it has none."""
-    rest = text[m.end() :].lstrip(" :\t*")
+    rest = text[m.end() : m.end() + _MAX_VALUE].lstrip(" :\t*")
     delimited = rest.startswith(("$", "\\(", "\\["))
     if delimited:
         got = _math_run(rest)
@@ -265,7 +302,7 @@ def extract_answer(text: str) -> str | None:
     final-answer phrase with a value follows it; else the last phrase with a value."""
     if not text:
         return None
-    boxes = [b for b in _boxes(text) if b[2].strip()]
+    boxes = _answer_boxes(text)
     after = boxes[-1][1] if boxes else 0
     for m in reversed(list(_PHRASE_RE.finditer(text, after))):
         got = _phrase_value(text, m)

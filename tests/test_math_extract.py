@@ -1,16 +1,22 @@
 """Tests of the math grader's extraction step (bonbench.plugins.graders.math_extract): several final
 boxes read as one list answer, the value of a "Final Answer:" sentence, an explicit final-answer
 phrase after an intermediate box, gold targets written as several boxes (the ``gold_boxes``
-convention), and linear time on degenerate text. The labelled end-to-end cases (categories
-multiple_boxes, final_answer_phrase) are in tests/data/math_cases.jsonl."""
+convention, through ``is_equiv`` and ``MathGrader``), and linear time on degenerate text. The
+labelled end-to-end cases (categories multiple_boxes, final_answer_phrase) are in
+tests/data/math_cases.jsonl."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
+from bonbench.core.records import Problem, Sample
+from bonbench.plugins.graders import math as gm
+from bonbench.plugins.graders.math import MathGrader
+from bonbench.plugins.graders.math_conventions import MathConventions
 from bonbench.plugins.graders.math_equiv import is_equiv
 from bonbench.plugins.graders.math_extract import boxed_contents, extract_answer, gold_answers
 
@@ -143,3 +149,60 @@ def test_degenerate_text_extracts_in_linear_time() -> None:
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert got.returncode == 0, got.stderr[-500:]
     assert got.stdout.splitlines()[:3] == ["None", "7", "1"]
+
+
+# ---------------------------------------------------------------- gold_boxes through is_equiv and MathGrader
+
+ALL, ANY = MathConventions(), MathConventions(gold_boxes="any")
+
+
+@pytest.mark.parametrize(
+    "pred, gold, under_all, under_any",
+    [
+        ("2, 3", "\\boxed{2}, \\boxed{3}", True, False),
+        ("3, 2", "$\\boxed{2}$ and $\\boxed{3}$", True, False),
+        ("3", "\\boxed{2}, \\boxed{3}", False, True),
+        ("2", "$\\boxed{2}$ or $\\boxed{3}$", False, True),
+        ("4", "$\\boxed{2}$ or $\\boxed{3}$", False, False),
+        ("2, 4", "$\\boxed{2}$ or $\\boxed{3}$", False, False),
+        ("-1", "$x=\\boxed{1}$ or $x=\\boxed{-1}$", False, True),
+        ("\\frac{\\sqrt2}{2}", "$\\boxed{\\frac{1}{\\sqrt2}}$ or $\\boxed{0.7}$", False, True),  # sympy on one form
+        ("5", "5", True, True),  # a gold without boxes reads the same under both
+    ],
+)
+def test_gold_boxes_convention(pred: str, gold: str, under_all: bool, under_any: bool) -> None:
+    assert is_equiv(pred, gold) is is_equiv(pred, gold, ALL) is under_all
+    assert is_equiv(pred, gold, ANY) is under_any
+
+
+def test_grader_reads_several_gold_boxes_per_convention(monkeypatch: pytest.MonkeyPatch) -> None:
+    problems = {
+        "roots": Problem(id="roots", input="q", target="$x=\\boxed{2}$ or $x=\\boxed{-3}$"),
+        "forms": Problem(id="forms", input="q", target="$\\boxed{\\frac{1}{\\sqrt2}}$ or $\\boxed{0.8}$"),
+    }
+    sent: list[list[tuple[int, str, str]]] = []
+    real = gm._run_pool
+
+    def spy(items: list[tuple[int, str, str]], *args: Any, **kw: Any) -> Any:
+        sent.append(list(items))
+        return real(items, *args, **kw)
+
+    monkeypatch.setattr(gm, "_run_pool", spy)
+    completions = [("roots", "So $\\boxed{-3}$ and $\\boxed{2}$."), ("roots", "So $\\boxed{-3}$."),
+                   ("roots", "So $\\boxed{4}$."), ("forms", "It is $\\boxed{\\frac{\\sqrt{2}}{2}}$."),
+                   ("forms", "It is $\\boxed{\\frac{1}{2}}$.")]
+    samples = [Sample(problem_id=pid, sample_idx=i, completion=c, n_tokens=3, finish_reason="stop")
+               for i, (pid, c) in enumerate(completions)]
+    under_all = MathGrader(workers=1).grade(problems, samples)
+    under_any = MathGrader(workers=1, conventions=ANY).grade(problems, samples)
+    assert [g.correct for g in under_all] == [True, False, False, False, False]
+    # "any": one root, or one form of the value (the sympy comparison runs on a worker), answers
+    assert [g.correct for g in under_any] == [False, True, False, True, False]
+    # under "any" only the form 0.8 is ruled out in-process; the other goes to a worker
+    assert [item[1:] for item in sent[-1]] == [("\\frac{\\sqrt{2}}{2}", "\\frac{1}{\\sqrt{2}}")]
+    assert all(g.error is None for g in under_all + under_any)
+    # the batch path agrees with is_equiv under each convention
+    for conv, grades in ((ALL, under_all), (ANY, under_any)):
+        for s, g in zip(samples, grades, strict=True):
+            pred = extract_answer(s.completion)
+            assert is_equiv(pred or "", problems[s.problem_id].target, conv) is g.correct

@@ -217,7 +217,7 @@ def test_is_equiv_works_in_a_thread() -> None:
 def test_grader_bad_gold_is_data_not_exception(monkeypatch: pytest.MonkeyPatch) -> None:
     problems = _problems(("p", "5"))
 
-    def boom(ans: str) -> str:
+    def boom(ans: str, *_: object) -> str:
         raise RuntimeError("bad")
 
     monkeypatch.setattr(gm, "canonical_answer", boom)
@@ -324,7 +324,8 @@ def test_v3_evaluator_reads_functions_as_latex_does() -> None:
         ev("\\sin^{-1}x")  # arcsin, not 1/sin
 
 
-@pytest.mark.parametrize("module", ["math_extract", "math_numeric", "math_numeval", "math_canonical", "math_equiv", "math"])
+@pytest.mark.parametrize("module", ["math_extract", "math_conventions", "math_numeric", "math_numeval", "math_canonical",
+                                    "math_equiv", "math"])
 def test_each_grader_module_imports_on_its_own(module: str) -> None:
     # a fresh interpreter importing one module first: an import cycle between them would fail here
     code = f"import bonbench.plugins.graders.{module} as m; print(m.__doc__.splitlines()[0])"
@@ -341,11 +342,12 @@ def test_grader_modules_import_only_downwards() -> None:
     allowed = {
         "math_extract": set(),
         "math_numeric": set(),
+        "math_conventions": set(),
         "math_numeval": {"math_numeric"},
         "math_rewrite": {"math_extract"},
-        "math_canonical": {"math_numeric", "math_rewrite"},
-        "math_equiv": {"math_canonical", "math_numeric", "math_numeval"},
-        "math": {"math_extract", "math_canonical", "math_equiv"},
+        "math_canonical": {"math_conventions", "math_numeric", "math_rewrite"},
+        "math_equiv": {"math_canonical", "math_conventions", "math_extract", "math_numeric", "math_numeval"},
+        "math": {"math_extract", "math_canonical", "math_conventions", "math_equiv"},
     }
     folder = Path(gm.__file__).parent
     for module, deps in allowed.items():

@@ -18,6 +18,7 @@ import functools
 import re
 from typing import Any
 
+from bonbench.plugins.graders.math_conventions import DEFAULT_CONVENTIONS, MathConventions
 from bonbench.plugins.graders.math_numeric import parse_number, render_number
 from bonbench.plugins.graders.math_rewrite import (
     collapse_control_spaces,
@@ -36,8 +37,9 @@ _LHS_RE = re.compile(
 )
 
 
-def canonical_answer(ans: str) -> str:
-    """A normal form of ``ans`` for clustering (maj@k) and as the input of ``is_equiv``."""
+def canonical_answer(ans: str, conventions: MathConventions = DEFAULT_CONVENTIONS) -> str:
+    """A normal form of ``ans`` for clustering (maj@k) and as the input of ``is_equiv``
+    (``conventions``: the grader's ``MathConventions``)."""
     s = pre_normalise(str(ans))
     groups = text_groups(s)
     if len(groups) == 1 and groups[0][0] == 0 and groups[0][1] == len(s):

@@ -21,6 +21,8 @@ from fractions import Fraction
 from typing import Any
 
 from bonbench.plugins.graders.math_canonical import BASE_RE, canon_atom, canonical_answer, parse_structure, render_structure
+from bonbench.plugins.graders.math_conventions import DEFAULT_CONVENTIONS, MathConventions
+from bonbench.plugins.graders.math_extract import gold_answers
 from bonbench.plugins.graders.math_numeric import approx_interval, float_in, is_long, num_equiv, parse_number
 from bonbench.plugins.graders.math_numeval import const_value, constant_at_points, has_free_variable, surely_different
 
@@ -305,11 +307,17 @@ def equiv_canonical(cp: str, cg: str, fast_only: bool = False) -> bool:
     return _node_equiv(parse_structure(cp), parse_structure(cg), fast_only)
 
 
-def is_equiv(pred: str, gold: str) -> bool:
-    """Whether answer ``pred`` is equivalent to gold answer ``gold`` (no timeout: see MathGrader)."""
+def is_equiv(pred: str, gold: str, conventions: MathConventions = DEFAULT_CONVENTIONS) -> bool:
+    """Whether answer ``pred`` is equivalent to gold answer ``gold`` under ``conventions`` (no
+    timeout: see MathGrader). A gold written as several boxes is their list (``gold_boxes="all"``)
+    or alternatives, any one of which ``pred`` may equal (``"any"``)."""
     if pred is None or gold is None:
         return False
-    cp, cg = canonical_answer(pred), canonical_answer(gold)
-    if not cp or not cg:
+    cp = canonical_answer(pred, conventions)
+    if not cp:
         return False
-    return equiv_canonical(cp, cg)
+    for g in gold_answers(gold, conventions.gold_boxes):
+        cg = canonical_answer(g, conventions)
+        if cg and equiv_canonical(cp, cg):
+            return True
+    return False

@@ -2,8 +2,8 @@
 
 Problems: id = ``unique_id`` (e.g. ``test/algebra/1.json``, the original file path, shared with
 MATH-500 and PRM800K); input = ``problem``; target = the gold answer (the ``answer`` field, else the
-last ``\\boxed{}`` of ``solution``); meta = ``level`` (int 1-5, None when the dataset says
-"Level ?"), ``subject`` (the display name, e.g. "Counting & Probability").
+last ``\\boxed{}`` of ``solution``, the rule the ``answer`` field follows); meta = ``level`` (int
+1-5, None when the dataset says "Level ?"), ``subject`` (the display name, e.g. "Counting & Probability").
 
 Sources: with a data dir (``--data-dir`` / ``BONBENCH_DATA_DIR``), ``math/{split}.jsonl`` and
 ``math500/test.jsonl``; without one, the hub: ``EleutherAI/hendrycks_math`` (7 subject configs,
@@ -33,7 +33,7 @@ from bonbench.core.data import file_fingerprint, load_hub, local_file, read_json
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem
 from bonbench.plugins.graders.math_conventions import MathConventions
-from bonbench.plugins.graders.math_extract import extract_answer
+from bonbench.plugins.graders.math_extract import boxed_contents, extract_answer
 from bonbench_tasks.common import MATH_SUBJECTS, check_fewshot, level_int, math_conventions, math_style_task, subject_folder
 
 VERSION = 1
@@ -53,7 +53,11 @@ def to_problem(row: dict[str, Any], split: str = "test") -> Problem:
         uid = f"{split}/{subject_folder(subject)}/h{digest}.json"
     answer = row.get("answer")
     if not answer:
-        answer = extract_answer(row.get("solution", "")) or ""
+        # the dataset's own rule (the local mirror's ``answer`` field): the last box of the worked
+        # solution, even where it ends with several ("$\boxed{x+11}$ or $\boxed{11+x}$"), so that
+        # hub and local runs grade against the same gold
+        boxes = [b.strip() for b in boxed_contents(row.get("solution", "")) if b.strip()]
+        answer = boxes[-1] if boxes else extract_answer(row.get("solution", "")) or ""
     meta: dict[str, Any] = {"level": level_int(row.get("level")), "subject": subject}
     if split == "train" and row.get("solution"):
         meta["solution"] = row["solution"]  # the worked solution: expert rows of the trainer's SFT-style objectives

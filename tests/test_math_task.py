@@ -90,6 +90,16 @@ def test_hub_rows_without_unique_id_get_stable_ids() -> None:
     assert mt.to_problem({**row, "level": "Level ?"}).meta["level"] is None
 
 
+def test_hub_rows_take_the_gold_the_answer_field_has(data_dir: Path) -> None:
+    # hub MATH rows have no answer field: the gold is read from the solution by the dataset's rule
+    # (its last box), not by the extractor, which reads a solution ending in several boxes as a list
+    rows = [json.loads(line) for line in (data_dir / "math" / "test.jsonl").read_text().splitlines()]
+    hub = [mt.to_problem({k: v for k, v in r.items() if k != "answer"}).target for r in rows]
+    assert [t for t, r in zip(hub, rows, strict=True) if not is_equiv(t, r["answer"])] == []
+    row = {"problem": "q", "type": "Algebra", "level": 2, "solution": "So $\\boxed{x+11}$ or $\\boxed{11+x}$."}
+    assert mt.to_problem(row).target == "11+x" and extract_answer(row["solution"]) == "x+11, 11+x"
+
+
 def test_render_base_and_chat(data_dir: Path) -> None:
     task = mt.math500_task(data_dir=str(data_dir))
     problem = task.problems[0]

@@ -54,6 +54,9 @@ from bonbench.plugins.graders.math_extract import boxed_contents, extract_answer
         ("Final answer: the perimeter equals 20.", "20"),
         ("Final answer: the roots are $-1$ and $6$.", "-1, 6"),
         ("**Final Answer:** 42", "42"),
+        ("Final Answer: $f(2)$ equals $7$.", "7"),
+        ("Final answer: $5$ is the answer.", "5"),
+        ("The final answer is $5$, which is the number of apples.", "5"),
         # ... while a text answer, a letter and a value with a unit are kept
         ("Final Answer: Monday", "Monday"),
         ("Final answer: (C)", "(C)"),

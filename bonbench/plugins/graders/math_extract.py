@@ -49,6 +49,8 @@ _SPACES = re.compile(r"\s+")
 _MAX_GAP = 200  # longer gaps are prose; also bounds the separator scan
 # a sentence answer is cut to what follows its last copula: "The total is 12 apples"
 _COPULA_RE = re.compile(r"\b(?:is|are|was|were|equals|becomes|be)\b(?:\s+equal\s+to\b)?", re.IGNORECASE)
+_MATHY = re.compile(r"[\d\\$]")
+_COPULA_START = re.compile(r"\s*(?:is|are|was|were|equals|becomes)\b", re.IGNORECASE)
 # "the answer is correct", "I think the answer is right": prose, not a value
 _PROSE_VALUES = frozenset(
     "correct right wrong incorrect valid invalid consistent reasonable plausible confirmed verified indeed clear "
@@ -264,6 +266,12 @@ def _phrase_value(text: str, m: re.Match[str]) -> tuple[str, bool] | None:
     if delimited:
         got = _math_run(rest)
         ans = got[0] if got is not None else None
+        if got is not None and _COPULA_START.match(rest, got[1]):
+            # "Final Answer: $f(2)$ equals $7$": the math names what the value is, the value follows
+            cut = _SENTENCE_END.search(rest, got[1])
+            value = _reduce_sentence(_HOPE_RE.sub("", rest[: cut.start()] if cut else rest).strip())
+            if _MATHY.search(value):  # not "$5$ is the answer"
+                ans = value
     else:
         cut = _SENTENCE_END.search(rest)
         ans = _reduce_sentence(_HOPE_RE.sub("", rest[: cut.start()] if cut else rest).strip().strip("*").strip())

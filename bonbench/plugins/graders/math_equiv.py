@@ -1,6 +1,8 @@
 """Equivalence of two MATH answers, on their canonical forms.
 
-What it does: ``is_equiv`` canonicalises both answers and compares them: structures (lists, sets,
+What it does: ``is_equiv`` canonicalises both answers under the grader's ``MathConventions`` (a
+gold written as several boxes read as ``gold_answers`` says: their list, or alternatives) and
+compares them: structures (lists, sets,
 tuples, intervals, unions, matrices, named values, ambiguous thousands) by our own rules, atoms
 first by cheap rules (``_atom_fast``: strings, exact numbers and the precision model, kinds,
 free variables, the numeric evaluator), then constants exactly in sympy (``_constant_verdict``)

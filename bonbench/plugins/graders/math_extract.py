@@ -3,11 +3,12 @@
 What it does: ``extract_answer`` returns the answer a completion ends with:
 
 * the last group of complete ``\\boxed{...}`` / ``\\fbox{...}`` (balanced braces, escaped braces
-  ignored; ``\\boxed 5``) that belong together: boxes separated only by whitespace, punctuation,
-  math delimiters, "and" / "or", ``\\quad``, ``\\text{ and }`` or a variable's ``x =``
-  are one list answer, ``"-2, 1"``; a value boxed more than once counts once;
-  boxes whose every one is named (``x=\\boxed{1}, y=\\boxed{2}``) keep their names. A box
-  followed by prose starts no group with the next one, so an intermediate box is never joined;
+  ignored; ``\\boxed 5``; the inner one of nested boxes) that belong together: boxes separated
+  only by whitespace, punctuation, math delimiters, "and" / "or", ``\\quad``, ``\\text{ and }``
+  or a variable's ``x =`` are one list answer, ``"-2, 1"``; a value boxed more than once counts
+  once; boxes each named by a different variable (``x=\\boxed{1}, y=\\boxed{2}``) keep their
+  names. A box followed by prose starts no group with the next one, so an intermediate box is
+  never joined;
 * unless an explicit final-answer phrase with a value comes after that group ("The final answer
   is $X$", "Final Answer: X", "Answer: X"; not "the answer is", which prose uses): then its value;
 * with no box, the last "final answer is" / "the answer is" / "answer:" phrase whose value is not

@@ -5,8 +5,9 @@ task, so no task depends on another.
 
 **MATH family** (``math``, ``math500``, ``functional_math``, ``mathodyssey``): Hendrycks MATH's
 subject table and level / subject readers, the prompt (``math_prompt``, ``math_render``) and
-``math_style_task``, which assembles a ``Task`` with those prompts, the MATH grader and the
-family's default metrics, so that every member's prompts and grading are exactly MATH's (same
+``math_style_task``, which assembles a ``Task`` with those prompts, the MATH grader (under the
+conventions ``math_conventions`` reads from the task arguments) and the family's default metrics,
+so that every member's prompts and grading are exactly MATH's (same
 ``prompt_id``: runs are comparable, and a verifier trained on one member scores the others).
 Base models get Minerva-style plain text::
 
@@ -46,6 +47,7 @@ from bonbench.core.records import Problem, Prompt
 from bonbench.plugins.graders.code_cases import ExecCase
 from bonbench.plugins.graders.code_text import defines, extract_code
 from bonbench.plugins.graders.math import MathGrader
+from bonbench.plugins.graders.math_conventions import DEFAULT_CONVENTIONS, MathConventions
 
 # --------------------------------------------------------------------------- the MATH family
 
@@ -135,6 +137,17 @@ def parse_subject(subject: str | None, task: str) -> str | None:
     raise BonbenchError(f"{task}: unknown -T subject={subject!r}; choose from {', '.join(MATH_SUBJECTS)}")
 
 
+def math_conventions(task: str, percent: str = "number", decimal_comma: bool = False,
+                     gold_boxes: str = "all") -> MathConventions:
+    """The grader conventions from ``-T percent=... -T decimal_comma=... -T gold_boxes=...``; a bad
+    value is a one-line error naming the choices."""
+    try:
+        return MathConventions(percent=str(percent).strip().lower(), decimal_comma=decimal_comma,
+                               gold_boxes=str(gold_boxes).strip().lower())
+    except ValueError as exc:
+        raise BonbenchError(f"{task}: -T {exc}") from None
+
+
 def check_fewshot(fewshot: int) -> int:
     """``fewshot`` as an int within the exemplars there are, else a one-line error."""
     if not 0 <= int(fewshot) <= len(MATH_FEWSHOT):
@@ -166,21 +179,25 @@ def math_render(fewshot: int = 4) -> Callable[[Problem, PromptStyle], Prompt]:
 
 def math_style_task(name: str, version: int, problems: tuple[Problem, ...], fingerprint: str, fewshot: int,
                     description: str, max_tokens: int = 512, extra_metrics: Callable[..., Any] | None = None,
-                    breakdowns: Mapping[str, Callable[[Problem], str | None]] | None = None) -> Task:
+                    breakdowns: Mapping[str, Callable[[Problem], str | None]] | None = None,
+                    conventions: MathConventions = DEFAULT_CONVENTIONS) -> Task:
     """A Task with MATH's prompts, grader and default metrics, of the ``math`` family.
 
-    ``breakdowns`` and ``extra_metrics`` are the task's per-group and task-specific metrics (``Task``)."""
+    ``breakdowns`` and ``extra_metrics`` are the task's per-group and task-specific metrics (``Task``).
+    ``conventions`` (``math_conventions``) change verdicts, not prompts: they key the stored grades
+    (``grade_args``, empty for the defaults) and stay out of the run id."""
     return Task(
         name=name,
         version=version,
         problems=problems,
         render=math_render(fewshot),
-        grader=MathGrader(),
+        grader=MathGrader(conventions=conventions),
         prompt_id=MATH_PROMPT_ID,
         default_metrics=MATH_METRICS,
         max_tokens=max_tokens,
         # level/subject/snapshot filters only select problems; a problem's prompt depends on fewshot alone
         hash_args={"fewshot": fewshot},
+        grade_args=conventions.grade_args(),
         fingerprint=fingerprint,
         breakdowns=dict(breakdowns or {}),
         extra_metrics=extra_metrics,

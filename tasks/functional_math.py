@@ -73,7 +73,7 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem
 from bonbench.metrics.bootstrap import bootstrap_ci
 from bonbench.metrics.pass_bon import mean_correct
-from bonbench_tasks.common import check_fewshot, level_int, math_style_task, parse_level, parse_subject
+from bonbench_tasks.common import check_fewshot, level_int, math_conventions, math_style_task, parse_level, parse_subject
 
 TASK_NAME = "functional_math"
 VERSION = 1
@@ -393,10 +393,13 @@ class FunctionalMetrics:
 
 @register_task(TASK_NAME, family="math")
 def functional_math_task(data_dir: str | None = None, snapshots: str = ",".join(SNAPSHOTS), level: int | str | None = None,
-                         subject: str | None = None, fewshot: int = 4, static: str = "all") -> Task:
+                         subject: str | None = None, fewshot: int = 4, static: str = "all", percent: str = "number",
+                         decimal_comma: bool = False, gold_boxes: str = "all") -> Task:
     """MATH() snapshots next to static MATH; ``snapshots`` (comma list), ``level`` (1-5), ``subject``
     and ``static`` (``all``: every MATH test problem statically, ``functionalized``: the 1,745 ids
-    with snapshots) select problems; ``fewshot`` (base prompt exemplars, as in the math task) is hashed."""
+    with snapshots) select problems; ``fewshot`` (base prompt exemplars, as in the math task) is hashed;
+    ``percent``, ``decimal_comma`` and ``gold_boxes`` are the grader's conventions (as in the math task)."""
+    conventions = math_conventions(TASK_NAME, percent, decimal_comma, gold_boxes)
     chosen = parse_snapshots(snapshots)
     lvl, subj, static_set = parse_level(level, TASK_NAME), parse_subject(subject, TASK_NAME), parse_static_set(static)
     check_fewshot(fewshot)
@@ -412,4 +415,4 @@ def functional_math_task(data_dir: str | None = None, snapshots: str = ",".join(
                    "reasoning_gap_functional_only and metric[variant=<variant>]")
     metrics = FunctionalMetrics(chosen, frozenset(snaps[SNAPSHOTS[0]]), static_set)
     return math_style_task(TASK_NAME, VERSION, problems, fingerprint, int(fewshot), description,
-                           breakdowns={"variant": variant_of}, extra_metrics=metrics)
+                           breakdowns={"variant": variant_of}, extra_metrics=metrics, conventions=conventions)

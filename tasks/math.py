@@ -2,8 +2,8 @@
 
 Problems: id = ``unique_id`` (e.g. ``test/algebra/1.json``, the original file path, shared with
 MATH-500 and PRM800K); input = ``problem``; target = the gold answer (the ``answer`` field, else the
-last ``\\boxed{}`` of ``solution``); meta = ``level`` (int 1-5, None when the dataset says
-"Level ?"), ``subject`` (the display name, e.g. "Counting & Probability").
+last ``\\boxed{}`` of ``solution``, the rule the ``answer`` field follows); meta = ``level`` (int
+1-5, None when the dataset says "Level ?"), ``subject`` (the display name, e.g. "Counting & Probability").
 
 Sources: with a data dir (``--data-dir`` / ``BONBENCH_DATA_DIR``), ``math/{split}.jsonl`` and
 ``math500/test.jsonl``; without one, the hub: ``EleutherAI/hendrycks_math`` (7 subject configs,
@@ -14,6 +14,8 @@ and local runs of ``math`` do not share problem ids; MATH-500 has its ids in bot
 
 Filters ``level`` and ``subject`` select problems without changing any problem's prompt, so they
 stay out of ``hash_args`` (runs share samples); ``fewshot`` changes the base prompt and is hashed.
+The grader's conventions ``percent``, ``decimal_comma`` and ``gold_boxes`` change verdicts only:
+they go into ``grade_args`` (a run regraded under others keeps both sets of grades).
 
 This module loads problems; prompts and the Task's assembly are the math family's
 (``bonbench_tasks.common``), grading ``bonbench.plugins.graders.math.MathGrader``.
@@ -30,8 +32,9 @@ from bonbench.api.task import Task, register_task
 from bonbench.core.data import file_fingerprint, load_hub, local_file, read_jsonl, resolve_data_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem
-from bonbench.plugins.graders.math_extract import extract_answer
-from bonbench_tasks.common import MATH_SUBJECTS, check_fewshot, level_int, math_style_task, subject_folder
+from bonbench.plugins.graders.math_conventions import MathConventions
+from bonbench.plugins.graders.math_extract import boxed_contents, extract_answer
+from bonbench_tasks.common import MATH_SUBJECTS, check_fewshot, level_int, math_conventions, math_style_task, subject_folder
 
 VERSION = 1
 HUB_MATH = "EleutherAI/hendrycks_math"
@@ -50,7 +53,11 @@ def to_problem(row: dict[str, Any], split: str = "test") -> Problem:
         uid = f"{split}/{subject_folder(subject)}/h{digest}.json"
     answer = row.get("answer")
     if not answer:
-        answer = extract_answer(row.get("solution", "")) or ""
+        # the dataset's own rule (the local mirror's ``answer`` field): the last box of the worked
+        # solution, even where it ends with several ("$\boxed{x+11}$ or $\boxed{11+x}$"), so that
+        # hub and local runs grade against the same gold
+        boxes = [b.strip() for b in boxed_contents(row.get("solution", "")) if b.strip()]
+        answer = boxes[-1] if boxes else extract_answer(row.get("solution", "")) or ""
     meta: dict[str, Any] = {"level": level_int(row.get("level")), "subject": subject}
     if split == "train" and row.get("solution"):
         meta["solution"] = row["solution"]  # the worked solution: expert rows of the trainer's SFT-style objectives
@@ -91,7 +98,7 @@ def _select(problems: Iterable[Problem], level: int | None, subject: str | None)
 
 
 def _build(name: str, data_dir: str | None, split: str, subset: str, level: int | None, subject: str | None,
-           fewshot: int) -> Task:
+           fewshot: int, conventions: MathConventions) -> Task:
     if subset not in SUBSETS:
         raise BonbenchError(f"unknown subset {subset!r}; choose one of: {', '.join(SUBSETS)}")
     if split not in SPLITS:
@@ -104,18 +111,25 @@ def _build(name: str, data_dir: str | None, split: str, subset: str, level: int 
     if not problems:
         raise BonbenchError(f"no {name} problems match level={level!r} subject={subject!r}; loosen the filters")
     return math_style_task(name, VERSION, problems, fingerprint, int(fewshot),
-                           "MATH-500 (PRM800K test split)" if subset == "math500" else f"Hendrycks MATH ({split})")
+                           "MATH-500 (PRM800K test split)" if subset == "math500" else f"Hendrycks MATH ({split})",
+                           conventions=conventions)
 
 
 @register_task("math", family="math")
 def math_task(data_dir: str | None = None, split: str = "test", subset: str = "full", level: int | None = None,
-              subject: str | None = None, fewshot: int = 4) -> Task:
-    """Hendrycks MATH; ``subset=math500`` gives MATH-500; ``level`` (1-5) and ``subject`` filter."""
-    return _build("math500" if subset == "math500" else "math", data_dir, split, subset, level, subject, fewshot)
+              subject: str | None = None, fewshot: int = 4, percent: str = "number", decimal_comma: bool = False,
+              gold_boxes: str = "all") -> Task:
+    """Hendrycks MATH; ``subset=math500`` gives MATH-500; ``level`` (1-5) and ``subject`` filter;
+    ``percent``, ``decimal_comma`` and ``gold_boxes`` are the grader's conventions (docs/math-grading.md)."""
+    name = "math500" if subset == "math500" else "math"
+    conventions = math_conventions(name, percent, decimal_comma, gold_boxes)
+    return _build(name, data_dir, split, subset, level, subject, fewshot, conventions)
 
 
 @register_task("math500", family="math")
 def math500_task(data_dir: str | None = None, level: int | None = None, subject: str | None = None,
-                 fewshot: int = 4) -> Task:
-    """MATH-500, the 500-problem test subset of PRM800K (Lightman et al. 2023)."""
-    return _build("math500", data_dir, "test", "math500", level, subject, fewshot)
+                 fewshot: int = 4, percent: str = "number", decimal_comma: bool = False, gold_boxes: str = "all") -> Task:
+    """MATH-500, the 500-problem test subset of PRM800K (Lightman et al. 2023); the grader's
+    conventions as in ``math``."""
+    conventions = math_conventions("math500", percent, decimal_comma, gold_boxes)
+    return _build("math500", data_dir, "test", "math500", level, subject, fewshot, conventions)

@@ -46,7 +46,7 @@ from bonbench.core.records import Grade, Problem
 from bonbench.plugins.graders.math_canonical import canonical_answer
 from bonbench.plugins.graders.math_equiv import is_equiv
 from bonbench.plugins.graders.math_extract import extract_answer
-from bonbench_tasks.common import check_fewshot, math_style_task
+from bonbench_tasks.common import check_fewshot, math_conventions, math_style_task
 
 TASK_NAME = "mathodyssey"
 VERSION = 1
@@ -363,9 +363,12 @@ class AbstentionReport:
 
 @register_task(TASK_NAME, family="math")
 def mathodyssey_task(data_dir: str | None = None, level: str | None = None, subject: str | None = None,
-                     include_abstained: bool = False, fewshot: int = 4) -> Task:
+                     include_abstained: bool = False, fewshot: int = 4, percent: str = "number",
+                     decimal_comma: bool = False, gold_boxes: str = "all") -> Task:
     """MathOdyssey graded by the MATH rule grader; ``level`` / ``subject`` filter (comma lists),
-    ``include_abstained`` keeps problems whose gold answer the grader cannot check."""
+    ``include_abstained`` keeps problems whose gold answer the grader cannot check; ``percent``,
+    ``decimal_comma`` and ``gold_boxes`` are the grader's conventions (as in the math task)."""
+    conventions = math_conventions(TASK_NAME, percent, decimal_comma, gold_boxes)
     check_fewshot(fewshot)
     rows, fingerprint = load_rows(data_dir)
     levels = parse_levels(level)
@@ -386,4 +389,5 @@ def mathodyssey_task(data_dir: str | None = None, level: str | None = None, subj
         max_tokens=1024,  # college-level solutions run longer than MATH's
         breakdowns={"level": level_of, "subject": subject_of},
         extra_metrics=AbstentionReport(abstained, len(selected), excluded=not include_abstained),
+        conventions=conventions,
     )

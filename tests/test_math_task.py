@@ -90,6 +90,16 @@ def test_hub_rows_without_unique_id_get_stable_ids() -> None:
     assert mt.to_problem({**row, "level": "Level ?"}).meta["level"] is None
 
 
+def test_hub_rows_take_the_gold_the_answer_field_has(data_dir: Path) -> None:
+    # hub MATH rows have no answer field: the gold is read from the solution by the dataset's rule
+    # (its last box), not by the extractor, which reads a solution ending in several boxes as a list
+    rows = [json.loads(line) for line in (data_dir / "math" / "test.jsonl").read_text().splitlines()]
+    hub = [mt.to_problem({k: v for k, v in r.items() if k != "answer"}).target for r in rows]
+    assert [t for t, r in zip(hub, rows, strict=True) if not is_equiv(t, r["answer"])] == []
+    row = {"problem": "q", "type": "Algebra", "level": 2, "solution": "So $\\boxed{x+11}$ or $\\boxed{11+x}$."}
+    assert mt.to_problem(row).target == "11+x" and extract_answer(row["solution"]) == "x+11, 11+x"
+
+
 def test_render_base_and_chat(data_dir: Path) -> None:
     task = mt.math500_task(data_dir=str(data_dir))
     problem = task.problems[0]
@@ -140,3 +150,65 @@ def test_registered_under_both_names() -> None:
     from bonbench.api.task import task_names
 
     assert {"math", "math500"} <= set(task_names())
+
+
+def test_grader_conventions_are_task_arguments(data_dir: Path) -> None:
+    from bonbench.plugins.graders.math_conventions import MathConventions
+
+    default = mt.math500_task(data_dir=str(data_dir), level=1)
+    assert default.grade_args == {} and default.grader.conventions == MathConventions()
+    # -T strings as the CLI gives them: coerced by annotation (decimal_comma: bool), case-insensitive choices
+    other = get_task("math500", data_dir=str(data_dir), level="1", percent="Fraction", decimal_comma="true",
+                     gold_boxes="any")
+    assert other.grader.conventions == MathConventions(percent="fraction", decimal_comma=True, gold_boxes="any")
+    assert other.grade_args == {"percent": "fraction", "decimal_comma": True, "gold_boxes": "any"}
+    assert other.hash_args == default.hash_args == {"fewshot": 4}  # verdicts change, prompts do not
+    with pytest.raises(BonbenchError, match="math500: -T percent='ratio': use one of number, fraction"):
+        mt.math500_task(data_dir=str(data_dir), percent="ratio")
+    with pytest.raises(BonbenchError, match="math: -T gold_boxes='some': use one of all, any"):
+        mt.math_task(data_dir=str(data_dir), gold_boxes="some")
+    with pytest.raises(BonbenchError, match="decimal_comma takes bool"):
+        get_task("math", data_dir=str(data_dir), decimal_comma="maybe")
+
+
+def test_a_run_regraded_under_other_conventions_keeps_both(data_dir: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """`run -T percent=fraction` records the grading settings; `score RUN -T gold_boxes=any` regrades
+    the same samples under a new grading id; the defaults reuse their own grades."""
+    from bonbench.apps.cli import main
+
+    rows = [json.loads(line) for line in (data_dir / "math500" / "test.jsonl").read_text().splitlines()]
+    by_id = {r["unique_id"]: r for r in rows}
+    ids = [p.id for p in mt.math500_task(data_dir=str(data_dir)).problems[:2]]
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps({"problem_id": pid, "sample_idx": i, "completion": text}) + "\n"
+                               for pid in ids
+                               for i, text in enumerate([f"So $\\boxed{{{by_id[pid]['answer']}}}$.", "So $\\boxed{0}$."])))
+    common = ["--task", "math500", "--backend", "scripted", "--samples", str(samples), "--limit", "2", "--n", "2",
+              "--data-dir", str(data_dir), "--out", str(tmp_path / "results")]
+
+    def grading(run_dir: Path) -> dict:
+        return json.loads((run_dir / "metrics.json").read_text())["grading"]
+
+    def grade_rows(run_dir: Path) -> list[dict]:
+        return [json.loads(line) for line in (run_dir / "grades" / "math.jsonl").read_text().splitlines()]
+
+    assert main(["run", *common, "-T", "percent=fraction"]) == 0
+    run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    assert grading(run_dir)["grade_args"] == {"percent": "fraction"}
+    first = grade_rows(run_dir)
+    assert len(first) == 4 and [r["correct"] for r in first].count(True) == 2
+
+    assert main(["score", str(run_dir), "--data-dir", str(data_dir), "-T", "gold_boxes=any"]) == 0
+    assert Path(capsys.readouterr().out.strip().splitlines()[-1]) == run_dir  # same samples, same run
+    assert grading(run_dir)["grade_args"] == {"percent": "fraction", "gold_boxes": "any"}  # merged over the saved args
+    second = grade_rows(run_dir)
+    assert len(second) == 8 and len({r["grading_id"] for r in second}) == 2
+
+    assert main(["run", *common]) == 0  # the defaults: a third grading id, recorded as no settings
+    assert Path(capsys.readouterr().out.strip().splitlines()[-1]) == run_dir
+    assert grading(run_dir)["grade_args"] == {} and grading(run_dir)["grading_id"] == ""
+    assert len(grade_rows(run_dir)) == 12
+    assert main(["run", *common, "-T", "percent=fraction"]) == 0  # back again: its stored grades are reused
+    capsys.readouterr()
+    assert len(grade_rows(run_dir)) == 12

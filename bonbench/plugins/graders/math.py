@@ -31,8 +31,9 @@ from typing import Any
 
 from bonbench.core.records import Grade, Problem, Sample
 from bonbench.plugins.graders.math_canonical import canonical_answer
+from bonbench.plugins.graders.math_conventions import DEFAULT_CONVENTIONS, MathConventions
 from bonbench.plugins.graders.math_equiv import NeedsSympy, equiv_canonical
-from bonbench.plugins.graders.math_extract import extract_answer
+from bonbench.plugins.graders.math_extract import extract_answer, gold_answers
 
 
 class _SoftTimeout(BaseException):
@@ -210,21 +211,32 @@ class MathGrader:
     """Grader "math": extract the final answer, canonicalise, compare with the gold answer.
 
     ``workers`` defaults to the number of usable cores; ``timeout`` (seconds) bounds each symbolic
-    comparison. Grade.answer is the canonical answer (None when nothing was extracted).
+    comparison; ``conventions`` are the readings where graders differ (``MathConventions``: a
+    percent, a decimal comma, a gold written as several boxes). Grade.answer is the canonical
+    answer (None when nothing was extracted).
     """
 
     name = "math"
     version = 4
 
-    def __init__(self, timeout: float = 5.0, workers: int | None = None) -> None:
+    def __init__(self, timeout: float = 5.0, workers: int | None = None,
+                 conventions: MathConventions = DEFAULT_CONVENTIONS) -> None:
         self.timeout = float(timeout)
         self.workers = workers if workers is not None else _n_cores()
+        self.conventions = conventions
+
+    def _gold_forms(self, target: str) -> list[str]:
+        """The canonical forms a problem's gold stands for: one, or under ``gold_boxes="any"`` one
+        per box of a gold written as several boxes (an answer equal to any of them is right)."""
+        forms = [canonical_answer(g, self.conventions) for g in gold_answers(target, self.conventions.gold_boxes)]
+        return list(dict.fromkeys(forms))
 
     def grade(self, problems: Mapping[str, Problem], samples: Sequence[Sample]) -> list[Grade]:
         """One Grade per sample, in order; never raises for bad samples or answers."""
         pending: dict[tuple[str, str], list[int]] = {}
         out: list[Grade | None] = [None] * len(samples)
-        gold_canon: dict[str, str | Exception] = {}
+        gold_canon: dict[str, list[str] | Exception] = {}
+        # per call, so per conventions: a grader's conventions are fixed and canonical forms depend on them
         canon_cache: dict[str, str] = {}
         extract_cache: dict[str, str | None] = {}
 
@@ -248,7 +260,7 @@ class MathGrader:
                 elif extracted in canon_cache:  # sampled answers repeat far more than completions do
                     canon = canon_cache[extracted]
                 else:
-                    canon = canon_cache[extracted] = canonical_answer(extracted)
+                    canon = canon_cache[extracted] = canonical_answer(extracted, self.conventions)
             except Exception as exc:  # noqa: BLE001  a grader failure is data
                 out[i] = make(i, False, None, f"extraction failed: {type(exc).__name__}: {exc}")
                 continue
@@ -257,42 +269,66 @@ class MathGrader:
                 continue
             pending.setdefault((s.problem_id, canon), []).append(i)
 
-        verdicts: dict[tuple[str, str], tuple[bool, str | None]] = {}
-        slow: list[tuple[int, str, str]] = []
-        keys = list(pending)
-        warm: list[_Worker] = []
-        try:
-            for k, (pid, canon) in enumerate(keys):
-                if pid not in gold_canon:
-                    try:
-                        gold_canon[pid] = canonical_answer(problems[pid].target)
-                    except Exception as exc:  # noqa: BLE001  reported on each sample of the problem, below
-                        gold_canon[pid] = exc
-                gold = gold_canon[pid]
-                if isinstance(gold, Exception):
-                    verdicts[(pid, canon)] = (False, f"gold answer failed to parse: {type(gold).__name__}: {gold}")
-                    continue
-                try:
-                    verdicts[(pid, canon)] = (equiv_canonical(canon, gold, fast_only=True), None)
-                except NeedsSympy:
-                    if not warm:
-                        # start the workers at the first comparison that needs one, so that their
-                        # interpreter start and sympy import overlap with the rest of this pass
-                        warm.extend(_Worker() for _ in range(max(1, self.workers)))
-                    slow.append((k, canon, gold))
-                except Exception as exc:  # noqa: BLE001  a grader failure is data
-                    verdicts[(pid, canon)] = (False, f"{type(exc).__name__}: {str(exc)[:200]}")
-            for k, res in _run_pool(slow, self.timeout, self.workers, warm=warm).items():
-                verdicts[keys[k]] = res
-        finally:
-            for w in warm:  # left only when the pool was not reached: it takes or ends every one
-                w.close(kill=True)
-
+        verdicts = self._decide(problems, list(pending), gold_canon)
         for key, idxs in pending.items():
             verdict, err = verdicts.get(key, (False, "no verdict"))
             for i in idxs:
                 out[i] = make(i, verdict, key[1], err)
         return [g for g in out if g is not None]
+
+    def _decide(self, problems: Mapping[str, Problem], keys: list[tuple[str, str]],
+                gold_canon: dict[str, list[str] | Exception]) -> dict[tuple[str, str], tuple[bool, str | None]]:
+        """A verdict per (problem, canonical answer): cheap comparisons here, the rest on the pool.
+        With several gold forms (``gold_boxes="any"``) the answer is right when it equals any one."""
+        verdicts: dict[tuple[str, str], tuple[bool, str | None]] = {}
+        slow: list[tuple[int, str, str]] = []
+        owner: list[int] = []  # slow item -> index of its key
+        warm: list[_Worker] = []
+        try:
+            for k, (pid, canon) in enumerate(keys):
+                if pid not in gold_canon:
+                    try:
+                        gold_canon[pid] = self._gold_forms(problems[pid].target)
+                    except Exception as exc:  # noqa: BLE001  reported on each sample of the problem, below
+                        gold_canon[pid] = exc
+                golds = gold_canon[pid]
+                if isinstance(golds, Exception):
+                    verdicts[(pid, canon)] = (False, f"gold answer failed to parse: {type(golds).__name__}: {golds}")
+                    continue
+                needs: list[str] = []
+                try:
+                    for gold in golds:
+                        try:
+                            if equiv_canonical(canon, gold, fast_only=True):
+                                verdicts[(pid, canon)] = (True, None)
+                                break
+                        except NeedsSympy:
+                            needs.append(gold)
+                    else:
+                        if not needs:
+                            verdicts[(pid, canon)] = (False, None)
+                except Exception as exc:  # noqa: BLE001  a grader failure is data
+                    verdicts[(pid, canon)] = (False, f"{type(exc).__name__}: {str(exc)[:200]}")
+                if (pid, canon) in verdicts:
+                    continue
+                if not warm:
+                    # start the workers at the first comparison that needs one, so that their
+                    # interpreter start and sympy import overlap with the rest of this pass
+                    warm.extend(_Worker() for _ in range(max(1, self.workers)))
+                for gold in needs:
+                    slow.append((len(owner), canon, gold))
+                    owner.append(k)
+            by_key: dict[int, list[tuple[bool, str | None]]] = {}
+            for j, res in sorted(_run_pool(slow, self.timeout, self.workers, warm=warm).items()):
+                by_key.setdefault(owner[j], []).append(res)
+            for k, results in by_key.items():
+                # one gold form equal is enough; else a form that timed out leaves the verdict undecided
+                right = any(verdict for verdict, _ in results)
+                verdicts[keys[k]] = (True, None) if right else (False, next((e for _, e in results if e), None))
+        finally:
+            for w in warm:  # left only when the pool was not reached: it takes or ends every one
+                w.close(kill=True)
+        return verdicts
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """Equivalence of two MATH answers, on their canonical forms.
 
-What it does: ``is_equiv`` canonicalises both answers and compares them: structures (lists, sets,
+What it does: ``is_equiv`` canonicalises both answers under the grader's ``MathConventions`` (a
+gold written as several boxes read as ``gold_answers`` says: their list, or alternatives) and
+compares them: structures (lists, sets,
 tuples, intervals, unions, matrices, named values, ambiguous thousands) by our own rules, atoms
 first by cheap rules (``_atom_fast``: strings, exact numbers and the precision model, kinds,
 free variables, the numeric evaluator; an atom with an ellipsis or with digits kept apart by a space
@@ -24,6 +26,7 @@ from typing import Any
 
 from bonbench.plugins.graders.math_canonical import BASE_RE, canon_atom, canonical_answer, parse_structure, render_structure
 from bonbench.plugins.graders.math_conventions import DEFAULT_CONVENTIONS, MathConventions
+from bonbench.plugins.graders.math_extract import gold_answers
 from bonbench.plugins.graders.math_numeric import approx_interval, float_in, is_long, num_equiv, parse_number
 from bonbench.plugins.graders.math_numeval import const_value, constant_at_points, has_free_variable, surely_different
 
@@ -323,11 +326,16 @@ def equiv_canonical(cp: str, cg: str, fast_only: bool = False) -> bool:
 
 
 def is_equiv(pred: str, gold: str, conventions: MathConventions = DEFAULT_CONVENTIONS) -> bool:
-    """Whether answer ``pred`` is equivalent to gold answer ``gold`` under ``conventions`` (both read
-    the same way; no timeout: see MathGrader)."""
+    """Whether answer ``pred`` is equivalent to gold answer ``gold`` under ``conventions`` (no
+    timeout: see MathGrader). A gold written as several boxes is their list (``gold_boxes="all"``)
+    or alternatives, any one of which ``pred`` may equal (``"any"``)."""
     if pred is None or gold is None:
         return False
-    cp, cg = canonical_answer(pred, conventions), canonical_answer(gold, conventions)
-    if not cp or not cg:
+    cp = canonical_answer(pred, conventions)
+    if not cp:
         return False
-    return equiv_canonical(cp, cg)
+    for g in gold_answers(gold, conventions.gold_boxes):
+        cg = canonical_answer(g, conventions)
+        if cg and equiv_canonical(cp, cg):
+            return True
+    return False

@@ -50,7 +50,7 @@ import json
 import multiprocessing as mp
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -128,24 +128,27 @@ def _mv_worker(conn: Connection, timeout: int) -> None:
 class MathVerify:
     """math-verify in one worker process, killed and replaced when a pair outlives its hard limit."""
 
-    def __init__(self, timeout: int) -> None:
+    def __init__(self, timeout: int, grace: float = 5.0, startup: float = 60.0,
+                 target: Callable[[Connection, int], None] | None = None) -> None:
         self.timeout = timeout
+        self.grace = grace  # beyond math-verify's own timeouts (two parses and a verify)
+        self.startup = startup  # the first pair of a worker also pays its start and the sympy import
+        self.target = target or _mv_worker
         self.ctx = mp.get_context("spawn")
         self.proc: Any = None
         self.conn: Connection | None = None
 
     def _start(self) -> None:
         self.conn, child = self.ctx.Pipe()
-        self.proc = self.ctx.Process(target=_mv_worker, args=(child, self.timeout), daemon=True)
+        self.proc = self.ctx.Process(target=self.target, args=(child, self.timeout), daemon=True)
         self.proc.start()
         child.close()
 
     def judge(self, gold: str, completion: str) -> tuple[bool, str | None, str | None]:
+        limit = self.grace + 3 * self.timeout
         if self.conn is None:
             self._start()
-            limit = 60.0 + 3 * self.timeout  # the first pair also pays the start and the sympy import
-        else:
-            limit = 5.0 + 3 * self.timeout
+            limit += self.startup
         assert self.conn is not None
         self.conn.send((gold, completion))
         if self.conn.poll(limit):

@@ -53,6 +53,30 @@ def test_pairs_verdicts_and_counts(diff) -> None:
     assert "| unlabelled | 2 |" in diff.markdown(verdicts, flipped)
 
 
+def _stuck_worker(conn, timeout: int) -> None:
+    """A math-verify worker that hangs on the pair "stuck" (as in a computation stuck in C) and ignores its timeout."""
+    import time
+
+    while (item := conn.recv()) is not None:
+        if item[1] == "stuck":
+            time.sleep(600)
+        conn.send((True, item[1], None))
+
+
+def test_a_stuck_pair_is_a_timeout_and_the_next_pair_gets_a_fresh_worker(diff, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # the spawned worker imports _stuck_worker from here
+    mv = diff.MathVerify(1, grace=0.5, startup=30.0, target=_stuck_worker)
+    try:
+        assert mv.judge("1", "fine") == (True, "fine", None)
+        stuck = mv.proc
+        assert mv.judge("1", "stuck") == (False, None, "timeout")  # after 1 * 3 + 0.5 s
+        assert not stuck.is_alive() and mv.proc is None
+        assert mv.judge("1", "after") == (True, "after", None)
+        assert mv.proc is not stuck
+    finally:
+        mv.close(kill=True)
+
+
 def test_run_directory_end_to_end(tmp_path: Path, data_dir: Path) -> None:
     rows = [json.loads(x) for x in (data_dir / "math500" / "test.jsonl").read_text(encoding="utf-8").splitlines()]
     ints = [r for r in rows if r["answer"].isdigit()][:2]

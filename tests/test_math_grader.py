@@ -90,7 +90,7 @@ def test_canonical_is_idempotent_and_verdict_preserving(case: dict) -> None:
     assert is_equiv(canon, case["target"]) is is_equiv(pred, case["target"])
 
 
-@pytest.mark.parametrize("subset, n_rows, n_multi", [("math", 5000, 10), ("math500", 500, 1)])
+@pytest.mark.parametrize("subset, n_rows, n_multi", [("math", 5000, 7), ("math500", 500, 0)])
 def test_gold_self_agreement(data_dir: Path, subset: str, n_rows: int, n_multi: int) -> None:
     rows = [json.loads(line) for line in (data_dir / subset / "test.jsonl").read_text(encoding="utf-8").splitlines()]
     assert len(rows) == n_rows
@@ -347,7 +347,6 @@ def test_grader_modules_import_only_downwards() -> None:
         "math_conventions": set(),
         "math_numeval": {"math_numeric"},
         "math_rewrite": {"math_extract"},
-        "math_conventions": set(),
         "math_canonical": {"math_conventions", "math_numeric", "math_rewrite"},
         "math_equiv": {"math_canonical", "math_conventions", "math_extract", "math_numeric", "math_numeval"},
         "math": {"math_extract", "math_canonical", "math_conventions", "math_equiv"},

@@ -305,6 +305,12 @@ def _node_equiv(p: tuple[Any, ...], g: tuple[Any, ...], fast_only: bool) -> bool
                 _node_equiv(("atom", a) if isinstance(a, str) else a, ("atom", b) if isinstance(b, str) else b, fast_only)
                 for a, b in pairs
             )
+    for lst, one in ((p, g), (g, p)):
+        if lst[0] == "list" and one[0] in ("atom", "seq", "matrix") and not _has_ellipsis(lst):
+            # forms of one value given together ("$\\boxed{x+11}$ or $\\boxed{11+x}$"): right when every
+            # form is; a hedge between different values ("3 or 2") is not, whichever the gold is
+            return all(_node_equiv(item, one, fast_only) if lst is p else _node_equiv(one, item, fast_only)
+                       for item in lst[1])
     return False
 
 

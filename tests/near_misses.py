@@ -1,18 +1,14 @@
-"""Near misses of MATH gold answers, and an oracle that decides whether a near miss differs in value.
+"""Near misses of MATH gold answers, for the false-positive hunt (tests/test_math_false_positives.py).
 
 What it does: ``near_misses`` makes deterministic small edits of a gold answer (a sign flipped, an
-operator swapped, a digit changed, a term added or dropped, a bracket flipped, an element dropped,
-repeated or swapped, a fraction or an exponent changed, a function swapped, a relation changed);
-``differs`` decides, without bonbench's grader, whether two answers have different values: its own
-structure reader (tuples and intervals ordered, lists and sets as multisets, unions, matrices),
-sympy (through latex2sympy2_extended) for atoms, evaluated at fixed random points and compared with
-a relative tolerance.
+operator swapped, a digit changed, dropped, doubled or appended, a variable renamed, an item
+multiplied by pi or x, pi / a square root / parentheses dropped, AM and PM or odd and even swapped,
+a term added or dropped, a bracket flipped, an element dropped, repeated or swapped, a fraction or
+an exponent changed, a function swapped, a relation changed, a letter choice changed, a decimal
+point moved).
 
-What it does not do: it does not grade. ``differs`` answers None whenever it cannot tell (a parse
-failure, an evaluation failure, a value within a unit of a decimal's last written digit), and the
-property test counts those rather than guessing. The grader's documented conventions that change
-the question ("10\\%" is 10, units and degrees are dropped, a bare list is unordered, a rounded
-decimal stands for an interval) are followed, so that a convention is never reported as a bug.
+What it does not do: it does not decide whether an edit changes the value (many do not: the sign of
+0, a term that is 0, two items of an unordered list swapped): ``near_miss_oracle`` decides that.
 """
 
 from __future__ import annotations
@@ -21,15 +17,8 @@ import random
 import re
 import zlib
 from collections.abc import Callable, Iterator
-from typing import Any
 
-import sympy
-from latex2sympy2_extended import latex2sympy
-
-# ---------------------------------------------------------------------------------------------
-# near misses
-
-_ITEM_START = re.compile(r"(?:^|(?<=[,(\[=])|(?<=\\\{))\s*")
+_ITEM_START = re.compile(r"(?:^|(?<=[,(\[={])|(?<=\\\{))\s*")
 _BINOP = re.compile(r"(?<=[\w})\]!])\s*([+-])\s*(?=[\w\\({.])")
 _FRAC = re.compile(r"\\[dt]?frac\s*(?=\{)")
 _FUNC_SWAP = {"\\sin": "\\cos", "\\cos": "\\sin", "\\tan": "\\cot", "\\cot": "\\tan", "\\sec": "\\csc", "\\csc": "\\sec"}
@@ -70,7 +59,7 @@ def _items(s: str) -> tuple[int, int, list[tuple[int, int]]] | None:
         body_lo, body_hi = len(m.group(1)), len(s) - len(m.group(3))
     depth = _depths(s)
     base = depth[body_lo] if body_lo < len(s) else 0
-    cuts = [i for i in range(body_lo, body_hi) if s[i] == "," and depth[i] == base and s[i - 1 : i] != "{"]
+    cuts = [i for i in range(body_lo, body_hi) if s[i] == "," and depth[i] == base and s[i - 1 : i] not in "{\\"]
     if not cuts:
         return None
     bounds = [body_lo, *[c + 1 for c in cuts]]
@@ -97,6 +86,57 @@ def _digit_changes(s: str, rng: random.Random) -> Iterator[str]:
     digits = [i for i, ch in enumerate(s) if ch.isdigit()]
     for i in rng.sample(digits, min(2, len(digits))):
         yield s[:i] + rng.choice([d for d in "0123456789" if d != s[i]]) + s[i + 1 :]
+
+
+def _digit_edits(s: str, rng: random.Random) -> Iterator[str]:
+    digits = [i for i, ch in enumerate(s) if ch.isdigit()]
+    if digits:
+        i = rng.choice(digits)
+        yield s[:i] + s[i + 1 :]  # dropped
+        yield s[:i] + s[i] + s[i:]  # doubled
+        yield s[: digits[-1] + 1] + "0" + s[digits[-1] + 1 :]  # a zero appended
+
+
+def _variable_edits(s: str, rng: random.Random) -> Iterator[str]:
+    lone = [m.start() for m in re.finditer(r"(?<![\\a-zA-Z])[a-z](?![a-zA-Z])", s)]
+    fresh = [v for v in "pqrstuvw" if v not in s]
+    if lone and fresh:
+        i = rng.choice(lone)
+        yield s[:i] + fresh[0] + s[i + 1 :]  # a variable renamed
+    got = _items(s)
+    lo, hi = rng.choice(got[2] if got else [(0, len(s))])
+    unit = re.search(r"\s*\\(?:text|mbox)\s*\{", s[lo:hi])
+    end = lo + unit.start() if unit else hi  # the value's end, before a unit word
+    for factor in ("\\pi", "x"):
+        yield s[:end].rstrip() + factor + s[end:]  # an item multiplied by a constant or a variable
+
+
+def _constant_drops(s: str, rng: random.Random) -> Iterator[str]:
+    for m in re.finditer(r"\\pi(?![a-zA-Z])|(?<![\\a-zA-Z])i(?![a-zA-Z])", s):
+        rest = s[: m.start()] + s[m.end() :]
+        yield rest if re.search(r"[\dA-Za-z]", rest) else s[: m.start()] + "1" + s[m.end() :]
+        break
+    for m in re.finditer(r"\\sqrt\s*(?=\{)", s):
+        yield s[: m.start()] + s[m.end() :]
+        break
+    # a pair of parentheses inside an expression dropped: 2(x+1) -> 2x+1
+    for m in re.finditer(r"(?<=[\w}])\(", s):
+        depth = 0
+        for j in range(m.start(), len(s)):
+            depth += 1 if s[j] == "(" else -1 if s[j] == ")" else 0
+            if depth == 0:
+                yield s[: m.start()] + s[m.start() + 1 : j] + s[j + 1 :]
+                break
+        break
+
+
+_WORD_SWAP = {"AM": "PM", "PM": "AM", "odd": "even", "even": "odd", "neither": "even", "yes": "no", "no": "yes"}
+
+
+def _word_edits(s: str, rng: random.Random) -> Iterator[str]:
+    for m in re.finditer(r"\b(?:AM|PM|odd|even|neither|yes|no)\b", s):
+        yield s[: m.start()] + _WORD_SWAP[m.group()] + s[m.end() :]
+        break
 
 
 def _term_adds(s: str, rng: random.Random) -> Iterator[str]:
@@ -207,6 +247,10 @@ PERTURBATIONS: dict[str, Callable[[str, random.Random], Iterator[str]]] = {
     "sign": _sign_flips,
     "operator": _op_swaps,
     "digit": _digit_changes,
+    "digits": _digit_edits,
+    "variable": _variable_edits,
+    "constant": _constant_drops,
+    "word": _word_edits,
     "term_added": _term_adds,
     "term_dropped": _term_drops,
     "bracket": _bracket_flips,
@@ -232,254 +276,3 @@ def near_misses(gold_id: str, gold: str, seed: int) -> list[tuple[str, str]]:
                 seen.add(nm)
                 out.append((kind, nm))
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# the oracle
-
-_UNIT_GROUP = re.compile(r"\\text\{\s*[A-Za-z][A-Za-z .']*\}(?:\^\{?[23]\}?)?")
-_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?")
-_REL = re.compile(r"<|>|\\(?:leq?|geq?|lt|gt|neq?)(?![a-zA-Z])")
-_SIMPLE_LHS = re.compile(r"[a-zA-Z](?:_\{?\w+\}?)?|\\[a-zA-Z]+|[a-zA-Z]\([a-z]\)")
-_DECIMAL = re.compile(r"-?\d*\.(\d+)")
-_REL_TOL = 1e-9
-
-
-def clean(s: str) -> str:
-    """The answer with MATH's presentation dropped: $, \\left, \\!, \\dfrac, degrees, percent and
-    money signs, thousands separators, unit words after a value, text wrappers."""
-    s = s.strip().strip("$").strip()
-    s = re.sub(r"\\(?:left|right)(?![a-zA-Z])\.?", "", s)
-    s = re.sub(r"(?<=\d),\\!(?=\d{3})", "", s).replace("\\!", "").replace("\\displaystyle", "")
-    s = re.sub(r"\\[dt]frac(?![a-zA-Z])", r"\\frac", s).replace("{,}", ",")
-    s = re.sub(r"(?<=\d)\\,(?=\d{3})", "", s)
-    s = re.sub(r"(?<!\\)\\[,;: ]|\\quad|~", " ", s)
-    s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree", "", s)
-    s = s.replace("\\%", "").replace("\\$", "")
-    s = re.sub(r"\\(?:mbox|textbf|textrm|textit)\{", r"\\text{", s)
-    s = re.sub(r"\\mathrm\{([^{}]*)\}", r"\1", s)
-    s = re.sub(r"\\text\{\s*(?:and|or)\s*\}", ",", s)
-    if re.search(r"\d", _UNIT_GROUP.sub("", s)):
-        s = _UNIT_GROUP.sub("", s)
-    s = re.sub(r"^[a-zA-Z]\s*\\in(?![a-zA-Z])", "", s.strip().rstrip(".")).strip()
-    m = re.fullmatch(r"\\text\{([^{}]*)\}", s)
-    return m.group(1).strip() if m else s
-
-
-def _split(s: str, sep: str) -> list[str]:
-    depth, cur, out, i = 0, 0, [], 0
-    while i < len(s):
-        if s.startswith("\\{", i) or s.startswith("\\}", i):
-            depth += 1 if s[i + 1] == "{" else -1
-            i += 2
-            continue
-        if s[i] in "([{":
-            depth += 1
-        elif s[i] in ")]}":
-            depth -= 1
-        if depth == 0 and s.startswith(sep, i):
-            out.append(s[cur:i])
-            i += len(sep)
-            cur = i
-            continue
-        i += 1
-    return [*out, s[cur:]]
-
-
-def _wrapped(s: str, lo: int, hi: int) -> bool:
-    """Whether the bracket ending at s[lo-1] closes at s[len(s)-hi] (not earlier)."""
-    inner = s[lo : len(s) - hi]
-    depth = 0
-    for ch in inner:
-        depth += 1 if ch in "([{" else -1 if ch in ")]}" else 0
-        if depth < 0:
-            return False
-    return depth == 0
-
-
-def node(s: str) -> tuple[Any, ...] | None:
-    """The oracle's reading of an answer: ("multiset", items) for sets and bare lists, ("seq",
-    open, close, items) for tuples and intervals, ("union", items), ("matrix", rows), ("ambig",
-    number, list) for a bare "7,251", or an atom; None when it cannot read it."""
-    s = clean(s)
-    if not s:
-        return None
-    if len(_split(s, "\\cup")) > 1:
-        parts = [node(p) for p in _split(s, "\\cup")]
-        return ("union", parts) if None not in parts else None
-    m = re.fullmatch(r"\\begin\{[pb]matrix\}(.*)\\end\{[pb]matrix\}", s, flags=re.DOTALL)
-    if m:
-        rows = [[_atom(c) for c in r.split("&")] for r in m.group(1).split("\\\\") if r.strip()]
-        return ("matrix", rows)
-    if s.startswith("\\{") and s.endswith("\\}") and _wrapped(s, 2, 2):
-        return ("multiset", [node(p) for p in _split(s[2:-2], ",")])
-    if _THOUSANDS.fullmatch(s):
-        number = _atom(s.replace(",", ""))
-        if "." in s or ",0" in s:
-            return number
-        return ("ambig", number, ("multiset", [_atom(p) for p in s.split(",")]))
-    items = _split(s, ",")
-    if len(items) > 1:
-        return ("multiset", [node(p) for p in items])
-    if s[0] in "([" and s[-1] in ")]" and _wrapped(s, 1, 1):
-        inner = _split(s[1:-1], ",")
-        if len(inner) > 1:
-            return ("seq", s[0], s[-1], [node(p) for p in inner])
-        if s[0] == "(" and s[-1] == ")":
-            return node(s[1:-1])
-    return _atom(s)
-
-
-def _sympy(s: str) -> Any:
-    try:
-        expr = latex2sympy(s)
-    except Exception:  # noqa: BLE001  the parser raises many kinds; unreadable is "undecided"
-        return None
-    if isinstance(expr, sympy.Basic):
-        return expr.subs(sympy.Symbol("i"), sympy.I)
-    return None
-
-
-def _atom(s: str) -> tuple[Any, ...] | None:
-    s = s.strip()
-    if not s:
-        return None
-    if re.fullmatch(r"\(?[A-E]\)?", s) or re.fullmatch(r"[A-Za-z]{2,}(?:[ '\-][A-Za-z]+)*", s):
-        return ("text", re.sub(r"[()\s]+", " ", s).strip().lower())
-    if _REL.search(s):
-        rel = _sympy(s)
-        if isinstance(rel, sympy.core.relational.Relational) and len(rel.free_symbols) == 1:
-            try:
-                return ("set", rel.as_set())
-            except Exception:  # noqa: BLE001  sympy cannot solve it: undecided
-                return None
-        return None
-    sides = _split(s, "=")
-    if len(sides) == 2:
-        rhs = _atom(sides[1])
-        return ("eq", re.sub(r"\s+", "", sides[0]), _sympy(sides[0]), rhs) if rhs else None
-    if len(re.findall(r"\\(?:pm|mp)(?![a-zA-Z])", s)) == 1:
-        plus, minus = (re.sub(r"\\(?:pm|mp)(?![a-zA-Z])", op, s) for op in ("+", "-"))
-        return ("multiset", [_atom(plus), _atom(minus)])
-    m = re.fullmatch(r"([0-9A-Z]+)_\{?(\d+)\}?", s)
-    if m:
-        return ("base", m.group(1).lstrip("0"), int(m.group(2)))
-    if "\\overline" in s or "_" in s:
-        return None
-    expr = _sympy(s)
-    if not isinstance(expr, sympy.Expr):
-        return None
-    dec = _DECIMAL.fullmatch(s)
-    return ("expr", expr, len(dec.group(1)) if dec else None)
-
-
-def _point(name: str, k: int) -> sympy.Rational:
-    return sympy.Rational(500 + (zlib.crc32(name.encode()) + 7919 * k) % 2000, 1000)
-
-
-def _values(expr: Any, syms: list[Any], k: int) -> complex:
-    return complex(sympy.N(expr.subs({x: _point(str(x), k) for x in syms}), 30))
-
-
-def _expr_differs(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool | None:
-    ea, eb = a[1], b[1]
-    if ea.has(sympy.oo, -sympy.oo, sympy.zoo) or eb.has(sympy.oo, -sympy.oo, sympy.zoo):
-        return None if ea.free_symbols or eb.free_symbols else bool(ea != eb)
-    # a decimal stands for its last written digit: closer than one unit of it is not decided
-    unit = max([10.0 ** -p for p in (a[2], b[2]) if p is not None] or [0.0])
-    syms = sorted(ea.free_symbols | eb.free_symbols, key=str)
-    verdicts = []
-    for k in range(3 if syms else 1):
-        try:
-            va, vb = _values(ea, syms, k), _values(eb, syms, k)
-        except (TypeError, ValueError, ArithmeticError, AttributeError, RecursionError):
-            return None
-        scale = max(abs(va), abs(vb))
-        if va == vb:
-            verdicts.append(False)
-        elif scale != scale or scale == float("inf") or scale < 1e-20:
-            return None
-        elif abs(va - vb) > max(_REL_TOL * scale, unit * (1 - 1e-6)):
-            verdicts.append(True)
-        elif abs(va - vb) > _REL_TOL * scale:
-            return None
-        else:
-            verdicts.append(False)
-    return any(verdicts)
-
-
-def _eq_differs(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool | None:
-    if a[0] == "eq" and b[0] == "eq":
-        if a[1] == b[1] or (_SIMPLE_LHS.fullmatch(a[1]) and _SIMPLE_LHS.fullmatch(b[1]) and a[1] != b[1]):
-            return differs_nodes(a[3], b[3]) if a[1] == b[1] else None
-        return None
-    eq, other = (a, b) if a[0] == "eq" else (b, a)
-    return differs_nodes(eq[3], other) if _SIMPLE_LHS.fullmatch(eq[1]) else None
-
-
-def _multiset_differs(xs: list[Any], ys: list[Any]) -> bool | None:
-    if len(xs) != len(ys):
-        return True
-    table = [[differs_nodes(x, y) for y in ys] for x in xs]
-    # decided equal pairs first: a perfect matching on them means the multisets are equal
-    if _matching(table, {False}):
-        return False
-    return None if _matching(table, {False, None}) else True
-
-
-def _matching(table: list[list[bool | None]], ok: set[bool | None]) -> bool:
-    match: dict[int, int] = {}
-
-    def augment(i: int, seen: set[int]) -> bool:
-        for j, v in enumerate(table[i]):
-            if v in ok and j not in seen:
-                seen.add(j)
-                if j not in match or augment(match[j], seen):
-                    match[j] = i
-                    return True
-        return False
-
-    return all(augment(i, set()) for i in range(len(table)))
-
-
-def _ordered_differs(xs: list[Any], ys: list[Any]) -> bool | None:
-    if len(xs) != len(ys):
-        return True
-    got = [differs_nodes(x, y) for x, y in zip(xs, ys, strict=True)]
-    return True if True in got else None if None in got else False
-
-
-def differs_nodes(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> bool | None:
-    """Whether two oracle readings differ in value: True, False, or None (undecided)."""
-    if a is None or b is None:
-        return None
-    for x, y in ((a, b), (b, a)):
-        if x[0] == "ambig":
-            got = [differs_nodes(r, y) for r in x[1:]]
-            return False if False in got else None if None in got else True
-    if "eq" in (a[0], b[0]):
-        return _eq_differs(a, b)
-    kinds = {a[0], b[0]}
-    if a[0] == b[0] == "expr":
-        return _expr_differs(a, b)
-    if a[0] == b[0] and a[0] in ("text", "base", "set"):
-        return bool(a[1:] != b[1:]) if a[0] != "set" else (None if a[1].symmetric_difference(b[1]).is_empty is None else not a[1].symmetric_difference(b[1]).is_empty)
-    if a[0] == b[0] in ("multiset", "union"):
-        return _multiset_differs(a[1], b[1])
-    if a[0] == b[0] == "seq":
-        return True if a[1:3] != b[1:3] else _ordered_differs(a[3], b[3])
-    if a[0] == b[0] == "matrix":
-        if [len(r) for r in a[1]] != [len(r) for r in b[1]]:
-            return True
-        return _ordered_differs([x for r in a[1] for x in r], [x for r in b[1] for x in r])
-    if "multiset" in kinds and kinds & {"expr", "text", "base"}:
-        ms, other = (a, b) if a[0] == "multiset" else (b, a)
-        return differs_nodes(ms[1][0], other) if len(ms[1]) == 1 else True
-    if "seq" in kinds and kinds & {"expr", "text", "base"}:
-        return True  # a tuple or interval is never one number
-    return None
-
-
-def differs(answer: str, gold: str) -> bool | None:
-    """Whether ``answer`` has a different value from ``gold`` (None: the oracle cannot tell)."""
-    return differs_nodes(node(answer), node(gold))

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from near_misses import differs, near_misses
+from near_miss_oracle import differs
+from near_misses import PERTURBATIONS, near_misses
 
 from bonbench.core.records import Problem, Sample
 from bonbench.plugins.graders.math import MathGrader
 from bonbench.plugins.graders.math_canonical import canonical_answer
+from bonbench.plugins.graders.math_equiv import is_equiv
 
 SEED = 37
 SAMPLE_GOLDS = 150
@@ -73,7 +75,8 @@ def hunt(rows: list[dict[str, str]]) -> Hunt:
             decided += verdict is not None
             if verdict:
                 completion = "so the answer is $\\boxed{" + near + "}$."
-                samples.append(Sample(problem_id=gid, sample_idx=len(samples), completion=completion, n_tokens=1, finish_reason="stop"))
+                sample = Sample(problem_id=gid, sample_idx=len(samples), completion=completion, n_tokens=1, finish_reason="stop")
+                samples.append(sample)
                 cases.append((gid, kind, near, gold))
     grades = MathGrader().grade(problems, samples)
     accepted = [case for case, grade in zip(cases, grades, strict=True) if grade.correct]
@@ -110,3 +113,55 @@ def test_near_misses_of_every_gold_are_refused(data_dir: Path) -> None:
     rows = _rows(data_dir)
     assert len(rows) == 5000
     _check(hunt(rows))
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold", "verdict"),
+    [
+        # false positives the hunt found (version 4): letters after a number were dropped as a unit
+        # word, so "6xy" was 6; and AM/PM were dropped, so 1:03 AM was 1:03 PM
+        ("6xy", "6", False),
+        ("6 xy", "6", False),
+        ("(x+1)ab", "x+1", False),
+        ("\\frac{1}{2}ab", "\\frac12", False),
+        ("6xy", "6ab", False),
+        ("\\text{1:03 AM}", "\\text{1:03 PM}", False),
+        ("4:30", "\\text{4:30 p.m.}", False),
+        ("4:30 a.m.", "\\text{4:30 p.m.}", False),
+        # the right answers are still accepted
+        ("6xy", "6yx", True),
+        ("10 inches", "10", True),
+        ("4 cm", "4", True),
+        ("12 sq units", "12", True),
+        ("99\\pi square inches", "99\\pi", True),
+        ("12 value of value units", "12", True),
+        ("1:03 p.m.", "\\text{1:03 PM}", True),
+        ("13:03", "\\text{1:03 PM}", True),
+        ("1:03\\text{ PM}", "\\text{1:03 PM}", True),
+        ("4:30pm", "\\text{4:30 p.m.}", True),
+        ("12:15 am", "0:15", True),
+    ],
+)
+def test_hunt_findings_stay_fixed(pred: str, gold: str, verdict: bool) -> None:
+    assert is_equiv(pred, gold) is verdict
+    assert canonical_answer(canonical_answer(pred)) == canonical_answer(pred)
+
+
+def test_oracle_decides_values_not_intents() -> None:
+    """The oracle, not the perturbation, says what differs: edits that keep the value are not
+    counted as near misses, and conventions are followed."""
+    assert differs("-0", "0") is False
+    assert differs("3, 1", "1, 3") is False  # a bare list is unordered
+    assert differs("(3,1)", "(1,3)") is True  # a tuple is not
+    assert differs("\\{2,1\\}", "\\{1,2\\}") is False
+    assert differs("x^{1+1}", "x^2") is False
+    assert differs("2+0", "2") is False
+    assert differs("10\\%", "10") is False and differs("45^\\circ", "45") is False
+    assert differs("0.34", "0.33") is True and differs("0.3301", "0.33") is None  # a rounded gold's unit
+    assert differs("\\sin^2 x + \\cos^2 x", "1") is False
+    assert differs("\\frac{1}{100!}", "\\frac{1}{99!}") is True
+    assert differs("[1,2)", "[1,2]") is True
+    assert differs("x \\ge 1", "x > 1") is True
+    assert differs("y = 2x+3", "2x+3") is False
+    assert differs("\\sqrt{-", "2") is None  # unreadable: undecided, never guessed
+    assert set(PERTURBATIONS) >= {"sign", "operator", "digit", "term_added", "term_dropped", "bracket", "element"}

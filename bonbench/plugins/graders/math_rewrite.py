@@ -14,6 +14,19 @@ from bonbench.plugins.graders.math_extract import boxed_contents, braced_group
 
 _TEXT_CMDS = re.compile(r"\\(?:mbox|textrm|textbf|textit|textnormal|mathrm|mathbf|mathit|mathsf|operatorname|text)\s*\{")
 _UNIT_TEXT = re.compile(r"^[A-Za-z][A-Za-z .'\-]*$")
+# "1:03 PM", "4:30\\text{ p.m.}": a time of day, not a number with a unit: it becomes its 24-hour
+# form "13:03" (so 1:03 AM is not 1:03 PM)
+_TIME_OF_DAY = re.compile(
+    r"(\d{1,2}):(\d\d)\s*(?:\\text\{\s*([AaPp])\.?\s*[Mm]\.?\s*\}|([AaPp])\.?\s*[Mm]\.?(?![A-Za-z]))"
+)
+# bare trailing unit words after a number or a closed group: "5 inches", "12 sq units". A space must
+# come first, and a word is 3+ letters, a two-letter unit or "of": "6xy" and "6 xy" are
+# products of variables, not units. Each word ends at \b: without it "valuevalue" splits into pieces in
+# exponentially many ways, and a degenerate completion ("value of value of ... =") backtracked for
+# hours before the $ failed
+_BARE_UNITS = re.compile(
+    r"(?<=\S)\s+(?:(?:[a-zA-Z]{3,}|cm|mm|km|ft|in|yd|mi|kg|mg|ml|hr|sq|lb|oz|of)\b\.?\s*)+(?:\^\{?[23]\}?)?$"
+)
 
 
 def unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True) -> str:
@@ -45,8 +58,14 @@ def text_groups(s: str) -> list[tuple[int, int, str]]:
     return out
 
 
+def _24_hour(m: re.Match[str]) -> str:
+    pm = (m.group(3) or m.group(4)).lower() == "p"
+    return f"{int(m.group(1)) % 12 + (12 if pm else 0)}:{m.group(2)}"
+
+
 def drop_units(s: str) -> str:
     """Remove unit words (\\text{ cm}, trailing "inches") when something else remains."""
+    s = _TIME_OF_DAY.sub(_24_hour, s)
     groups = text_groups(s)
     for start, end, content in reversed(groups):
         c = content.strip()
@@ -57,10 +76,7 @@ def drop_units(s: str) -> str:
             tail = re.match(r"\s*\^\s*\{?[23]\}?", s[end:])  # \text{ cm}^2
             s = s[:start] + s[end + (tail.end() if tail else 0) :]
     s = unwrap_command(s, re.compile(r"\\text\{"))
-    # bare trailing unit words after a number or a closed group: "5 inches", "12 sq units"
-    # each word ends at \b: without it "valuevalue" splits into pieces in exponentially many ways, and a
-    # degenerate completion ("value of value of ... =") backtracked for hours before the $ failed
-    s = re.sub(r"(?<=[\d})\s])\s*(?:[a-zA-Z]{2,}\b\.?\s*)+(?:\^\{?[23]\}?)?$", "", s) if re.search(r"\d", s) else s
+    s = _BARE_UNITS.sub("", s) if re.search(r"\d", s) else s
     s = re.sub(r"(?<=[\d})])\s+(?:and|or)\s+(?=[\d\-\\(])", ",", s)
     return s.strip()
 

@@ -44,10 +44,12 @@ def clean(s: str) -> str:
     s = s.replace("\\%", "").replace("\\$", "")
     s = re.sub(r"\\(?:mbox|textbf|textrm|textit)\{", r"\\text{", s)
     s = re.sub(r"\\mathrm\{([^{}]*)\}", r"\1", s)
+    s = re.sub(r"\\operatorname\{([a-z]+)\}", r"\\\1", s)
     s = re.sub(r",?\s*\\text\{\s*(?:and|or)\s*\}", ",", s)
     if re.search(r"\d", _UNIT_GROUP.sub("", s)):
         s = _UNIT_GROUP.sub("", s)
-    s = re.sub(r"^[a-zA-Z]\s*\\in(?![a-zA-Z])", "", s.strip().rstrip(".")).strip()
+    s = re.sub(r"(?<!\.)\.$", "", s.strip())  # a full stop, not an ellipsis
+    s = re.sub(r"^[a-zA-Z]\s*\\in(?![a-zA-Z])", "", s).strip()
     m = re.fullmatch(r"\\text\{([^{}]*)\}", s)
     return m.group(1).strip() if m else s
 
@@ -90,6 +92,10 @@ def node(s: str) -> tuple[Any, ...] | None:
     s = clean(s)
     if not s:
         return None
+    tail = re.search(r",\s*(?:\\[lc]?dots|\.\.\.)$", s)
+    if tail:  # an infinite sequence: only ever equal to another one with the same first terms
+        head = node(s[: tail.start()])
+        return ("infinite", head) if head else None
     if len(_split(s, "\\cup")) > 1:
         parts = [node(p) for p in _split(s, "\\cup")]
         return ("union", parts) if None not in parts else None
@@ -246,6 +252,8 @@ def differs_nodes(a: tuple[Any, ...] | None, b: tuple[Any, ...] | None) -> bool 
         if x[0] == "ambig":
             got = [differs_nodes(r, y) for r in x[1:]]
             return False if False in got else None if None in got else True
+    if "infinite" in (a[0], b[0]):
+        return differs_nodes(a[1], b[1]) if a[0] == b[0] else True
     if "eq" in (a[0], b[0]):
         return _eq_differs(a, b)
     kinds = {a[0], b[0]}

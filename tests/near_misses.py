@@ -18,7 +18,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterator
 
-_ITEM_START = re.compile(r"(?:^|(?<=[,(\[={])|(?<=\\\{))\s*")
+_ITEM_START = re.compile(r"(?:^|(?<=[,(\[={&])|(?<=\\\{))\s*")
 _BINOP = re.compile(r"(?<=[\w})\]!])\s*([+-])\s*(?=[\w\\({.])")
 _FRAC = re.compile(r"\\[dt]?frac\s*(?=\{)")
 _FUNC_SWAP = {"\\sin": "\\cos", "\\cos": "\\sin", "\\tan": "\\cot", "\\cot": "\\tan", "\\sec": "\\csc", "\\csc": "\\sec"}
@@ -116,9 +116,8 @@ def _constant_drops(s: str, rng: random.Random) -> Iterator[str]:
         rest = s[: m.start()] + s[m.end() :]
         yield rest if re.search(r"[\dA-Za-z]", rest) else s[: m.start()] + "1" + s[m.end() :]
         break
-    for m in re.finditer(r"\\sqrt\s*(?=\{)", s):
-        yield s[: m.start()] + s[m.end() :]
-        break
+    for m in re.finditer(r"\\sqrt\s*(?=\{)|\\pm\s*|(?<=[\d}])!", s):
+        yield s[: m.start()] + s[m.end() :]  # a square root, a \pm or a factorial dropped
     # a pair of parentheses inside an expression dropped: 2(x+1) -> 2x+1
     for m in re.finditer(r"(?<=[\w}])\(", s):
         depth = 0
@@ -137,6 +136,27 @@ def _word_edits(s: str, rng: random.Random) -> Iterator[str]:
     for m in re.finditer(r"\b(?:AM|PM|odd|even|neither|yes|no)\b", s):
         yield s[: m.start()] + _WORD_SWAP[m.group()] + s[m.end() :]
         break
+
+
+def _upright(s: str, rng: random.Random) -> Iterator[str]:
+    """The constants e and i written upright (\\mathrm{e}), then edited: a rewrite must not hide an edit."""
+    styled = re.sub(r"(?<![\\a-zA-Z])([ei])(?![a-zA-Z])", r"\\mathrm{\1}", s)
+    if styled != s:
+        yield styled  # the same value: the oracle says so
+        for edit in (_sign_flips, _op_swaps, _digit_changes):
+            yield from edit(styled, rng)
+
+
+def _ellipses(s: str, rng: random.Random) -> Iterator[str]:
+    got = _items(s)
+    if got:  # a finite list made an infinite sequence
+        yield s[: got[1]].rstrip() + ", \\ldots" + s[got[1] :]
+
+
+def _dots(s: str, rng: random.Random) -> Iterator[str]:
+    got = _items(s)
+    if got:  # the same, written with three full stops
+        yield s[: got[1]].rstrip() + ", ..." + s[got[1] :]
 
 
 def _term_adds(s: str, rng: random.Random) -> Iterator[str]:
@@ -251,6 +271,9 @@ PERTURBATIONS: dict[str, Callable[[str, random.Random], Iterator[str]]] = {
     "variable": _variable_edits,
     "constant": _constant_drops,
     "word": _word_edits,
+    "upright": _upright,
+    "ellipsis": _ellipses,
+    "dots": _dots,
     "term_added": _term_adds,
     "term_dropped": _term_drops,
     "bracket": _bracket_flips,

@@ -38,6 +38,11 @@ def clean(s: str) -> str:
     s = re.sub(r"\\(?:left|right)(?![a-zA-Z])\.?", "", s)
     s = re.sub(r"(?<=\d),\\!(?=\d{3})", "", s).replace("\\!", "").replace("\\displaystyle", "")
     s = re.sub(r"\\[dt]frac(?![a-zA-Z])", r"\\frac", s).replace("{,}", ",")
+    # LaTeX's one-token arguments, which latex2sympy does not read: \frac15, \sqrt2, \frac{\sqrt3}2
+    s = re.sub(r"\\sqrt\s*(\d)", r"\\sqrt{\1}", s)
+    s = re.sub(r"\\frac\s*(\d)\s*(\d)", r"\\frac{\1}{\2}", s)
+    s = re.sub(r"\\frac\s*(\d)(?=\s*\{)", r"\\frac{\1}", s)
+    s = re.sub(r"(\\frac\s*\{[^{}]*(?:\{[^{}]*\}[^{}]*)*\})\s*(\d)", r"\1{\2}", s)
     s = re.sub(r"(?<=\d)\\,(?=\d{3})", "", s)
     s = re.sub(r"(?<!\\)\\[,;: ]|\\quad|~", " ", s)
     s = re.sub(r"\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|\\circ|\\degree", "", s)
@@ -176,6 +181,22 @@ def _values(expr: Any, syms: list[Any], k: int) -> complex:
     return complex(sympy.N(expr.subs({x: _point(str(x), k) for x in syms}), 30))
 
 
+def _constant_difference(d: Any) -> bool | None:
+    """Two constants differ when their difference is an exact nonzero rational (2^{100}+1 and
+    2^{100}: no tolerance) or evaluates to nonzero at full precision (evalf raises its working
+    precision until the value has 30 correct digits; an exact zero never gets there)."""
+    if d.is_Rational:
+        return bool(d != 0)
+    try:
+        v = sympy.N(d, 30)
+    except (TypeError, ValueError, ArithmeticError, AttributeError, RecursionError):
+        return None
+    parts = [part for part in v.as_real_imag() if part != 0]
+    if parts and all(getattr(part, "is_Float", False) and part._prec >= 90 for part in parts):
+        return True
+    return None
+
+
 def _expr_differs(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool | None:
     ea, eb = a[1], b[1]
     if ea.has(sympy.oo, -sympy.oo, sympy.zoo) or eb.has(sympy.oo, -sympy.oo, sympy.zoo):
@@ -183,6 +204,10 @@ def _expr_differs(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool | None:
     # a decimal stands for its last written digit: closer than one unit of it is not decided
     unit = max([10.0 ** -p for p in (a[2], b[2]) if p is not None] or [0.0])
     syms = sorted(ea.free_symbols | eb.free_symbols, key=str)
+    if not syms and unit == 0.0:
+        exact = _constant_difference(ea - eb)
+        if exact is not None:
+            return exact
     verdicts = []
     for k in range(3 if syms else 1):
         try:

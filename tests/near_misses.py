@@ -164,6 +164,7 @@ def _term_adds(s: str, rng: random.Random) -> Iterator[str]:
     spans = got[2] if got else [(0, len(s))]
     lo, hi = rng.choice(spans)
     yield s[:hi].rstrip() + "+1" + s[hi:]
+    yield s[:hi].rstrip() + "+10^{-25}" + s[hi:]  # tiny against the value, never zero
 
 
 def _term_drops(s: str, rng: random.Random) -> Iterator[str]:

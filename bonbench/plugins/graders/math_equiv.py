@@ -8,7 +8,8 @@ first by cheap rules (``_atom_fast``: strings, exact numbers and the precision m
 free variables, the numeric evaluator; an atom with an ellipsis or with digits kept apart by a space
 matches only its own writing; a list with an ellipsis is compared in order), then constants
 exactly in sympy (``_constant_verdict``)
-and the rest (expressions in variables, relations) with math-verify, its signal timeouts
+and the rest (expressions in variables, relations) with math-verify, after an exact check at three
+rational points that can only prove them different (``_differ_at_points``), its signal timeouts
 disabled so that it runs in threads and worker processes. ``equiv_canonical(..., fast_only=True)``
 raises ``NeedsSympy`` instead of calling sympy: ``MathGrader`` settles the rest in workers.
 
@@ -133,6 +134,10 @@ def _sympy_in(v: Any, interval: tuple[Fraction, Fraction]) -> bool:
     return bool(lo <= re_part) and bool(re_part <= hi)
 
 
+# bits of a 30-digit evalf result (~100): a value that has them is known to all 30 digits
+_FULL_PREC = 90
+
+
 def _evalf_zero(v: Any) -> bool:
     """Whether an evalf result is zero: exactly, or a float with no significant bit left (evalf
     keeps raising its working precision until a nonzero value has its requested relative
@@ -176,10 +181,55 @@ def _constant_verdict(pred: str, gold: str) -> bool | None:
         diff = sympy.N(p - g, 30)
         if all(_evalf_zero(part) for part in diff.as_real_imag()):
             return True
+        if all(_evalf_zero(part) or getattr(part, "_prec", 0) >= _FULL_PREC for part in diff.as_real_imag()):
+            # evalf reached full precision on a nonzero difference, so it is real however small
+            # against the values' size: 2^{100}+1 is not 2^{100} (the tolerance below once said so)
+            return False
         scale = max(abs(vp), abs(vg))
         return bool(abs(diff) <= scale * sympy.Rational(1, 10**20))
     except (TypeError, ValueError, ArithmeticError, AttributeError):
         return None
+
+
+def _exact_values(parsed: Any) -> tuple[Any, bool] | None:
+    """The sympy value math-verify parsed (an equation as lhs - rhs, flagged), with written decimals
+    made the rationals they are and ``i`` the imaginary unit; None for anything else."""
+    import sympy
+
+    for item in parsed or ():
+        if isinstance(item, sympy.Eq | sympy.Expr):
+            is_eq = isinstance(item, sympy.Eq)
+            e = item.lhs - item.rhs if is_eq else item
+            e = e.xreplace({f: sympy.Rational(str(f)) for f in e.atoms(sympy.Float)})
+            return e.subs(sympy.Symbol("i"), sympy.I), is_eq
+    return None
+
+
+def _full_nonzero(v: Any) -> bool:
+    return not all(_evalf_zero(part) or getattr(part, "_prec", 0) < _FULL_PREC for part in v.as_real_imag())
+
+
+def _differ_at_points(pred: str, gold: str) -> bool:
+    """Whether two expressions in variables (or two equations, up to a constant factor) differ at
+    one of three fixed rational points by a value evalf knows to full precision. math-verify
+    compares them numerically with a tolerance, so x-3z=10^{-25} was x-3z=0 and a complex number
+    plus 10^{-25} was the number; this finds such differences before it is asked."""
+    import sympy
+
+    vp, vg = _exact_values(_mv_parse(pred)), _exact_values(_mv_parse(gold))
+    if vp is None or vg is None or vp[1] != vg[1]:
+        return False
+    (dp, is_eq), (dg, _) = vp, vg
+    syms = sorted(dp.free_symbols | dg.free_symbols, key=str)
+    points = [{x: sympy.Rational(3 + 2 * j + 5 * k, 7 + 2 * k) for j, x in enumerate(syms)} for k in range(3)]
+    try:
+        at = [(dp.subs(pt), dg.subs(pt)) for pt in points]
+        if is_eq:
+            # equations are equal up to a factor c: p(x_k) g(x_0) = p(x_0) g(x_k) at every point
+            return any(_full_nonzero(sympy.N(a * at[0][1] - at[0][0] * b, 30)) for a, b in at[1:])
+        return any(_full_nonzero(sympy.N(a - b, 30)) for a, b in at)
+    except (TypeError, ValueError, ArithmeticError, AttributeError, RecursionError):
+        return False
 
 
 def _atom_equiv(pred: str, gold: str, fast_only: bool) -> bool:
@@ -194,7 +244,7 @@ def _atom_equiv(pred: str, gold: str, fast_only: bool) -> bool:
     if exact is not None:
         return exact
     p, g = _mv_parse(pred), _mv_parse(gold)
-    if not p or not g:
+    if not p or not g or _differ_at_points(pred, gold):
         return False
     return bool(verify(g, p, timeout_seconds=None, strict=True))
 

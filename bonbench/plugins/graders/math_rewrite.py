@@ -86,6 +86,11 @@ _MONEY = re.compile(r"\\\$|\$")
 # the sign followed by a number: it leaves "\;" (apart) instead of nothing
 _BEFORE_NUMBER = {p: re.compile(p.pattern + r"(?=" + _SPACING + r"\d)") for p in (_DEGREE, _PERCENT, _MONEY)}
 _DIGIT_SPACE = re.compile(r"(?<![_^]\d)(?<=\d)\s+(?=\d)")  # "\\log_2 8" is log 8 to base 2
+# "1:03 PM", "4:30\\text{ p.m.}": a time of day, not a number with a unit: it becomes its 24-hour
+# form "13:03" (so 1:03 AM is not 1:03 PM)
+_TIME_OF_DAY = re.compile(
+    r"(\d{1,2}):(\d\d)\s*(?:\\text\{\s*([AaPp])\.?\s*[Mm]\.?\s*\}|([AaPp])\.?\s*[Mm]\.?(?![A-Za-z]))"
+)
 
 
 def unwrap_command(s: str, cmd_re: re.Pattern[str], keep: bool = True) -> str:
@@ -134,8 +139,14 @@ def _is_unit_group(s: str, start: int, end: int, content: str) -> bool:
     return not re.match(r"\s*[({]", s[end:])
 
 
+def _24_hour(m: re.Match[str]) -> str:
+    pm = (m.group(3) or m.group(4)).lower() == "p"
+    return f"{int(m.group(1)) % 12 + (12 if pm else 0)}:{m.group(2)}"
+
+
 def drop_units(s: str) -> str:
     """Remove unit words (\\text{ cm}, trailing "inches") when something else remains."""
+    s = _TIME_OF_DAY.sub(_24_hour, s)
     for start, end, content in reversed(text_groups(s)):
         c = content.strip()
         rest = (s[:start] + s[end:]).strip()

@@ -107,6 +107,14 @@ def test_extract_answer(text: str, expected: str | None) -> None:
         ("Final answer: (C)", "C", True),
         ("Final answer: (C)", "D", False),
         ("Final Answer: 5 cm", "5", True),
+        # a function's left-hand side joins boxes as a variable's does
+        ("so $g(x)=\\boxed{2x+1}$ or $g(x)=\\boxed{-2x-1}$.", "-2x-1, 2x+1", True),
+        ("so $g(x)=\\boxed{2x+1}$ or $g(x)=\\boxed{-2x-1}$.", "-2x-1", False),
+        # forms of one value boxed together answer it; a hedge between values does not
+        ("We obtain $\\boxed{x+11}$ or $\\boxed{11+x}$.", "11+x", True),
+        ("We obtain $\\boxed{x+11}$ or $\\boxed{11+x}$.", "x+12", False),
+        ("so $d = \\boxed{15\\frac{39}{40}}$, or $\\boxed{\\frac{639}{40}}$ inches.", "\\frac{639}{40}", True),
+        ("so $d = \\boxed{15\\frac{39}{40}}$, or $\\boxed{\\frac{641}{40}}$ inches.", "\\frac{639}{40}", False),
     ],
 )
 def test_extracted_answers_grade_both_ways(completion: str, gold: str, verdict: bool) -> None:

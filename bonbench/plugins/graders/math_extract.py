@@ -43,8 +43,8 @@ _SEPARATOR_TOKEN = re.compile(
     r"|(?:and|or)(?![a-zA-Z])",
     re.IGNORECASE,
 )
-# a variable's left-hand side right before a box: "x =", "x_1 =", "\theta=", "x &="
-_LHS_TAIL = re.compile(r"((?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?)\s*&?=\s*\$?\s*$")
+# a variable's (or a function's) left-hand side right before a box: "x =", "x_1 =", "\theta=", "x &=", "g(x) ="
+_LHS_TAIL = re.compile(r"((?:[a-zA-Z]|\\[a-zA-Z]+)(?:_\{?\w+\}?)?(?:\([a-zA-Z]\))?)\s*&?=\s*\$?\s*$")
 _MAX_VALUE = 4000  # what a phrase's value may span: bounds the work per phrase in a degenerate text
 _SPACES = re.compile(r"\s+")
 _MAX_GAP = 200  # longer gaps are prose; also bounds the separator scan

@@ -12,11 +12,16 @@ common wrong values (off by one, a digit changed), and unparseable junk (no answ
   Its one-time cost (the sympy / math-verify import at the first symbolic comparison) is timed
   before the loop and added once, unscaled (MathGrader's workers pay theirs inside its time).
 
-Prints both times, the ratio (goal >= 5x) and whether every baseline verdict equals MathGrader's
-on the same samples (it must). Usage::
+* a second baseline, math-verify per sample (``parse`` + ``verify``, its own extraction of the
+  completion, the gold in a box), runs the same way on a subsample of ``--mv-problems`` problems
+  (math-verify is ~20x slower per sample than ``is_equiv``).
+
+Prints the times, the ratios (goal >= 5x against ``is_equiv``), whether every ``is_equiv`` verdict
+equals MathGrader's on the same samples (it must), and how many of math-verify's equal MathGrader's
+(they may differ where the graders' conventions do). Usage::
 
     python benchmarks/bench_math_grading.py [--data-dir ../shared/data] [--problems 5000]
-        [--samples 32] [--baseline-problems 250] [--workers N]
+        [--samples 32] [--baseline-problems 250] [--mv-problems 100] [--workers N]
 
 It does not test grading accuracy (tests/test_math_grader.py does).
 """
@@ -111,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--problems", type=int, default=5000)
     ap.add_argument("--samples", type=int, default=32)
     ap.add_argument("--baseline-problems", type=int, default=250)
+    ap.add_argument("--mv-problems", type=int, default=100, help="problems of math-verify's subsample (0: skip it)")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
@@ -159,7 +165,42 @@ def main(argv: list[str] | None = None) -> int:
     print(f"verdicts identical on the {len(base_idx)} baseline samples: {not mismatches}")
     for m in mismatches[:20]:
         print("  mismatch:", m)
+    if args.mv_problems > 0:
+        math_verify_baseline(problems, samples, grades, t_grader, args)
     return 0 if not mismatches else 1
+
+
+def math_verify_baseline(problems: dict[str, Problem], samples: list[Sample], grades: list, t_grader: float,
+                         args: argparse.Namespace) -> None:
+    """math-verify per sample (its own extraction of the completion, the gold in a box), sequential,
+    on a random subsample of problems scaled to all samples; prints the ratio and how many verdicts
+    equal MathGrader's (those that differ are listed: the graders' conventions differ, see
+    docs/math-grading.md, "Against math-verify")."""
+    from math_verify import parse, verify
+
+    rng = random.Random(args.seed + 1)
+    chosen = set(rng.sample(sorted(problems), min(args.mv_problems, len(problems))))
+    idx = [i for i, s in enumerate(samples) if s.problem_id in chosen]
+    t0 = time.perf_counter()
+    verify(parse("$x+1$"), parse("$1+x$"))  # the import and first-call cost, timed once like the baseline's
+    t_warm = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    verdicts = []
+    for i in idx:
+        s = samples[i]
+        gold = parse("\\boxed{" + problems[s.problem_id].target + "}")
+        verdicts.append(bool(verify(gold, parse(s.completion))))
+    t_sub = time.perf_counter() - t0
+    scale = len(samples) / max(1, len(idx))
+    t_mv = t_warm + t_sub * scale
+    print(f"math-verify per sample (its own extraction, sequential): {t_sub:.1f} s on a random subsample of "
+          f"{len(chosen)} problems ({len(idx)} samples), scaled x{scale:.1f}, plus {t_warm:.1f} s one-time: {t_mv:.1f} s")
+    print(f"speedup against math-verify: {t_mv / t_grader:.1f}x")
+    differ = [(samples[i].key, bool(grades[i].correct), v) for i, v in zip(idx, verdicts, strict=True)
+              if bool(grades[i].correct) != v]
+    print(f"verdicts equal to math-verify's on {len(idx) - len(differ)} of {len(idx)} samples")
+    for d in differ[:10]:
+        print("  differs (MathGrader, math-verify):", d)
 
 
 if __name__ == "__main__":

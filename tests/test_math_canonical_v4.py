@@ -354,3 +354,16 @@ def test_new_rules_canonicalise_degenerate_answers_in_linear_time() -> None:
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert got.returncode == 0, got.stderr[-500:]
     assert got.stdout.strip() == "2"  # the words after the number are dropped as units
+
+
+@pytest.mark.parametrize(
+    "pred, gold, verdict",
+    [
+        ("90\\text{square\nunits}", "90\\text{ square\nunits}", True),  # a line break inside unit text is a space
+        ("90\\text{square\nunits}", "91", False),
+        ("4:40\\text{p.m.}", "\\text{4:30 p.m.}", False),  # version 3 dropped "p.m." and then the digits' difference
+        ("4:30\\text{p.m.}", "\\text{4:30 p.m.}", True),
+    ],
+)
+def test_unit_text_across_lines_and_times(pred: str, gold: str, verdict: bool) -> None:
+    assert is_equiv(pred, gold) is verdict

@@ -23,7 +23,7 @@ _TEXT_CMDS = re.compile(
 )
 # \operatorname{...} names an operator: never unit text (unwrapped after units are dropped)
 _OPERATORNAME = re.compile(r"\\operatorname\*?\s*\{")
-_UNIT_TEXT = re.compile(r"^[A-Za-z][A-Za-z .'\-]*$")
+_UNIT_TEXT = re.compile(r"^[A-Za-z][A-Za-z\s.'\-]*$")  # a line break inside a unit ("square\nunits") is a space
 # upright e, i, d are Euler's number, the imaginary unit and a differential: never a unit
 _MATH_LETTERS = frozenset("eid")
 # a one-letter unit ends its item: nothing but "^2"/"^3" and a separator follow

@@ -3,8 +3,9 @@
 ``tests/data/v0_1_run`` is a run directory written by the flat-layout code (commit e25e05d):
 ``bonbench run --task math --limit 6 --n 4 --backend scripted --samples FILE --metric pass@2
 --metric bon@4 --metric maj@2 --verifier logprob`` on six real MATH test problems with scripted
-completions. Re-scoring it with this code must reuse every stored row and give the very same
-metrics, and the committed learned verifier (``results/verifiers``, written by the same code)
+completions. Re-scoring it with this code must reuse every stored sample and score and give the very
+same metrics (its grades, made by math grader version 3, are regraded by the current version, to the
+same verdicts), and the committed learned verifier (``results/verifiers``, written by the same code)
 must still be found and read.
 """
 
@@ -15,6 +16,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from bonbench.plugins.graders.math import MathGrader
 
 HERE = Path(__file__).parent
 OLD_RUN = HERE / "data" / "v0_1_run"
@@ -37,8 +40,24 @@ def test_an_old_run_rescores_to_the_same_metrics_reusing_every_row(tmp_path: Pat
     for name, entry in old.items():
         assert new[name]["value"] == entry["value"], name
         assert new[name]["ci95"] == entry["ci95"], name
-    # samples, grades and scores were reused, not rewritten
-    assert {p.relative_to(run): p.read_bytes() for p in run.rglob("*.jsonl")} == before
+    # samples and scores were reused, not rewritten; the grades of an older grader version were
+    # regraded (a grader version is bumped exactly when verdicts may change), to the same verdicts
+    after = {p.relative_to(run): p.read_bytes() for p in run.rglob("*.jsonl")}
+    grades = Path("grades/math.jsonl")
+    assert {k: v for k, v in after.items() if k != grades} == {k: v for k, v in before.items() if k != grades}
+
+    def verdicts(blob: bytes) -> dict[tuple[str, int], tuple[int, bool]]:
+        rows = [json.loads(line) for line in blob.decode().splitlines() if line.strip()]
+        latest = {}
+        for r in rows:  # the regraded rows are appended; the newest version of each key counts
+            key = (r["problem_id"], r["sample_idx"])
+            if key not in latest or r["grader_version"] >= latest[key][0]:
+                latest[key] = (r["grader_version"], r["correct"])
+        return latest
+
+    old_v, new_v = verdicts(before[grades]), verdicts(after[grades])
+    assert {v for v, _ in old_v.values()} == {3} and {v for v, _ in new_v.values()} == {MathGrader.version}
+    assert {k: c for k, (_, c) in new_v.items()} == {k: c for k, (_, c) in old_v.items()}
     report = _bonbench("report", str(run))
     assert report.returncode == 0 and "bon@4" in report.stdout, report.stderr
 

@@ -96,8 +96,8 @@ def test_get_task_coerces_t_args_and_names_the_type(data_dir: Path) -> None:
     assert len(get_task("math500", data_dir=str(data_dir), level="2", fewshot="0").problems) > 0
     with pytest.raises(BonbenchError, match=r"^task 'math500' argument fewshot takes int, got 'four'$"):
         get_task("math500", data_dir=str(data_dir), fewshot="four")
-    with pytest.raises(BonbenchError,
-                       match=r"^task 'math500' has no argument 'shots'; its -T arguments are: level, subject, fewshot$"):
+    with pytest.raises(BonbenchError, match=r"^task 'math500' has no argument 'shots'; its -T arguments are: "
+                                            r"level, subject, fewshot, percent, decimal_comma, gold_boxes$"):
         get_task("math500", shots="2")
 
 

@@ -367,3 +367,20 @@ def test_new_rules_canonicalise_degenerate_answers_in_linear_time() -> None:
 )
 def test_unit_text_across_lines_and_times(pred: str, gold: str, verdict: bool) -> None:
     assert is_equiv(pred, gold) is verdict
+
+
+@pytest.mark.parametrize(
+    "pred, gold, verdict",
+    [
+        ("\\angle CBA", "\\angle ABC", True),  # the same angle read from the other side
+        ("\\angle ACB", "\\angle ABC", False),  # another vertex (math-verify: a commutative product)
+        ("\\angle{ABC}", "\\angle ABC", True),
+        ("\\varnothing", "\\emptyset", True),
+        ("\\{\\}", "\\emptyset", True),
+        ("\\{0\\}", "\\emptyset", False),
+        ("0", "\\emptyset", False),
+    ],
+)
+def test_angles_by_vertex_and_one_empty_set(pred: str, gold: str, verdict: bool) -> None:
+    assert is_equiv(pred, gold) is verdict
+    assert canonical_answer(canonical_answer(pred)) == canonical_answer(pred)

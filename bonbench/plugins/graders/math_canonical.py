@@ -354,6 +354,8 @@ def canon_atom(s: str) -> str:
         return "\\infty"
     if s in ("-\\infty", "-\\inf", "-oo"):
         return "-\\infty"
+    if s in ("\\emptyset", "\\varnothing", "\\{\\}"):
+        return "\\emptyset"  # one name for the empty set
     num = parse_number(s)
     if num is not None:
         return render_number(*num)
@@ -378,6 +380,8 @@ def render_structure(node: tuple[Any, ...]) -> str:
         # ", " keeps "70, 110" a list when the canonical form is canonicalised again (thousands rule)
         return ", ".join(render_structure(n) for n in node[1])
     if kind == "set":
+        if not node[1]:
+            return "\\emptyset"
         return "\\{" + ",".join(sorted(render_structure(n) for n in node[1])) + "\\}"
     if kind == "seq":
         return node[1] + ",".join(render_structure(n) for n in node[3]) + node[2]

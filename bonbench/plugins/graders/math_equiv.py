@@ -54,11 +54,18 @@ def _kind(atom: str) -> str:
 
 
 _OPAQUE_RE = re.compile(r"\\ldots|\d\\;\d")
+# an angle named by three points: the vertex is the middle one, so \angle ABC is \angle CBA, never
+# \angle ACB (math-verify reads the letters as a commutative product)
+_ANGLE_RE = re.compile(r"\\angle\s*\{?([A-Z])([A-Z])([A-Z])\}?")
 
 
 def _atom_fast(pred: str, gold: str) -> bool | None:
     if pred == gold:
         return True
+    if "\\angle" in pred and "\\angle" in gold:
+        ap, ag = _ANGLE_RE.fullmatch(pred), _ANGLE_RE.fullmatch(gold)
+        if ap and ag:
+            return ap.groups() in (ag.groups(), ag.groups()[::-1])
     if _OPAQUE_RE.search(pred) or _OPAQUE_RE.search(gold):
         # an ellipsis ("1+2+\\ldots+n") or digits kept apart by a space ("2\\;3") have no value to
         # compare (sympy would read 2\\;3 as 23): only the same writing matches

@@ -21,6 +21,7 @@ from bonbench.plugins.graders import math as gm
 from bonbench.plugins.graders import math_equiv as meq
 from bonbench.plugins.graders import math_numeric as mnum
 from bonbench.plugins.graders import math_numeval as mev
+from bonbench.plugins.graders import math_symbolic as msym
 from bonbench.plugins.graders.math import MathGrader
 from bonbench.plugins.graders.math_canonical import canonical_answer
 from bonbench.plugins.graders.math_equiv import is_equiv
@@ -287,15 +288,15 @@ def test_v3_identities_and_tiny_constants_go_to_the_exact_comparison() -> None:
     with pytest.raises(meq.NeedsSympy):
         meq.equiv_canonical("\\frac{1}{100!}", "\\frac{1}{99!}", fast_only=True)
     # exact: math-verify alone calls these equal (evalf with chop=True)
-    assert meq._constant_verdict("\\frac{1}{100!}", "\\frac{1}{99!}") is False
-    assert meq._constant_verdict("\\frac{100}{100!}", "\\frac{1}{99!}") is True
-    assert meq._constant_verdict("\\frac{1}{100!}", "0") is False
+    assert msym.constant_verdict("\\frac{1}{100!}", "\\frac{1}{99!}") is False
+    assert msym.constant_verdict("\\frac{100}{100!}", "\\frac{1}{99!}") is True
+    assert msym.constant_verdict("\\frac{1}{100!}", "0") is False
     # a decimal inside an expression is exact; a rounded gold keeps its interval rule
-    assert meq._constant_verdict("0.5\\pi", "\\frac{\\pi}{2}") is True
-    assert meq._constant_verdict("\\frac{1}{8470}", "0.000118") is True
-    assert meq._constant_verdict("\\frac{1}{8600}", "0.000118") is False  # 0.00011628
+    assert msym.constant_verdict("0.5\\pi", "\\frac{\\pi}{2}") is True
+    assert msym.constant_verdict("\\frac{1}{8470}", "0.000118") is True
+    assert msym.constant_verdict("\\frac{1}{8600}", "0.000118") is False  # 0.00011628
     # variables: not a constant comparison, math-verify decides
-    assert meq._constant_verdict("x+1", "1+x") is None
+    assert msym.constant_verdict("x+1", "1+x") is None
 
 
 def test_v3_precision_model() -> None:
@@ -327,8 +328,8 @@ def test_v3_evaluator_reads_functions_as_latex_does() -> None:
         ev("\\sin^{-1}x")  # arcsin, not 1/sin
 
 
-@pytest.mark.parametrize("module", ["math_extract", "math_conventions", "math_numeric", "math_numeval", "math_canonical",
-                                    "math_equiv", "math"])
+@pytest.mark.parametrize("module", ["math_extract", "math_conventions", "math_numeric", "math_numeval", "math_symbolic",
+                                    "math_canonical", "math_equiv", "math"])
 def test_each_grader_module_imports_on_its_own(module: str) -> None:
     # a fresh interpreter importing one module first: an import cycle between them would fail here
     code = f"import bonbench.plugins.graders.{module} as m; print(m.__doc__.splitlines()[0])"
@@ -349,7 +350,8 @@ def test_grader_modules_import_only_downwards() -> None:
         "math_numeval": {"math_numeric"},
         "math_rewrite": {"math_extract"},
         "math_canonical": {"math_conventions", "math_numeric", "math_rewrite"},
-        "math_equiv": {"math_canonical", "math_conventions", "math_extract", "math_numeric", "math_numeval"},
+        "math_symbolic": {"math_numeric"},
+        "math_equiv": {"math_canonical", "math_conventions", "math_extract", "math_numeric", "math_numeval", "math_symbolic"},
         "math": {"math_extract", "math_canonical", "math_conventions", "math_equiv"},
     }
     folder = Path(gm.__file__).parent

@@ -135,6 +135,24 @@ def _rows(cls: np.ndarray, z: np.ndarray, s: np.ndarray, m: int) -> tuple[np.nda
     return counts, below, np.array(blk, dtype=np.int64), np.array(c0, dtype=np.int64), np.array(y), np.array(w)
 
 
+def _factor(size: int, own: np.ndarray, e: np.ndarray, b: np.ndarray, y: np.ndarray, t_r: np.ndarray,
+            binom: np.ndarray) -> np.ndarray:
+    """F_c per row [R, size+1]: coefficient q = ways to take q of the class's members (see the module
+    docstring). ``own``: rows whose chosen sample is in this class; ``e``, ``b``: its members tied with
+    and below the chosen score (the chosen sample left out); ``y``: the tie variable's node."""
+    q = np.arange(size + 1)
+    # h[r, q] = sum_u C(e, u) y^u C(b, q - u): tied members carry y, members below are free
+    below = binom[b, : size + 1]
+    h = below.copy()  # u = 0
+    for u in range(1, int(e.max()) + 1):
+        h[:, u:] += (binom[e, u] * y**u)[:, None] * below[:, : size + 1 - u]
+    eligible = q[None, :] >= t_r[:, None]
+    shifted = np.zeros_like(h)
+    shifted[:, 1:] = h[:, :-1]  # the chosen sample itself is one of its class's q members
+    free = np.where(eligible, h, binom[size, : size + 1][None, :])
+    return np.where(own[:, None], np.where(eligible, shifted, 0.0), free)
+
+
 def _wins(cls: np.ndarray, z: np.ndarray, s: np.ndarray, s0: int, share: float) -> np.ndarray:
     """wins[k], k = 0..n: the sum over k-subsets of the chosen sample's ``correct``."""
     n_v = z.size
@@ -147,35 +165,35 @@ def _wins(cls: np.ndarray, z: np.ndarray, s: np.ndarray, s0: int, share: float) 
     binom = _binom(n)
     counts, below, blk, c0, y, w = _rows(cls, z, s, m)
     t_of_v = _thresholds(n_v, share)
-    ts = np.unique(t_of_v[1:])
+    ts, v_lo, width = np.unique(t_of_v[1:], return_index=True, return_counts=True)  # t(V) is non-decreasing in V
     # rows: every (block, class, node) at every distinct threshold t
     g = blk.size
-    t_r = np.repeat(ts, g)
+    t_r, v_r, width_r = np.repeat(ts, g), np.repeat(v_lo + 1, g), np.repeat(width, g)
     blk, c0, y, w = np.tile(blk, ts.size), np.tile(c0, ts.size), np.tile(y, ts.size), np.tile(w, ts.size)
-    prod = np.ones((t_r.size, 1))
-    for c in range(m):
-        size = int(sizes[c])
+
+    def factor(c: int) -> np.ndarray:
         own = c0 == c
-        e = counts[blk, c] - own  # tied members other than the chosen sample
-        b = below[blk, c]
-        q = np.arange(size + 1)
-        # h[r, q] = sum_u C(e, u) y^u C(b, q - u): tied members carry y, members below are free
-        h = np.zeros((t_r.size, size + 1))
-        for u in range(int(e.max()) + 1):
-            coef = binom[e, u] * y**u
-            h[:, u:] += coef[:, None] * binom[b][:, : size + 1 - u]
-        eligible = q[None, :] >= t_r[:, None]
-        shifted = np.zeros_like(h)
-        shifted[:, 1:] = h[:, :-1]  # the chosen sample itself is one of its class's q members
-        free = np.where(eligible, h, binom[size, : size + 1][None, :])
-        factor = np.where(own[:, None], np.where(eligible, shifted, 0.0), free)
-        prod = _conv_rows(prod, factor)
-    # prod[r, V]: ways to take V voters with the row's sample chosen under threshold t_r; keep V with t(V) = t_r
-    match = t_of_v[None, :] == t_r[:, None]
-    by_v = (w[:, None] * np.where(match, prod, 0.0)).sum(axis=0)
-    for v in range(1, n_v + 1):
-        if by_v[v]:
-            wins[v : v + s0 + 1] += by_v[v] * binom[s0, : s0 + 1]
+        return _factor(int(sizes[c]), own, counts[blk, c] - own, below[blk, c], y, t_r, binom)
+
+    # smallest classes first keeps the running products short; the largest class is not multiplied
+    # in: only the coefficients V with t(V) = t_r of the last product are needed
+    order = np.argsort(sizes, kind="stable")
+    prod = np.ones((t_r.size, 1))
+    for c in order[:-1]:
+        prod = _conv_rows(prod, factor(int(c)))
+    last = factor(int(order[-1]))
+    a = last.shape[1]
+    v = v_r[:, None] + np.arange(int(width.max()))[None, :]  # [R, W] the V each row keeps
+    keep = np.arange(v.shape[1])[None, :] < width_r[:, None]
+    pad = np.zeros((t_r.size, a - 1 + prod.shape[1] + a))
+    pad[:, a - 1 : a - 1 + prod.shape[1]] = prod
+    # [x^V] prod * last = sum_q prod[V - q] last[q]; pad offsets V - q by a - 1 and clips V beyond the degree
+    idx = np.minimum(v[:, :, None] - np.arange(a)[None, None, :] + a - 1, pad.shape[1] - 1)
+    coef = np.einsum("rwq,rq->rw", np.take_along_axis(pad[:, None, :], idx, axis=2), last)
+    by_v = np.bincount(v[keep], weights=(w[:, None] * coef)[keep], minlength=n_v + 1)
+    for vv in range(1, n_v + 1):
+        if by_v[vv]:
+            wins[vv : vv + s0 + 1] += by_v[vv] * binom[s0, : s0 + 1]
     return wins
 
 

@@ -28,8 +28,9 @@ with ``correct`` 0 add nothing, so only the right samples' blocks are computed.
 
 Cost per problem: rows R = (distinct thresholds t) x (tie blocks with a non-zero ``correct``, per
 class) x (quadrature nodes), each a product of m class polynomials of degree <= n: O(R n^2) flops,
-O(n^4) at worst. About 6 ms per problem at n = 64 (benchmarks/bench_metrics.py). Counts reach
-C(n, k), which float64 holds up to n = 1024; above that ``ValueError``.
+O(n^4) at worst. About 1 ms per problem at n = 64, 17 ms at n = 128 and 0.3 s at n = 256 (share
+0.5; benchmarks/bench_metrics.py times n = 64). Counts reach C(n, k), which float64 holds up to
+n = 1024; above that ``ValueError``.
 
 What it does not do: bon@k or maj@k (``bonbench.metrics.pass_bon``, ``maj``), bootstraps, metric
 names, I/O; answers are compared with ``==``/hash, never canonicalised here.

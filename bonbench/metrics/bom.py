@@ -171,6 +171,11 @@ def _wins(cls: np.ndarray, z: np.ndarray, s: np.ndarray, s0: int, share: float) 
     g = blk.size
     t_r, v_r, width_r = np.repeat(ts, g), np.repeat(v_lo + 1, g), np.repeat(width, g)
     blk, c0, y, w = np.tile(blk, ts.size), np.tile(c0, ts.size), np.tile(y, ts.size), np.tile(w, ts.size)
+    # a chosen sample whose class has fewer than t members is never eligible: drop those rows
+    live = sizes[c0] >= t_r
+    if not live.any():
+        return wins
+    t_r, v_r, width_r, blk, c0, y, w = (x[live] for x in (t_r, v_r, width_r, blk, c0, y, w))
 
     def factor(c: int) -> np.ndarray:
         own = c0 == c

@@ -92,7 +92,7 @@ def bench_wmaj(P: int, n: int, seed: int) -> None:
 
 def bench_reliability(P: int, n: int, seed: int) -> None:
     _, corrects, _ = synthetic(P, n, seed)
-    mat = np.array(corrects)
+    mat = [tuple(c) for c in corrects]  # one tuple per problem, as the pipeline's outcomes hold them
     ks = list(range(1, n + 1))
     total = total_cpu = 0.0
     curves: dict[str, np.ndarray] = {}

@@ -227,3 +227,15 @@ def test_bad_input_raises() -> None:
         wmaj_curve([["a"]], [[1], [0]], [[1.0], [1.0]], [1], keys=["p", "q"])
     with pytest.raises(ValueError, match="rel_mc > 0"):
         wmaj_curve([["a"]], [[1]], [[1.0]], [1], keys=["p"], rel_mc=0.0)
+
+
+def test_sampled_cells_are_marked_even_when_their_draws_agree() -> None:
+    # two classes, the right one far heavier: every permutation's k-prefix picks the same winner once
+    # k is large, so the sampled variance is 0 there; the cell is still a Monte Carlo estimate
+    answers = [["a"] * 6 + ["b"] * 2]
+    correct = [[1.0] * 6 + [0.0] * 2]
+    scores = [[0.9] * 6 + [0.1] * 2]
+    curve = wmaj_curve(answers, correct, scores, [1, 4, 7, 8], keys=["p"], max_exact_subsets=0, draws=8)
+    assert curve.sampled is not None
+    assert curve.sampled[0].tolist() == [False, True, False, False]  # k = 1, n - 1, n are enumerated
+    assert curve.sampled_at().tolist() == [False, True, False, False] and not curve.exact

@@ -260,10 +260,13 @@ def wmaj_curve(answers: Sequence[Sequence[Hashable | None]], correct: Sequence[S
         for n, probs, _ in groups:
             for p in probs:
                 rngs[p].random((PILOT_DRAWS, n))
+    mask = np.zeros(values.shape, dtype=bool)
     for n, probs, ks_n in groups:
         _fill(values, mc_var, sampled[n], kk, ks_n,
               *_prefix_values([votes[p] for p in probs], [rngs[p] for p in probs], draws, ks_n))
-    return SampledCurve(values, mc_var, draws)
+        for p in probs:
+            mask[p, sampled[n][p]] = True
+    return SampledCurve(values, mc_var, draws, mask)
 
 
 def _fill(values: np.ndarray, mc_var: np.ndarray, cells: dict[int, list[int]], kk: np.ndarray, ks_n: np.ndarray,

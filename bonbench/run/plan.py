@@ -15,11 +15,11 @@ import dataclasses
 import warnings
 from pathlib import Path
 
+from bonbench.api.metric import parse_metrics
 from bonbench.api.task import Task
 from bonbench.core import ray_cluster
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import RunStore
-from bonbench.metrics.names import parse_metrics
 from bonbench.pipeline import prepared, shard
 from bonbench.pipeline.imported import imported_settings
 from bonbench.pipeline.readers import ImportedSamples, file_content, read_samples, samples_fingerprint

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bonbench.api.metric import metric_kind, spec_of
 from bonbench.apps.analysis.rundir import Metric, RunData
 from bonbench.core.config import policy_name
 from bonbench.metrics.winrate import bon_kl_bound, bon_winrate_reference
@@ -58,14 +59,17 @@ class BonReferenceRow:
     kl_analytic: float
 
 
-def _k(name: str, prefix: str) -> int | None:
-    rest = name[len(prefix):] if name.startswith(prefix) else ""
-    return int(rest) if rest.isdigit() else None
+def _k(name: str, kind: str) -> int | None:
+    """The k of ``name`` when it is a dataset metric of ``kind`` (``kl_bon@4`` -> 4), else None."""
+    spec = spec_of(name)
+    return spec.k if spec is not None and spec.kind == kind and name == spec.name else None
 
 
 def is_reward_run(run: RunData) -> bool:
-    """A run of a reward-judged task: it has a ``mean`` reward and no pass@k."""
-    return "mean" in run.metrics and not any(name.startswith("pass@") for name in run.metrics)
+    """A run of a reward-judged task: it has a ``mean`` reward and no metric of a kind defined on 0/1
+    grades only (pass@k, maj@k: their records say so)."""
+    graded = (spec_of(name) for name in run.metrics)
+    return "mean" in run.metrics and not any(s is not None and metric_kind(s.kind).forms() == {"grades"} for s in graded)
 
 
 def reference_of(run: RunData) -> str:
@@ -74,7 +78,7 @@ def reference_of(run: RunData) -> str:
     if kl is not None and kl.notes.get("reference"):
         return str(kl.notes["reference"])
     for name, m in run.metrics.items():
-        if name.startswith("kl_bon@") and m.notes.get("reference"):
+        if _k(name, "kl_bon") is not None and m.notes.get("reference"):
             return str(m.notes["reference"])
     return own_policy(run)
 
@@ -111,7 +115,7 @@ def plane_points(runs: Sequence[RunData]) -> dict[tuple[str, str], list[PlanePoi
         elif own:
             points.append(PlanePoint(_short(run), run.hash, None, 0.0, (0.0, 0.0), mean.value, mean.ci95, method))
         for name, m in run.metrics.items():
-            k = _k(name, "kl_bon@")
+            k = _k(name, "kl_bon")
             best = run.metrics.get(f"max@{k}") if k is not None else None
             if k is not None and best is not None and m.notes.get("reference", ref) == ref:
                 points.append(PlanePoint(f"{_short(run)} BoN{k}", run.hash, k, m.value, m.ci95, best.value, best.ci95,
@@ -171,7 +175,7 @@ def bon_reference_rows(run: RunData) -> list[BonReferenceRow]:
     """Every k at which the run has ``winrate@k`` (``winrate`` is k = 1) or ``kl_bon@k``, by k."""
     ks: set[int] = set()
     for name in run.metrics:
-        k = 1 if name == "winrate" else _k(name, "winrate@") or _k(name, "kl_bon@")
+        k = 1 if name == "winrate" else _k(name, "winrate") or _k(name, "kl_bon")
         if k is not None:
             ks.add(k)
     rows = []

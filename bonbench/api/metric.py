@@ -446,6 +446,14 @@ def curve_spec(key: str) -> MetricSpec | None:
         return None
 
 
+def check_curve_key(key: str) -> str:
+    """``key`` when it names a curve (``--kind`` of ``bonbench plot``); else a one-line error."""
+    if curve_spec(key) is None:
+        raise BonbenchError(f"--kind {key!r} is no metric kind with a curve; use pass, bon, maj, max or another kind of "
+                            "`bonbench list metrics` (with its parameter: gpass:0.5)")
+    return key
+
+
 def curve_label(key: str, k: str = "k") -> str:
     """How a curve is named in legends and tables: ``pass@k``, ``pass^k``, ``gpass@k:0.75``."""
     spec = curve_spec(key)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bonbench.api.metric import check_curve_key
 from bonbench.core import flags, outputs, settings, settings_file
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import load_target
@@ -78,8 +79,9 @@ class PlotRequest:
                                           "refreshed (its files replaced only once every new one is written), a file "
                                           "there is refused")
     kind: str = setting(
-        "pass", help="curve used for the temperature analysis and co-scaling: a metric kind with a curve (pass, bon, "
-                     "maj, ...; `bonbench list metrics`; default pass)")
+        "pass", parse=check_curve_key,
+        help="curve used for the temperature analysis and co-scaling: a metric kind with a curve (pass, bon, maj, ...; "
+             "`bonbench list metrics`; default pass)")
     coscaling_tol: float = setting(0.01, range=flags.POSITIVE,
                                    help="absolute tolerance defining N* in the co-scaling figure (docs/scaling.md)")
     verifier: str | None = setting(

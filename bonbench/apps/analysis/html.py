@@ -33,7 +33,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from bonbench.api.metric import curve_spec, footnotes, mc_note, metric_info, metric_kind, metric_sort_key
+from bonbench.api.metric import check_curve_key, curve_spec, footnotes, mc_note, metric_info, metric_kind, metric_sort_key
 from bonbench.apps.analysis.fitreport import selection_rows, selection_table
 from bonbench.apps.analysis.fits import FitError, extrapolation_check, fit_power_law
 from bonbench.apps.analysis.frontier import bon_curves, plane_points
@@ -145,10 +145,8 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
     (default ``laws.DEFAULT_FAMILIES``) and the family is chosen by the held-out error beyond
     ``holdout_fraction``·k_max. Returns the path of report.html.
     """
-    spec = curve_spec(kind)
-    if spec is None:
-        raise BonbenchError(f"--kind {kind!r} is no metric kind with a curve; use pass, bon, maj, max or another kind "
-                            "of `bonbench list metrics` (with its parameter: gpass:0.5)")
+    spec = curve_spec(check_curve_key(kind))
+    assert spec is not None, "check_curve_key refuses a key without a curve"
     if verifier is not None and "scores" not in metric_kind(spec.kind).reads:
         raise BonbenchError(f"--verifier chooses the curve of a kind that reads verifier scores, and {kind} reads none; "
                             "add --kind bon (or another such kind)")

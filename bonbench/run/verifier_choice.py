@@ -23,6 +23,7 @@ from bonbench.api.task import task_family
 from bonbench.plugins.verifiers import folder as verifier_folder
 from bonbench.plugins.verifiers.manifest import PREFIX, VERIFIERS_DIR
 
+LOGPROB = "logprob"  # the verifier chosen when nothing better is known: the policy's own log-probabilities
 # the bonbench checkout (bonbench/run/verifier_choice.py -> the repository root)
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +66,7 @@ def choose_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task:
     if not reads_scores(specs):
         return None, None
     if not (task and model_fingerprint and out is not None):
-        return "logprob", "no policy model to match a learned verifier to; pass --verifier learned:PATH to use one"
+        return LOGPROB, "no policy model to match a learned verifier to; pass --verifier learned:PATH to use one"
     what = f"{task_family(task)} / {model or model_fingerprint}"
     roots = verifier_roots(out)
     for root in roots:
@@ -73,7 +74,7 @@ def choose_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task:
         if found is not None:
             return PREFIX + str(found.resolve()), f"newest learned verifier for {what} under {_shown(root)}"
     where = ", ".join(_shown(r) for r in roots)
-    return "logprob", f"no learned verifier for {what} under {where}; pass --verifier learned:PATH"
+    return LOGPROB, f"no learned verifier for {what} under {where}; pass --verifier learned:PATH"
 
 
 def verifier_line(name: str | None, why: str | None) -> str | None:

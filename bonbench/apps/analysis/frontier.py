@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bonbench.api.metric import metric_kind, spec_of
+from bonbench.api.metric import metric_kind, metric_kinds, spec_of
 from bonbench.apps.analysis.rundir import Metric, RunData
 from bonbench.core.config import policy_name
 from bonbench.metrics.winrate import bon_kl_bound, bon_winrate_reference
@@ -152,19 +152,22 @@ def bon_curves(runs: Sequence[RunData]) -> dict[tuple[str, str], BonCurve]:
     ``kl``: it is the reference) with a ``max`` curve, the run with the most samples when several.
     The KL axis is the continuous-reward value (exact for a.s. distinct rewards, an upper bound with
     ties, math-reference §3.5); the reward axis is the exact max@N estimate from that run's samples."""
-    best: dict[tuple[str, str], RunData] = {}
+    # the curve of best-of-N by reward: the kind whose selection kl_bon@k measures (max@k; its record says so)
+    selected = [r.kind for r in metric_kinds() if r.selection_kl and r.has_curve]
+    best: dict[tuple[str, str], tuple[RunData, str]] = {}
     for run in runs:
-        if not is_reward_run(run) or "kl" in run.metrics or "max" not in run.curves:
+        curve = next((kind for kind in selected if kind in run.curves), None)
+        if not is_reward_run(run) or "kl" in run.metrics or curve is None:
             continue
         ref = own_policy(run)
         if reference_of(run) != ref:
             continue
         key = (run.task, ref)
-        if key not in best or len(run.curves["max"].k) > len(best[key].curves["max"].k):
-            best[key] = run
+        if key not in best or len(run.curves[curve].k) > len(best[key][0].curves[best[key][1]].k):
+            best[key] = (run, curve)
     out = {}
-    for key, run in best.items():
-        c = run.curves["max"]
+    for key, (run, curve) in best.items():
+        c = run.curves[curve]
         n = np.asarray(c.k, dtype=int)
         out[key] = BonCurve(run.hash, n, np.array([bon_kl_bound(int(k)) for k in n]), np.asarray(c.value, dtype=float),
                             np.asarray(c.lo, dtype=float), np.asarray(c.hi, dtype=float))

@@ -54,7 +54,7 @@ class VerifierEval:
     auroc_within: dict[str, float | None]
     curves: dict[str, dict[str, list]]  # the default curves ("pass", "maj"), and "bon:<verifier>" per verifier
     paired: dict[str, dict[str, list]] = field(default_factory=dict)  # "<A> - <B>": {"k","diff","lo","hi","p"}
-    paired_kind: str = "bon"  # the curve the pairs compare: the first default curve that reads scores
+    paired_kind: str = ""  # the curve the pairs compare: the first default curve that reads scores (bon)
 
     def to_json(self) -> dict[str, Any]:
         return {"runs": list(self.runs), "n_problems": self.n_problems, "n": self.n, "verifiers": list(self.verifiers),

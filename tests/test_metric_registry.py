@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from itertools import combinations
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import toy_plugin
 
 from bonbench.api import metric as api_metric
 from bonbench.api.metric import (
@@ -36,11 +42,16 @@ from bonbench.api.metric import (
     spec_of,
 )
 from bonbench.api.metric_values import compute_curves, compute_metrics, curve_values
+from bonbench.core import models
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.estimators import ProblemOutcome, bon_at_k, maj_at_k, pass_at_k
 from bonbench.metrics.info import LOWER
 from bonbench.metrics.montecarlo import SampledCurve
 from bonbench.plugins.metrics.stored import CLOSED_FORM_FOOTNOTE, KL_FOOTNOTE
+from bonbench.plugins.samplers import select
+from bonbench.run import plan as run_plan
+from bonbench.run.execute import execute
+from bonbench.run.request import RunRequest
 from bonbench.run.rules import metric_specs
 
 F = Fraction
@@ -374,3 +385,29 @@ def test_a_metric_the_task_cannot_compute_is_refused(requested: list[str], judge
     with pytest.raises(BonbenchError) as err:
         metric_specs(requested, (), judged_by, votes)
     assert str(err.value).startswith(want), str(err.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# the pipeline hands a kind what it reads
+
+
+def _mean_logprob(o: ProblemOutcome, k: int | None, param: float | None) -> float:
+    assert o.logprobs is not None
+    return float(np.mean(o.logprobs))
+
+
+def test_a_kind_that_reads_logprobs_gets_them_and_others_do_not(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scripted toy model gives every completion log-probability -(its word count) = -2."""
+    METRICS.names()
+    monkeypatch.setattr(METRICS, "_entries", dict(METRICS._entries))
+    register_metric(MetricKind("meanlp", "mean log-probability", reads=frozenset({"logprobs"}), takes_k=False,
+                               per_problem=_mean_logprob))
+    monkeypatch.setattr(models, "resolve_model", lambda name: models.ResolvedModel(
+        name="toy-model", path="toy-model", is_chat=False, fingerprint="toy", revision=None))
+    monkeypatch.setattr(select, "get_sampler", lambda *a, **k: toy_plugin.SlowScripted(0.0))
+    doc = execute(run_plan.plan(RunRequest(task="toy", metrics=("pass@1", "meanlp"), n=3, backend="hf",
+                                           out=tmp_path))).docs[0]
+    assert doc["metrics"]["meanlp"]["value"] == -2.0 and doc["metrics"]["pass@1"]["value"] > 0
+    outs = [ProblemOutcome("p", (1.0, 0.0), ("a", "b"))]
+    with pytest.raises(BonbenchError, match=r"^meanlp reads log-probabilities, but 1 of 1 problems have none .*--backend"):
+        compute_metrics(outs, ["meanlp"])

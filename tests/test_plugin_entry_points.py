@@ -39,7 +39,7 @@ from typing import Literal
 import numpy as np
 
 from bonbench.api import Objective, Task, register_objective, register_sampler, register_task
-from bonbench.api.metric import MetricKind, Param
+from bonbench.api import MetricKind, Param
 from bonbench.core.records import Grade, Problem, Prompt, Sample, Score
 from bonbench.metrics.estimators import SampledCurve, pass_at_k
 

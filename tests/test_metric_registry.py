@@ -1,5 +1,5 @@
 """The metric registry (``bonbench.api.metric``) and its dataset entry points
-(``bonbench.api.metric_values``): the name grammar and its one-line errors, the built-in records,
+(``bonbench.api.metric.values``): the name grammar and its one-line errors, the built-in records,
 display order and readings of stored names, the run's rules read from the records, and throw-away
 metric kinds registered in-process (a ``^`` kind, a kind with a parameter, a Monte Carlo kind, one
 whose function refuses its input) computed exactly against enumeration of every k-subset."""
@@ -21,27 +21,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import toy_plugin
 
-from bonbench.api import metric as api_metric
-from bonbench.api.metric import (
-    METRICS,
-    MetricKind,
-    MetricSpec,
-    Param,
-    curve_keys,
-    curve_label,
-    footnotes,
-    format_param,
-    metric_info,
-    metric_kind,
-    metric_names,
-    metric_sort_key,
-    parse_metric,
-    parse_metrics,
-    register_metric,
-    run_inputs,
-    spec_of,
-)
-from bonbench.api.metric_values import compute_curves, compute_metrics, curve_values
+from bonbench.api.metric.grammar import MetricSpec, metric_names, metric_sort_key, parse_metric, parse_metrics, spec_of
+from bonbench.api.metric.inputs import curve_keys, run_inputs
+from bonbench.api.metric.kind import METRICS, MetricKind, Param, format_param, metric_kind, register_metric
+from bonbench.api.metric.readings import curve_color, curve_label, footnotes, metric_info
+from bonbench.api.metric.values import compute_curves, compute_metrics, curve_values
 from bonbench.core import models
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.estimators import ProblemOutcome, bon_at_k, maj_at_k, pass_at_k
@@ -243,7 +227,7 @@ def test_curve_keys_labels_and_colors(kinds: None) -> None:
         "pass", "bon", "maj", "allof^", "atleast:0.75"]
     assert curve_label("atleast:0.75") == "atleast@k:0.75" and curve_label("allof^", "N") == "allof^N"
     assert curve_label("pass") == "pass@k" and curve_label("bon learned:x") == "bon learned:x"
-    assert api_metric.curve_color("allof^") == "#123456" and api_metric.curve_color("max") == metric_kind("max").color
+    assert curve_color("allof^") == "#123456" and curve_color("max") == metric_kind("max").color
 
 
 # ---------------------------------------------------------------------------------------------

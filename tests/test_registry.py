@@ -222,7 +222,7 @@ for info in pkgutil.walk_packages(bonbench.plugins.__path__, "bonbench.plugins."
 from bonbench.api.reward import REWARD_MODELS
 from bonbench.api.sampler import SAMPLERS
 from bonbench.api.verifier import VERIFIERS
-from bonbench.api.metric import METRICS
+from bonbench.api.metric.kind import METRICS
 print(json.dumps([r.names() + r.schemes() for r in (SAMPLERS, REWARD_MODELS, VERIFIERS, METRICS)]))
 """
 

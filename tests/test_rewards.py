@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.api.metric import parse_metrics
+from bonbench.api.metric.grammar import parse_metrics
 from bonbench.api.reward import (
     REWARD_GROUP,
     REWARD_MODELS,

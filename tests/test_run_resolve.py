@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import trainer_plugin  # noqa: F401  (registers the test_rloo objective)
 
-from bonbench.api.metric import parse_metrics
+from bonbench.api.metric.grammar import parse_metrics
 from bonbench.api.task import GraderOptions, Task, register_task
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.setup import load_train_task

@@ -23,7 +23,7 @@ It imports from ``bonbench.core`` only, never a plugin: a registry reads its ent
 imports the plugin modules they name) when its names are first asked for, not when the api is imported.
 """
 
-from bonbench.api.metric import MetricKind, Param, register_metric
+from bonbench.api.metric.kind import MetricKind, Param, register_metric
 from bonbench.api.objective import Group, Objective, make_objective, register_objective
 from bonbench.api.reward import RewardModel, get_reward_model, register_reward_model, reward_model_names
 from bonbench.api.sampler import Sampler, SampleRequest, SamplingParams, register_sampler, sampler_names

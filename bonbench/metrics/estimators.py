@@ -16,7 +16,7 @@ k-subsets of a problem's n samples, exactly, without enumerating subsets (math-r
 Per-problem functions raise ``ValueError`` for k < 1, k > n or mismatched lengths; the ``*_curve``
 functions return NaN where a problem has fewer than k samples (never 1.0). Dataset values with
 bootstrap CIs (``compute_metrics``, ``compute_curves``) are the metric registry's
-(``bonbench.api.metric_values``): a metric kind is a registered record that wraps these functions
+(``bonbench.api.metric.values``): a metric kind is a registered record that wraps these functions
 (``bonbench.plugins.metrics``).
 
 Numerics: all counts are sums of products of non-negative numbers (no cancellation, no FFT), so

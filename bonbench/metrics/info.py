@@ -6,7 +6,7 @@ the tasks' own metrics.
 the run's settings such as n and k, not a measurement of the model: no interval) and whether its
 kind may be gated at all. ``gateable`` combines them: the gate (``bonbench.apps.analysis.gate``)
 compares only metrics with a direction that are not closed-form; tables show closed-form values
-without an interval. ``bonbench.api.metric.metric_info`` fills it in from the metric kinds'
+without an interval. ``bonbench.api.metric.readings.metric_info`` fills it in from the metric kinds'
 records; ``TASK_DIRECTIONS`` gives the better side of the tasks' own metrics, which have no kind.
 
 This module computes nothing from samples, reads no files and knows no metric kind.

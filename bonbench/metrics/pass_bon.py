@@ -9,7 +9,7 @@ All counts are products of non-negative numbers (no cancellation), so there is n
 
 What it does not do: maj@k (``bonbench.metrics.maj``), bootstraps (``bonbench.metrics.bootstrap``),
 metric names (``bonbench.api.metric``), user-facing errors (per-problem functions
-raise ``ValueError``; ``bonbench.api.metric_values.compute_metrics`` turns input into
+raise ``ValueError``; ``bonbench.api.metric.values.compute_metrics`` turns input into
 ``BonbenchError``s). Users may import these names from the facade ``bonbench.metrics.estimators``;
 modules of bonbench import them from here.
 """

@@ -16,7 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from bonbench.api.metric import footnotes, mc_note, metric_info, metric_sort_key
+from bonbench.api.metric.grammar import metric_sort_key
+from bonbench.api.metric.readings import footnotes, mc_note, metric_info
 from bonbench.core.errors import BonbenchError
 
 

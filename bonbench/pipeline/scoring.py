@@ -16,8 +16,10 @@ from dataclasses import replace
 from typing import Any
 
 from bonbench import __version__
-from bonbench.api.metric import MONTE_CARLO, MetricSpec, curve_keys, metric_kind, reads_scores_name, task_inputs
-from bonbench.api.metric_values import compute_curves, compute_metrics
+from bonbench.api.metric.grammar import MetricSpec
+from bonbench.api.metric.inputs import curve_keys, reads_scores_name, task_inputs
+from bonbench.api.metric.kind import MONTE_CARLO, metric_kind
+from bonbench.api.metric.values import compute_curves, compute_metrics
 from bonbench.api.task import Task
 from bonbench.core.errors import BonbenchError
 from bonbench.core.provenance import git_sha
@@ -162,7 +164,7 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade
     ``scorer`` is the verifier's (version, fingerprint) (``scorer_id``): every metric that reads
     verifier scores is stamped with them, and such values stored under another verifier, version or
     fingerprint are dropped rather than merged. curves.json holds every default curve the run can
-    compute and the curve of every requested kind that has one (``bonbench.api.metric.curve_keys``).
+    compute and the curve of every requested kind that has one (``bonbench.api.metric.inputs.curve_keys``).
     """
     outs = outcomes(run, grades, scores, logprobs if reads_logprobs(specs) else None)
     values, per_problem = compute_metrics(outs, specs, n_boot=n_boot, seed=run.cfg.seed)

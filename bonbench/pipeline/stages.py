@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from bonbench.api.metric import MetricSpec
+from bonbench.api.metric.grammar import MetricSpec
 from bonbench.api.sampler import Sampler, SampleRequest, SamplingParams
 from bonbench.api.task import Grader
 from bonbench.api.verifier import Verifier

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bonbench.api.metric import metric_kind
+from bonbench.api.metric.kind import metric_kind
 from bonbench.api.verifier import Verifier
 from bonbench.core import ray_cluster
 from bonbench.core.config import policy_name

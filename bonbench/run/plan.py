@@ -15,7 +15,8 @@ import dataclasses
 import warnings
 from pathlib import Path
 
-from bonbench.api.metric import metric_kind, parse_metrics
+from bonbench.api.metric.grammar import parse_metrics
+from bonbench.api.metric.kind import metric_kind
 from bonbench.api.task import Task
 from bonbench.core import ray_cluster
 from bonbench.core.errors import BonbenchError

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bonbench.api.metric import MetricSpec
+from bonbench.api.metric.grammar import MetricSpec
 from bonbench.api.task import Task
 from bonbench.core import models, ray_cluster
 from bonbench.core.errors import BonbenchError

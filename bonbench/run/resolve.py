@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bonbench.api.metric import MetricSpec
+from bonbench.api.metric.grammar import MetricSpec
 from bonbench.api.sampler import Sampler
 from bonbench.api.task import GraderOptions, Task, get_task, task_parameters
 from bonbench.api.verifier import Verifier, get_verifier

@@ -18,17 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from bonbench.api.metric import (
-    MetricSpec,
-    always_metrics,
-    applies,
-    companions,
-    missing_inputs,
-    parse_metrics,
-    refusal,
-    run_inputs,
-    task_inputs,
-)
+from bonbench.api.metric.grammar import MetricSpec, parse_metrics
+from bonbench.api.metric.inputs import always_metrics, applies, companions, missing_inputs, refusal, run_inputs, task_inputs
 from bonbench.api.task import Task
 from bonbench.core import models
 from bonbench.core.errors import BonbenchError

@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from bonbench.api.metric import MetricSpec, reads_scores
+from bonbench.api.metric.grammar import MetricSpec
+from bonbench.api.metric.inputs import reads_scores
 from bonbench.api.task import task_family
 from bonbench.plugins.verifiers import folder as verifier_folder
 from bonbench.plugins.verifiers.manifest import PREFIX, VERIFIERS_DIR

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bonbench.api.metric import check_curve_key
+from bonbench.api.metric.grammar import check_curve_key
 from bonbench.core import flags, outputs, settings, settings_file
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import load_target

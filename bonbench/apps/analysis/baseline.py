@@ -4,7 +4,7 @@
 per-problem values, the run's problem ids, config, grading and provenance, to be committed under
 ``results/baselines/``. Which metrics: those named, else those the run was asked for
 (config.json's ``metrics``) and their per-group values, in both cases only metrics with a better
-side that are not closed-form (``bonbench.api.metric.metric_info``): ``kl_bon@k`` beside ``max@k`` is neither
+side that are not closed-form (``bonbench.api.metric.readings.metric_info``): ``kl_bon@k`` beside ``max@k`` is neither
 requested nor a model measurement, and is left out. ``default_metrics`` (what the gate checks
 without ``--metric``) are the dataset-level ones: gating every group by default would multiply
 the tests and with them the false alarms. ``load_baseline`` reads files of this schema, including those written
@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bonbench.api.metric import metric_info
+from bonbench.api.metric.readings import metric_info
 from bonbench.apps.analysis.rundir import Metric, RunData, load_run
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError

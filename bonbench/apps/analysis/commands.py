@@ -13,7 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from bonbench.api.metric import metric_names
+from bonbench.api.metric.grammar import metric_names
 from bonbench.apps.analysis.analysis_flags import (
     GATE_ERROR,
     GATE_PASS,
@@ -32,7 +32,7 @@ from bonbench.core.errors import BonbenchError
 
 def _metric_names(values: Sequence[str]) -> list[str] | None:
     """``--metric`` values expanded the way ``bonbench run`` reads them (``pass@1,4`` = pass@1 and
-    pass@4; ``bonbench.api.metric.metric_names``); None when none was given."""
+    pass@4; ``bonbench.api.metric.grammar.metric_names``); None when none was given."""
     return metric_names(values) if values else None
 
 

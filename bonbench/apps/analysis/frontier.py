@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bonbench.api.metric import metric_kind, metric_kinds, spec_of
+from bonbench.api.metric.grammar import spec_of
+from bonbench.api.metric.kind import metric_kind, metric_kinds
 from bonbench.apps.analysis.rundir import Metric, RunData
 from bonbench.core.config import policy_name
 from bonbench.metrics.winrate import bon_kl_bound, bon_winrate_reference

@@ -7,7 +7,7 @@ level or subject; a different ``--limit`` or a partial run is fine: the test pai
 problems). Differences in sampling settings, n or verifier are what a gate is for (did this change
 make it worse?) and are printed as notes.
 
-Every gated metric has a better side (its kind's record, ``bonbench.api.metric.metric_info``):
+Every gated metric has a better side (its kind's record, ``bonbench.api.metric.readings.metric_info``):
 higher for pass@k, bon@k, maj@k, max@k, mean and win rates, lower for ``kl``. Closed-form metrics (``kl_bon@k`` to the run's own
 policy) and metrics without a better side are refused. For each gated metric the gate tests H0
 "the run is not worse than the baseline" against "the run is worse", one-sided at level ``alpha``:
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from bonbench.api.metric import reads_scores_name
+from bonbench.api.metric.inputs import reads_scores_name
 from bonbench.apps.analysis.baseline import Baseline, run_metric_info, run_problem_ids
 from bonbench.apps.analysis.rundir import Metric, RunData
 from bonbench.core import outputs

@@ -33,7 +33,9 @@ from typing import Any
 
 from markupsafe import Markup
 
-from bonbench.api.metric import check_curve_key, curve_spec, footnotes, mc_note, metric_info, metric_kind, metric_sort_key
+from bonbench.api.metric.grammar import check_curve_key, curve_spec, metric_sort_key
+from bonbench.api.metric.kind import metric_kind
+from bonbench.api.metric.readings import footnotes, mc_note, metric_info
 from bonbench.apps.analysis.fitreport import selection_rows, selection_table
 from bonbench.apps.analysis.fits import FitError, extrapolation_check, fit_power_law
 from bonbench.apps.analysis.frontier import bon_curves, plane_points

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bonbench.api.metric import footnotes, mc_note, metric_info, metric_sort_key
+from bonbench.api.metric.grammar import metric_sort_key
+from bonbench.api.metric.readings import footnotes, mc_note, metric_info
 from bonbench.apps.analysis.baseline import load_gate_run
 from bonbench.apps.analysis.htmlparts import Styled, Table, figure, page, render
 from bonbench.apps.analysis.plots import plot_k_curve_comparison

@@ -5,7 +5,7 @@ What it does: ``save_figure`` (draws a ``Figure`` on the Agg canvas and writes a
 / ``plain_symlog_axis`` (ticks that read 1, 2, 4, ... and 0, 0.5, 1, 2, 5, ..., never ``2×10^0``),
 ``place_labels`` (point labels that avoid each other, the points, error bars and the legend),
 ``fit_k`` (the k grid a fitted law is drawn on) and ``yerr`` (an error bar from a CI). The colours of
-the curve kinds are their metric records' (``bonbench.api.metric.curve_color``).
+the curve kinds are their metric records' (``bonbench.api.metric.readings.curve_color``).
 
 What it does not do: draw any particular figure (``plots``, ``plots_policy``), read run
 directories or fit anything. matplotlib is imported here at module level: importing this module

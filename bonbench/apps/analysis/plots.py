@@ -18,7 +18,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from bonbench.api.metric import curve_color, curve_label, curve_sort_key, metric_kinds
+from bonbench.api.metric.kind import metric_kinds
+from bonbench.api.metric.readings import curve_color, curve_label, curve_sort_key
 from bonbench.apps.analysis.fits import CoScaling, OptimalTemperature
 from bonbench.apps.analysis.laws import ScalingFit, describe
 from bonbench.apps.analysis.plotkit import fit_k, plain_log_axis, save_figure

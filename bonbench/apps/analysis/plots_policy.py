@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from bonbench.api.metric import metric_kind
+from bonbench.api.metric.kind import metric_kind
 from bonbench.apps.analysis.frontier import BonCurve, BonReferenceRow, PlanePoint
 from bonbench.apps.analysis.plotkit import place_labels, plain_log_axis, plain_symlog_axis, save_figure, yerr
 

@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from bonbench.api.metric import curve_spec, metric_kind
-from bonbench.api.metric_values import curve_values
+from bonbench.api.metric.grammar import curve_spec
+from bonbench.api.metric.kind import metric_kind
+from bonbench.api.metric.values import curve_values
 from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import training_summary
@@ -307,7 +308,7 @@ def per_problem_curves(run: RunData, kind: str, ks: Sequence[int], grader: str |
     ``maj``, ``gpass:0.5``, ...) at each k of ``ks`` (NaN where k > n).
 
     Rebuilt from ``grades/`` (0/1 verdicts and answers) and, for a kind that reads verifier scores,
-    ``scores/`` through the metric registry (``bonbench.api.metric_values.curve_values``), because
+    ``scores/`` through the metric registry (``bonbench.api.metric.values.curve_values``), because
     metrics.json keeps per-problem values only for requested metrics.
     """
     spec = curve_spec(kind)

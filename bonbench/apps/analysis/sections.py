@@ -18,7 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from bonbench.api.metric import curve_label, curve_sort_key, footnotes
+from bonbench.api.metric.readings import curve_label, curve_sort_key, footnotes
 from bonbench.apps.analysis.frontier import bon_reference_rows, pareto_front
 from bonbench.apps.analysis.htmlparts import Table, figure, fmt_value, metric_cell, powers_of_two, render
 from bonbench.apps.analysis.plots import plot_k_curve_comparison

@@ -21,7 +21,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from bonbench.api.metric import curve_label
+from bonbench.api.metric.readings import curve_label
 from bonbench.apps.analysis.fitreport import sweep_fit_html, sweep_fit_json
 from bonbench.apps.analysis.fits import coscaling, fit_temperatures, log_spaced_ks, optimal_temperature
 from bonbench.apps.analysis.htmlparts import Table, figure, fmt_value, powers_of_two, render

@@ -7,7 +7,7 @@ samples/grades/scores rows, metrics.json with per-problem values, curves.json wi
 Monte Carlo checks of the gate's false-alarm rate.
 
 It does not sample a model and is not used by the evaluation pipeline; metrics and curves come from
-the metric registry as the pipeline computes them (``bonbench.api.metric_values``,
+the metric registry as the pipeline computes them (``bonbench.api.metric.values``,
 ``bonbench.pipeline.scoring.metric_json``), so only the data is synthetic.
 """
 
@@ -20,8 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bonbench.api.metric import curve_keys, parse_metrics, run_inputs
-from bonbench.api.metric_values import compute_curves, compute_metrics
+from bonbench.api.metric.grammar import parse_metrics
+from bonbench.api.metric.inputs import curve_keys, run_inputs
+from bonbench.api.metric.values import compute_curves, compute_metrics
 from bonbench.core.config import RunConfig, config_hash, model_slug
 from bonbench.core.records import SCHEMA_VERSION
 from bonbench.core.store import RunStore, atomic_write_json
@@ -60,7 +61,7 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
     """Write ``results_root/runs/<task>/<model-slug>/<hash>/`` for problems with success rates ``p``.
 
     ``metrics`` are metric specs (``pass@k``, ``bon@k``, ``maj@k``, ``mean``) computed with
-    the metric registry (``bonbench.api.metric_values``) exactly as the pipeline does. The verifier score is ``correct + N(0,
+    the metric registry (``bonbench.api.metric.values``) exactly as the pipeline does. The verifier score is ``correct + N(0,
     verifier_noise^2)``, so bon@k lies between pass@1 and pass@k. ``correct`` ([P, n] of 0/1) replaces
     the random draw when a test needs exact control. ``extra_scores`` maps further verifier names to
     [P, n] score arrays, written as ``scores/<name>.jsonl`` beside the default verifier's (metrics

@@ -8,7 +8,7 @@ two of them), and each verifier given (``logprob``, ``oracle``, ``learned:PATH``
   depends on: it only compares samples of one problem);
 * the bon@k curve for k = 1..n with 95% bootstrap bands (every default curve that reads verifier
   scores, one per verifier), next to the default curves without scores, pass@k (= oracle bon@k)
-  and maj@k (``bonbench.api.metric_values.compute_curves``);
+  and maj@k (``bonbench.api.metric.values.compute_curves``);
 * the paired bootstrap of bon@k(A) - bon@k(B) over problems for the first verifier against each
   other one, at every k (``bonbench.metrics.bootstrap.paired_bootstrap_diff``).
 
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from bonbench.api.metric import curve_label
-from bonbench.api.metric_values import compute_curves, curve_values, default_curve_keys
+from bonbench.api.metric.readings import curve_label
+from bonbench.api.metric.values import compute_curves, curve_values, default_curve_keys
 from bonbench.apps.analysis.plots import plot_k_curves
 from bonbench.apps.analysis.rundir import Curve
 from bonbench.core.errors import BonbenchError

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bonbench.api import task as registry
-from bonbench.api.metric import metric_listing
+from bonbench.api.metric.readings import metric_listing
 from bonbench.api.verifier import verifier_names, verifier_schemes
 from bonbench.apps.cli.common import Progress
 from bonbench.apps.cli.evaluation import ListFlags, MergeFlags, ReportFlags, ScoreFlags, engine_args

@@ -6,7 +6,7 @@ each reads, its companions and its display are declared here once; the run's rul
 gate and the plots read them from the registry. pyproject.toml's ``bonbench.metrics`` entry points
 name these records.
 
-What it does not do: parse names, bootstrap or check the inputs (``bonbench.api.metric_values``).
+What it does not do: parse names, bootstrap or check the inputs (``bonbench.api.metric.values``).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bonbench.api.metric import MetricKind
+from bonbench.api.metric.kind import MetricKind
 from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.metrics.maj import maj_at_k, maj_curve
 from bonbench.metrics.pass_bon import bon_at_k, bon_curve, mean_correct, pass_at_k, pass_curve
 
 
 def _scores(o: ProblemOutcome) -> Sequence[float]:
-    assert o.scores is not None, f"{o.problem_id!r} has no scores (metric_values checks this first)"
+    assert o.scores is not None, f"{o.problem_id!r} has no scores (bonbench.api.metric.values checks this first)"
     return o.scores
 
 

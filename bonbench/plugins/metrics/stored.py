@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bonbench.api.metric import MetricKind
+from bonbench.api.metric.kind import MetricKind
 
 KL_FOOTNOTE = ("kl estimates KL(policy ‖ reference) in nats per completion as the mean over the policy's own "
                "samples of log pi(y|x) − log pi_ref(y|x). The mean is unbiased and the true KL is ≥ 0, but single "

@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from bonbench.api.metric import MetricKind, MetricSpec, curve_keys, curve_spec, metric_kind, parse_metrics, run_inputs
+from bonbench.api.metric.grammar import MetricSpec, curve_spec, parse_metrics
+from bonbench.api.metric.inputs import curve_keys, run_inputs
+from bonbench.api.metric.kind import MetricKind, metric_kind
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import MetricValue
 from bonbench.metrics.bootstrap import bootstrap_ci
@@ -139,7 +141,7 @@ def curve_values(outcomes: Sequence[ProblemOutcome], key: str, ks: Sequence[int]
 def default_curve_keys(outcomes: Sequence[ProblemOutcome]) -> list[str]:
     """The default curves of what ``outcomes`` hold, for callers without a task: grades when every
     value is 0 or 1 (else rewards), answers when some sample has one, scores and log-probabilities
-    when every problem has them (``bonbench.api.metric.curve_keys``)."""
+    when every problem has them (``bonbench.api.metric.inputs.curve_keys``)."""
     from_grades = all(is_binary(np.asarray(o.correct, dtype=float)) for o in outcomes)
     inputs = run_inputs("correctness" if from_grades else "reward",
                         answers=any(a is not None for o in outcomes for a in o.answers),

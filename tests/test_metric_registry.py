@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
@@ -208,6 +209,19 @@ def test_readings_of_stored_metrics_come_from_the_records() -> None:
     assert metric_info("kl_bon@4", {}, {"a": 0.6, "b": 0.6}).closed_form  # a file from before the flag
     assert not metric_info("kl_bon@4", {"closed_form": False}, {"a": 0.6, "b": 0.6}).closed_form
     assert footnotes(["pass@1", "kl_bon@2", "kl"]) == [KL_FOOTNOTE, CLOSED_FORM_FOOTNOTE] and footnotes(["pass@1"]) == []
+
+
+@pytest.mark.parametrize("fields,word", [
+    ({"kind": "Pass"}, "lower-case"), ({"reads": frozenset({"grade"})}, "reads unknown inputs ['grade']"),
+    ({"always_on": ("answers",)}, "always_on"), ({"direction": "up"}, "direction"),
+    ({"takes_k": False, "curve": lambda *a: None}, "a curve is a function of k"),
+    ({"per_problem": None}, "computes nothing"),
+])
+def test_a_record_a_plugin_got_wrong_names_the_field(fields: dict, word: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(word)):
+        MetricKind(**{"kind": "x", "summary": "s", "per_problem": _all_right, **fields})
+    with pytest.raises(ValueError, match="example outside"):
+        Param("t", 0.0, 1.0, example=2.0)
 
 
 def test_an_ungateable_kind_is_never_gateable(monkeypatch: pytest.MonkeyPatch) -> None:

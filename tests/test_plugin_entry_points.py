@@ -33,6 +33,7 @@ PLUGIN = '''
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -178,6 +179,8 @@ HIT = MetricKind("hit", "pass@k among the samples the verifier scores at least t
                  per_problem=_hit, param=Param("t", 0.0, 5.0, example=0.5), order=25, color="#8c564b")
 COIN = MetricKind("coin", "pass@k from 64 random k-subsets", reads=frozenset({"grades"}), curve=_coin,
                   estimate="monte_carlo", order=26, color="#e377c2")
+HAT = MetricKind("hat^", "all k of k samples right", reads=frozenset({"grades"}), order=27,
+                 per_problem=lambda o, k, p: math.comb(int(sum(o.correct)), k) / math.comb(len(o.correct), k))
 '''
 
 ENTRY_POINTS = """\
@@ -200,6 +203,7 @@ toyplug = toyplug
 [bonbench.metrics]
 hit = toyplug:HIT
 coin = toyplug:COIN
+hat^ = toyplug:HAT
 """
 
 
@@ -288,9 +292,10 @@ def test_a_plugin_metric_through_every_command(site: Path, tiny: str, tmp_path: 
     listed = bonbench(site, "list", "metrics").stdout.splitlines()
     assert any(line.startswith("hit@k:t ") and "reads grades + scores" in line and "t in [0, 5]" in line for line in listed)
     assert any(line.startswith("coin@k ") and "Monte Carlo" in line for line in listed)
+    assert any(line.startswith("hat^k ") for line in listed)  # a kind named with ^ takes k after it
     out = tmp_path / "results"
     base = ["run", "--task", "toyplug", "--backend", "toy", "--model", tiny, "--n", "4", "--out", str(out)]
-    proc = bonbench(site, *base, "--metric", "pass@1,hit@2:0.50,1,coin@2", "--verifier", "toyv")
+    proc = bonbench(site, *base, "--metric", "pass@1,hit@2:0.50,1,coin@2,hat^2", "--verifier", "toyv")
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = Path(proc.stdout.strip().splitlines()[-1])
     assert "MC SE" in proc.stdout and "hit@2:0.5" in proc.stdout  # the run's table
@@ -298,12 +303,13 @@ def test_a_plugin_metric_through_every_command(site: Path, tiny: str, tmp_path: 
     m = doc["metrics"]
     assert m["hit@2:0.5"]["value"] == pytest.approx(5 / 6) and m["hit@1:0.5"]["value"] == pytest.approx(0.5)
     assert m["hit@2:0.5"]["verifier"] == "toyv" and "estimate" not in m["hit@2:0.5"]  # exact; its verifier stamped
+    assert m["hat^2"]["value"] == pytest.approx(1 / 6)  # C(2,2)/C(4,2)
     coin = m["coin@2"]
     assert coin["estimate"] == "monte_carlo" and coin["mc_draws"] == 64 and 0 < coin["mc_se"] < 0.1
     assert abs(coin["value"] - 5 / 6) < 4 * coin["mc_se"]
     assert "verifier" not in coin and doc["per_problem"]["hit@2:0.5"] == {f"test/{i}": pytest.approx(5 / 6) for i in range(4)}
     curves = json.loads((run_dir / "curves.json").read_text())
-    assert list(curves) == ["pass", "bon", "maj", "hit:0.5", "coin"]
+    assert list(curves) == ["pass", "bon", "maj", "hit:0.5", "coin", "hat^"]
     assert curves["hit:0.5"]["value"][1] == pytest.approx(5 / 6) and curves["coin"]["mc_draws"] == 64
     # score: another parameter, then another verifier: metrics that read the old verifier's scores are dropped
     proc = bonbench(site, "score", str(run_dir), "--metric", "hit@2:1.5")
@@ -340,7 +346,7 @@ def test_a_plugin_metric_through_every_command(site: Path, tiny: str, tmp_path: 
     ("hit@2", "error: hit@2 needs its parameter: hit@k:t with t in [0, 5], e.g. hit@2:0.5"),
     ("hit@2:9", "error: hit@2:9: t must be a number in [0, 5], e.g. hit@2:0.5"),
     ("hit@8:0.5", "error: hit@8:0.5 need(s) k <= 4, but n is 4; raise --n to 8 or lower k"),
-    ("hits@2", "error: unknown metric 'hits@2'; use pass@k, bon@k, hit@k:t, coin@k, maj@k, mean or max@k (k >= 1; "
+    ("hits@2", "error: unknown metric 'hits@2'; use pass@k, bon@k, hit@k:t, coin@k, hat^k, maj@k, mean or max@k (k >= 1; "
                "`bonbench list metrics`)"),
 ])
 def test_bad_metric_names_are_one_line(site: Path, tmp_path: Path, metric: str, line: str) -> None:

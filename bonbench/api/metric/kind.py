@@ -77,8 +77,10 @@ class Param:
     default: float | None = None
 
     def __post_init__(self) -> None:
-        assert self.lo <= self.example <= self.hi, f"parameter {self.name}: example outside [{self.lo}, {self.hi}]"
-        assert self.required or self.default is not None, f"parameter {self.name}: an optional parameter needs a default"
+        if not self.lo <= self.example <= self.hi:
+            raise ValueError(f"parameter {self.name}: example outside [{self.lo}, {self.hi}]")
+        if not self.required and self.default is None:
+            raise ValueError(f"parameter {self.name}: an optional parameter needs a default")
 
     @property
     def range(self) -> str:
@@ -129,15 +131,23 @@ class MetricKind:
     how: str = ""
 
     def __post_init__(self) -> None:
+        """A record a plugin got wrong is a ValueError naming the field (one line when its entry point loads)."""
         object.__setattr__(self, "reads", frozenset(self.reads))
-        assert _KIND.match(self.kind), f"metric kind {self.kind!r}: lower-case letters, digits and _, optionally ending in ^"
+        if not _KIND.match(self.kind):
+            raise ValueError(f"metric kind {self.kind!r}: lower-case letters, digits and _, optionally ending in ^")
         unknown = sorted(set(self.reads) - set(READS))
-        assert not unknown, f"metric kind {self.kind!r} reads unknown inputs {unknown}; choose from {sorted(READS)}"
-        assert set(self.always_on) <= set(OUTCOME_FORMS), f"metric kind {self.kind!r}: always_on takes {OUTCOME_FORMS}"
-        assert self.direction in (HIGHER, LOWER, None), f"metric kind {self.kind!r}: direction is higher, lower or None"
-        assert self.takes_k or self.curve is None, f"metric kind {self.kind!r}: a curve is a function of k"
-        assert self.takes_k or not self.kind.endswith("^"), f"metric kind {self.kind!r}: a ^ kind takes k after the ^"
-        assert self.computed or self.how, f"metric kind {self.kind!r} computes nothing: say in how= what writes it"
+        if unknown:
+            raise ValueError(f"metric kind {self.kind!r} reads unknown inputs {unknown}; choose from {sorted(READS)}")
+        if not set(self.always_on) <= set(OUTCOME_FORMS):
+            raise ValueError(f"metric kind {self.kind!r}: always_on takes {OUTCOME_FORMS}")
+        if self.direction not in (HIGHER, LOWER, None):
+            raise ValueError(f"metric kind {self.kind!r}: direction is higher, lower or None")
+        if not self.takes_k and self.curve is not None:
+            raise ValueError(f"metric kind {self.kind!r}: a curve is a function of k")
+        if not self.takes_k and self.kind.endswith("^"):
+            raise ValueError(f"metric kind {self.kind!r}: a ^ kind takes k after the ^")
+        if not self.computed and not self.how:
+            raise ValueError(f"metric kind {self.kind!r} computes nothing: say in how= what writes it")
 
     @property
     def computed(self) -> bool:

@@ -74,7 +74,18 @@ def _sampled_pass(outcomes: Sequence[ProblemOutcome], ks: Sequence[int], param: 
                 continue
             hits = np.array([z[rng.choice(z.size, k, replace=False)].max() for _ in range(draws)])
             values[p, j], var[p, j] = hits.mean(), hits.var(ddof=1) / draws
-    return SampledCurve(values, var, draws)
+    return SampledCurve(values, var, draws, sampled=~np.isnan(values))
+
+
+def _exact_at_1(outcomes: Sequence[ProblemOutcome], ks: Sequence[int], param: float | None, seed: int) -> SampledCurve:
+    """_sampled_pass, with the values at k = 1 computed exactly (the mean) and marked so."""
+    got = _sampled_pass(outcomes, ks, param, seed)
+    values, var, sampled = got.values.copy(), got.mc_var.copy(), np.ones_like(got.values, dtype=bool)
+    for j, k in enumerate(ks):
+        if k == 1:
+            values[:, j] = [float(np.mean(o.correct)) for o in outcomes]
+            var[:, j], sampled[:, j] = 0.0, False
+    return SampledCurve(values, var, got.draws, sampled)
 
 
 def _nonneg(o: ProblemOutcome, k: int | None, param: float | None) -> float:
@@ -343,7 +354,13 @@ def test_a_monte_carlo_kind_says_so_with_its_standard_error(kinds: None) -> None
     assert compute_metrics(outs, ["mcpass@3"], n_boot=200, seed=4)[0]["mcpass@3"] == mc  # seeded: reproducible
     curves = compute_curves(outs, ["pass", "mcpass"], n_boot=100, seed=4)
     assert curves["mcpass"]["mc_draws"] == 200 and len(curves["mcpass"]["mc_se"]) == 8 and "mc_se" not in curves["pass"]
-    assert curves["mcpass"]["mc_se"][-1] == 0.0  # k = n: every draw is the whole set
+    assert curves["mcpass"]["mc_se"][-1] == 0.0  # k = n: every draw is the whole set (sampled, all draws agree)
+    # a curve that marks its exact cells: those ks carry no Monte Carlo fields
+    exact_k1 = MetricKind("half", "mcpass, exact at k = 1", reads=frozenset({"grades"}), curve=_exact_at_1, order=20)
+    METRICS.add("half", exact_k1)
+    values, _ = compute_metrics(outs, ["half@1", "half@3"], n_boot=50, seed=4)
+    assert values["half@1"].mc_se is None and values["half@1"].mc_draws is None and values["half@3"].mc_draws == 200
+    assert compute_curves(outs, ["half"], n_boot=50, seed=4)["half"]["mc_se"][0] is None
 
 
 def test_a_value_error_of_a_metric_is_one_line_naming_it(kinds: None) -> None:

@@ -24,20 +24,31 @@ class SampledCurve:
     ``values[p, j]``: problem p's value at ``ks[j]`` (NaN where the problem has fewer than k
     samples); ``mc_var[p, j]``: the variance of that estimate over the random draws (0 where it is
     exact); ``draws``: the random k-subsets (or permutations) each sampled value averages, 0 when
-    every value is exact.
+    every value is exact; ``sampled[p, j]``: whether that value is a Monte Carlo estimate (None:
+    every value with ``mc_var > 0``). A sampled value whose draws all agreed has variance 0 and is
+    still sampled: ``sampled`` is what says a value is exact, not its variance.
     """
 
     values: np.ndarray
     mc_var: np.ndarray
     draws: int = 0
+    sampled: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         assert self.values.shape == self.mc_var.shape, "values and mc_var must have one shape"
+        assert self.sampled is None or self.sampled.shape == self.values.shape, "sampled must have the values' shape"
+
+    def sampled_at(self) -> np.ndarray:
+        """[K] booleans: whether some problem's value at that k is a Monte Carlo estimate."""
+        if self.draws == 0:
+            return np.zeros(self.values.shape[1], dtype=bool)
+        mask = self.sampled if self.sampled is not None else self.mc_var > 0
+        return np.asarray(mask.any(axis=0))
 
     @property
     def exact(self) -> bool:
         """True when no value was sampled."""
-        return self.draws == 0 or not bool(np.any(self.mc_var > 0))
+        return not bool(self.sampled_at().any())
 
     def dataset_mc_se(self) -> np.ndarray:
         """Monte Carlo standard error of the dataset mean at each k: sqrt(sum_p var_p) / P over the

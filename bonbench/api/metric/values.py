@@ -31,7 +31,8 @@ from bonbench.metrics.checks import is_binary
 from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.metrics.montecarlo import SampledCurve
 
-PerK = tuple[np.ndarray, np.ndarray | None, int]  # [P, K] values, [K] Monte Carlo SE (None: exact), draws
+# [P, K] values; [K] Monte Carlo SE (NaN at an exact k; None when every k is exact); the draws
+PerK = tuple[np.ndarray, np.ndarray | None, int]
 
 
 def check_outcomes(outcomes: Sequence[ProblemOutcome]) -> None:
@@ -81,7 +82,8 @@ def _values(record: MetricKind, spec_name: str, outcomes: Sequence[ProblemOutcom
         raise BonbenchError(f"metric kind {record.kind!r} returned values of shape {mat.shape}, not "
                             f"{(len(outcomes), len(ks))}; fix or reinstall the plugin that provides it")
     if isinstance(got, SampledCurve) and not got.exact:
-        return mat, got.dataset_mc_se(), got.draws
+        # a k is Monte Carlo when some problem's value there was sampled (its draws may all agree: SE 0)
+        return mat, np.where(got.sampled_at(), got.dataset_mc_se(), np.nan), got.draws
     return mat, None, 0
 
 
@@ -120,9 +122,10 @@ def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSp
         mat, mc_se, draws = _values(metric_kind(kind), group[0].name, outcomes, [s.k for s in group], param, seed)
         lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
         for j, s in enumerate(group):
+            sampled = mc_se is not None and not np.isnan(mc_se[j])
             values[s.name] = MetricValue(name=s.name, value=float(mat[:, j].mean()), ci95=(float(lo[j]), float(hi[j])),
                                          n_problems=len(outcomes), n_samples=n_min,
-                                         mc_se=None if mc_se is None else float(mc_se[j]), mc_draws=draws or None)
+                                         mc_se=float(mc_se[j]) if sampled else None, mc_draws=draws if sampled else None)
             per_problem[s.name] = {pid: float(v) for pid, v in zip(ids, mat[:, j], strict=True)}
     return {s.name: values[s.name] for s in spec_list}, {s.name: per_problem[s.name] for s in spec_list}
 
@@ -153,7 +156,8 @@ def default_curve_keys(outcomes: Sequence[ProblemOutcome]) -> list[str]:
 def compute_curves(outcomes: Sequence[ProblemOutcome], keys: Sequence[str] | None = None, n_boot: int = 1000,
                    seed: int = 0) -> dict[str, dict[str, Any]]:
     """Every k = 1..n_min of each curve: ``{"k", "value", "lo", "hi"}`` lists (JSON-ready), plus
-    ``"mc_se"`` and ``"mc_draws"`` where values are Monte Carlo estimates.
+    ``"mc_se"`` (null at a k whose values are all exact) and ``"mc_draws"`` where values are Monte
+    Carlo estimates.
 
     ``keys`` are curves.json keys (a kind with a curve, with its parameter: ``pass``, ``gpass:0.75``;
     default ``default_curve_keys``). n_min is the smallest per-problem n, so every point averages the
@@ -173,6 +177,6 @@ def compute_curves(outcomes: Sequence[ProblemOutcome], keys: Sequence[str] | Non
         lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
         curves[key] = {"k": list(ks), "value": [float(v) for v in mat.mean(axis=0)],
                        "lo": [float(v) for v in lo], "hi": [float(v) for v in hi]}
-        if mc_se is not None:
-            curves[key].update(mc_se=[float(v) for v in mc_se], mc_draws=draws)
+        if mc_se is not None:  # null at an exact k
+            curves[key].update(mc_se=[None if np.isnan(v) else float(v) for v in mc_se], mc_draws=draws)
     return curves

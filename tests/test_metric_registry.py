@@ -188,6 +188,7 @@ def test_parameter_errors_name_the_fix(kinds: None, bad: str, want: str) -> None
 
 
 def test_analysis_names_pass_stored_kinds_and_task_metrics(kinds: None) -> None:
+    assert metric_names(["winrate,4"]) == ["winrate", "winrate@4"]  # a bare kind that takes k: winrate is k = 1
     assert metric_names(["pass@1,4", "kl_bon@4", "static_accuracy,winrate@16,2", "winrate", "pass@1[level=a, b]",
                          "atleast@4:.50,8"]) == ["pass@1", "pass@4", "kl_bon@4", "static_accuracy", "winrate@16",
                                                  "winrate@2", "winrate", "pass@1[level=a, b]", "atleast@4:0.5",

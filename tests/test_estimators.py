@@ -1,7 +1,8 @@
 """Estimators against exact rationals: math-reference §5 vectors, brute force over every k-subset
 (fractions.Fraction) for per-problem and curve functions, large-n maj@k against exact integer
-formulas, bootstrap behaviour, metric-spec parsing, the pipeline entry points' errors, and the
-module layout (estimators re-exports pass_bon, maj, bootstrap and names; no import cycle)."""
+formulas, bootstrap behaviour, per-group metric names, and the module layout (estimators re-exports
+pass_bon, maj, bootstrap and names; no import cycle). Metric names, the registry and the dataset
+entry points (compute_metrics, compute_curves): tests/test_metric_registry.py."""
 
 from __future__ import annotations
 
@@ -14,24 +15,18 @@ from itertools import combinations
 import numpy as np
 import pytest
 
-from bonbench.core.errors import BonbenchError
 from bonbench.metrics import checks as estimators_checks
 from bonbench.metrics import estimators
 from bonbench.metrics import maj as estimators_maj
 from bonbench.metrics.estimators import (
-    MetricSpec,
-    ProblemOutcome,
     bon_at_k,
     bon_curve,
     bon_weights,
     bootstrap_ci,
-    compute_curves,
-    compute_metrics,
     maj_at_k,
     maj_curve,
     mean_correct,
     paired_bootstrap_diff,
-    parse_metrics,
     pass_at_k,
     pass_curve,
 )
@@ -380,82 +375,6 @@ def test_paired_bootstrap_diff() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# metric specs
-
-
-def test_parse_metrics_forms() -> None:
-    specs = parse_metrics(["pass@1,4,16", "bon@32", "maj@8", "mean", "pass@4", " MAJ@8 ", "pass@2,bon@2"])
-    assert [s.name for s in specs] == ["pass@1", "pass@4", "pass@16", "bon@32", "maj@8", "mean", "pass@2", "bon@2"]
-    assert specs[0] == MetricSpec("pass", 1) and specs[5] == MetricSpec("mean", None)
-
-
-@pytest.mark.parametrize("bad", ["bon@0", "foo@3", "pass@x", "pass@", "mean@3", "pass@1,x", "4", "", "pass@-2"])
-def test_parse_metrics_rejects(bad: str) -> None:
-    with pytest.raises(BonbenchError) as err:
-        parse_metrics([bad])
-    msg = str(err.value)
-    assert "\n" not in msg and "pass@k, bon@k, maj@k, max@k or mean" in msg
-
-
-# ---------------------------------------------------------------------------------------------
-# pipeline entry points
-
-
-def _outcomes(with_scores: bool = True, n: int = 8, problems: int = 30) -> list[ProblemOutcome]:
-    rng = np.random.default_rng(9)
-    out = []
-    for p in range(problems):
-        correct = tuple(float(x) for x in (rng.random(n) < rng.random()))
-        answers = tuple(("ok" if c else f"w{rng.integers(3)}") if rng.random() > 0.1 else None for c in correct)
-        scores = tuple(float(x) for x in rng.integers(0, 3, n)) if with_scores else None
-        out.append(ProblemOutcome(f"p{p}", correct, answers, scores))
-    return out
-
-
-def test_compute_metrics_values_and_per_problem() -> None:
-    outs = _outcomes()
-    values, per_problem = compute_metrics(outs, parse_metrics(["pass@1,4", "bon@4", "maj@8", "mean"]), n_boot=200)
-    assert list(values) == ["pass@1", "pass@4", "bon@4", "maj@8", "mean"]
-    for name, mv in values.items():
-        assert mv.name == name and mv.n_problems == 30 and mv.ci95[0] <= mv.value <= mv.ci95[1]
-        assert list(per_problem[name]) == [o.problem_id for o in outs]
-        assert mv.value == pytest.approx(np.mean(list(per_problem[name].values())))
-    o = outs[3]
-    assert per_problem["pass@4"]["p3"] == pytest.approx(pass_at_k(o.correct, 4))
-    assert per_problem["bon@4"]["p3"] == pytest.approx(bon_at_k(o.scores, o.correct, 4))
-    assert per_problem["maj@8"]["p3"] == pytest.approx(maj_at_k(o.answers, o.correct, 8))
-    assert values["mean"].value == pytest.approx(values["pass@1"].value)
-    # strings are accepted too and give the same numbers
-    alone = compute_metrics(outs, ["pass@4"], n_boot=200)[0]["pass@4"]
-    assert alone.value == values["pass@4"].value
-    assert alone.ci95 == pytest.approx(values["pass@4"].ci95, rel=1e-12)
-
-
-def test_compute_metrics_errors() -> None:
-    with pytest.raises(BonbenchError, match="bon@k needs verifier scores"):
-        compute_metrics(_outcomes(with_scores=False), parse_metrics(["bon@4"]))
-    with pytest.raises(BonbenchError, match=r"pass@16.*k = 16.*n = 8.*--n 16"):
-        compute_metrics(_outcomes(), parse_metrics(["pass@16"]))
-    with pytest.raises(BonbenchError, match="unknown metric"):
-        compute_metrics(_outcomes(), ["foo@3"])
-    with pytest.raises(BonbenchError):
-        compute_metrics([], parse_metrics(["pass@1"]))
-
-
-def test_compute_curves() -> None:
-    outs = _outcomes()
-    curves = compute_curves(outs, n_boot=200)
-    assert set(curves) == {"pass", "bon", "maj"}
-    for c in curves.values():
-        assert c["k"] == list(range(1, 9)) and len(c["value"]) == len(c["lo"]) == len(c["hi"]) == 8
-        assert all(lo <= v <= hi for v, lo, hi in zip(c["value"], c["lo"], c["hi"], strict=True))
-    values, _ = compute_metrics(outs, parse_metrics(["maj@5", "bon@3"]), n_boot=200)
-    assert curves["maj"]["value"][4] == pytest.approx(values["maj@5"].value)
-    assert curves["bon"]["value"][2] == pytest.approx(values["bon@3"].value)
-    assert set(compute_curves(_outcomes(with_scores=False), n_boot=200)) == {"pass", "maj"}
-
-
-# ---------------------------------------------------------------------------------------------
 # metric names and their one display order
 
 
@@ -471,15 +390,6 @@ def test_group_metric_names_round_trip() -> None:
     for bad in ("", "lev=el", "a[b]"):
         with pytest.raises(ValueError, match="breakdown name"):
             estimators.group_metric_name("pass@1", bad, "g")
-
-
-def test_metric_sort_key_orders_kinds_then_k_then_groups_then_task_metrics() -> None:
-    expected = ["pass@1", "pass@1[level=a]", "pass@1[level=b]", "pass@1[subject=a]", "pass@2", "pass@10",
-                "bon@1", "maj@4", "maj@4[Oct-2023]", "mean", "mean[level=a]", "functional_accuracy",
-                "gold_abstained", "pass", "reasoning_gap"]
-    shuffled = expected[::-1]
-    random.Random(0).shuffle(shuffled)
-    assert sorted(shuffled, key=estimators.metric_sort_key) == expected
 
 
 def test_estimators_reexports_the_maj_module_without_a_cycle() -> None:

@@ -493,8 +493,10 @@ def test_pipeline_end_to_end_with_scripted_completions(data_dir: Path, tmp_path:
     import hashlib
     import json
 
+    from bonbench.api.metric.grammar import parse_metrics
+    from bonbench.api.metric.values import compute_metrics
     from bonbench.core.config import RunConfig
-    from bonbench.metrics.estimators import ProblemOutcome, compute_metrics, parse_metrics
+    from bonbench.metrics.estimators import ProblemOutcome
     from bonbench.pipeline import stages as pipeline
     from bonbench.pipeline.prepared import prepare
     from bonbench.plugins.samplers.scripted import ScriptedSampler

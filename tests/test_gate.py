@@ -177,12 +177,12 @@ def test_committed_math_baseline_is_reproduced_by_the_pipeline_and_passes_the_ga
     sample; test/algebra/2.json has none right. Real MATH problems, the MATH grader and the pipeline
     with the baseline's seed and the CLI's default bootstrap size must give exactly its metrics and
     per-problem values, and `bonbench gate` must pass on the run."""
+    from bonbench.api.metric.grammar import parse_metrics
     from bonbench.api.task import get_task
     from bonbench.api.verifier import get_verifier
     from bonbench.apps.cli import main as bonbench_main
     from bonbench.core.config import RunConfig
     from bonbench.core.records import Sample
-    from bonbench.metrics.estimators import parse_metrics
     from bonbench.pipeline import stages as pipeline
     from bonbench.pipeline.prepared import prepare
 

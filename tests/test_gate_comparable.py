@@ -25,10 +25,10 @@ def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
 def _math_run(data_dir: Path, out: Path, split: str, limit: int) -> Path:
     """A scored MATH run of ``split`` (first ``limit`` problems) through the real task, grader and
     pipeline; the samples are scripted: the first two of four answer with the gold answer."""
+    from bonbench.api.metric.grammar import parse_metrics
     from bonbench.api.task import get_task
     from bonbench.core.config import RunConfig
     from bonbench.core.records import Sample
-    from bonbench.metrics.estimators import parse_metrics
     from bonbench.pipeline import stages as pipeline
     from bonbench.pipeline.prepared import open_run, prepare
 

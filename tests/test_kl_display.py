@@ -8,7 +8,9 @@ import math
 
 import numpy as np
 
-from bonbench.metrics.info import CLOSED_FORM_FOOTNOTE, KL_FOOTNOTE, LOWER, footnotes, metric_info
+from bonbench.api.metric.readings import footnotes, metric_info
+from bonbench.metrics.info import LOWER
+from bonbench.plugins.metrics.stored import CLOSED_FORM_FOOTNOTE, KL_FOOTNOTE
 
 
 def test_the_mean_log_ratio_is_unbiased_and_often_negative_near_zero_kl() -> None:
@@ -59,7 +61,6 @@ def test_the_terminal_table_explains_kl_and_closed_forms() -> None:
 
     from rich.console import Console
 
-    from bonbench.metrics.info import CLOSED_FORM_FOOTNOTE, KL_FOOTNOTE
     from bonbench.pipeline.report import print_metrics
 
     def table(metrics: dict) -> str:

@@ -275,8 +275,10 @@ def test_pipeline_scores_levels_and_subjects_with_the_shared_estimators(data_dir
     gold_abstained stays a report."""
     import hashlib
 
+    from bonbench.api.metric.grammar import parse_metrics
+    from bonbench.api.metric.values import compute_metrics
     from bonbench.core.config import RunConfig
-    from bonbench.metrics.estimators import ProblemOutcome, compute_metrics, parse_metrics
+    from bonbench.metrics.estimators import ProblemOutcome
     from bonbench.pipeline import stages as pipeline
     from bonbench.pipeline.prepared import prepare
     from bonbench.plugins.samplers.scripted import ScriptedSampler

@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import toy_plugin
 
+from bonbench.api.metric.grammar import metric_sort_key, parse_metrics
 from bonbench.apps.cli import main
 from bonbench.core.records import Problem
-from bonbench.metrics.names import metric_sort_key, parse_metrics
 from bonbench.metrics.pass_bon import pass_at_k
 
 HERE = Path(__file__).parent

@@ -5,9 +5,12 @@ The package is a throw-away distribution written into ``tmp_path`` (a package fo
 subprocess: nothing is pip-installed into the shared venv, and bonbench's own code does not know
 the package. It registers a task (``toyplug``, family ``toyfam``), a verifier (``toyv``), a verifier
 scheme (``match:TEXT``), a reward model (``toy-rm``), a sampler backend (``toy``, with a typed
-options record) and an objective (``toy_obj``). Each is used from the command line: ``list``,
-``run --backend toy`` with the verifier, the scheme and ``rm:toy-rm``, ``train --objective toy_obj``
-on a tiny random model, and the one-line errors of ``-T`` / ``-O`` values of the wrong type.
+options record), an objective (``toy_obj``) and two metric kinds (``hit@k:t``, exact, with a
+parameter, reading verifier scores; ``coin@k``, a Monte Carlo estimate). Each is used from the
+command line: ``list``, ``run --backend toy`` with the verifier, the scheme and ``rm:toy-rm``,
+``train --objective toy_obj`` on a tiny random model, the metrics through ``run``, ``score``,
+``report``, ``leaderboard``, ``gate`` and ``plot`` (report.html), and the one-line errors of ``-T`` /
+``-O`` values of the wrong type and of bad metric names.
 """
 
 from __future__ import annotations
@@ -30,13 +33,16 @@ PLUGIN = '''
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from bonbench.api import Objective, Task, register_objective, register_sampler, register_task
+from bonbench.api import MetricKind, Param
 from bonbench.core.records import Grade, Problem, Prompt, Sample, Score
+from bonbench.metrics.estimators import SampledCurve, pass_at_k
 
 WORDS = ["abc", "dd e", "cab a", "e e", "bad", "ce"]
 
@@ -148,6 +154,33 @@ def toy_objective(scale: float = 1.0) -> Objective:
         return scale * (r - (r.sum() - r) / max(len(r) - 1, 1)) / len(r)
 
     return Objective("toy_obj", weights, frozenset(), {"scale": scale}, min_group=2)
+
+
+def _hit(o, k, t):
+    """pass@k counting only the samples the verifier scores at least t."""
+    return pass_at_k([c if s >= t else 0.0 for c, s in zip(o.correct, o.scores)], k)
+
+
+def _coin(outcomes, ks, param, seed):
+    """pass@k averaged over 64 random k-subsets of each problem: a Monte Carlo estimate."""
+    rng, draws = np.random.default_rng(seed), 64
+    values = np.full((len(outcomes), len(ks)), np.nan)
+    var = np.zeros_like(values)
+    for p, o in enumerate(outcomes):
+        z = np.asarray(o.correct)
+        for j, k in enumerate(ks):
+            if k <= z.size:
+                hits = np.array([z[rng.choice(z.size, k, replace=False)].max() for _ in range(draws)])
+                values[p, j], var[p, j] = hits.mean(), hits.var(ddof=1) / draws
+    return SampledCurve(values, var, draws)
+
+
+HIT = MetricKind("hit", "pass@k among the samples the verifier scores at least t", reads=frozenset({"grades", "scores"}),
+                 per_problem=_hit, param=Param("t", 0.0, 5.0, example=0.5), order=25, color="#8c564b")
+COIN = MetricKind("coin", "pass@k from 64 random k-subsets", reads=frozenset({"grades"}), curve=_coin,
+                  estimate="monte_carlo", order=26, color="#e377c2")
+HAT = MetricKind("hat^", "all k of k samples right", reads=frozenset({"grades"}), order=27,
+                 per_problem=lambda o, k, p: math.comb(int(sum(o.correct)), k) / math.comb(len(o.correct), k))
 '''
 
 ENTRY_POINTS = """\
@@ -166,6 +199,11 @@ toy = toyplug:toy_sampler
 
 [bonbench.objectives]
 toyplug = toyplug
+
+[bonbench.metrics]
+hit = toyplug:HIT
+coin = toyplug:COIN
+hat^ = toyplug:HAT
 """
 
 
@@ -245,3 +283,92 @@ def test_train_with_the_plugin_objective(site: Path, tiny: str, tmp_path: Path) 
     assert manifest["objective"] == "toy_obj" and manifest["objective_options"] == {"scale": 0.5}
     assert "objective 'toy_obj' option scale takes float, got 'big'" in one_error_line(
         bonbench(site, *args[:-2], "--out", str(tmp_path / "bad"), "-O", "scale=big"))
+
+
+def test_a_plugin_metric_through_every_command(site: Path, tiny: str, tmp_path: Path) -> None:
+    """hit@k:t reads verifier scores and has a parameter; coin@k is a Monte Carlo estimate. Samples
+    alternate "a b" (right, toyv scores it 1) and "dd" (wrong, 0): of n = 4, two are right and scored
+    1, so hit@2:0.5 = pass@2 = 1 - C(2,2)/C(4,2) = 5/6, and hit@2:1.5 = 0 (no sample scores 1.5)."""
+    listed = bonbench(site, "list", "metrics").stdout.splitlines()
+    assert any(line.startswith("hit@k:t ") and "reads grades + scores" in line and "t in [0, 5]" in line for line in listed)
+    assert any(line.startswith("coin@k ") and "Monte Carlo" in line for line in listed)
+    assert any(line.startswith("hat^k ") for line in listed)  # a kind named with ^ takes k after it
+    out = tmp_path / "results"
+    base = ["run", "--task", "toyplug", "--backend", "toy", "--model", tiny, "--n", "4", "--out", str(out)]
+    proc = bonbench(site, *base, "--metric", "pass@1,hit@2:0.50,1,coin@2,hat^2", "--verifier", "toyv")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = Path(proc.stdout.strip().splitlines()[-1])
+    assert "MC SE" in proc.stdout and "hit@2:0.5" in proc.stdout  # the run's table
+    doc = json.loads((run_dir / "metrics.json").read_text())
+    m = doc["metrics"]
+    assert m["hit@2:0.5"]["value"] == pytest.approx(5 / 6) and m["hit@1:0.5"]["value"] == pytest.approx(0.5)
+    assert m["hit@2:0.5"]["verifier"] == "toyv" and "estimate" not in m["hit@2:0.5"]  # exact; its verifier stamped
+    assert m["hat^2"]["value"] == pytest.approx(1 / 6)  # C(2,2)/C(4,2)
+    coin = m["coin@2"]
+    assert coin["estimate"] == "monte_carlo" and coin["mc_draws"] == 64 and 0 < coin["mc_se"] < 0.1
+    assert abs(coin["value"] - 5 / 6) < 4 * coin["mc_se"]
+    assert "verifier" not in coin and doc["per_problem"]["hit@2:0.5"] == {f"test/{i}": pytest.approx(5 / 6) for i in range(4)}
+    curves = json.loads((run_dir / "curves.json").read_text())
+    assert list(curves) == ["pass", "bon", "maj", "hit:0.5", "coin", "hat^"]
+    assert curves["hit:0.5"]["value"][1] == pytest.approx(5 / 6) and curves["coin"]["mc_draws"] == 64
+    # score: another parameter, then another verifier: metrics that read the old verifier's scores are dropped
+    proc = bonbench(site, "score", str(run_dir), "--metric", "hit@2:1.5")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    assert m["hit@2:1.5"]["value"] == 0.0 and m["hit@2:0.5"]["value"] == pytest.approx(5 / 6)
+    other = bonbench(site, *base, "--metric", "pass@1", "--verifier", "match:dd")
+    assert other.returncode == 0 and Path(other.stdout.strip().splitlines()[-1]) == run_dir, other.stderr[-3000:]
+    m = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+    assert not {"hit@2:0.5", "hit@2:1.5", "bon@2"} & set(m) and "coin@2" in m and "pass@1" in m
+    proc = bonbench(site, *base, "--metric", "hit@2:0.5,coin@2", "--verifier", "toyv")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # report, leaderboard, gate and plot read the plugin's records
+    report = bonbench(site, "report", str(run_dir))
+    assert report.returncode == 0 and "hit@2:0.5" in report.stdout and "MC SE" in report.stdout, report.stderr[-2000:]
+    board = bonbench(site, "leaderboard", str(out), "--metric", "hit@2:.5,coin@2", "--out", str(tmp_path / "board"))
+    assert board.returncode == 0, board.stderr[-2000:]
+    md = (tmp_path / "board" / "leaderboard.md").read_text()
+    assert "toyplug hit@2:0.5" in md and "toyplug coin@2" in md and "MC SE" in md
+    saved = bonbench(site, "gate", "--save-baseline", "--run", str(run_dir), "--out", str(tmp_path / "b.json"),
+                     "--metric", "hit@2:0.5,coin@2")
+    assert saved.returncode == 0, saved.stderr[-2000:]
+    gate = bonbench(site, "gate", "--baseline", str(tmp_path / "b.json"), "--run", str(run_dir))
+    assert gate.returncode == 0 and "hit@2:0.5" in gate.stdout and "coin@2" in gate.stdout, gate.stdout + gate.stderr
+    plot = bonbench(site, "plot", str(run_dir), "--out", str(tmp_path / "plot"))
+    assert plot.returncode == 0, plot.stderr[-2000:]
+    html = (tmp_path / "plot" / "report.html").read_text()
+    assert "hit@2:0.5" in html and "MC SE" in html and "coin@2" in html
+    assert "hit:0.5" in html and "coin" in html  # every curve of the run is drawn and fitted (the fit table's rows)
+    assert bonbench(site, "plot", str(run_dir), "--kind", "hit:0.5", "--out", str(tmp_path / "plot2")).returncode == 0
+
+
+@pytest.mark.parametrize("metric,line", [
+    ("hit@2", "error: hit@2 needs its parameter: hit@k:t with t in [0, 5], e.g. hit@2:0.5"),
+    ("hit@2:9", "error: hit@2:9: t must be a number in [0, 5], e.g. hit@2:0.5"),
+    ("hit@8:0.5", "error: hit@8:0.5 need(s) k <= 4, but n is 4; raise --n to 8 or lower k"),
+    ("hits@2", "error: unknown metric 'hits@2'; use pass@k, bon@k, hit@k:t, coin@k, hat^k, maj@k, mean or max@k (k >= 1; "
+               "`bonbench list metrics`)"),
+])
+def test_bad_metric_names_are_one_line(site: Path, tmp_path: Path, metric: str, line: str) -> None:
+    proc = bonbench(site, "run", "--task", "toyplug", "--backend", "toy", "--model", "m", "--n", "4", "--metric", metric,
+                    "--out", str(tmp_path))
+    assert one_error_line(proc) == line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_score_reading_metric_without_scores_names_the_fix(site: Path, tmp_path: Path) -> None:
+    """Imported samples carry no log-probabilities, so the default verifier (logprob) has nothing to
+    score with: one line naming the verifiers that do, before anything is sampled or written."""
+    rows = [{"problem_id": f"test/{i}", "sample_idx": j, "completion": "a b" if j % 2 == 0 else "dd"}
+            for i in range(4) for j in range(2)]
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = bonbench(site, "score", "--task", "toyplug", "--samples", str(path), "--metric", "hit@2:0.5", "--out",
+                    str(tmp_path / "results"))
+    assert one_error_line(proc) == ("error: hit@2:0.5 read(s) verifier scores, and the default verifier logprob needs the "
+                                    "samples' log-probabilities, which samples.jsonl does not have; pass --verifier oracle, "
+                                    "a reward model (--verifier rm:SPEC) or another verifier (`bonbench list verifiers`)")
+    assert not (tmp_path / "results").exists()  # refused before anything is written
+    ok = bonbench(site, "score", "--task", "toyplug", "--samples", str(path), "--metric", "hit@2:0.5", "--verifier",
+                  "toyv", "--out", str(tmp_path / "results"))
+    assert ok.returncode == 0, ok.stderr[-2000:]

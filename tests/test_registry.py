@@ -222,14 +222,15 @@ for info in pkgutil.walk_packages(bonbench.plugins.__path__, "bonbench.plugins."
 from bonbench.api.reward import REWARD_MODELS
 from bonbench.api.sampler import SAMPLERS
 from bonbench.api.verifier import VERIFIERS
-print(json.dumps([r.names() + r.schemes() for r in (SAMPLERS, REWARD_MODELS, VERIFIERS)]))
+from bonbench.api.metric.kind import METRICS
+print(json.dumps([r.names() + r.schemes() for r in (SAMPLERS, REWARD_MODELS, VERIFIERS, METRICS)]))
 """
 
 
 def test_builtin_plugins_are_declared_once_as_entry_points() -> None:
     """pyproject.toml's entry points are the one list of the built-in plugins: the installed bonbench
     carries the same ones, each resolves, and importing every plugin module with the entry points
-    hidden registers no backend, reward model or verifier (no second list in code). Tasks and
+    hidden registers no backend, reward model, verifier or metric kind (no second list in code). Tasks and
     objectives register by the decorator on their factory, in the module their entry point names."""
     declared = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["entry-points"]
     ours = {(group, name, value) for group, table in declared.items() for name, value in table.items()}
@@ -238,7 +239,7 @@ def test_builtin_plugins_are_declared_once_as_entry_points() -> None:
     for _, _, value in sorted(ours):
         assert core.load_target(value) is not None
     got = subprocess.run([sys.executable, "-c", HIDDEN], capture_output=True, text=True, check=True)
-    assert json.loads(got.stdout) == [[], [], []], got.stdout
+    assert json.loads(got.stdout) == [[], [], [], []], got.stdout
 
 
 def test_sampler_backends_come_from_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:

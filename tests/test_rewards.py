@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bonbench.api.metric.grammar import parse_metrics
 from bonbench.api.reward import (
     REWARD_GROUP,
     REWARD_MODELS,
@@ -31,7 +32,6 @@ from bonbench.core import cache
 from bonbench.core.config import RunConfig
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Prompt, Sample
-from bonbench.metrics.estimators import parse_metrics
 from bonbench.pipeline import stages as pipeline
 from bonbench.pipeline.prepared import PreparedRun, open_run, prepare
 from bonbench.plugins.rewards import imdb, tldr

@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import trainer_plugin  # noqa: F401  (registers the test_rloo objective)
 
+from bonbench.api.metric.grammar import parse_metrics
 from bonbench.api.task import GraderOptions, Task, register_task
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.setup import load_train_task
@@ -26,7 +27,6 @@ from bonbench.core.config import RunConfig, saved_settings
 from bonbench.core.errors import BonbenchError
 from bonbench.core.ray_cluster import ray_options
 from bonbench.core.records import Grade, Problem, Prompt, Sample
-from bonbench.metrics.estimators import parse_metrics
 from bonbench.pipeline import stages
 from bonbench.pipeline.prepared import prepare
 from bonbench.plugins.graders.ray_sandbox import RaySandbox

@@ -63,8 +63,8 @@ def sample_value(flag: settings.Flag, hint: Any) -> tuple[Any, list[str]]:
     if flag.choices is not None:
         value = next(c for c in reversed(flag.choices) if c != flag.default)
         return value, [str(value)]
-    if flag.meta.get("parse"):  # the one such field: --shard
-        return ShardSpec(2, 3), ["2/3"]
+    if flag.meta.get("parse"):  # --shard, and plot's --kind (a curve of the metric registry)
+        return {"shard": (ShardSpec(2, 3), ["2/3"]), "kind": ("maj", ["maj"])}[flag.name]
     if hint is bool:
         return not flag.default, []
     if origin in (dict, typing.Mapping) or str(origin) == "<class 'collections.abc.Mapping'>":
@@ -277,8 +277,8 @@ def test_a_new_field_is_a_flag_with_no_other_edit(monkeypatch: pytest.MonkeyPatc
     (["gate", "--run", "RUN", "--baseline", "B", "--alpha", "0.5"], 2, "error: --alpha must be in (0, 0.5) (got 0.5)"),
     (["gate", "--run", "RUN", "--baseline", "B", "--tolerance", "-1"], 2, "error: --tolerance must be >= 0 (got -1)"),
     (["gate", "--baseline", "B"], 2, "error: the following arguments are required: --run (see `bonbench gate --help`)"),
-    (["plot", "RUN", "--kind", "max"], 2, "error: argument --kind: invalid choice: 'max' (choose from 'pass', 'bon') "
-                                         "(see `bonbench plot --help`)"),
+    (["plot", "RUN", "--kind", "nope"], 1, "error: --kind 'nope' is no metric kind with a curve; use pass, bon, maj, max "
+                                          "or another kind of `bonbench list metrics` (with its parameter: gpass:0.5)"),
     (["plot", "RUN", "--fit-families", ","], 1, "error: --fit-families needs at least one value"),
     (["plot", "RUN", "--holdout-fraction", "0"], 1, "error: --holdout-fraction must be in (0, 1) (got 0)"),
     (["list", "models"], 2, "error: argument what: invalid choice: 'models' (choose from 'tasks', 'verifiers', "

@@ -178,7 +178,7 @@ def test_config_records_the_verifier_used(data_dir: Path, tmp_path: Path) -> Non
 
 
 def test_default_verifier_is_learned_when_one_exists_for_task_and_model(verifier: Path, train_run: Path) -> None:
-    from bonbench.metrics.estimators import parse_metrics
+    from bonbench.api.metric.grammar import parse_metrics
     from bonbench.run.rules import default_verifier
 
     specs = parse_metrics(["bon@4"])

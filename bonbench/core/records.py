@@ -135,13 +135,17 @@ class Score:
 
 @dataclass(frozen=True)
 class MetricValue:
-    """A dataset-level metric with its bootstrap 95% confidence interval."""
+    """A dataset-level metric with its bootstrap 95% confidence interval. A value that averages Monte
+    Carlo estimates says so: ``mc_se`` is its Monte Carlo standard error and ``mc_draws`` the random
+    draws per problem; both are None for an exact value."""
 
     name: str
     value: float
     ci95: tuple[float, float]
     n_problems: int
     n_samples: int | None = None
+    mc_se: float | None = None
+    mc_draws: int | None = None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 What it does: validates k against n, converts per-sample values to a finite float64 vector, expands
 a requested list of ks, and tells binary correctness from partial credit. What it does not do: no
 estimation; it raises ``ValueError`` for bad arguments and leaves user-facing ``BonbenchError``
-messages to ``estimators.compute_metrics``.
+messages to ``bonbench.api.metric.values.compute_metrics``.
 """
 
 from __future__ import annotations

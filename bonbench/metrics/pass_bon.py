@@ -8,8 +8,8 @@ Every value averages over all k-subsets exactly, without enumerating them (math-
 All counts are products of non-negative numbers (no cancellation), so there is no n limit.
 
 What it does not do: maj@k (``bonbench.metrics.maj``), bootstraps (``bonbench.metrics.bootstrap``),
-metric specs and names (``bonbench.metrics.names``), user-facing errors (per-problem functions
-raise ``ValueError``; ``bonbench.metrics.estimators.compute_metrics`` turns input into
+metric names (``bonbench.api.metric``), user-facing errors (per-problem functions
+raise ``ValueError``; ``bonbench.api.metric.values.compute_metrics`` turns input into
 ``BonbenchError``s). Users may import these names from the facade ``bonbench.metrics.estimators``;
 modules of bonbench import them from here.
 """

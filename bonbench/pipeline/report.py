@@ -1,6 +1,7 @@
 """metrics.json -> a terminal table (rich) or plain text; nothing else.
 
-The table lists every metric with its value and 95% bootstrap CI. A document that is not a
+The table lists every metric with its value and 95% bootstrap CI (and, for a Monte Carlo value, its
+Monte Carlo standard error). A document that is not a
 metrics.json (no ``metrics`` table, a metric without a value) is a one-line BonbenchError naming the
 file, never a half-printed table. Plots, HTML and leaderboards live in bonbench.apps.analysis.
 """
@@ -15,9 +16,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from bonbench.api.metric.grammar import metric_sort_key
+from bonbench.api.metric.readings import footnotes, mc_note, metric_info
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.info import footnotes, metric_info
-from bonbench.metrics.names import metric_sort_key
 
 
 def _fmt(x: float | None) -> str:
@@ -28,10 +29,15 @@ def _fmt(x: float | None) -> str:
 
 
 def metrics_table(doc: Mapping[str, Any], title: str | None = None) -> Table:
+    """The table of every metric: value, 95% CI, problems, and a "MC SE" column (the Monte Carlo
+    standard error and draws) when some value is a Monte Carlo estimate."""
     table = Table(title=title, title_justify="left")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("95% CI", justify="right")
+    sampled = {name: mc_note(m) for name, m in doc["metrics"].items() if isinstance(m, Mapping) and mc_note(m)}
+    if sampled:
+        table.add_column("MC SE", justify="right")
     table.add_column("problems", justify="right")
     for name in sorted(doc["metrics"], key=metric_sort_key):
         m = doc["metrics"][name]
@@ -41,7 +47,9 @@ def metrics_table(doc: Mapping[str, Any], title: str | None = None) -> Table:
         per_problem = (doc.get("per_problem") or {}).get(name) if isinstance(doc.get("per_problem"), Mapping) else None
         if metric_info(name, m, per_problem if isinstance(per_problem, Mapping) else None).closed_form:
             ci = "closed form"  # a function of n and k, not a sample statistic: no interval to show
-        table.add_row(escape(name), _fmt(m["value"]), ci, str(m.get("n_problems", "")))
+        mc = sampled.get(name)
+        extra = [f"{mc[0]:.4f} ({mc[1]} draws)" if mc else ""] if sampled else []
+        table.add_row(escape(name), _fmt(m["value"]), ci, *extra, str(m.get("n_problems", "")))
     return table
 
 

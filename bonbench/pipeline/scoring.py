@@ -16,13 +16,17 @@ from dataclasses import replace
 from typing import Any
 
 from bonbench import __version__
+from bonbench.api.metric.grammar import MetricSpec
+from bonbench.api.metric.inputs import curve_keys, reads_scores_name, task_inputs
+from bonbench.api.metric.kind import MONTE_CARLO, metric_kind
+from bonbench.api.metric.values import compute_curves, compute_metrics
 from bonbench.api.task import Task
 from bonbench.core.errors import BonbenchError
 from bonbench.core.provenance import git_sha
 from bonbench.core.records import Grade, MetricsPatch, MetricValue, Problem, Sample, Score
 from bonbench.core.store import read_run_json
-from bonbench.metrics.estimators import ProblemOutcome, compute_curves, compute_metrics
-from bonbench.metrics.names import MetricSpec, group_metric_name
+from bonbench.metrics.estimators import ProblemOutcome
+from bonbench.metrics.names import group_metric_name
 from bonbench.pipeline.prepared import PreparedRun, grading, problem_set_id
 
 Key = tuple[str, int]
@@ -30,13 +34,15 @@ Key = tuple[str, int]
 Extras = Callable[[dict[Key, Sample], dict[Key, Grade]], MetricsPatch]
 
 
-def needs_scores(specs: Sequence[MetricSpec]) -> bool:
-    """Whether some metric (bon@k) needs a verifier's scores."""
-    return any(s.kind == "bon" for s in specs)
+def reads_logprobs(specs: Sequence[MetricSpec]) -> bool:
+    """Whether some metric of ``specs`` reads the samples' log-probabilities."""
+    return any("logprobs" in metric_kind(s.kind).reads for s in specs)
 
 
-def outcomes(run: PreparedRun, grades: dict[Key, Grade], scores: dict[Key, Score] | None) -> list[ProblemOutcome]:
-    """Per-problem vectors over each problem's samples (in sample_idx order), joined by key."""
+def outcomes(run: PreparedRun, grades: dict[Key, Grade], scores: dict[Key, Score] | None,
+             logprobs: Mapping[Key, float | None] | None = None) -> list[ProblemOutcome]:
+    """Per-problem vectors over each problem's samples (in sample_idx order), joined by key;
+    ``logprobs`` (the samples' log-probabilities) only when a metric reads them."""
     by_problem: dict[str, list[Key]] = {}
     for key in sorted(grades):
         by_problem.setdefault(key[0], []).append(key)
@@ -56,12 +62,27 @@ def outcomes(run: PreparedRun, grades: dict[Key, Grade], scores: dict[Key, Score
             correct=tuple(float(grades[k].score) if reward else (1.0 if grades[k].correct else 0.0) for k in keys),  # type: ignore[arg-type]  # unscored: refused above
             answers=tuple(grades[k].answer for k in keys),
             scores=None if scores is None else tuple(scores[k].score for k in keys),
+            logprobs=_logprobs(p.id, keys, logprobs),
         ))
     return out
 
 
-def _metric_json(m: MetricValue) -> dict[str, Any]:
-    return {"value": m.value, "ci95": list(m.ci95), "n_problems": m.n_problems}
+def _logprobs(pid: str, keys: Sequence[Key], logprobs: Mapping[Key, float | None] | None) -> tuple[float, ...] | None:
+    """A problem's log-probabilities, None when not read or when a sample has none (the metric that
+    reads them then names the fix)."""
+    if logprobs is None:
+        return None
+    values = [logprobs.get(k) for k in keys]
+    return None if any(v is None for v in values) else tuple(float(v) for v in values)  # type: ignore[arg-type]  # None refused on the line before
+
+
+def metric_json(m: MetricValue) -> dict[str, Any]:
+    """A metric's metrics.json entry: value, ci95, n_problems, and for a Monte Carlo value its
+    ``estimate``, ``mc_se`` and ``mc_draws``."""
+    out: dict[str, Any] = {"value": m.value, "ci95": list(m.ci95), "n_problems": m.n_problems}
+    if m.mc_se is not None:  # a Monte Carlo value says so; an exact one carries nothing (as files always did)
+        out.update(estimate=MONTE_CARLO, mc_se=m.mc_se, mc_draws=m.mc_draws)
+    return out
 
 
 def group_metrics(task: Task, problems: Sequence[Problem], outs: Sequence[ProblemOutcome], specs: Sequence[MetricSpec],
@@ -105,12 +126,13 @@ def _task_extras(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key
             scores_by_problem.setdefault(pid, []).append(sc)
     task_extra = run.task.extra_metrics(by_problem, specs=[s.name for s in specs], scores_by_problem=scores_by_problem,
                                         seed=run.cfg.seed, n_boot=n_boot)
-    return {name: _metric_json(m) if isinstance(m, MetricValue) else dict(m) for name, m in task_extra.items()}
+    return {name: metric_json(m) if isinstance(m, MetricValue) else dict(m) for name, m in task_extra.items()}
 
 
 def _kept(run: PreparedRun, verifier: str | None, scorer: tuple[int, str]) -> dict[str, Any]:
     """The metrics.json to update: the earlier one when it scored the same problems, n, grader
-    version and grading settings (without bon@k of another verifier, which is stale), else empty.
+    version and grading settings (without the metrics that read another verifier's scores, which
+    are stale), else empty.
     Files written before "grading" existed count as graded by the current version with no settings."""
     doc: dict[str, Any] = {"metrics": {}, "per_problem": {}}
     if not run.store.metrics_path.exists():
@@ -122,7 +144,7 @@ def _kept(run: PreparedRun, verifier: str | None, scorer: tuple[int, str]) -> di
                     and old_grading.get("grader_version", current["grader_version"]) == current["grader_version"])
     if old.get("problem_set") != problem_set_id(run.problems) or old.get("n") != run.cfg.n or not same_grading:
         return doc
-    stale = [m for m, v in old["metrics"].items() if m.startswith("bon@") and (
+    stale = [m for m, v in old["metrics"].items() if reads_scores_name(m) and (
         v.get("verifier") != verifier or v.get("verifier_version", 1) != scorer[0]
         or v.get("verifier_fingerprint", "") != scorer[1])]
     for name in stale:
@@ -134,26 +156,28 @@ def _kept(run: PreparedRun, verifier: str | None, scorer: tuple[int, str]) -> di
 def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade],
           scores: dict[Key, Score] | None, verifier: str | None, n_boot: int = 1000,
           scorer: tuple[int, str] = (1, ""), extra: MetricsPatch | None = None,
-          facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
+          facts: Mapping[str, Any] | None = None, logprobs: Mapping[Key, float | None] | None = None) -> dict[str, Any]:
     """Compute metrics (dataset-wide, per task-defined group, task extras) and curves, merge them
     and ``extra`` (``bonbench.pipeline.compare``'s metrics) into metrics.json (same problem set), write curves.json.
     ``facts`` are top-level entries written with them (``bonbench.run.merge``'s ``shards``).
 
-    ``scorer`` is the verifier's (version, fingerprint) (``scorer_id``): bon@k values stored under
-    another verifier, version or fingerprint are dropped rather than merged.
+    ``scorer`` is the verifier's (version, fingerprint) (``scorer_id``): every metric that reads
+    verifier scores is stamped with them, and such values stored under another verifier, version or
+    fingerprint are dropped rather than merged. curves.json holds every default curve the run can
+    compute and the curve of every requested kind that has one (``bonbench.api.metric.inputs.curve_keys``).
     """
-    outs = outcomes(run, grades, scores)
+    outs = outcomes(run, grades, scores, logprobs if reads_logprobs(specs) else None)
     values, per_problem = compute_metrics(outs, specs, n_boot=n_boot, seed=run.cfg.seed)
     by_group, by_group_pp = group_metrics(run.task, run.problems, outs, specs, n_boot=n_boot, seed=run.cfg.seed)
     values.update(by_group)
     per_problem = {**per_problem, **by_group_pp}
-    metrics = {name: _metric_json(m) for name, m in values.items()}
+    metrics = {name: metric_json(m) for name, m in values.items()}
     metrics.update(_task_extras(run, specs, grades, scores, n_boot))
     if extra is not None:
         metrics.update({name: dict(m) for name, m in extra.metrics.items()})
         per_problem.update({name: dict(v) for name, v in extra.per_problem.items()})
     for name in metrics:
-        if name.startswith("bon@"):
+        if reads_scores_name(name):
             metrics[name].update({"verifier": verifier, "verifier_version": scorer[0], "verifier_fingerprint": scorer[1]})
     doc = _kept(run, verifier, scorer)
     doc["metrics"].update(metrics)
@@ -168,7 +192,6 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade
     })
     doc.update(facts or {})
     run.store.write_metrics(doc)
-    # reward-judged tasks: the expected-max curve (max@k) instead of pass/maj, which do not apply
-    kinds = (("max",) if run.task.judged_by == "reward" else ("pass", "maj")) + (("bon",) if scores is not None else ())
-    run.store.write_curves(compute_curves(outs, kinds=kinds, n_boot=n_boot, seed=run.cfg.seed))
+    inputs = task_inputs(run.task, scores=scores is not None, logprobs=all(o.logprobs is not None for o in outs))
+    run.store.write_curves(compute_curves(outs, curve_keys(specs, inputs), n_boot=n_boot, seed=run.cfg.seed))
     return doc

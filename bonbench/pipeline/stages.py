@@ -19,12 +19,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from bonbench.api.metric.grammar import MetricSpec
 from bonbench.api.sampler import Sampler, SampleRequest, SamplingParams
 from bonbench.api.task import Grader
 from bonbench.api.verifier import Verifier
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
-from bonbench.metrics.names import MetricSpec
 from bonbench.pipeline.prepared import (
     PreparedRun,
     grading_id,
@@ -191,8 +191,9 @@ def evaluate(run: PreparedRun, specs: Sequence[MetricSpec], verifier: Verifier |
     grades = grade(run, samples, progress)
     scores = verify(run, verifier, samples, grades, progress) if verifier is not None else None
     extra = extras(samples, grades) if extras is not None else None
+    logprobs = {k: s.logprob for k, s in samples.items()}  # read only by metrics that read log-probabilities
     if verifier is not None:
         record_verifier(run, verifier.name)
         return score(run, specs, grades, scores, verifier.name, n_boot=n_boot, scorer=scorer_id(run, verifier), extra=extra,
-                     facts=facts)
-    return score(run, specs, grades, None, None, n_boot=n_boot, extra=extra, facts=facts)
+                     facts=facts, logprobs=logprobs)
+    return score(run, specs, grades, None, None, n_boot=n_boot, extra=extra, facts=facts, logprobs=logprobs)

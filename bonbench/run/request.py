@@ -19,8 +19,8 @@ from bonbench.pipeline.prepared import PreparedRun
 from bonbench.pipeline.shard import Coverage, ShardSpec, parse_shard
 
 if TYPE_CHECKING:  # names of Plan's fields only: `bonbench run --help` (RunRequest's flags) loads none of them
+    from bonbench.api.metric.grammar import MetricSpec
     from bonbench.core import models, ray_cluster
-    from bonbench.metrics.names import MetricSpec
     from bonbench.pipeline.readers import ImportedSamples
 
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bonbench.api.metric.grammar import MetricSpec
 from bonbench.api.sampler import Sampler
 from bonbench.api.task import GraderOptions, Task, get_task, task_parameters
 from bonbench.api.verifier import Verifier, get_verifier
@@ -24,7 +25,6 @@ from bonbench.core import models, ray_cluster
 from bonbench.core.config import RunConfig, saved_settings
 from bonbench.core.data import resolve_data_dir
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.names import MetricSpec
 from bonbench.plugins.graders.code_cases import ENV_EXEC_CACHE
 from bonbench.plugins.graders.ray_sandbox import RaySandbox
 from bonbench.plugins.samplers import select

@@ -1,5 +1,6 @@
 """The rules that turn requested metrics into the metrics a run computes, checked before anything
-is sampled: companions of bon@k, what a reward-judged or a code task refuses, the metrics that
+is sampled: the metrics every run computes and their companions, what a task refuses because it
+lacks what a metric reads (the metric kinds' records, ``bonbench.api.metric``), the metrics that
 compare with something outside the run (``kl``, ``winrate@k``), greedy decoding, and the one rule
 every path shares: a metric's k must not exceed the samples a problem has (``check_k_fits``).
 
@@ -17,58 +18,48 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from bonbench.api.metric.grammar import MetricSpec, parse_metrics
+from bonbench.api.metric.inputs import always_metrics, applies, companions, missing_inputs, refusal, run_inputs, task_inputs
 from bonbench.api.task import Task
 from bonbench.core import models
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.names import MetricSpec, parse_metrics
 from bonbench.run.verifier_choice import choose_verifier
-
-
-def votes_on_answers(task: Task) -> bool:
-    """Whether maj@k means something on ``task``: its grader extracts answers to vote on. Code
-    graders run programs and extract none (``Grade.answer`` is None), so every sample abstains; a
-    grader says so with ``extracts_answers = False`` (``CodeGrader`` does)."""
-    return bool(getattr(task.grader, "extracts_answers", True))
 
 
 def metric_specs(requested: Sequence[str], default: Sequence[str], judged_by: str = "correctness",
                  votes: bool = True) -> tuple[MetricSpec, ...]:
-    """The requested metrics (or ``default``) plus their companions: pass@1, and pass@k / maj@k beside
-    each bon@k. A bon@k value means little without the oracle ceiling (pass@k) and the verifier-free
-    baseline (maj@k) at the same k, and all of them come from the same samples at no sampling cost.
+    """The requested metrics (or ``default``) plus the metrics every run computes and their
+    companions, each where the task can compute it (the kinds' records say what they read:
+    ``bonbench.api.metric``). With the built-in kinds: pass@1 on a task judged by correctness, mean on
+    one judged by a reward model, and beside each bon@k the oracle ceiling (pass@k, or max@k on
+    rewards) and the verifier-free baseline (maj@k) at the same k, all from the same samples at no
+    sampling cost.
 
-    On a reward-judged task the companions are ``mean`` and max@k (the reward ceiling at k), and
-    pass@k / maj@k are refused: pass@k on rewards is the expected maximum, so it is called max@k
-    rather than aliased (a "pass" rate of 0.73 for a reward would read as a success rate), and
-    maj@k needs extracted answers to vote on, which free text does not have.
-
-    ``votes=False`` (a task whose grader extracts no answers: code, see ``votes_on_answers``): a
-    requested maj@k is refused (every sample abstains, so it would read 0 beside pass@k = 1), and
-    maj@k is neither a companion nor kept from ``default`` (metrics stored by an earlier version).
+    A requested metric that reads what the task lacks is refused in one line naming what it can
+    compute: pass@k and maj@k on a reward-judged task (pass@k on rewards is the expected maximum, so
+    it is called max@k rather than aliased: a "pass" rate of 0.73 for a reward would read as a success
+    rate), max@k on 0/1 grades (it is pass@k there), maj@k where the grader extracts no answers
+    (``votes=False``: code graders; every sample would abstain and maj@k read 0 beside pass@k = 1).
+    Such a metric in ``default`` (stored by an earlier version) is dropped instead.
     """
+    inputs = run_inputs(judged_by, answers=votes)
     specs = parse_metrics(list(requested) or list(default))
-    if judged_by == "reward":
-        wrong = [s.name for s in specs if s.kind in ("pass", "maj")]
-        if wrong:
-            hint = "max@k (expected maximum reward of k samples)" if any(s.kind == "pass" for s in specs) else "bon@k or max@k"
-            raise BonbenchError(f"{', '.join(wrong)}: this task is judged by a reward model, so there is nothing to pass "
-                                f"or vote on; use mean, {hint}")
-        extra = ["mean"] + [f"max@{s.k}" for s in specs if s.kind == "bon"]
-    else:
-        if not votes:
-            wrong = [s.name for s in specs if s.kind == "maj"]
-            if wrong and requested:
-                raise BonbenchError(f"{', '.join(wrong)}: this task's grader runs programs and extracts no answers to vote "
-                                    "on, so majority voting does not apply; use pass@k, or bon@k with a verifier")
-            specs = [s for s in specs if s.kind != "maj"]
-        kinds = ("pass", "maj") if votes else ("pass",)
-        extra = ["pass@1"] + [f"{kind}@{s.k}" for s in specs if s.kind == "bon" for kind in kinds]
-    return tuple(parse_metrics([s.name for s in specs] + extra))
+    lacking: dict[str, list[str]] = {}
+    for s in specs:
+        missing = missing_inputs(s.kind, inputs)
+        if missing:
+            lacking.setdefault(missing[0], []).append(s.name)
+    if lacking and requested:
+        first = next(iter(lacking))
+        raise refusal(lacking[first], first, inputs)
+    specs = [s for s in specs if applies(s.kind, inputs)]
+    extra = always_metrics(inputs) + [c for s in specs for c in companions(s, inputs)]
+    return tuple(dict.fromkeys([*specs, *extra]))
 
 
 def task_metric_specs(task: Task, requested: Sequence[str], default: Sequence[str]) -> tuple[MetricSpec, ...]:
-    """``metric_specs`` with the task's judge and whether its grader votes."""
-    return metric_specs(requested, default, task.judged_by, votes_on_answers(task))
+    """``metric_specs`` with the task's judge and whether its grader extracts answers to vote on."""
+    return metric_specs(requested, default, task.judged_by, "answers" in task_inputs(task))
 
 
 def _is_special(token: str) -> bool:
@@ -161,7 +152,7 @@ def is_greedy(temperature: float) -> bool:
 def greedy_defaults(default: Sequence[str], judged_by: str = "correctness") -> tuple[str, ...]:
     """The task's default metrics that mean something with one sample per problem (k = 1, mean)."""
     kept = tuple(s.name for s in parse_metrics(list(default)) if s.k is None or s.k == 1) if default else ()
-    return kept or (("mean",) if judged_by == "reward" else ("pass@1",))
+    return kept or tuple(s.name for s in always_metrics(run_inputs(judged_by)))
 
 
 def check_greedy(specs: Sequence[MetricSpec], n: int | None, special: set[str], sweep: bool = False) -> None:

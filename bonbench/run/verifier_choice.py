@@ -1,8 +1,8 @@
-"""Which verifier a run's bon@k uses, and the one line that tells the user why.
+"""Which verifier a run's score-reading metrics (bon@k, ...) use, and the one line that tells the user why.
 
 ``choose_verifier``: the verifier the user named (``--verifier``, or the one a reopened run was
-scored with); else, when some bon@k needs scores, the newest learned verifier of the task's family
-trained on this model's samples in the first of ``verifier_roots(out)`` that holds one; else
+scored with); else, when some metric reads verifier scores (its kind's record says so), the newest
+learned verifier of the task's family trained on this model's samples in the first of ``verifier_roots(out)`` that holds one; else
 ``logprob``. The roots are ``<out>/verifiers``, then ``results/verifiers`` of the current directory
 (the default results root) and the bonbench checkout's committed ``results/verifiers``, so a run
 with ``--out`` elsewhere still finds the committed verifier of its task and model. ``verifier_line``
@@ -18,12 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from bonbench.api.metric.grammar import MetricSpec
+from bonbench.api.metric.inputs import reads_scores
 from bonbench.api.task import task_family
-from bonbench.metrics.names import MetricSpec
-from bonbench.pipeline.scoring import needs_scores
 from bonbench.plugins.verifiers import folder as verifier_folder
 from bonbench.plugins.verifiers.manifest import PREFIX, VERIFIERS_DIR
 
+LOGPROB = "logprob"  # the verifier chosen when nothing better is known: the policy's own log-probabilities
 # the bonbench checkout (bonbench/run/verifier_choice.py -> the repository root)
 CHECKOUT = Path(__file__).resolve().parents[2]
 
@@ -53,9 +54,9 @@ def _shown(path: Path) -> str:
 def choose_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task: str | None = None,
                     model_fingerprint: str | None = None, out: Path | None = None, model: str | None = None,
                     requested_by: str = "--verifier") -> tuple[str | None, str | None]:
-    """The verifier bon@k uses and why (one line for the user; None when no bon@k needs scores).
+    """The verifier the metrics use and why (one line for the user; None when no metric reads scores).
 
-    The requested one; else, when some bon@k needs scores, the newest learned verifier of the task's
+    The requested one; else, when some metric reads scores, the newest learned verifier of the task's
     family trained on this model's samples in the first of ``verifier_roots(out)`` holding one
     (``verifier_folder.find_verifier``), else ``logprob``."""
     if requested:
@@ -63,10 +64,10 @@ def choose_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task:
             # recorded in config.json: absolute, so that a later `bonbench score` from elsewhere finds it
             return "learned:" + str(Path(requested[len("learned:"):]).expanduser().resolve()), f"{requested_by}"
         return requested, f"{requested_by}"
-    if not needs_scores(specs):
+    if not reads_scores(specs):
         return None, None
     if not (task and model_fingerprint and out is not None):
-        return "logprob", "no policy model to match a learned verifier to; pass --verifier learned:PATH to use one"
+        return LOGPROB, "no policy model to match a learned verifier to; pass --verifier learned:PATH to use one"
     what = f"{task_family(task)} / {model or model_fingerprint}"
     roots = verifier_roots(out)
     for root in roots:
@@ -74,7 +75,7 @@ def choose_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task:
         if found is not None:
             return PREFIX + str(found.resolve()), f"newest learned verifier for {what} under {_shown(root)}"
     where = ", ".join(_shown(r) for r in roots)
-    return "logprob", f"no learned verifier for {what} under {where}; pass --verifier learned:PATH"
+    return LOGPROB, f"no learned verifier for {what} under {where}; pass --verifier learned:PATH"
 
 
 def verifier_line(name: str | None, why: str | None) -> str | None:

@@ -18,8 +18,9 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from bonbench.api.metric.grammar import check_curve_key
 from bonbench.core import flags, outputs, settings, settings_file
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import load_target
@@ -77,13 +78,16 @@ class PlotRequest:
     out: Path | None = setting(None, help="output folder (default: <first path>/report); a report already there is "
                                           "refreshed (its files replaced only once every new one is written), a file "
                                           "there is refused")
-    kind: Literal["pass", "bon"] = setting(
-        "pass", help="curve used for the temperature analysis and co-scaling (default pass)")
+    kind: str = setting(
+        "pass", parse=check_curve_key,
+        help="curve used for the temperature analysis and co-scaling: a metric kind with a curve (pass, bon, maj, ...; "
+             "`bonbench list metrics`; default pass)")
     coscaling_tol: float = setting(0.01, range=flags.POSITIVE,
                                    help="absolute tolerance defining N* in the co-scaling figure (docs/scaling.md)")
     verifier: str | None = setting(
-        None, metavar="VNAME", help="with --kind bon: the verifier whose bon@N curves to use (a scores/VNAME.jsonl of "
-                                    "every run; default: the one each run's metrics were computed with)")
+        None, metavar="VNAME", help="with --kind bon (or another kind that reads scores): the verifier whose curves "
+                                    "to use (a scores/VNAME.jsonl of every run; default: the one each run's metrics "
+                                    "were computed with)")
     fit_families: tuple[str, ...] = setting(
         ("exp_power", "exp_power_linear"), comma=True,
         help="comma-separated scaling-law families fitted to every curve, simplest first; the one with the lower "

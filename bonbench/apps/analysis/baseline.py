@@ -4,7 +4,7 @@
 per-problem values, the run's problem ids, config, grading and provenance, to be committed under
 ``results/baselines/``. Which metrics: those named, else those the run was asked for
 (config.json's ``metrics``) and their per-group values, in both cases only metrics with a better
-side that are not closed-form (``bonbench.metrics.info``): ``kl_bon@k`` beside ``max@k`` is neither
+side that are not closed-form (``bonbench.api.metric.readings.metric_info``): ``kl_bon@k`` beside ``max@k`` is neither
 requested nor a model measurement, and is left out. ``default_metrics`` (what the gate checks
 without ``--metric``) are the dataset-level ones: gating every group by default would multiply
 the tests and with them the false alarms. ``load_baseline`` reads files of this schema, including those written
@@ -27,10 +27,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bonbench.api.metric.readings import metric_info
 from bonbench.apps.analysis.rundir import Metric, RunData, load_run
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.info import MetricInfo, metric_info
+from bonbench.metrics.info import MetricInfo
 from bonbench.metrics.names import split_metric_name
 
 BASELINE_SCHEMA = 1
@@ -122,6 +123,8 @@ def _saved_metric_names(run: RunData, metrics: Sequence[str] | None) -> list[str
             if info.closed_form:
                 raise BonbenchError(f"{name} is a closed-form function of n and k here (the same value on every problem, "
                                     "no sampling noise), not a measurement of the model; drop --metric " + name)
+            if not info.can_gate:
+                raise BonbenchError(f"{name}: its metric kind is not gated (`bonbench list metrics`); drop --metric {name}")
             if info.direction is None:
                 raise BonbenchError(f"{name} has no better side (a count or report); gate metrics such as pass@k, "
                                     "bon@k, mean or kl instead")

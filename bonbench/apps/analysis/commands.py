@@ -10,10 +10,10 @@ no analysis logic lives here.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Sequence
 
+from bonbench.api.metric.grammar import metric_names
 from bonbench.apps.analysis.analysis_flags import (
     GATE_ERROR,
     GATE_PASS,
@@ -28,31 +28,12 @@ from bonbench.apps.analysis.html import write_report
 from bonbench.apps.analysis.leaderboard import build_leaderboard, write_leaderboard
 from bonbench.core import outputs, settings
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.names import parse_metrics, split_metric_name
 
 
 def _metric_names(values: Sequence[str]) -> list[str] | None:
-    """Expand ``--metric`` values the way ``bonbench run`` reads them (``pass@1,4`` = pass@1 and pass@4).
-
-    Names without ``@`` that are not ``mean`` pass through unchanged: tasks can add their own metrics.
-    A per-group name (``pass@1[level=college math]``) is taken whole, since its group may hold commas.
-    """
-    if not values:
-        return None
-    names: list[str] = []
-    for value in values:
-        if split_metric_name(value.strip())[1] is not None:
-            names.append(value.strip())
-            continue
-        try:
-            names += [spec.name for spec in parse_metrics([value])]
-        except BonbenchError:
-            tokens = [v.strip() for v in value.split(",") if v.strip()]
-            # comparison metrics have a k too (kl_bon@4, winrate@16); a typo of pass@k still fails
-            if any("@" in t and not re.fullmatch(r"(kl_bon|winrate)@[1-9][0-9]*", t) for t in tokens):
-                raise
-            names += tokens
-    return list(dict.fromkeys(names))
+    """``--metric`` values expanded the way ``bonbench run`` reads them (``pass@1,4`` = pass@1 and
+    pass@4; ``bonbench.api.metric.grammar.metric_names``); None when none was given."""
+    return metric_names(values) if values else None
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:

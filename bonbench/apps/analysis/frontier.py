@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bonbench.api.metric.grammar import spec_of
+from bonbench.api.metric.kind import metric_kind, metric_kinds
 from bonbench.apps.analysis.rundir import Metric, RunData
 from bonbench.core.config import policy_name
 from bonbench.metrics.winrate import bon_kl_bound, bon_winrate_reference
@@ -58,14 +60,17 @@ class BonReferenceRow:
     kl_analytic: float
 
 
-def _k(name: str, prefix: str) -> int | None:
-    rest = name[len(prefix):] if name.startswith(prefix) else ""
-    return int(rest) if rest.isdigit() else None
+def _k(name: str, kind: str) -> int | None:
+    """The k of ``name`` when it is a dataset metric of ``kind`` (``kl_bon@4`` -> 4), else None."""
+    spec = spec_of(name)
+    return spec.k if spec is not None and spec.kind == kind and name == spec.name else None
 
 
 def is_reward_run(run: RunData) -> bool:
-    """A run of a reward-judged task: it has a ``mean`` reward and no pass@k."""
-    return "mean" in run.metrics and not any(name.startswith("pass@") for name in run.metrics)
+    """A run of a reward-judged task: it has a ``mean`` reward and no metric of a kind defined on 0/1
+    grades only (pass@k, maj@k: their records say so)."""
+    graded = (spec_of(name) for name in run.metrics)
+    return "mean" in run.metrics and not any(s is not None and metric_kind(s.kind).forms() == {"grades"} for s in graded)
 
 
 def reference_of(run: RunData) -> str:
@@ -74,7 +79,7 @@ def reference_of(run: RunData) -> str:
     if kl is not None and kl.notes.get("reference"):
         return str(kl.notes["reference"])
     for name, m in run.metrics.items():
-        if name.startswith("kl_bon@") and m.notes.get("reference"):
+        if _k(name, "kl_bon") is not None and m.notes.get("reference"):
             return str(m.notes["reference"])
     return own_policy(run)
 
@@ -111,7 +116,7 @@ def plane_points(runs: Sequence[RunData]) -> dict[tuple[str, str], list[PlanePoi
         elif own:
             points.append(PlanePoint(_short(run), run.hash, None, 0.0, (0.0, 0.0), mean.value, mean.ci95, method))
         for name, m in run.metrics.items():
-            k = _k(name, "kl_bon@")
+            k = _k(name, "kl_bon")
             best = run.metrics.get(f"max@{k}") if k is not None else None
             if k is not None and best is not None and m.notes.get("reference", ref) == ref:
                 points.append(PlanePoint(f"{_short(run)} BoN{k}", run.hash, k, m.value, m.ci95, best.value, best.ci95,
@@ -148,19 +153,22 @@ def bon_curves(runs: Sequence[RunData]) -> dict[tuple[str, str], BonCurve]:
     ``kl``: it is the reference) with a ``max`` curve, the run with the most samples when several.
     The KL axis is the continuous-reward value (exact for a.s. distinct rewards, an upper bound with
     ties, math-reference §3.5); the reward axis is the exact max@N estimate from that run's samples."""
-    best: dict[tuple[str, str], RunData] = {}
+    # the curve of best-of-N by reward: the kind whose selection kl_bon@k measures (max@k; its record says so)
+    selected = [r.kind for r in metric_kinds() if r.selection_kl and r.has_curve]
+    best: dict[tuple[str, str], tuple[RunData, str]] = {}
     for run in runs:
-        if not is_reward_run(run) or "kl" in run.metrics or "max" not in run.curves:
+        curve = next((kind for kind in selected if kind in run.curves), None)
+        if not is_reward_run(run) or "kl" in run.metrics or curve is None:
             continue
         ref = own_policy(run)
         if reference_of(run) != ref:
             continue
         key = (run.task, ref)
-        if key not in best or len(run.curves["max"].k) > len(best[key].curves["max"].k):
-            best[key] = run
+        if key not in best or len(run.curves[curve].k) > len(best[key][0].curves[best[key][1]].k):
+            best[key] = (run, curve)
     out = {}
-    for key, run in best.items():
-        c = run.curves["max"]
+    for key, (run, curve) in best.items():
+        c = run.curves[curve]
         n = np.asarray(c.k, dtype=int)
         out[key] = BonCurve(run.hash, n, np.array([bon_kl_bound(int(k)) for k in n]), np.asarray(c.value, dtype=float),
                             np.asarray(c.lo, dtype=float), np.asarray(c.hi, dtype=float))
@@ -171,7 +179,7 @@ def bon_reference_rows(run: RunData) -> list[BonReferenceRow]:
     """Every k at which the run has ``winrate@k`` (``winrate`` is k = 1) or ``kl_bon@k``, by k."""
     ks: set[int] = set()
     for name in run.metrics:
-        k = 1 if name == "winrate" else _k(name, "winrate@") or _k(name, "kl_bon@")
+        k = 1 if name == "winrate" else _k(name, "winrate") or _k(name, "kl_bon")
         if k is not None:
             ks.add(k)
     rows = []

@@ -7,8 +7,8 @@ level or subject; a different ``--limit`` or a partial run is fine: the test pai
 problems). Differences in sampling settings, n or verifier are what a gate is for (did this change
 make it worse?) and are printed as notes.
 
-Every gated metric has a better side (``bonbench.metrics.info``): higher for pass@k, bon@k, maj@k,
-max@k, mean and win rates, lower for ``kl``. Closed-form metrics (``kl_bon@k`` to the run's own
+Every gated metric has a better side (its kind's record, ``bonbench.api.metric.readings.metric_info``):
+higher for pass@k, bon@k, maj@k, max@k, mean and win rates, lower for ``kl``. Closed-form metrics (``kl_bon@k`` to the run's own
 policy) and metrics without a better side are refused. For each gated metric the gate tests H0
 "the run is not worse than the baseline" against "the run is worse", one-sided at level ``alpha``:
 
@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from bonbench.api.metric.inputs import reads_scores_name
 from bonbench.apps.analysis.baseline import Baseline, run_metric_info, run_problem_ids
 from bonbench.apps.analysis.rundir import Metric, RunData
 from bonbench.core import outputs
@@ -222,9 +223,9 @@ def incomparable(baseline: Baseline, run: RunData) -> list[str]:
 
 
 def _gated_metrics(baseline: Baseline, run: RunData, metrics: Sequence[str] | None,
-                   skipped: list[str]) -> list[tuple[str, str]]:
+                   skipped: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """(name, direction) of every metric to gate; one-line errors for missing, closed-form or undirected
-    ones; closed-form metrics an older baseline holds are appended to ``skipped``."""
+    ones; closed-form or ungated metrics an older baseline holds are appended to ``skipped`` with why."""
     names = list(dict.fromkeys(metrics)) if metrics else list(baseline.default_metrics or baseline.metrics)
     out = []
     for name in names:
@@ -240,7 +241,13 @@ def _gated_metrics(baseline: Baseline, run: RunData, metrics: Sequence[str] | No
             if metrics:
                 raise BonbenchError(f"{name} is a closed-form function of n and k in {run.path} (no sampling noise, not "
                                     f"a measurement of the model) and is not gated; drop --metric {name}")
-            skipped.append(name)  # an older baseline saved it; there is nothing to test
+            # an older baseline saved it; there is nothing to test
+            skipped.append((name, "is closed-form in the run (a function of n and k, no sampling noise)"))
+            continue
+        if not info.can_gate:
+            if metrics:
+                raise BonbenchError(f"{name}: its metric kind is not gated (`bonbench list metrics`); drop --metric {name}")
+            skipped.append((name, "is of a metric kind that is not gated"))
             continue
         if direction not in (HIGHER, LOWER):
             raise BonbenchError(f"{name} has no better side (a count or report) and cannot be gated; drop --metric {name}")
@@ -257,9 +264,10 @@ def _notes(baseline: Baseline, run: RunData, names: Sequence[str]) -> list[str]:
             notes.append(f"settings differ: {key} = {baseline.config.get(key)!r} (baseline) vs "
                          f"{run.config.get(key)!r} (run); the comparison mixes a setting change with the model change")
     before, now = (display_name(str(cfg.get("verifier") or "none")) for cfg in (baseline.config, run.config))
-    if before != now and any(name.startswith("bon@") for name in names):
-        notes.append(f"verifier differs ({before} (baseline) vs {now} (run)): bon@k compares two selectors, not two "
-                     "models; re-save the baseline (--save-baseline) when the verifier changes on purpose")
+    selected = [name for name in names if reads_scores_name(name)]
+    if before != now and selected:
+        notes.append(f"verifier differs ({before} (baseline) vs {now} (run)): {', '.join(selected)} compare(s) two "
+                     "selectors, not two models; re-save the baseline (--save-baseline) when the verifier changes on purpose")
     if baseline.config.get("n") not in (None, run.config.get("n")):
         notes.append(f"n differs ({baseline.config.get('n')} vs {run.config.get('n')}): same estimand, different noise")
     return notes
@@ -277,10 +285,10 @@ def run_gate(baseline: Baseline, run: RunData, metrics: Sequence[str] | None = N
         raise BonbenchError(f"run {run.path} is not comparable with baseline {baseline.path}: {'; '.join(differences)}; "
                             "gate a run of the baseline's task, data and problems (same -T args and --limit), or save a "
                             "baseline from a comparable run with `bonbench gate --save-baseline --run RUN_DIR`")
-    skipped: list[str] = []
+    skipped: list[tuple[str, str]] = []
     gated = _gated_metrics(baseline, run, metrics, skipped)
     notes = _notes(baseline, run, [n for n, _ in gated])
-    notes += [f"{name} is closed-form in the run (a function of n and k, no sampling noise): not gated" for name in skipped]
+    notes += [f"{name} {why}: not gated" for name, why in skipped]
     rows = []
     for name, direction in gated:
         row = compare_directed(name, direction, baseline, run, alpha, tolerance)

@@ -33,6 +33,9 @@ from typing import Any
 
 from markupsafe import Markup
 
+from bonbench.api.metric.grammar import check_curve_key, curve_spec, metric_sort_key
+from bonbench.api.metric.kind import metric_kind
+from bonbench.api.metric.readings import footnotes, mc_note, metric_info
 from bonbench.apps.analysis.fitreport import selection_rows, selection_table
 from bonbench.apps.analysis.fits import FitError, extrapolation_check, fit_power_law
 from bonbench.apps.analysis.frontier import bon_curves, plane_points
@@ -44,8 +47,6 @@ from bonbench.apps.analysis.sections import bon_references_section, comparison_s
 from bonbench.apps.analysis.sweep import sweep_section
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.info import footnotes, metric_info
-from bonbench.metrics.names import metric_sort_key
 
 
 def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_points: int, families: Sequence[str],
@@ -58,10 +59,7 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
                 ("bonbench", run.bonbench_version), ("dataset", run.dataset_fingerprint)]
     context: dict[str, Any] = {
         "label": run.label(), "settings": Table(["setting", "value"], settings), "footnotes": footnotes(run.metrics),
-        "metrics": Table(["metric", "value", "95% CI", "problems"],
-                         [(name, fmt_value(m.value), _ci_text(run, name), m.n_problems)
-                          for name, m in sorted(run.metrics.items(), key=lambda kv: metric_sort_key(kv[0]))]),
-        "fits": None}
+        "metrics": _metrics_table(run), "fits": None}
     fits: dict[str, Any] = {}  # kind -> the chosen family's fit (None: none fits)
     fit_rows: list[tuple[Any, ...]] = []
     sel_rows, info = [], {"run_dir": str(run.path), "hash": run.hash, "fits": {}}
@@ -107,6 +105,20 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
     return render("run.html.j2", **context), info
 
 
+def _metrics_table(run: Any) -> Table:
+    """A run's metrics with their 95% CIs, and a "MC SE" column (Monte Carlo standard error and
+    draws) when some value is a Monte Carlo estimate."""
+    ordered = sorted(run.metrics.items(), key=lambda kv: metric_sort_key(kv[0]))
+    sampled = {name: mc for name, m in ordered if (mc := mc_note(m.notes)) is not None}
+    if not sampled:
+        return Table(["metric", "value", "95% CI", "problems"],
+                     [(name, fmt_value(m.value), _ci_text(run, name), m.n_problems) for name, m in ordered])
+    return Table(["metric", "value", "95% CI", "MC SE", "problems"],
+                 [(name, fmt_value(m.value), _ci_text(run, name),
+                   f"{fmt_value(sampled[name][0])} ({sampled[name][1]} draws)" if name in sampled else "", m.n_problems)
+                  for name, m in ordered])
+
+
 def _ci_text(run: Any, name: str) -> str:
     """The metric's 95% CI, or a dash where it has none: withheld, or closed-form (``metricinfo``)."""
     m = run.metrics[name]
@@ -129,15 +141,17 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
     """Write report.html (+ PNGs, report.json) for ``run_dirs`` (run dirs, sweep dirs or results trees).
 
     Runs of one (task, model) at two or more temperatures also get a sweep section built from their
-    ``kind`` curves (``"pass"`` or ``"bon"``; for bon, the bon@k of ``verifier``, by default the one
-    each run's metrics were computed with). Every curve is fitted with each of ``families``
+    ``kind`` curves (a curves.json key of a metric kind with a curve: ``"pass"``, ``"bon"``, ...; for a
+    kind that reads verifier scores, the curve of ``verifier``, by default the one each run's metrics
+    were computed with). Every curve is fitted with each of ``families``
     (default ``laws.DEFAULT_FAMILIES``) and the family is chosen by the held-out error beyond
     ``holdout_fraction``·k_max. Returns the path of report.html.
     """
-    if kind not in ("pass", "bon"):
-        raise BonbenchError(f"--kind must be pass or bon, not {kind!r}")
-    if verifier is not None and kind != "bon":
-        raise BonbenchError("--verifier chooses the bon@N curve; add --kind bon")
+    spec = curve_spec(check_curve_key(kind))
+    assert spec is not None, "check_curve_key refuses a key without a curve"
+    if verifier is not None and "scores" not in metric_kind(spec.kind).reads:
+        raise BonbenchError(f"--verifier chooses the curve of a kind that reads verifier scores, and {kind} reads none; "
+                            "add --kind bon (or another such kind)")
     families = tuple(families or DEFAULT_FAMILIES)
     unknown = [f for f in families if f not in FAMILIES]
     if unknown or len(set(families)) != len(families):

@@ -27,11 +27,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from bonbench.api.metric.grammar import metric_sort_key
+from bonbench.api.metric.readings import footnotes, mc_note, metric_info
 from bonbench.apps.analysis.baseline import load_gate_run
 from bonbench.apps.analysis.htmlparts import Styled, Table, figure, page, render
 from bonbench.apps.analysis.plots import plot_k_curve_comparison
@@ -42,8 +44,7 @@ from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import atomic_write_json, find_run_dirs
 from bonbench.metrics.bootstrap import Z95, paired_bootstrap_diff
-from bonbench.metrics.info import LOWER, footnotes, metric_info
-from bonbench.metrics.names import metric_sort_key
+from bonbench.metrics.info import LOWER
 
 UP, DOWN, MISMATCH = "▲", "▼", "†"
 
@@ -61,6 +62,7 @@ class Cell:
     n_shared: int | None = None
     paired: bool = True
     settings_match: bool = True
+    mc_se: float | None = None  # a Monte Carlo value's standard error (None: exact)
 
     @property
     def marker(self) -> str:
@@ -227,9 +229,8 @@ def _compare_to_base(chosen: Mapping[tuple[str, str], Selection], columns: Seque
                 continue
             d, lo, hi, p, n_shared, paired = _diff(sel.run.per_problem.get(metric), base_sel.run.per_problem.get(metric),
                                                    cells[key], cells[bkey], n_boot, seed)
-            c = cells[key]
-            cells[key] = Cell(c.value, c.lo, c.hi, c.n_problems, d, lo, hi, p, n_shared, paired,
-                              sel.run.sampling_settings() == base_sel.run.sampling_settings())
+            cells[key] = replace(cells[key], diff=d, diff_lo=lo, diff_hi=hi, p_improve=p, n_shared=n_shared, paired=paired,
+                                 settings_match=sel.run.sampling_settings() == base_sel.run.sampling_settings())
 
 
 def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequence[str] | None = None,
@@ -269,7 +270,9 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
                 closed.add((model, task, metric))  # no interval and no Δ: not a measurement of the model
                 cells[(model, task, metric)] = Cell(m.value, math.nan, math.nan, m.n_problems)
             else:
-                cells[(model, task, metric)] = Cell(m.value, m.ci95[0], m.ci95[1], m.n_problems)
+                mc = mc_note(m.notes)
+                cells[(model, task, metric)] = Cell(m.value, m.ci95[0], m.ci95[1], m.n_problems,
+                                                    mc_se=mc[0] if mc is not None else None)
     notes: list[str] = []
     if base_slug is not None:
         _compare_to_base(chosen, columns, cells, closed, base_slug, n_boot, seed)
@@ -281,6 +284,9 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
         if lower:
             notes.append(f"Lower is better for {', '.join(lower)}: there {UP} (a significant increase) is a move away from "
                          "the reference, shown red in the HTML page.")
+    if any(c.mc_se is not None for c in cells.values()):
+        notes.append("MC SE: the Monte Carlo standard error of a value estimated from random k-subsets (its kind "
+                     "says so in `bonbench list metrics`), beside the bootstrap CI over problems.")
     notes += footnotes(m for _, m in columns)
     return Leaderboard(models=models, columns=columns, cells=cells, selections=selections, base=base_slug, notes=notes)
 
@@ -290,6 +296,8 @@ def _cell_text(cell: Cell | None, is_base: bool, sep: str) -> str:
         return "—"
     half = (cell.hi - cell.lo) / 2 if math.isfinite(cell.hi - cell.lo) else math.nan
     text = f"{cell.value:.3f} ± {half:.3f}" if math.isfinite(half) else f"{cell.value:.3f}"
+    if cell.mc_se is not None:
+        text += f" (MC SE {cell.mc_se:.3f})"
     if is_base:
         return text + f"{sep}(base)"
     if cell.diff is None:
@@ -380,7 +388,7 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> tuple[Path, Path]:
         "columns": [list(c) for c in board.columns],
         "cells": [{"model": m, "task": t, "metric": k, **{f: getattr(c, f) for f in (
             "value", "lo", "hi", "n_problems", "diff", "diff_lo", "diff_hi", "p_improve", "n_shared", "paired",
-            "settings_match")},
+            "settings_match", "mc_se")},
                    "marker": c.marker} for (m, t, k), c in sorted(board.cells.items())],
         "runs": [{"model": s.model, "task": s.task, "run_dir": str(s.run.path), "rule": s.rule}
                  for s in board.selections],

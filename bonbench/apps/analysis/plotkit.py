@@ -4,8 +4,8 @@ label placement.
 What it does: ``save_figure`` (draws a ``Figure`` on the Agg canvas and writes a PNG), ``plain_log_axis``
 / ``plain_symlog_axis`` (ticks that read 1, 2, 4, ... and 0, 0.5, 1, 2, 5, ..., never ``2×10^0``),
 ``place_labels`` (point labels that avoid each other, the points, error bars and the legend),
-``fit_k`` (the k grid a fitted law is drawn on), ``yerr`` (an error bar from a CI) and the colours
-of the curve kinds.
+``fit_k`` (the k grid a fitted law is drawn on) and ``yerr`` (an error bar from a CI). The colours of
+the curve kinds are their metric records' (``bonbench.api.metric.readings.curve_color``).
 
 What it does not do: draw any particular figure (``plots``, ``plots_policy``), read run
 directories or fit anything. matplotlib is imported here at module level: importing this module
@@ -28,7 +28,6 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 from matplotlib.transforms import Bbox
 
-COLORS = {"pass": "#1f77b4", "bon": "#d62728", "maj": "#2ca02c", "max": "#9467bd"}
 DPI = 110
 
 

@@ -18,27 +18,31 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from bonbench.api.metric.kind import metric_kinds
+from bonbench.api.metric.readings import curve_color, curve_label, curve_sort_key
 from bonbench.apps.analysis.fits import CoScaling, OptimalTemperature
 from bonbench.apps.analysis.laws import ScalingFit, describe
-from bonbench.apps.analysis.plotkit import COLORS, fit_k, plain_log_axis, save_figure
+from bonbench.apps.analysis.plotkit import fit_k, plain_log_axis, save_figure
 from bonbench.apps.analysis.rundir import Curve
 from bonbench.apps.analysis.temperature import ContinuousOptimum, TStarFit
 
 
 def plot_k_curves(curves: Mapping[str, Curve], out: Path, *, title: str = "",
                   fits: Mapping[str, ScalingFit | None] | None = None, ylim: tuple[float, float] | None = (0, 1.02)) -> Path:
-    """pass@k / bon@k / maj@k against k (log x) with their 95% bands; each curve's fitted law dashed.
-    Curves without a colour of their own (several verifiers' bon@k) take distinct ones from a
-    palette; ``ylim`` None fits the axis to the bands (small values stay readable)."""
+    """Every curve (pass@k, bon@k, maj@k, any kind's) against k (log x) with its 95% band; each curve's
+    fitted law dashed. Colours and labels are the metric kinds' (``bonbench.api.metric``); curves
+    without a colour of their own (several verifiers' bon@k) take distinct ones from a palette;
+    ``ylim`` None fits the axis to the bands (small values stay readable)."""
     fig = Figure(figsize=(6.4, 4.2), layout="constrained")
     ax = fig.add_subplot()
     # tab10 is a ListedColormap (a list of colours); the registry's annotation is the base Colormap
+    taken = {r.color for r in metric_kinds() if r.color}
     spare = iter(c for c in matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]  # see above
-                 if matplotlib.colors.to_hex(c) not in COLORS.values())
+                 if matplotlib.colors.to_hex(c) not in taken)
     for kind, c in curves.items():
-        color = COLORS.get(kind) or next(spare, None)
+        color = curve_color(kind) or next(spare, None)
         ok = np.isfinite(c.value)
-        ax.plot(c.k[ok], c.value[ok], color=color, lw=1.8, label=f"{kind}@k")
+        ax.plot(c.k[ok], c.value[ok], color=color, lw=1.8, label=curve_label(kind))
         band = ok & np.isfinite(c.lo) & np.isfinite(c.hi)
         if band.any():
             ax.fill_between(c.k[band], c.lo[band], c.hi[band], color=color, alpha=0.2, lw=0)
@@ -62,10 +66,13 @@ def plot_k_curves(curves: Mapping[str, Curve], out: Path, *, title: str = "",
 
 
 def plot_k_curve_comparison(runs: Mapping[str, Mapping[str, Curve]], out: Path, *, title: str = "",
-                            kinds: Sequence[str] = ("pass", "bon", "maj", "max")) -> Path:
-    """Several runs' k-curves on shared axes, one panel per curve kind (pass@k, bon@k, ...) that at
-    least two runs have, one colour and marker per run (the first is drawn as the reference: the
-    base model in a leaderboard), each with its 95% band."""
+                            kinds: Sequence[str] | None = None) -> Path:
+    """Several runs' k-curves on shared axes, one panel per curve kind (pass@k, bon@k, ...; default:
+    every kind the runs have, in the kinds' display order) that at least two runs have, one colour
+    and marker per run (the first is drawn as the reference: the base model in a leaderboard), each
+    with its 95% band."""
+    if kinds is None:
+        kinds = sorted({key for c in runs.values() for key in c}, key=curve_sort_key)
     shown = [k for k in kinds if sum(k in c for c in runs.values()) >= 2] or \
         [k for k in kinds if any(k in c for c in runs.values())][:1]
     if not shown:
@@ -94,7 +101,7 @@ def plot_k_curve_comparison(runs: Mapping[str, Mapping[str, Curve]], out: Path, 
             top = max(top, float(np.nanmax(np.r_[c.value[ok], c.hi[band]]))) if ok.any() else top
         plain_log_axis(ax, ks)
         ax.set_xlabel("k (samples)")
-        ax.set_ylabel(f"{kind}@k")
+        ax.set_ylabel(curve_label(kind))
         if top <= 1.0:  # rates and rewards in [0, 1]; other rewards keep matplotlib's limits
             ax.set_ylim(0, 1.02)
         ax.grid(True, alpha=0.3)
@@ -125,7 +132,7 @@ def plot_temperature_curves(curves: Mapping[float, Curve], fits: Mapping[float, 
             ax.plot(kk, fit.predict(kk), color=color, ls="--", lw=1)
     plain_log_axis(ax, [float(k) for c in curves.values() for k in c.k] + ([extrapolate_to] if extrapolate_to else []))
     ax.set_xlabel("N (samples)")
-    ax.set_ylabel(f"{kind}@N")
+    ax.set_ylabel(curve_label(kind, "N"))
     ax.set_ylim(0, 1.02)
     ax.grid(True, alpha=0.3)
     ax.set_title(title + " (dashed: each temperature's fitted law)", fontsize=9)

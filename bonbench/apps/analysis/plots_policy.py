@@ -19,8 +19,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from bonbench.api.metric.kind import metric_kind
 from bonbench.apps.analysis.frontier import BonCurve, BonReferenceRow, PlanePoint
-from bonbench.apps.analysis.plotkit import COLORS, place_labels, plain_log_axis, plain_symlog_axis, save_figure, yerr
+from bonbench.apps.analysis.plotkit import place_labels, plain_log_axis, plain_symlog_axis, save_figure, yerr
 
 
 def plot_bon_references(rows: Sequence[BonReferenceRow], out: Path, *, title: str = "") -> Path:
@@ -32,8 +33,9 @@ def plot_bon_references(rows: Sequence[BonReferenceRow], out: Path, *, title: st
     kk = np.arange(1, max(k_max, 2) + 1)
     win_ax.plot(kk, kk / (kk + 1), color="gray", ls="--", lw=1, label="N/(N+1)")
     kl_ax.plot(kk, np.log(kk) - (kk - 1) / kk, color="gray", ls="--", lw=1, label="log N − (N−1)/N")
-    for ax, attr, color, label in ((win_ax, "winrate", COLORS["bon"], "measured winrate@k"),
-                                   (kl_ax, "kl_bon", COLORS["max"], "measured kl_bon@k")):
+    # each measured metric in its kind's colour (the metric records', ``bonbench.plugins.metrics.stored``)
+    for ax, attr, label in ((win_ax, "winrate", "measured winrate@k"), (kl_ax, "kl_bon", "measured kl_bon@k")):
+        color = metric_kind(attr).color
         pts = [(r.k, getattr(r, attr)) for r in rows if getattr(r, attr) is not None]
         for i, (k, m) in enumerate(pts):
             ax.errorbar([k], [m.value], yerr=yerr(m.value, m.ci95), fmt="o", color=color, capsize=3,

@@ -6,9 +6,10 @@ reads the JSON files into a ``RunData``; only ``config.json`` and ``metrics.json
 ``curves.json`` and the row files are optional and read on demand. ``expand_run_dirs`` turns
 command-line paths (run dirs, sweep dirs, results trees) into run dirs; it finds the scored runs of
 a tree with ``bonbench.core.store.find_run_dirs``, the rule the CLI uses too. ``per_problem_curves``
-rebuilds per-problem pass@k / bon@k from grades and scores, which the co-scaling analysis needs and
-``metrics.json`` does not keep; ``kind_curve`` rebuilds a bon@k curve for a verifier other than the
-one curves.json was computed with (``bonbench plot --verifier``).
+rebuilds the per-problem values of any metric kind with a curve (pass@k, bon@k, maj@k, ...) from
+grades and scores through the metric registry, which the co-scaling analysis needs and
+``metrics.json`` does not keep; ``kind_curve`` rebuilds the curve of a kind that reads verifier
+scores for a verifier other than the one curves.json was computed with (``bonbench plot --verifier``).
 
 This module never writes anything and never recomputes what ``metrics.json`` and ``curves.json``
 hold: they are taken as the pipeline wrote them, and only a curve they lack is rebuilt from the rows.
@@ -26,12 +27,15 @@ from typing import Any
 
 import numpy as np
 
+from bonbench.api.metric.grammar import curve_spec
+from bonbench.api.metric.kind import metric_kind
+from bonbench.api.metric.values import curve_values
 from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import training_summary
 from bonbench.core.store import RunStore, find_run_dirs, is_run_dir, read_run_json
 from bonbench.metrics.bootstrap import bootstrap_ci
-from bonbench.metrics.pass_bon import bon_curve, pass_curve
+from bonbench.metrics.estimators import ProblemOutcome
 
 SWEEP_FILE = "sweep.json"
 # The settings that change what a metric measures; two runs that agree on all of them are
@@ -275,8 +279,8 @@ def _choose(run: RunData, found: list[str], what: str, wanted: str | None) -> st
     return preferred if preferred in found else found[0]
 
 
-def correctness_table(run: RunData, grader: str | None = None) -> dict[str, np.ndarray]:
-    """problem_id -> correctness of samples 0..n_i-1 (ungraded/undecided count as incorrect)."""
+def _grade_rows(run: RunData, grader: str | None) -> dict[str, dict[int, Any]]:
+    """problem_id -> sample_idx -> the grade metrics.json was computed from (when it says which)."""
     name = _choose(run, run.graders(), "grades", grader)
     # A grades file may hold verdicts from several grader versions or grading settings (a regrade
     # appends); use the ones metrics.json was computed from when it says which.
@@ -287,33 +291,43 @@ def correctness_table(run: RunData, grader: str | None = None) -> dict[str, np.n
         rows = run.store().grades(name).read(lambda g: g.graded_under(version, gid))
     else:
         rows = run.store().grades(name).read()
-    by_problem: dict[str, dict[int, float]] = {}
+    by_problem: dict[str, dict[int, Any]] = {}
     for (pid, idx), g in rows.items():
-        by_problem.setdefault(pid, {})[idx] = 1.0 if g.correct else 0.0
-    return {pid: np.array([d[i] for i in sorted(d)]) for pid, d in by_problem.items()}
+        by_problem.setdefault(pid, {})[idx] = g
+    return by_problem
+
+
+def correctness_table(run: RunData, grader: str | None = None) -> dict[str, np.ndarray]:
+    """problem_id -> correctness of samples 0..n_i-1 (ungraded/undecided count as incorrect)."""
+    return {pid: np.array([1.0 if d[i].correct else 0.0 for i in sorted(d)]) for pid, d in _grade_rows(run, grader).items()}
 
 
 def per_problem_curves(run: RunData, kind: str, ks: Sequence[int], grader: str | None = None,
                        verifier: str | None = None) -> dict[str, np.ndarray]:
-    """problem_id -> estimate of ``kind``@k (kind "pass" or "bon") at each k of ``ks`` (NaN where k > n).
+    """problem_id -> estimate of curve ``kind`` (a metric kind with a curve: ``pass``, ``bon``,
+    ``maj``, ``gpass:0.5``, ...) at each k of ``ks`` (NaN where k > n).
 
-    Rebuilt from ``grades/`` (and ``scores/`` for bon) with ``bonbench.metrics.estimators``
-    (math-reference §1.1-1.2), because metrics.json keeps per-problem values only for requested metrics.
+    Rebuilt from ``grades/`` (0/1 verdicts and answers) and, for a kind that reads verifier scores,
+    ``scores/`` through the metric registry (``bonbench.api.metric.values.curve_values``), because
+    metrics.json keeps per-problem values only for requested metrics.
     """
-    if kind not in ("pass", "bon"):
-        raise BonbenchError(f"per-problem curves support kind 'pass' or 'bon', not {kind!r}")
-    ks_list = [int(k) for k in ks]
-    correct = correctness_table(run, grader)
-    ids = sorted(correct)
-    if kind == "pass":
-        mat = pass_curve([correct[pid] for pid in ids], ks_list)
-    else:
-        vname = _choose(run, run.verifiers(), "scores", verifier)
-        score_rows = run.store().scores(vname).read()
+    spec = curve_spec(kind)
+    if spec is None:
+        raise BonbenchError(f"per-problem curves need a metric kind with a curve (pass, bon, maj, ...), not {kind!r}")
+    rows = _grade_rows(run, grader)
+    ids = sorted(rows)
+    score_rows = None
+    if "scores" in metric_kind(spec.kind).reads:
+        score_rows = run.store().scores(_choose(run, run.verifiers(), "scores", verifier)).read()
+    outcomes = []
+    for pid in ids:
+        idx = sorted(rows[pid])
         # an unscored sample can never be picked as best, so it gets the lowest possible score
-        scores = [[score_rows[(pid, i)].score if (pid, i) in score_rows else -math.inf
-                   for i in range(len(correct[pid]))] for pid in ids]
-        mat = bon_curve(scores, [correct[pid] for pid in ids], ks_list)
+        scores = None if score_rows is None else tuple(score_rows[(pid, i)].score if (pid, i) in score_rows else -math.inf
+                                                       for i in idx)
+        outcomes.append(ProblemOutcome(pid, tuple(1.0 if rows[pid][i].correct else 0.0 for i in idx),
+                                       tuple(rows[pid][i].answer for i in idx), scores))
+    mat = curve_values(outcomes, kind, [int(k) for k in ks], seed=run.seed)
     return {pid: mat[i] for i, pid in enumerate(ids)}
 
 
@@ -345,22 +359,24 @@ def bon_verifier(run: RunData, wanted: str | None = None) -> str:
 
 def kind_curve(run: RunData, kind: str, verifier: str | None = None, *, n_boot: int = 1000,
                seed: int = 0) -> tuple[Curve | None, str | None]:
-    """The dataset-level ``kind``@k curve of ``run`` and, for bon, the verifier it was computed with.
+    """The dataset-level curve ``kind`` of ``run`` and, for a kind that reads verifier scores, the
+    verifier it was computed with.
 
-    pass: curves.json's. bon: curves.json's when it was computed with the chosen verifier
-    (``bon_verifier``), else rebuilt from the rows for every k up to the smallest per-problem n, with
-    the same bootstrap bands as the pipeline (``bonbench.metrics.estimators.bootstrap_ci``). None when the
-    run has no such curve.
+    A kind without scores: curves.json's. One with scores (bon): curves.json's when it was computed
+    with the chosen verifier (``bon_verifier``), else rebuilt from the rows for every k up to the
+    smallest per-problem n, with the same bootstrap bands as the pipeline
+    (``bonbench.metrics.bootstrap.bootstrap_ci``). None when the run has no such curve.
     """
-    if kind != "bon":
+    spec = curve_spec(kind)
+    if spec is None or "scores" not in metric_kind(spec.kind).reads:
         return run.curves.get(kind), None
     name = bon_verifier(run, verifier)
-    if name == run.meta.get("verifier") and "bon" in run.curves:
-        return run.curves["bon"], name
+    if name == run.meta.get("verifier") and kind in run.curves:
+        return run.curves[kind], name
     n_min = min((len(v) for v in correctness_table(run).values()), default=0)
     if n_min == 0:
         return None, name
     ks = list(range(1, n_min + 1))
-    mat = np.array(list(per_problem_curves(run, "bon", ks, verifier=name).values()))
+    mat = np.array(list(per_problem_curves(run, kind, ks, verifier=name).values()))
     lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
     return Curve(k=np.array(ks, dtype=float), value=mat.mean(axis=0), lo=np.asarray(lo), hi=np.asarray(hi)), name

@@ -18,12 +18,12 @@ from typing import Any
 
 from markupsafe import Markup
 
+from bonbench.api.metric.readings import curve_label, curve_sort_key, footnotes
 from bonbench.apps.analysis.frontier import bon_reference_rows, pareto_front
 from bonbench.apps.analysis.htmlparts import Table, figure, fmt_value, metric_cell, powers_of_two, render
 from bonbench.apps.analysis.plots import plot_k_curve_comparison
 from bonbench.apps.analysis.plots_policy import plot_bon_references, plot_reward_kl, plot_training_curves
 from bonbench.core.outputs import read_json, read_jsonl_log
-from bonbench.metrics.info import footnotes
 
 
 def run_curve_label(run: Any) -> str:
@@ -40,7 +40,7 @@ def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[M
     png = plot_k_curve_comparison({label: r.curves for label, r in labels.items()},
                                   out_dir / f"compare_{task.replace('/', '_')}.png",
                                   title=f"{task}: k-curves of {len(runs)} runs")
-    kinds = [k for k in ("pass", "bon", "maj", "max") if any(k in r.curves for r in runs)]
+    kinds = sorted({k for r in runs for k in r.curves}, key=curve_sort_key)
     ks = powers_of_two(max(r.n for r in runs) or 1)
     rows = []
     for label, r in labels.items():
@@ -49,7 +49,7 @@ def comparison_section(task: str, runs: Sequence[Any], out_dir: Path) -> tuple[M
             if c is None:
                 continue
             at = {int(k): (v, lo, hi) for k, v, lo, hi in zip(c.k, c.value, c.lo, c.hi, strict=True)}
-            rows.append([label, f"{kind}@k"]
+            rows.append([label, curve_label(kind)]
                         + [f"{fmt_value(at[k][0], 3)} [{fmt_value(at[k][1], 3)}, {fmt_value(at[k][2], 3)}]" if k in at else "—"
                                               for k in ks])
     html = render("comparison.html.j2", task=task, n_runs=len(runs), fig=figure(png, f"k-curves of the {task} runs"),

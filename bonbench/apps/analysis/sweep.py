@@ -21,6 +21,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from bonbench.api.metric.readings import curve_label
 from bonbench.apps.analysis.fitreport import sweep_fit_html, sweep_fit_json
 from bonbench.apps.analysis.fits import coscaling, fit_temperatures, log_spaced_ks, optimal_temperature
 from bonbench.apps.analysis.htmlparts import Table, figure, fmt_value, powers_of_two, render
@@ -64,8 +65,8 @@ def sweep_curves(runs: Sequence[Any], kind: str, verifier: str | None) -> SweepC
             out.verifiers[r.temperature] = vname
     used = sorted(set(out.verifiers.values()))
     if len(used) > 1:
-        out.notes.append(f"the runs' bon@N curves use different verifiers ({', '.join(used)}); pass --verifier to compare "
-                         "like with like")
+        out.notes.append(f"the runs' {curve_label(kind, 'N')} curves use different verifiers ({', '.join(used)}); "
+                         "pass --verifier to compare like with like")
     return out
 
 
@@ -82,7 +83,7 @@ def _optimum(sc: SweepCurves, sf: SweepFit, Ns: list[int], kind: str, title: str
              fmt_value(float(sf.t_star.predict(o.N)), 3) if sf.t_star is not None else "—") for o in opt]
     png = plot_optimal_temperature(opt, out_png, title=title, continuous=sf.optima, t_star_fit=sf.t_star)
     return {"t_range": (f"{min(curves):g}", f"{max(curves):g}"), "optimum_fig": figure(png, "T*(N)"),
-            "optimum": Table(["N", "T* measured", f"{kind}@N at T*", "T* fitted", "fitted value", "T* continuous",
+            "optimum": Table(["N", "T* measured", f"{curve_label(kind, 'N')} at T*", "T* fitted", "fitted value", "T* continuous",
                               "T*(N) curve"], rows)}
 
 
@@ -112,10 +113,11 @@ def sweep_section(key: tuple[str, str], runs: list[Any], idx: int, out_dir: Path
     sc = sweep_curves(runs, kind, verifier)
     curves, title = sc.curves, f"{task} / {model}"
     used = sorted(set(sc.verifiers.values()))
-    label = f"{kind}@N, verifier {', '.join(used)}" if used else f"{kind}@N"
+    label = f"{curve_label(kind, 'N')}, verifier {', '.join(used)}" if used else curve_label(kind, "N")
     info: dict[str, Any] = {"task": task, "model": model, "kind": kind, "runs": {str(t): str(r.path) for t, r in sc.runs.items()},
                             "verifier": {str(t): v for t, v in sc.verifiers.items()} or None}
-    context: dict[str, Any] = {"title": title, "label": label, "kind": kind, "sweep_notes": sc.notes, "fits": None}
+    context: dict[str, Any] = {"title": title, "label": label, "kind": kind, "kind_n": curve_label(kind, "N"),
+                               "sweep_notes": sc.notes, "fits": None}
     if len(sc.runs) < 2:
         info["notes"] = sc.notes
         return render("sweep.html.j2", **context), info
@@ -134,7 +136,7 @@ def sweep_section(key: tuple[str, str], runs: list[Any], idx: int, out_dir: Path
     chosen = {t: s for t, s in sf.selections.items() if s is not None}
     png = plot_temperature_curves(curves, {t: s.best for t, s in chosen.items()}, out_dir / f"sweep{idx:02d}_curves.png",
                                   kind=kind, title=title, extrapolate_to=4 * n_max)
-    context.update(sweep_fit=sweep_fit_html(sf, holdout_fraction), curves=figure(png, f"{kind}@N by temperature"),
+    context.update(sweep_fit=sweep_fit_html(sf, holdout_fraction), curves=figure(png, f"{curve_label(kind, 'N')} by temperature"),
                    n_max=n_max, family=sf.family)
     context.update(_optimum(sc, sf, Ns, kind, title, out_dir / f"sweep{idx:02d}_tstar.png", info))
     info.update(sweep_fit_json(sf))

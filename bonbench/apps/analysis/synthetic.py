@@ -7,7 +7,8 @@ samples/grades/scores rows, metrics.json with per-problem values, curves.json wi
 Monte Carlo checks of the gate's false-alarm rate.
 
 It does not sample a model and is not used by the evaluation pipeline; metrics and curves come from
-``bonbench.metrics.estimators``, so only the data is synthetic.
+the metric registry as the pipeline computes them (``bonbench.api.metric.values``,
+``bonbench.pipeline.scoring.metric_json``), so only the data is synthetic.
 """
 
 from __future__ import annotations
@@ -19,11 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
+from bonbench.api.metric.grammar import parse_metrics
+from bonbench.api.metric.inputs import curve_keys, run_inputs
+from bonbench.api.metric.values import compute_curves, compute_metrics
 from bonbench.core.config import RunConfig, config_hash, model_slug
 from bonbench.core.records import SCHEMA_VERSION
 from bonbench.core.store import RunStore, atomic_write_json
-from bonbench.metrics.estimators import ProblemOutcome, compute_curves, compute_metrics
+from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.metrics.pass_bon import pass_curve
+from bonbench.pipeline.scoring import metric_json
 
 GRADER = "synthetic"
 VERIFIER = "synthetic"
@@ -56,7 +61,7 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
     """Write ``results_root/runs/<task>/<model-slug>/<hash>/`` for problems with success rates ``p``.
 
     ``metrics`` are metric specs (``pass@k``, ``bon@k``, ``maj@k``, ``mean``) computed with
-    ``bonbench.metrics.estimators`` exactly as the pipeline does. The verifier score is ``correct + N(0,
+    the metric registry (``bonbench.api.metric.values``) exactly as the pipeline does. The verifier score is ``correct + N(0,
     verifier_noise^2)``, so bon@k lies between pass@1 and pass@k. ``correct`` ([P, n] of 0/1) replaces
     the random draw when a test needs exact control. ``extra_scores`` maps further verifier names to
     [P, n] score arrays, written as ``scores/<name>.jsonl`` beside the default verifier's (metrics
@@ -94,10 +99,10 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
     wrong = rng.integers(0, 3, size=(P, n))
     outcomes = [ProblemOutcome(pid, tuple(corr[i]), tuple("A" if corr[i, j] else "BCD"[wrong[i, j]] for j in range(n)),
                                tuple(scores[i])) for i, pid in enumerate(ids)]
-    values, per_problem = compute_metrics(outcomes, list(metrics), n_boot=n_boot, seed=seed)
-    metrics_doc = {name: {"value": m.value, "ci95": list(m.ci95), "n_problems": m.n_problems}
-                   for name, m in values.items()}
-    curves = compute_curves(outcomes, n_boot=n_boot, seed=seed)
+    specs = parse_metrics(list(metrics))
+    values, per_problem = compute_metrics(outcomes, specs, n_boot=n_boot, seed=seed)
+    metrics_doc = {name: metric_json(m) for name, m in values.items()}
+    curves = compute_curves(outcomes, curve_keys(specs, run_inputs("correctness")), n_boot=n_boot, seed=seed)
     store.write_metrics({"metrics": metrics_doc, "per_problem": per_problem, "task": task, "model": model, "n": n,
                          "grader": GRADER, "verifier": VERIFIER, "n_problems": P,
                          "provenance": {"bonbench_version": "synthetic", "config_hash": h,

@@ -6,10 +6,11 @@ two of them), and each verifier given (``logprob``, ``oracle``, ``learned:PATH``
 * AUROC of its scores against the grader's verdicts over every sample (scikit-learn), and the
   mean within-problem AUROC over problems that have both correct and wrong samples (what bon@k
   depends on: it only compares samples of one problem);
-* the bon@k curve for k = 1..n with 95% bootstrap bands, next to pass@k (= oracle bon@k) and
-  maj@k (``estimators.compute_curves``);
+* the bon@k curve for k = 1..n with 95% bootstrap bands (every default curve that reads verifier
+  scores, one per verifier), next to the default curves without scores, pass@k (= oracle bon@k)
+  and maj@k (``bonbench.api.metric.values.compute_curves``);
 * the paired bootstrap of bon@k(A) - bon@k(B) over problems for the first verifier against each
-  other one, at every k (``estimators.paired_bootstrap_diff``).
+  other one, at every k (``bonbench.metrics.bootstrap.paired_bootstrap_diff``).
 
 Scores are computed through ``bonbench.pipeline.stages.verify``, so they are stored in each run's ``scores/`` and
 reused. Nothing here samples or trains; the figure is ``analysis.plots.plot_k_curves``.
@@ -24,13 +25,14 @@ from typing import Any
 
 import numpy as np
 
+from bonbench.api.metric.readings import curve_label
+from bonbench.api.metric.values import compute_curves, curve_values, default_curve_keys
 from bonbench.apps.analysis.plots import plot_k_curves
 from bonbench.apps.analysis.rundir import Curve
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Score
 from bonbench.metrics.bootstrap import paired_bootstrap_diff
-from bonbench.metrics.estimators import ProblemOutcome, compute_curves
-from bonbench.metrics.pass_bon import bon_curve
+from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.pipeline import stages
 from bonbench.pipeline.progress import Progress, no_progress
 from bonbench.plugins.verifiers.manifest import display_name
@@ -50,8 +52,9 @@ class VerifierEval:
     verifiers: tuple[str, ...]
     auroc: dict[str, float | None]
     auroc_within: dict[str, float | None]
-    curves: dict[str, dict[str, list]]  # "pass", "maj", "bon:<verifier>"
+    curves: dict[str, dict[str, list]]  # the default curves ("pass", "maj"), and "bon:<verifier>" per verifier
     paired: dict[str, dict[str, list]] = field(default_factory=dict)  # "<A> - <B>": {"k","diff","lo","hi","p"}
+    paired_kind: str = ""  # the curve the pairs compare: the first default curve that reads scores (bon)
 
     def to_json(self) -> dict[str, Any]:
         return {"runs": list(self.runs), "n_problems": self.n_problems, "n": self.n, "verifiers": list(self.verifiers),
@@ -118,14 +121,18 @@ def evaluate(run_dirs: Sequence[Path], verifiers: Sequence[str], *, data_dir: st
     if not verifiers:
         raise BonbenchError("give at least one --verifier to evaluate (e.g. --verifier learned:PATH --verifier logprob)")
     pooled = _pool(run_dirs, verifiers, data_dir, progress)
-    curves = compute_curves(pooled.outcomes(None), kinds=("pass", "maj"), n_boot=n_boot, seed=seed)
-    ks = curves["pass"]["k"]
+    unscored = pooled.outcomes(None)
+    curves = compute_curves(unscored, default_curve_keys(unscored), n_boot=n_boot, seed=seed)
+    ks = list(range(1, min(len(o.correct) for o in unscored) + 1))
+    # the default curves that read scores (bon): one per verifier; the first is the one compared in pairs
+    selecting = [key for key in default_curve_keys(pooled.outcomes(verifiers[0])) if key not in curves]
     per_problem: dict[str, np.ndarray] = {}
     auroc, within = {}, {}
     for spec in verifiers:
         outs = pooled.outcomes(spec)
-        curves[f"bon:{spec}"] = compute_curves(outs, kinds=("bon",), n_boot=n_boot, seed=seed)["bon"]
-        per_problem[spec] = bon_curve([o.scores for o in outs], [o.correct for o in outs], ks)  # type: ignore[misc]  # outcomes(spec) are all scored
+        for key in selecting:
+            curves[f"{key}:{spec}"] = compute_curves(outs, [key], n_boot=n_boot, seed=seed)[key]
+        per_problem[spec] = curve_values(outs, selecting[0], ks, seed=seed)
         auroc[spec] = _auroc([c for o in outs for c in o.correct], [s for o in outs for s in o.scores or ()])
         known = [a for a in (_auroc(o.correct, o.scores or ()) for o in outs) if a is not None]
         within[spec] = float(np.mean(known)) if known else None
@@ -137,14 +144,14 @@ def evaluate(run_dirs: Sequence[Path], verifiers: Sequence[str], *, data_dir: st
         paired[f"{first} - {other}"] = {"k": list(ks), "diff": [r[0] for r in rows],
                                         "lo": [r[1] for r in rows], "hi": [r[2] for r in rows], "p": [r[3] for r in rows]}
     return VerifierEval(runs=tuple(str(Path(d).resolve()) for d in run_dirs), n_problems=len(pooled.order), n=pooled.n,
-                        verifiers=tuple(verifiers), auroc=auroc, auroc_within=within, curves=curves, paired=paired)
+                        verifiers=tuple(verifiers), auroc=auroc, auroc_within=within, curves=curves, paired=paired,
+                        paired_kind=selecting[0])
 
 
 def plot(result: VerifierEval, out: Path, title: str = "") -> Path:
     """bon@k of each verifier next to pass@k and maj@k (``plots.plot_k_curves``)."""
     # "bon:learned:/a/b/math-x-head" -> "bon learned:math-x-head" (legends stay one line)
-    curves = {"bon " + display_name(name[len("bon:"):]) if name.startswith("bon:") else name:
-              Curve(*(np.asarray(c[f], dtype=float) for f in ("k", "value", "lo", "hi")))
+    curves = {_shown(name, result.verifiers): Curve(*(np.asarray(c[f], dtype=float) for f in ("k", "value", "lo", "hi")))
               for name, c in result.curves.items()}
     return plot_k_curves(curves, out, title=title, ylim=None)
 
@@ -152,17 +159,27 @@ def plot(result: VerifierEval, out: Path, title: str = "") -> Path:
 def summary_lines(result: VerifierEval, k: int | None = None) -> list[str]:
     """A plain-text summary: AUROCs, bon@k at ``k`` (default n) and the paired differences there."""
     k = k or result.n
-    j = result.curves["pass"]["k"].index(k)
+    j = next(iter(result.curves.values()))["k"].index(k)
     lines = [f"{result.n_problems} problems, n={result.n}"]
-    for name in ("pass", "maj"):
-        c = result.curves[name]
-        lines.append(f"{name}@{k:<3} {c['value'][j]:.4f} [{c['lo'][j]:.4f}, {c['hi'][j]:.4f}]")
-    for spec in result.verifiers:
-        c = result.curves[f"bon:{spec}"]
-        a, w = result.auroc[spec], result.auroc_within[spec]
-        lines.append(f"bon@{k:<3} {c['value'][j]:.4f} [{c['lo'][j]:.4f}, {c['hi'][j]:.4f}]  AUROC "
-                     f"{'n/a' if a is None else f'{a:.4f}'}  within-problem {'n/a' if w is None else f'{w:.4f}'}  {spec}")
+    by_verifier = {f"{key}:{spec}": (key, spec) for key in result.curves for spec in result.verifiers
+                   if key.endswith(f":{spec}")}
+    for name, c in result.curves.items():
+        key, spec = by_verifier.get(name, (name, None))
+        label = curve_label(key.split(":", 1)[0] if spec else key, f"{k:<3}")
+        line = f"{label} {c['value'][j]:.4f} [{c['lo'][j]:.4f}, {c['hi'][j]:.4f}]"
+        if spec is not None:
+            a, w = result.auroc[spec], result.auroc_within[spec]
+            line += f"  AUROC {'n/a' if a is None else f'{a:.4f}'}  within-problem {'n/a' if w is None else f'{w:.4f}'}  {spec}"
+        lines.append(line)
     for name, d in result.paired.items():
-        lines.append(f"bon@{k} {name}: {d['diff'][j]:+.4f} [{d['lo'][j]:+.4f}, {d['hi'][j]:+.4f}] (paired bootstrap, "
-                     f"P(diff <= 0) = {d['p'][j]:.3f})")
+        lines.append(f"{curve_label(result.paired_kind, str(k))} {name}: {d['diff'][j]:+.4f} "
+                     f"[{d['lo'][j]:+.4f}, {d['hi'][j]:+.4f}] (paired bootstrap, P(diff <= 0) = {d['p'][j]:.3f})")
     return lines
+
+
+def _shown(name: str, verifiers: Sequence[str]) -> str:
+    """A curve's legend key: a verifier's curve as ``bon learned:math-x-head`` (one line)."""
+    for spec in verifiers:
+        if name.endswith(f":{spec}"):
+            return f"{name[:-len(spec) - 1]} {display_name(spec)}"
+    return name

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bonbench.api import task as registry
+from bonbench.api.metric.readings import metric_listing
 from bonbench.api.verifier import verifier_names, verifier_schemes
 from bonbench.apps.cli.common import Progress
 from bonbench.apps.cli.evaluation import ListFlags, MergeFlags, ReportFlags, ScoreFlags, engine_args
@@ -34,15 +35,6 @@ from bonbench.run import merge as run_merge
 from bonbench.run.plan import plan
 from bonbench.run.reopen import reopen
 from bonbench.run.request import Plan, RunRequest, RunResult
-
-METRICS_HELP = (
-    "pass@k   unbiased pass@k (Chen et al. 2021), every k <= n",
-    "bon@k    expected correctness of the verifier's top pick among k of n (ties uniform), exact",
-    "maj@k    probability the plurality answer of k of n is correct (ties uniform), exact DP",
-    "max@k    expected maximum reward of k of n (reward-judged tasks; pass@k is refused there)",
-    "mean     mean correctness / reward over samples",
-    "list forms: pass@1,4,16 ; repeat --metric for several kinds",
-)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -132,8 +124,8 @@ def _listing(what: str, out: Path) -> list[str]:
         return [f"{name:<10} engine settings: {settings}" for name, settings in select.describe_backends()]
     if what == "objectives":
         return list_objectives()
-    if what == "metrics":
-        return list(METRICS_HELP)
+    if what == "metrics":  # every registered metric kind (bonbench.metrics entry points), a plugin's too
+        return metric_listing()
     return [str(d) for d in find_run_dirs(out)]
 
 

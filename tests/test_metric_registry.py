@@ -150,12 +150,12 @@ def test_a_bad_name_is_one_line_naming_the_fix(bad: str, fix: str) -> None:
     assert str(err.value).startswith(fix) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("bad", ["foo@3", "pass@x", "pass@", "pass@1,x", "4", "", "pass@-2", "pass@@2", "pass^2"])
+@pytest.mark.parametrize("bad", ["foo@3", "pass@x", "pass@", "pass@1,x", "4", "", "pass@-2", "pass@@2", "pass^x", "pass^"])
 def test_an_unknown_name_lists_the_accepted_forms(bad: str) -> None:
     with pytest.raises(BonbenchError) as err:
         parse_metrics([bad])
     msg = str(err.value)
-    assert "\n" not in msg and "pass@k, bon@k, maj@k, mean or max@k" in msg and "bonbench list metrics" in msg
+    assert "\n" not in msg and "pass@k, pass^k, gpass@k:tau, mgpass@k, bon@k, maj@k, wmaj@k, bom@k:share, mean or max@k" in msg and "bonbench list metrics" in msg
 
 
 def test_a_kind_with_a_parameter_and_a_caret_kind(kinds: None) -> None:
@@ -392,10 +392,11 @@ def test_companions_and_always_metrics_come_from_the_records(kinds: None) -> Non
                                  "nothing to pass or vote on; use bon@k, mean or max@k"),
     (["maj@2", "mean"], "reward", True, "maj@2 read(s) 0/1 verdicts, but this task is judged by a reward model"),
     (["max@4"], "correctness", True, "max@4 read(s) real-valued rewards, but this task is judged by correctness, so its "
-                                     "outcomes are 0/1 grades, not rewards; use pass@k, bon@k, maj@k or mean"),
+                                     "outcomes are 0/1 grades, not rewards; use pass@k, pass^k, gpass@k:tau, "
+                                     "mgpass@k, bon@k, maj@k, wmaj@k, bom@k:share or mean"),
     (["maj@2"], "correctness", False, "maj@2 read(s) the grader's answer classes, but this task has a grader that "
                                       "extracts no answers (it runs programs), so there is nothing to vote on; use "
-                                      "pass@k, bon@k or mean"),
+                                      "pass@k, pass^k, gpass@k:tau, mgpass@k, bon@k or mean"),
 ])
 def test_a_metric_the_task_cannot_compute_is_refused(requested: list[str], judged_by: str, votes: bool, want: str) -> None:
     with pytest.raises(BonbenchError) as err:

@@ -35,6 +35,7 @@ from bonbench.metrics.bootstrap import paired_bootstrap_diff
 from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.pipeline import stages
 from bonbench.pipeline.progress import Progress, no_progress
+from bonbench.pipeline.votes import vote_answers
 from bonbench.plugins.verifiers.manifest import display_name
 from bonbench.run.reopen import reopen
 from bonbench.run.resolve import check_verifier, model_path
@@ -85,7 +86,7 @@ class _Pooled:
         for key in sorted(self.grades):
             keys_of.setdefault(key[0], []).append(key)
         return [ProblemOutcome(pid, tuple(1.0 if self.grades[k].correct else 0.0 for k in keys_of[pid]),
-                               tuple(self.grades[k].answer for k in keys_of[pid]),
+                               vote_answers([self.grades[k] for k in keys_of[pid]]),
                                None if spec is None else tuple(self.scores[spec][k].score for k in keys_of[pid]))
                 for pid in self.order]
 

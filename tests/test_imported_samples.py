@@ -415,7 +415,7 @@ def test_maj_at_k_on_a_code_task_is_refused(tmp_path: Path, data_dir: Path, caps
     code, out, err = _score(tmp_path, data_dir, capsys, "--task", "humaneval", "--samples", str(path), "--metric", "maj@2")
     assert code == 1 and out == "" and err.strip().splitlines() == [
         "error: maj@2 read(s) the grader's answer classes, but this task has a grader that extracts no answers (it runs "
-        "programs), so there is nothing to vote on; use pass@k, bon@k or mean"]
+        "programs), so there is nothing to vote on; use pass@k, pass^k, gpass@k:tau, mgpass@k, bon@k or mean"]
     assert not (tmp_path / "results" / "runs").exists()
     # bon@k's companions on code: pass@k, not maj@k
     code, out, err = _score(tmp_path, data_dir, capsys, "--task", "humaneval", "--samples", str(path), "--metric", "bon@2",

@@ -346,7 +346,8 @@ def test_a_plugin_metric_through_every_command(site: Path, tiny: str, tmp_path: 
     ("hit@2", "error: hit@2 needs its parameter: hit@k:t with t in [0, 5], e.g. hit@2:0.5"),
     ("hit@2:9", "error: hit@2:9: t must be a number in [0, 5], e.g. hit@2:0.5"),
     ("hit@8:0.5", "error: hit@8:0.5 need(s) k <= 4, but n is 4; raise --n to 8 or lower k"),
-    ("hits@2", "error: unknown metric 'hits@2'; use pass@k, bon@k, hit@k:t, coin@k, hat^k, maj@k, mean or max@k (k >= 1; "
+    ("hits@2", "error: unknown metric 'hits@2'; use pass@k, pass^k, gpass@k:tau, mgpass@k, bon@k, hit@k:t, coin@k, hat^k, "
+               "maj@k, wmaj@k, bom@k:share, mean or max@k (k >= 1; "
                "`bonbench list metrics`)"),
 ])
 def test_bad_metric_names_are_one_line(site: Path, tmp_path: Path, metric: str, line: str) -> None:

@@ -130,3 +130,23 @@ def test_bad_metric_input_is_one_line(toy_run: None, tmp_path: Path, capsys: pyt
                         "--verifier", verifier, "--metric", metric)
     lines = err.strip().splitlines()
     assert code == 1 and lines[-1].startswith("error: ") and needle in lines[-1], err
+
+
+def test_a_monte_carlo_metric_is_stored_shown_and_gated_as_one(toy_run: None, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # n = 30: C(30, 4) = 27,405 subsets per problem, more than wmaj@4 counts, so it samples
+    code, out, err = _cli(capsys, "run", "--task", "toy", "--backend", "hf", "--n", "30", "--out", str(tmp_path),
+                          "--verifier", "hashscore", "--metric", "wmaj@4", "--metric", "maj@4")
+    assert code == 0, err
+    run = Path(out.strip().splitlines()[-1])
+    m = json.loads((run / "metrics.json").read_text())["metrics"]["wmaj@4"]
+    assert m["estimate"] == "monte_carlo" and m["mc_draws"] >= 32 and 0 < m["mc_se"]
+    half = (m["ci95"][1] - m["ci95"][0]) / 2
+    assert m["mc_se"] < 0.1 * half  # the draws were chosen for this
+    assert "maj@4" in json.loads((run / "metrics.json").read_text())["metrics"]
+    assert f"{m['mc_se']:.4f}" in out  # the table's MC SE column
+    base = tmp_path / "base.json"
+    code, _, err = _cli(capsys, "gate", "--run", str(run), "--save-baseline", "--out", str(base))
+    assert code == 0, err
+    code, out, err = _cli(capsys, "gate", "--run", str(run), "--baseline", str(base))
+    assert code == 0 and "gate: PASS" in out and "wmaj@4 is a Monte Carlo estimate" in out, out + err

@@ -42,6 +42,7 @@ import numpy as np
 from scipy import stats
 
 from bonbench.api.metric.inputs import reads_scores_name
+from bonbench.api.metric.readings import mc_note
 from bonbench.apps.analysis.baseline import Baseline, run_metric_info, run_problem_ids
 from bonbench.apps.analysis.rundir import Metric, RunData
 from bonbench.core import outputs
@@ -268,6 +269,11 @@ def _notes(baseline: Baseline, run: RunData, names: Sequence[str]) -> list[str]:
     if before != now and selected:
         notes.append(f"verifier differs ({before} (baseline) vs {now} (run)): {', '.join(selected)} compare(s) two "
                      "selectors, not two models; re-save the baseline (--save-baseline) when the verifier changes on purpose")
+    for name in names:
+        mc = mc_note(run.metrics[name].notes) if name in run.metrics else None
+        if mc is not None:
+            notes.append(f"{name} is a Monte Carlo estimate (MC SE {mc[0]:.4f}, {mc[1]} draws per problem): the test's "
+                         "interval includes that noise")
     if baseline.config.get("n") not in (None, run.config.get("n")):
         notes.append(f"n differs ({baseline.config.get('n')} vs {run.config.get('n')}): same estimand, different noise")
     return notes

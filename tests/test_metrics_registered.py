@@ -115,6 +115,11 @@ def test_a_run_computes_the_estimators_on_its_stored_grades(toy_run: None, tmp_p
     assert {"pass^", "gpass:0.5", "mgpass", "wmaj", "bom:0.4"} <= set(curves)
     code, out, err = _cli(capsys, "report", str(run))
     assert code == 0 and all(name in out for name in ("pass^2", "gpass@4:0.5", "wmaj@4", "bom@4:0.4")), err
+    # the report fits the coverage law to rising curves only (MetricKind.scaling_law)
+    code, out, err = _cli(capsys, "plot", str(run))
+    assert code == 0, err
+    fitted = json.loads((run / "report" / "report.json").read_text())["runs"][0]["fits"]
+    assert {"pass", "maj", "wmaj"} <= set(fitted) and not {"pass^", "gpass:0.5", "mgpass", "bom:0.4"} & set(fitted)
 
 
 @pytest.mark.parametrize(("metric", "verifier", "needle"), [

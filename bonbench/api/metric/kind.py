@@ -106,7 +106,9 @@ class MetricKind:
     on whose tasks every run computes it, at k = 1), ``default_curve`` (every run that can writes its
     curve to curves.json; any other kind with a curve gets one when asked for), ``selection_kl`` (on
     a reward-judged task the run also writes the KL of reward-best-of-k selection beside it).
-    Displays read ``order`` (kinds without one follow, by name), ``color`` and ``footnote``.
+    Displays read ``order`` (kinds without one follow, by name), ``color`` and ``footnote``;
+    ``scaling_law``: its curve rises with k towards a ceiling as coverage does, so the report fits
+    the coverage-law families to it (pass^k falls with k and G-Pass@k zigzags: they are not fitted).
     """
 
     kind: str
@@ -128,6 +130,7 @@ class MetricKind:
     order: int | None = None
     color: str | None = None
     footnote: str | None = None
+    scaling_law: bool = False
     how: str = ""
 
     def __post_init__(self) -> None:

@@ -66,6 +66,13 @@ def curve_label(key: str, k: str = "k") -> str:
     return label if spec.param is None else label.rsplit(":", 1)[0] + ":" + format_param(spec.param)
 
 
+def curve_fits_law(key: str) -> bool:
+    """Whether the report fits the coverage-law families to this curve (its kind's ``scaling_law``;
+    a key no installed kind has, such as verifier evaluation's ``bon:<verifier>``, is fitted)."""
+    spec = curve_spec(key)
+    return metric_kind(spec.kind).scaling_law if spec is not None else True
+
+
 def curve_color(key: str) -> str | None:
     spec = curve_spec(key)
     return metric_kind(spec.kind).color if spec is not None else None

@@ -35,7 +35,7 @@ from markupsafe import Markup
 
 from bonbench.api.metric.grammar import check_curve_key, curve_spec, metric_sort_key
 from bonbench.api.metric.kind import metric_kind
-from bonbench.api.metric.readings import footnotes, mc_note, metric_info
+from bonbench.api.metric.readings import curve_fits_law, footnotes, mc_note, metric_info
 from bonbench.apps.analysis.fitreport import selection_rows, selection_table
 from bonbench.apps.analysis.fits import FitError, extrapolation_check, fit_power_law
 from bonbench.apps.analysis.frontier import bon_curves, plane_points
@@ -64,6 +64,8 @@ def _run_section(run: Any, idx: int, out_dir: Path, fit_fraction: float, n_point
     fit_rows: list[tuple[Any, ...]] = []
     sel_rows, info = [], {"run_dir": str(run.path), "hash": run.hash, "fits": {}}
     for kind, c in run.curves.items():
+        if not curve_fits_law(kind):
+            continue  # pass^k, G-Pass@k, bom@k: not coverage-like curves (MetricKind.scaling_law)
         try:
             sel = select_family(c.k, c.value, families, holdout_fraction=holdout_fraction, n_points=n_points)
             sel_rows += selection_rows(kind, sel)

@@ -60,19 +60,19 @@ def _mean_one(o: ProblemOutcome, k: int | None, param: float | None) -> float:
 PASS = MetricKind(
     "pass", "unbiased pass@k (Chen et al. 2021): some sample of k of n is correct, every k <= n",
     reads=frozenset({"grades"}), per_problem=_pass_one, curve=_pass_curve, always_on=("grades",), default_curve=True,
-    order=10, color="#1f77b4")
+    order=10, color="#1f77b4", scaling_law=True)
 BON = MetricKind(
     "bon", "expected outcome of the verifier's top pick among k of n (ties uniform)",
     reads=frozenset({"grades", "rewards", "scores"}), per_problem=_bon_one, curve=_bon_curve,
-    companions=("pass", "maj", "max"), default_curve=True, order=20, color="#d62728")
+    companions=("pass", "maj", "max"), default_curve=True, order=20, color="#d62728", scaling_law=True)
 MAJ = MetricKind(
     "maj", "probability that the plurality answer of k of n is correct (ties uniform, abstentions vote for nothing)",
     reads=frozenset({"grades", "answers"}), per_problem=_maj_one, curve=_maj_curve, default_curve=True,
-    order=30, color="#2ca02c")
+    order=30, color="#2ca02c", scaling_law=True)
 MEAN = MetricKind(
     "mean", "mean correctness or reward over all samples", reads=frozenset({"grades", "rewards"}),
     takes_k=False, per_problem=_mean_one, always_on=("rewards",), order=40)
 MAX = MetricKind(
     "max", "expected maximum reward of k of n (pass@k's estimator on rewards)",
     reads=frozenset({"rewards"}), per_problem=_pass_one, curve=_pass_curve, default_curve=True, selection_kl=True,
-    order=50, color="#9467bd")
+    order=50, color="#9467bd", scaling_law=True)

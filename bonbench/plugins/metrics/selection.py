@@ -53,7 +53,7 @@ def _bom_curve(outcomes: Sequence[ProblemOutcome], ks: Sequence[int], param: flo
 
 WMAJ = MetricKind(
     "wmaj", "the answer class with the largest sum of verifier scores in k of n wins (ties uniform; scores >= 0)",
-    reads=_READS, curve=_wmaj_curve, estimate="monte_carlo", order=31, color="#e377c2")
+    reads=_READS, curve=_wmaj_curve, estimate="monte_carlo", order=31, color="#e377c2", scaling_law=True)
 BOM = MetricKind(
     "bom", "Best-of-Majority: the verifier's best sample among the answer classes with at least a share of the votes",
     reads=_READS, param=Param("share", 0.0, 1.0, example=0.5), per_problem=_bom_one, curve=_bom_curve,

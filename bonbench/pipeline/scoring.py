@@ -28,7 +28,7 @@ from bonbench.core.store import read_run_json
 from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.metrics.names import group_metric_name
 from bonbench.pipeline.prepared import PreparedRun, grading, problem_set_id
-from bonbench.pipeline.votes import vote_answers
+from bonbench.pipeline.votes import vote_classes
 
 Key = tuple[str, int]
 # metrics computed beside a run's own from its samples and grades (``bonbench.pipeline.compare``)
@@ -54,6 +54,7 @@ def outcomes(run: PreparedRun, grades: dict[Key, Grade], scores: dict[Key, Score
             g = grades[unscored[0]]
             raise BonbenchError(f"{len(unscored)} grades of reward-judged task {run.task.name!r} have no reward "
                                 f"(e.g. {g.key}: {g.error or 'no score'}); fix the reward model and run `bonbench score` again")
+    votes = vote_classes(run.task.grader, {p.id: [grades[k] for k in by_problem.get(p.id, [])] for p in run.problems})
     out = []
     for p in run.problems:
         keys = by_problem.get(p.id, [])
@@ -61,7 +62,7 @@ def outcomes(run: PreparedRun, grades: dict[Key, Grade], scores: dict[Key, Score
             problem_id=p.id,
             # binary tasks: 1.0 / 0.0 from the verdict; reward-judged tasks: the real-valued reward
             correct=tuple(float(grades[k].score) if reward else (1.0 if grades[k].correct else 0.0) for k in keys),  # type: ignore[arg-type]  # unscored: refused above
-            answers=vote_answers([grades[k] for k in keys]),
+            answers=votes[p.id],
             scores=None if scores is None else tuple(scores[k].score for k in keys),
             logprobs=_logprobs(p.id, keys, logprobs),
         ))

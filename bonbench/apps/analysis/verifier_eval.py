@@ -35,7 +35,7 @@ from bonbench.metrics.bootstrap import paired_bootstrap_diff
 from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.pipeline import stages
 from bonbench.pipeline.progress import Progress, no_progress
-from bonbench.pipeline.votes import vote_answers
+from bonbench.pipeline.votes import vote_classes
 from bonbench.plugins.verifiers.manifest import display_name
 from bonbench.run.reopen import reopen
 from bonbench.run.resolve import check_verifier, model_path
@@ -74,9 +74,11 @@ def _auroc(labels: Sequence[float], scores: Sequence[float]) -> float | None:
 
 @dataclass(frozen=True)
 class _Pooled:
-    """The runs' grades and each verifier's scores, pooled by key, and the problems in run order."""
+    """The runs' grades, the answer classes they vote for (per problem, in sample order) and each
+    verifier's scores, pooled by key, and the problems in run order."""
 
     grades: dict[Key, Grade]
+    votes: dict[str, tuple[str | None, ...]]
     scores: dict[str, dict[Key, Score]]
     order: tuple[str, ...]
     n: int
@@ -86,7 +88,7 @@ class _Pooled:
         for key in sorted(self.grades):
             keys_of.setdefault(key[0], []).append(key)
         return [ProblemOutcome(pid, tuple(1.0 if self.grades[k].correct else 0.0 for k in keys_of[pid]),
-                               vote_answers([self.grades[k] for k in keys_of[pid]]),
+                               self.votes[pid],
                                None if spec is None else tuple(self.scores[spec][k].score for k in keys_of[pid]))
                 for pid in self.order]
 
@@ -95,6 +97,7 @@ def _pool(run_dirs: Sequence[Path], verifiers: Sequence[str], data_dir: str | No
     """Grade every run (``bonbench.run.reopen``: the task and grader of ``bonbench score``) and score
     it with every verifier, each checked against the run's task and policy as ``bonbench run`` does."""
     grades: dict[Key, Grade] = {}
+    votes: dict[str, tuple[str | None, ...]] = {}
     scores: dict[str, dict[Key, Score]] = {v: {} for v in verifiers}
     order: list[str] = []
     ns = set()
@@ -106,6 +109,10 @@ def _pool(run_dirs: Sequence[Path], verifiers: Sequence[str], data_dir: str | No
         samples = stages.load_samples(run)
         g = stages.grade(run, samples, progress)
         grades.update(g)
+        of_problem: dict[str, list[Grade]] = {q.id: [] for q in run.problems}
+        for key in sorted(g):
+            of_problem.setdefault(key[0], []).append(g[key])
+        votes.update(vote_classes(run.task.grader, of_problem))
         folder = model_path(run.store.read_config()["config"])  # the run's model folder, for the family check
         for spec in verifiers:
             v = check_verifier(spec, data_dir, task=run.task.name, model_path=folder)
@@ -113,7 +120,7 @@ def _pool(run_dirs: Sequence[Path], verifiers: Sequence[str], data_dir: str | No
             scores[spec].update(stages.verify(run, v, samples, g, progress, stage=f"verify {spec}"))
         order += [q.id for q in run.problems]
         ns.add(run.cfg.n)
-    return _Pooled(grades, scores, tuple(order), min(ns))
+    return _Pooled(grades, votes, scores, tuple(order), min(ns))
 
 
 def evaluate(run_dirs: Sequence[Path], verifiers: Sequence[str], *, data_dir: str | None = None, n_boot: int = 1000,

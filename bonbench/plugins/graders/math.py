@@ -31,6 +31,7 @@ from typing import Any
 
 from bonbench.core.records import Grade, Problem, Sample
 from bonbench.plugins.graders.math_canonical import canonical_answer
+from bonbench.plugins.graders.math_classes import answer_classes
 from bonbench.plugins.graders.math_conventions import DEFAULT_CONVENTIONS, MathConventions
 from bonbench.plugins.graders.math_equiv import NeedsSympy, equiv_canonical
 from bonbench.plugins.graders.math_extract import extract_answer, gold_answers
@@ -213,7 +214,8 @@ class MathGrader:
     ``workers`` defaults to the number of usable cores; ``timeout`` (seconds) bounds each symbolic
     comparison; ``conventions`` are the readings where graders differ (``MathConventions``: a
     percent, a decimal comma, a gold written as several boxes). Grade.answer is the canonical
-    answer (None when nothing was extracted).
+    answer (None when nothing was extracted); ``answer_classes`` says which canonical answers of a
+    problem are equal to each other (the classes vote-counting metrics count).
     """
 
     name = "math"
@@ -275,6 +277,16 @@ class MathGrader:
             for i in idxs:
                 out[i] = make(i, verdict, key[1], err)
         return [g for g in out if g is not None]
+
+    def answer_classes(self, groups: Sequence[Sequence[str]]) -> list[list[int]]:
+        """Which of each problem's canonical answers are equal to each other (``math_classes``): per
+        group, the index of each answer's class. Symbolic comparisons run on the worker pool, bounded
+        by ``timeout`` each, as in ``grade``."""
+
+        def settle(items: list[tuple[int, str, str]]) -> dict[int, bool]:
+            return {i: verdict for i, (verdict, _) in _run_pool(items, self.timeout, self.workers).items()}
+
+        return answer_classes(groups, settle)
 
     def _decide(self, problems: Mapping[str, Problem], keys: list[tuple[str, str]],
                 gold_canon: dict[str, list[str] | Exception]) -> dict[tuple[str, str], tuple[bool, str | None]]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from bonbench.core.records import Grade
 from bonbench.metrics.maj import maj_at_k
+from bonbench.pipeline.votes import vote_answers, vote_classes
 from bonbench.plugins.graders.math import MathGrader
 from bonbench.plugins.graders.math_canonical import canonical_answer
 from bonbench.plugins.graders.math_classes import answer_classes, numeric_signature
-from bonbench.pipeline.votes import vote_answers, vote_classes
 
 
 def _g(i: int, correct: bool | None, answer: str | None, pid: str = "p") -> Grade:

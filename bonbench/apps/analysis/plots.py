@@ -37,8 +37,10 @@ def plot_k_curves(curves: Mapping[str, Curve], out: Path, *, title: str = "",
     ax = fig.add_subplot()
     # tab10 is a ListedColormap (a list of colours); the registry's annotation is the base Colormap
     taken = {r.color for r in metric_kinds() if r.color}
-    spare = iter(c for c in matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]  # see above
-                 if matplotlib.colors.to_hex(c) not in taken)
+    # the kinds take most of tab10: the spares continue into Dark2 and tab20, each colour once
+    palette = [matplotlib.colors.to_hex(c) for name in ("tab10", "Dark2", "tab20")
+               for c in matplotlib.colormaps[name].colors]  # type: ignore[attr-defined]  # see above
+    spare = iter(dict.fromkeys(c for c in palette if c not in taken))
     for kind, c in curves.items():
         color = curve_color(kind) or next(spare, None)
         ok = np.isfinite(c.value)

@@ -115,6 +115,12 @@ class Score:
     retrained reward model has a new fingerprint; a verifier derived from grades folds the grading
     into its fingerprint); the pipeline stamps them and reuses a row only when both match. Rows
     written before these fields existed read as version 1 with an empty fingerprint.
+
+    A process reward model also stores its per-step scores (``steps``, in step order) and the
+    aggregation that made ``score`` of them (``aggregation``: ``min``, ``prod``, ``last``, ``mean``),
+    so that another aggregation re-scores without the model. ``tokens`` and ``calls`` are what the
+    verifier spent on this sample: the tokens it read and the forward passes (or API calls) it made;
+    None where a verifier does not count them (rows written before these fields existed).
     """
 
     problem_id: str
@@ -123,6 +129,10 @@ class Score:
     score: float
     verifier_version: int = 1
     verifier_fingerprint: str = ""
+    steps: tuple[float, ...] | None = None
+    aggregation: str | None = None
+    tokens: int | None = None
+    calls: int | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -176,4 +186,6 @@ def from_row(cls: type, row: Mapping[str, Any]) -> Any:
         kwargs["messages"] = tuple(kwargs["messages"])
     if "stop" in kwargs:
         kwargs["stop"] = tuple(kwargs["stop"])
+    if kwargs.get("steps") is not None:
+        kwargs["steps"] = tuple(float(v) for v in kwargs["steps"])
     return cls(**kwargs)

@@ -24,6 +24,7 @@ batch. This module does not decide what is summed (``loop`` does) and does not w
 from __future__ import annotations
 
 import datetime
+import gc
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -184,4 +185,9 @@ def start(prompts_per_step: int) -> tuple[Comm, bool]:
 
 def stop(started: bool) -> None:
     if started and torch.distributed.is_initialized():
+        # free the trainer's cyclic garbage (the DDP reducer and the collectives it still holds)
+        # while the group is alive: destroyed at interpreter exit instead, gloo's worker threads can
+        # find the interpreter gone and abort the rank ("terminate called without an active
+        # exception"), as a fresh-clone CI run saw once
+        gc.collect()
         torch.distributed.destroy_process_group()

@@ -155,3 +155,31 @@ def test_a_monte_carlo_metric_is_stored_shown_and_gated_as_one(toy_run: None, tm
     assert code == 0, err
     code, out, err = _cli(capsys, "gate", "--run", str(run), "--baseline", str(base))
     assert code == 0 and "gate: PASS" in out and "wmaj@4 is a Monte Carlo estimate" in out, out + err
+
+
+def test_rebuilt_curves_vote_in_the_pipelines_classes(toy_run: None, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``rundir.per_problem_curves`` rebuilds maj@k with the classes the pipeline scored: right
+    answers written in two forms vote together there too."""
+    from bonbench.apps.analysis.rundir import load_run, per_problem_curves
+
+    code, out, err = _cli(capsys, "run", "--task", "toy", "--backend", "hf", "--n", "6", "--out", str(tmp_path),
+                          "--metric", "maj@4")
+    assert code == 0, err
+    run = Path(out.strip().splitlines()[-1])
+    path = run / "grades" / "exact.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    flipped = 0
+    for r in rows:  # every other right answer in a second form
+        if r["correct"] and r["sample_idx"] % 2:
+            r["answer"] += ".0"
+            flipped += 1
+    assert flipped
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = _cli(capsys, "score", str(run), "--metric", "maj@4")
+    assert code == 0, err
+    stored = json.loads((run / "metrics.json").read_text())["per_problem"]["maj@4"]
+    rebuilt = per_problem_curves(load_run(run), "maj", [4])
+    assert set(rebuilt) == set(stored)
+    for pid, values in rebuilt.items():
+        assert values[0] == pytest.approx(stored[pid], abs=1e-12), pid

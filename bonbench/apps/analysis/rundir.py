@@ -36,6 +36,7 @@ from bonbench.core.models import training_summary
 from bonbench.core.store import RunStore, find_run_dirs, is_run_dir, read_run_json
 from bonbench.metrics.bootstrap import bootstrap_ci
 from bonbench.metrics.estimators import ProblemOutcome
+from bonbench.pipeline.votes import vote_answers
 
 SWEEP_FILE = "sweep.json"
 # The settings that change what a metric measures; two runs that agree on all of them are
@@ -307,7 +308,9 @@ def per_problem_curves(run: RunData, kind: str, ks: Sequence[int], grader: str |
     """problem_id -> estimate of curve ``kind`` (a metric kind with a curve: ``pass``, ``bon``,
     ``maj``, ``gpass:0.5``, ...) at each k of ``ks`` (NaN where k > n).
 
-    Rebuilt from ``grades/`` (0/1 verdicts and answers) and, for a kind that reads verifier scores,
+    Rebuilt from ``grades/`` (0/1 verdicts, and answers in the classes ``bonbench.pipeline.votes.vote_answers``
+    gives: right answers vote together; without the task's grader, wrong answers keep their canonical
+    forms) and, for a kind that reads verifier scores,
     ``scores/`` through the metric registry (``bonbench.api.metric.values.curve_values``), because
     metrics.json keeps per-problem values only for requested metrics.
     """
@@ -326,7 +329,7 @@ def per_problem_curves(run: RunData, kind: str, ks: Sequence[int], grader: str |
         scores = None if score_rows is None else tuple(score_rows[(pid, i)].score if (pid, i) in score_rows else -math.inf
                                                        for i in idx)
         outcomes.append(ProblemOutcome(pid, tuple(1.0 if rows[pid][i].correct else 0.0 for i in idx),
-                                       tuple(rows[pid][i].answer for i in idx), scores))
+                                       vote_answers([rows[pid][i] for i in idx]), scores))
     mat = curve_values(outcomes, kind, [int(k) for k in ks], seed=run.seed)
     return {pid: mat[i] for i, pid in enumerate(ids)}
 

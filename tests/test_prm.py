@@ -131,3 +131,11 @@ class _NoGrader:
 
     def grade(self, problems: object, samples: list[Sample]) -> list[Grade]:
         return [Grade(s.problem_id, s.sample_idx, self.name, self.version, correct=None) for s in samples]
+
+
+def test_list_verifiers_shows_one_prm_example(capsys: pytest.CaptureFixture[str]) -> None:
+    from bonbench.apps.cli import main
+
+    assert main(["list", "verifiers"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("prm:")]
+    assert len(lines) == 1 and "?agg=" in lines[0] and "process reward model" in lines[0]

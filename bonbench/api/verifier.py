@@ -15,7 +15,7 @@ This module knows no verifier itself: the built-ins are plugins (``bonbench.plug
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from bonbench.core.records import Grade, Problem, Sample, Score
 from bonbench.core.registry import Registry
@@ -38,6 +38,15 @@ class Verifier(Protocol):
     def score(
         self, problems: Mapping[str, Problem], samples: Sequence[Sample], grades: Mapping[tuple[str, int], Grade]
     ) -> list[Score]: ...
+
+
+@runtime_checkable
+class Rederives(Protocol):
+    """A verifier that can re-derive its own stored row of another setting without its model (a
+    process reward model's per-step scores under a new aggregation): ``rederive`` returns the row
+    as this verifier would score it, or None when the row is not one it can reuse."""
+
+    def rederive(self, row: Score) -> Score | None: ...
 
 
 VerifierFactory = Callable[..., Verifier]

@@ -22,7 +22,7 @@ from typing import Any
 from bonbench.api.metric.grammar import MetricSpec
 from bonbench.api.sampler import Sampler, SampleRequest, SamplingParams
 from bonbench.api.task import Grader
-from bonbench.api.verifier import Verifier
+from bonbench.api.verifier import Rederives, Verifier
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
 from bonbench.pipeline.prepared import (
@@ -163,11 +163,21 @@ def grade(run: PreparedRun, samples: dict[Key, Sample], progress: Progress = no_
 def verify(run: PreparedRun, verifier: Verifier, samples: dict[Key, Sample], grades: dict[Key, Grade],
            progress: Progress = no_progress, stage: str = "verify") -> dict[Key, Score]:
     """Verifier scores for ``samples``; only samples without a score of this verifier's name,
-    version and fingerprint are scored (older rows stay in the file, unused). Scored and appended
-    in chunks, so a killed run keeps what it scored and the progress bar moves."""
+    version and fingerprint are scored (older rows stay in the file, unused), except rows that a
+    ``Rederives`` verifier re-derives without its model (a PRM's steps under a new aggregation),
+    appended as its own. Scored and appended in chunks, so a killed run keeps what it scored and
+    the progress bar moves."""
     version, fingerprint = scorer_id(run, verifier)
     table = run.store.scores(verifier.name)
     scores = table.read(lambda sc: sc.scored_by(version, fingerprint))
+    if isinstance(verifier, Rederives):  # rows of another setting of the same model, re-derived without it
+        rederive = verifier.rederive
+        old = table.read(lambda sc: sc.key in samples and sc.key not in scores and rederive(sc) is not None)
+        again = [replace(sc, verifier_version=version, verifier_fingerprint=fingerprint)
+                 for sc in map(rederive, old.values()) if sc is not None]
+        if again:
+            table.append(again)
+            scores.update({s.key: s for s in again})
     todo = [s for k, s in sorted(samples.items()) if k not in scores]
     problems = {p.id: p for p in run.problems}
     if todo:

@@ -1,0 +1,142 @@
+"""The ``prm:`` verifier scheme: a process reward model's per-step scores, aggregated, as bon@k scores.
+
+``--verifier prm:SOURCE?agg=min&family=qwen&batch_size=8&trust_remote_code=true``: SOURCE is a
+local folder or a hub id; the options are ``PRMOptions``' fields, coerced by the registry's one
+coercion (a wrong value is one line naming the option and its choices). Building the verifier
+reads the config and the tokenizer, never the weights: the family is recognised (or ``?family=``
+given), its separator or tag is checked in the tokenizer, and an unknown option, aggregation or
+family fails then, before any sampling. The model loads when the first sample is scored.
+
+Every row stores the per-step scores (``Score.steps``), the aggregation that made ``Score.score``
+of them (``Score.aggregation``), the tokens the PRM read and its forward passes (``tokens``,
+``calls``: 1 per scored sample, 0 for a completion with no step). The verifier's name leaves the
+aggregation out, and its fingerprint puts it in: a run with another ``agg`` finds the rows of the
+same model under another fingerprint and re-aggregates their steps without loading the model
+(``rederive``, called by the verify stage). Aggregations: ``family.AGGREGATIONS``.
+
+The engine is chosen by ``backend`` (``hf``: transformers, ``encode``/``hf``); vLLM's pooling
+runner is another entry of ``BACKENDS`` with the same ``step_scores``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Grade, Problem, Sample, Score
+from bonbench.core.registry import coerce_kwargs
+from bonbench.plugins.rewards.base import reward_prompt
+from bonbench.plugins.rewards.hf import resolve_source
+from bonbench.plugins.rewards.prm.encode import StepEncoder
+from bonbench.plugins.rewards.prm.family import FAMILIES, Aggregation, FamilyName, PRMFamily, aggregate, detect_family
+from bonbench.plugins.rewards.prm.hf import HFStepScorer, device_and_dtype, needs_remote_code
+
+VERSION = 1
+BACKENDS = {"hf": HFStepScorer}
+
+
+@dataclass(frozen=True)
+class PRMOptions:
+    """The ``?key=value`` options of a ``prm:`` verifier."""
+
+    agg: Aggregation = "min"
+    family: FamilyName | None = None
+    batch_size: int | None = None
+    trust_remote_code: bool = False
+    backend: Literal["hf"] = "hf"
+    device: str = "auto"
+    dtype: str = "auto"
+
+
+def parse_prm(spec: str) -> tuple[str, PRMOptions]:
+    """(source, options) of ``SOURCE?key=value&...``, or a one-line error."""
+    source, _, query = spec.strip().partition("?")
+    if not source:
+        raise BonbenchError("--verifier prm: needs a folder or hub id, e.g. prm:Qwen/Qwen2.5-Math-PRM-7B?agg=min")
+    given: dict[str, str] = {}
+    for part in filter(None, query.split("&")):
+        key, eq, value = part.partition("=")
+        if not eq or not key.strip():
+            raise BonbenchError(f"PRM option {part!r} in {spec!r} is not KEY=VALUE (e.g. prm:{source}?agg=min)")
+        given[key.strip()] = value.strip()
+    owner = f"PRM verifier {source!r}"
+    return source, PRMOptions(**coerce_kwargs(PRMOptions, given, owner=owner, noun="option"))
+
+
+class PRMVerifier:
+    """A process reward model as a bon@k verifier (module docstring)."""
+
+    uses_grades = False
+    version = VERSION
+
+    def __init__(self, source: str, options: PRMOptions = PRMOptions()) -> None:
+        from transformers import AutoConfig, AutoTokenizer
+
+        self.source, self.options = source, options
+        self.path, weights = resolve_source(source)
+        trust = options.trust_remote_code
+        try:
+            config = AutoConfig.from_pretrained(self.path, trust_remote_code=trust)
+            tokenizer = AutoTokenizer.from_pretrained(self.path, trust_remote_code=trust)
+        except (OSError, ValueError) as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise BonbenchError(f"could not read the config and tokenizer of PRM {source!r} ({first}); "
+                                "pass a folder saved with save_pretrained (model and tokenizer)") from None
+        self.family: PRMFamily = FAMILIES[options.family] if options.family else detect_family(source, config)
+        StepEncoder(self.family, tokenizer, source)  # the separator, tag or reply tokens exist: checked now
+        if self.family.loader == "token_classifier" and needs_remote_code(config) and not trust:
+            raise BonbenchError(f"PRM {source!r} runs its own modelling code: add ?trust_remote_code=true "
+                                "if you trust the model's source")
+        self.device, self.dtype = device_and_dtype(options.device, options.dtype)
+        slug = re.sub(r"[^A-Za-z0-9._]+", "-", Path(source.rstrip("/")).name).strip("-.")[:50] or "x"
+        self.name = f"prm-{slug}-{hashlib.sha256(source.encode()).hexdigest()[:6]}"
+        recipe = {"weights": weights, "family": asdict(self.family), "dtype": self.dtype, "backend": options.backend}
+        self.steps_fingerprint = "sha256:" + hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+        self.fingerprint = self.fingerprint_for(options.agg)
+        self.engine: Any = None
+
+    def fingerprint_for(self, agg: str) -> str:
+        """The fingerprint of this model's rows aggregated with ``agg``."""
+        return f"{self.steps_fingerprint}|agg={agg}"
+
+    def rederive(self, row: Score) -> Score | None:
+        """A stored row of this model under another aggregation, re-aggregated (no model); else None."""
+        if row.steps is None or row.aggregation is None or row.verifier_version != self.version:
+            return None
+        if row.verifier_fingerprint != self.fingerprint_for(row.aggregation):
+            return None
+        return replace(row, score=aggregate(row.steps, self.options.agg), aggregation=self.options.agg)
+
+    def load(self) -> Any:
+        """The engine (the model loads now, once)."""
+        if self.engine is None:
+            o = self.options
+            self.engine = BACKENDS[o.backend](self.path, self.source, self.family, device=self.device, dtype=self.dtype,
+                                              batch_size=o.batch_size, trust_remote_code=o.trust_remote_code)
+        return self.engine
+
+    def score(self, problems: Mapping[str, Problem], samples: Sequence[Sample],
+              grades: Mapping[tuple[str, int], Grade]) -> list[Score]:
+        steps = [self.family.steps(s.completion) for s in samples]
+        questions = [reward_prompt(problems[s.problem_id]) for s in samples]
+        results = self.load().step_scores(questions, steps) if any(steps) else [((), 0)] * len(samples)
+        agg = self.options.agg
+        return [Score(s.problem_id, s.sample_idx, self.name, aggregate(values, agg), steps=values, aggregation=agg,
+                      tokens=tokens, calls=1 if values else 0)
+                for s, (values, tokens) in zip(samples, results, strict=True)]
+
+
+def prm_verifier(spec: str) -> PRMVerifier:
+    """prm:Qwen/Qwen2.5-Math-PRM-7B?agg=min&trust_remote_code=true  a process reward model, steps aggregated.
+
+    Families: qwen, math-shepherd, rlhflow, skywork, trl (recognised from the config and name, or
+    ``?family=``); docs/verifiers.md gives each public model's command.
+    """
+    source, options = parse_prm(spec)
+    return PRMVerifier(source, options)

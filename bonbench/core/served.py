@@ -101,7 +101,12 @@ def retryable(exc: BaseException) -> str | None:
 
 
 class EndpointDown(BonbenchError):
-    """An endpoint exhausted its tries on retryable failures (down, overloaded, timing out, bad answers)."""
+    """An endpoint exhausted its tries on retryable failures (down, overloaded, timing out, bad answers);
+    ``reason`` is the last failure in a few words (``connection refused``, ``HTTP 503``)."""
+
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def fix_for(kind: str) -> str:
@@ -170,7 +175,7 @@ async def with_retries(endpoint: str, opts: OpenAIOptions, call: Callable[[], Aw
         if kind == "slow" and not last:
             # quick failures end in one error line within seconds; a stall is worth saying at once
             warn.once(endpoint, kind, f"{reason}; retrying (up to {opts.max_attempts} attempts per request)")
-    raise EndpointDown(f"endpoint {endpoint}: no answer after {opts.max_attempts} attempts ({reason}); {fix_for(kind)}")
+    raise EndpointDown(f"endpoint {endpoint}: no answer after {opts.max_attempts} attempts ({reason}); {fix_for(kind)}", reason)
 
 
 def client(endpoint: str, opts: OpenAIOptions) -> Any:

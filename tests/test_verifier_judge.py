@@ -31,6 +31,7 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Sample
 from bonbench.core.served import EndpointDown
 from bonbench.plugins.samplers.local_server import free_port
+from bonbench.plugins.verifiers.judge import JudgeVerifier
 from bonbench.plugins.verifiers.judge_prompt import DIRECT_V1, load_prompt, p_yes, verdict_of
 
 REPO = Path(__file__).resolve().parents[1]
@@ -188,6 +189,7 @@ def test_fingerprint_follows_the_prompt_and_the_options(server: JudgeServer, tmp
     custom = get_verifier(f"judge:openai:{server.url}?model=judge-model&prompt={prompt}")
     floor = get_verifier(f"judge:openai:{server.url}?model=judge-model&floor=0.01")
     assert len({base.fingerprint, custom.fingerprint, floor.fingerprint}) == 3
+    assert isinstance(custom, JudgeVerifier) and isinstance(base, JudgeVerifier)
     assert custom.prompt.version.startswith("file-") and base.prompt.version == "judge-v1"
     assert base.fingerprint == get_verifier(f"judge:openai:{server.url}?model=judge-model").fingerprint
 
@@ -252,3 +254,80 @@ def test_prompt_file_placeholders_are_checked(tmp_path: Path) -> None:
     assert load_prompt(str(file), 3).cot
     with pytest.raises(BonbenchError, match=r"has a \{rationale\} but k=0"):
         load_prompt(str(file), 0)
+
+
+# ----------------------------------------------------------------------------- a tiny local judge
+
+WORDS = ("Yes", "yes", "YES", "No", "no", "Maybe", "What", "is", "2", "+", "4", "5", "=", "Answer:", "GOOD:", "Problem:",
+         "solution", "correct?", "the", "a", "of", "and", "step", "by")
+
+
+def build_tiny_judge(folder: Path) -> Path:
+    """A 2-layer Llama with a word-level tokenizer that has Yes/No variants (28-word vocab)."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<bos>", "<eos>", "<unk>"]
+    vocab = {w: i for i, w in enumerate([*specials, *WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 1)])
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512, initializer_range=0.5,
+                      pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    LlamaForCausalLM(cfg).save_pretrained(folder)
+    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
+                            unk_token="<unk>").save_pretrained(folder)
+    return folder
+
+
+def reference_p_yes(folder: Path, text: str, top: int, floor: float) -> float:
+    """The definition, one text at a time: softmax of the next-token logits, the ``top`` most likely
+    tokens, P(Yes variants) / P(Yes or No variants) among them."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    with torch.no_grad():
+        probs = torch.softmax(model(**tok(text, return_tensors="pt")).logits[0, -1].double(), dim=-1)
+    best = torch.argsort(probs, descending=True)[:top].tolist()
+    yes = sum(float(probs[i]) for i in best if tok.decode([i]).strip().lower() == "yes")
+    no = sum(float(probs[i]) for i in best if tok.decode([i]).strip().lower() == "no")
+    return yes / (yes + no) if yes else floor
+
+
+@pytest.fixture(scope="module")
+def tiny_judge(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_judge(tmp_path_factory.mktemp("judge"))
+
+
+def test_local_judge_equals_the_reference_at_any_batch_size(tiny_judge: Path) -> None:
+    problems = {"p": Problem("p", "What is 2 + 2?", "4")}
+    samples = [Sample("p", i, text, 3, "stop") for i, text in enumerate(
+        ["2 + 2 = 4", "GOOD: 4", "2 + 2 = 5 and the step by step", "Maybe 5", "a"])]
+    got = {}
+    for top in (20, 6):
+        one = get_verifier(f"judge:{tiny_judge}?top={top}&batch_size=1").score(problems, samples, {})
+        many = get_verifier(f"judge:{tiny_judge}?top={top}&batch_size=4").score(problems, samples, {})
+        prompt = load_prompt(None, 0)
+        for s, a, b in zip(samples, one, many, strict=True):
+            ref = reference_p_yes(tiny_judge, prompt.verdict("What is 2 + 2?", s.completion), top, 0.0)
+            assert a.score == pytest.approx(ref, abs=1e-5) and b.score == pytest.approx(a.score, abs=1e-5)
+            assert a.calls == 1 and a.tokens == len(prompt.verdict("What is 2 + 2?", s.completion).split()) + 1  # + <bos>
+        got[top] = [sc.score for sc in one]
+    assert all(0.0 < v < 1.0 for v in got[20])  # both verdicts among the top 20 of this tiny model
+    assert got[6] == [0.0] * len(samples)  # no Yes variant among the top 6: the floor
+
+
+def test_local_judge_cot_counts_generated_tokens(tiny_judge: Path) -> None:
+    problems = {"p": Problem("p", "What is 2 + 2?", "4")}
+    judge = get_verifier(f"judge:{tiny_judge}?k=2&max_tokens=5&temperature=1.0")
+    (row,) = judge.score(problems, [Sample("p", 0, "2 + 2 = 4", 3, "stop")], {})
+    assert row.steps is not None and len(row.steps) == 2 and row.score == pytest.approx(sum(row.steps) / 2, abs=1e-12)
+    assert row.calls is not None and 2 + 2 <= row.calls <= 2 + 2 * 5  # 2 reads + one forward per generated token
+    again = get_verifier(f"judge:{tiny_judge}?k=2&max_tokens=5&temperature=1.0").score(
+        problems, [Sample("p", 0, "2 + 2 = 4", 3, "stop")], {})
+    assert again[0].steps == row.steps  # seeded rationales: the same scores

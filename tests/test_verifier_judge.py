@@ -294,8 +294,9 @@ def reference_p_yes(folder: Path, text: str, top: int, floor: float) -> float:
     with torch.no_grad():
         probs = torch.softmax(model(**tok(text, return_tensors="pt")).logits[0, -1].double(), dim=-1)
     best = torch.argsort(probs, descending=True)[:top].tolist()
-    yes = sum(float(probs[i]) for i in best if tok.decode([i]).strip().lower() == "yes")
-    no = sum(float(probs[i]) for i in best if tok.decode([i]).strip().lower() == "no")
+    words = {i: str(tok.decode([i])).strip().lower() for i in best}
+    yes = math.fsum(float(probs[i]) for i in best if words[i] == "yes")
+    no = math.fsum(float(probs[i]) for i in best if words[i] == "no")
     return yes / (yes + no) if yes else floor
 
 

@@ -39,8 +39,9 @@ from bench_sampler import CPU, QUESTIONS, compare, few_shot, ratio_line
 from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.core.models import resolve_model
 from bonbench.core.records import Prompt
+from bonbench.core.served import OpenAIOptions, served_model
 from bonbench.plugins.samplers.local_server import vllm_serve
-from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, served_model
+from bonbench.plugins.samplers.openai_backend import OpenAISampler
 
 REPO = Path(__file__).resolve().parents[1]
 SERVED = "gemma-3-270m"

@@ -29,8 +29,9 @@ import pytest
 from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Prompt
-from bonbench.plugins.samplers.openai_answers import retry_after
-from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, base_url, served_model
+from bonbench.core.served import OpenAIOptions, base_url, served_model
+from bonbench.core.served_answers import retry_after
+from bonbench.plugins.samplers.openai_backend import OpenAISampler
 
 REPO = Path(__file__).resolve().parents[1]
 TOKEN_LPS = (-0.5, -0.25, -0.125)  # the script's three "tokens"
@@ -282,9 +283,9 @@ def test_retry_after_parsing() -> None:
 
 def test_a_long_retry_after_is_capped_and_said(server: FakeServer, monkeypatch: pytest.MonkeyPatch,
                                                capfd: pytest.CaptureFixture[str]) -> None:
-    from bonbench.plugins.samplers import openai_backend
+    from bonbench.core import served
 
-    monkeypatch.setattr(openai_backend, "RETRY_AFTER_CAP_S", 0.2)
+    monkeypatch.setattr(served, "RETRY_AFTER_CAP_S", 0.2)
     server.faults.append("retry-after=3600")
     assert len(_one(sampler_for(fast(server.url)))) == 1
     assert "HTTP 429 asks to wait 3600 s (Retry-After); waiting 0.2 s, bonbench's cap" in capfd.readouterr().err

@@ -25,10 +25,10 @@ from bonbench.core import models, ray_cluster
 from bonbench.core.config import RunConfig, saved_settings
 from bonbench.core.data import resolve_data_dir
 from bonbench.core.errors import BonbenchError
+from bonbench.core.served import served_model
 from bonbench.plugins.graders.code_cases import ENV_EXEC_CACHE
 from bonbench.plugins.graders.ray_sandbox import RaySandbox
 from bonbench.plugins.samplers import select
-from bonbench.plugins.samplers.openai_backend import served_model
 from bonbench.plugins.samplers.ray_backend import RaySampler, SamplerSpec
 from bonbench.plugins.verifiers.manifest import model_type
 from bonbench.run.request import RunRequest

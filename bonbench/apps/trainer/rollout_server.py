@@ -29,7 +29,8 @@ from typing import Any
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
-from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, base_url
+from bonbench.core.served import OpenAIOptions, base_url
+from bonbench.plugins.samplers.openai_backend import OpenAISampler
 
 SERVER_HINT = ("start it with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve BASE --enable-lora "
                "--max-lora-rank R (R >= --lora-rank), on a machine that can read the checkpoint folder")

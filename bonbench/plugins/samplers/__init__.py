@@ -2,7 +2,7 @@
 
 ``select.get_sampler`` builds a backend by name through the sampler registry: ``vllm`` (one vLLM
 engine), ``hf`` (transformers; its factory, ``hf_factory``, loads torch only when it builds a
-sampler), ``openai`` (OpenAI-compatible servers; ``openai_answers`` checks what they
+sampler), ``openai`` (OpenAI-compatible servers; ``bonbench.core.served_answers`` checks what they
 send) and ``scripted`` (completions replayed from a script or given samples). ``ray_backend`` spreads a
 sampler over Ray actors, ``local_server`` starts a local ``vllm serve``, ``hf_logprobs`` scores
 stored samples by teacher-forced log-probability, and ``engine_log`` and ``cpu_preload`` keep an

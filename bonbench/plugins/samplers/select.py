@@ -28,7 +28,8 @@ from bonbench.api.sampler import SAMPLERS, Sampler, sampler_names, sampler_optio
 from bonbench.core import models
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Sample
-from bonbench.plugins.samplers.openai_backend import OpenAIOptions, OpenAISampler, served_model
+from bonbench.core.served import OpenAIOptions, served_model
+from bonbench.plugins.samplers.openai_backend import OpenAISampler
 from bonbench.plugins.samplers.scripted import ScriptedSampler
 from bonbench.plugins.samplers.vllm import VLLMSampler
 

@@ -2,10 +2,11 @@
 
 The ``openai`` client parses whatever a server sends: a truncated JSON body raises a bare
 ``JSONDecodeError``, and an HTML page sent with status 200 (a proxy's login or error page) comes back
-as a ``str``. The backend therefore takes the raw answer (``with_raw_response``) and hands its body to
-``answer_json``, which returns the decoded object or raises ``BadAnswer`` with one line saying what
-came back (``HTTP 200 with an HTML page (text/html): '<title>Bad gateway</title>...'``). The backend
-retries a ``BadAnswer`` like a 5xx: a proxy or a server under load may answer properly next time.
+as a ``str``. The served-model client (``bonbench.core.served``) therefore takes the raw answer
+(``with_raw_response``) and hands its body to ``answer_json``, which returns the decoded object or
+raises ``BadAnswer`` with one line saying what came back (``HTTP 200 with an HTML page (text/html):
+'<title>Bad gateway</title>...'``). The client retries a ``BadAnswer`` like a 5xx: a proxy or a server
+under load may answer properly next time.
 
 ``retry_after`` reads a 429/503's ``Retry-After`` (seconds or an HTTP date, RFC 9110 10.2.3) and
 OpenAI's ``retry-after-ms``.

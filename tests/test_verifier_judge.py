@@ -1,0 +1,334 @@
+"""The ``judge:`` verifier: P(Yes) renormalised by hand, a fault-injecting judge server on 127.0.0.1,
+a tiny local transformers judge against a reference written from the definition, bad input, and once
+against a real ``vllm serve`` of the embedded model (slow).
+
+``JudgeServer`` answers ``/v1/models`` and ``/v1/completions``: a prompt containing ``GOOD`` gets the
+verdict distribution ``GOOD_TOP``, any other ``BAD_TOP`` (no Yes variant: the floor); a request
+without ``logprobs`` (a rationale) gets the text ``RATIONALE``. ``faults`` are consumed one per POST:
+``429`` (with ``Retry-After: 0.1``), ``500``, ``malformed`` (a JSON body cut short), ``slow`` (longer
+than the test's deadline); ``nologprobs`` makes every answer drop its log-probabilities.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bonbench.api.verifier import get_verifier
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Problem, Sample
+from bonbench.core.served import EndpointDown
+from bonbench.plugins.samplers.local_server import free_port
+from bonbench.plugins.verifiers.judge import JudgeVerifier
+from bonbench.plugins.verifiers.judge_prompt import DIRECT_V1, load_prompt, p_yes, verdict_of
+
+REPO = Path(__file__).resolve().parents[1]
+GOOD_TOP = {" Yes": math.log(0.5), "yes": math.log(0.1), " No": math.log(0.2), " Maybe": math.log(0.15)}
+BAD_TOP = {" No": math.log(0.9), " Maybe": math.log(0.05)}
+RATIONALE = "The steps check out."
+
+
+class JudgeServer:
+    def __init__(self, slow_s: float = 3.0) -> None:
+        self.faults: deque[str] = deque()
+        self.nologprobs = False
+        self.slow_s = slow_s
+        self.bodies: list[dict[str, Any]] = []
+        self.stopping = threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, body: str, headers: dict[str, str] | None = None) -> None:
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except OSError:  # a client that gave up on a slow answer
+                    pass
+
+            def do_GET(self) -> None:
+                self._send(200, json.dumps({"object": "list", "data": [{"id": "judge-model", "root": "/models/j"}]}))
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                fault = server.faults.popleft() if server.faults else "ok"
+                server.bodies.append({"fault": fault, **body})
+                if fault == "429":
+                    return self._send(429, '{"error": {"message": "slow down"}}', {"Retry-After": "0.1"})
+                if fault == "500":
+                    return self._send(500, '{"error": {"message": "injected"}}')
+                if fault == "malformed":
+                    return self._send(200, '{"choices": [{"text": "Ye')
+                if fault == "slow":
+                    server.stopping.wait(server.slow_s)
+                prompt = str(body.get("prompt", ""))
+                if body.get("logprobs") is None:
+                    choice = {"index": 0, "text": RATIONALE + "\nIs the proposed solution correct? Answer", "logprobs": None}
+                else:
+                    top = GOOD_TOP if "GOOD" in prompt else BAD_TOP
+                    choice = {"index": 0, "text": " No", "logprobs": None if server.nologprobs else {
+                        "tokens": [" No"], "token_logprobs": [top[" No"]], "top_logprobs": [top]}}
+                usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": int(body.get("max_tokens", 1))}
+                self._send(200, json.dumps({"id": "x", "object": "text_completion", "choices": [choice], "usage": usage}))
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> JudgeServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stopping.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def server() -> Iterator[JudgeServer]:
+    with JudgeServer() as s:
+        yield s
+
+
+PROBLEMS = {"p": Problem("p", "What is 2 + 2?", "4")}
+SAMPLES = [Sample("p", 0, "GOOD: 2 + 2 = 4", 5, "stop"), Sample("p", 1, "2 + 2 = 5", 5, "stop")]
+FAST = "request_timeout=1&max_attempts=5"
+
+
+def expected_good() -> float:
+    return (0.5 + 0.1) / (0.5 + 0.1 + 0.2)  # Yes variants over Yes and No variants; " Maybe" is neither
+
+
+def test_p_yes_is_the_renormalised_yes_mass_by_hand() -> None:
+    top = [(" Yes", math.log(0.5)), ("yes", math.log(0.1)), ("\u2581YES", math.log(0.05)), (" No", math.log(0.2)),
+           ("no.", math.log(0.04)), (" Maybe", math.log(0.1)), ("Yesterday", math.log(0.01))]
+    value, floored = p_yes(top, floor=0.0)
+    assert not floored and value == pytest.approx(0.65 / 0.89, abs=1e-12)
+    assert p_yes([(" No", -0.1), (" Maybe", -3.0)], floor=0.02) == (0.02, True)
+    assert p_yes([(" Yes", -0.1)], floor=0.0) == (1.0, False)
+    # tiny probabilities stay exact (log space)
+    assert p_yes([(" Yes", -800.0), (" No", -800.0 + math.log(3))], 0.0)[0] == pytest.approx(0.25, abs=1e-12)
+    assert [verdict_of(t) for t in ("\u0120Yes", " no", "Yes!", "Nope", "")] == ["yes", "no", "yes", None, None]
+
+
+def test_served_judge_scores_are_p_yes_with_tokens_and_calls(server: JudgeServer, capfd: pytest.CaptureFixture[str]) -> None:
+    judge = get_verifier(f"judge:openai:{server.url}?model=judge-model&{FAST}")
+    server.bodies.clear()  # the construction's probe
+    good, bad = judge.score(PROBLEMS, SAMPLES, {})
+    assert good.score == pytest.approx(expected_good(), abs=1e-12) and (good.calls, good.steps) == (1, None)
+    assert bad.score == 0.0  # no Yes variant: the floor
+    prompt = DIRECT_V1.replace("{problem}", "What is 2 + 2?").replace("{solution}", "GOOD: 2 + 2 = 4")
+    assert good.tokens == len(prompt.split()) + 1  # the server's usage: prompt + the one completion token
+    assert {b["logprobs"] for b in server.bodies} == {20} and {b["max_tokens"] for b in server.bodies} == {1}
+    assert "1 of 2 reads had no Yes variant among the top 20 log-probabilities; they scored the floor 0" in capfd.readouterr().err
+
+
+def test_served_judge_rides_out_429_500_malformed_and_a_timeout(server: JudgeServer) -> None:
+    judge = get_verifier(f"judge:openai:{server.url}?model=judge-model&{FAST}&concurrency=1")
+    server.bodies.clear()
+    server.faults.extend(["429", "500", "malformed", "slow"])
+    t0 = time.monotonic()
+    good, bad = judge.score(PROBLEMS, SAMPLES, {})
+    assert time.monotonic() - t0 < 10
+    assert good.score == pytest.approx(expected_good(), abs=1e-12) and bad.score == 0.0
+    assert [b["fault"] for b in server.bodies][:5] == ["429", "500", "malformed", "slow", "ok"]
+    assert good.calls == bad.calls == 1  # calls count the judge's requests, not the client's retries
+
+
+def test_a_second_endpoint_takes_over_when_the_first_is_down(server: JudgeServer) -> None:
+    with JudgeServer() as other:
+        judge = get_verifier(f"judge:openai:{server.url},{other.url}?model=judge-model&{FAST}&concurrency=1")
+        server.faults.extend(["500"] * 10)  # the first endpoint fails every try from now on
+        good, bad = judge.score(PROBLEMS, SAMPLES, {})
+    assert good.score == pytest.approx(expected_good(), abs=1e-12) and bad.score == 0.0
+
+
+def test_cot_samples_k_rationales_and_averages_their_reads(server: JudgeServer) -> None:
+    judge = get_verifier(f"judge:openai:{server.url}?model=judge-model&k=2&max_tokens=8&{FAST}")
+    server.bodies.clear()
+    good, bad = judge.score(PROBLEMS, SAMPLES, {})
+    assert good.steps == pytest.approx((expected_good(),) * 2, abs=1e-12) and good.aggregation == "mean"
+    assert good.score == pytest.approx(expected_good(), abs=1e-12) and bad.steps == (0.0, 0.0)
+    assert good.calls == 4  # 2 rationales + 2 reads
+    rationale_asks = [b for b in server.bodies if b.get("logprobs") is None]
+    assert len(rationale_asks) == 4 and len({b["seed"] for b in rationale_asks}) == 4  # a seed per rationale
+    assert rationale_asks[0]["stop"] == ["Is the proposed solution correct? Answer Yes or No."]
+    reads = [b["prompt"] for b in server.bodies if b.get("logprobs") is not None]
+    assert all(f"step by step.\n{RATIONALE}\nIs the proposed" in p for p in reads)  # the rationale, stop cut off
+
+
+def test_fingerprint_follows_the_prompt_and_the_options(server: JudgeServer, tmp_path: Path) -> None:
+    base = get_verifier(f"judge:openai:{server.url}?model=judge-model")
+    prompt = tmp_path / "p.txt"
+    prompt.write_text("Q: {problem}\nA: {solution}\nRight?")
+    custom = get_verifier(f"judge:openai:{server.url}?model=judge-model&prompt={prompt}")
+    floor = get_verifier(f"judge:openai:{server.url}?model=judge-model&floor=0.01")
+    assert len({base.fingerprint, custom.fingerprint, floor.fingerprint}) == 3
+    assert isinstance(custom, JudgeVerifier) and isinstance(base, JudgeVerifier)
+    assert custom.prompt.version.startswith("file-") and base.prompt.version == "judge-v1"
+    assert base.fingerprint == get_verifier(f"judge:openai:{server.url}?model=judge-model").fingerprint
+
+
+@pytest.mark.parametrize(("spec", "says"), [
+    ("judge:openai:{url}?model=judge-model&topp=3", "judge 'openai:{url}' has no option 'topp'; its options are: model, k,"),
+    ("judge:openai:{url}?model=judge-model&top=50", "top must be 1..20"),
+    ("judge:openai:{url}", "needs the served model id: add ?model=ID"),
+    ("judge:openai:{url}?model=judge-model&k=2&prompt={file}", "has no {{rationale}} but k=2"),
+])
+def test_bad_options_are_one_line(server: JudgeServer, tmp_path: Path, spec: str, says: str) -> None:
+    file = tmp_path / "p.txt"
+    file.write_text("{problem} {solution}")
+    with pytest.raises(BonbenchError) as info:
+        get_verifier(spec.format(url=server.url, file=file))
+    assert says.format(url=server.url) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_endpoint_without_logprobs_fails_when_the_judge_is_built(server: JudgeServer) -> None:
+    server.nologprobs = True
+    with pytest.raises(BonbenchError, match=r"answered without log-probabilities: serve the judge with log-probabilities on"):
+        get_verifier(f"judge:openai:{server.url}?model=judge-model&{FAST}")
+    assert len(server.bodies) == 1  # one probe, not retried
+
+
+def test_an_unreachable_endpoint_fails_when_the_judge_is_built() -> None:
+    with pytest.raises(BonbenchError, match=r"cannot be reached \(connection refused\): start the server") as info:
+        get_verifier(f"judge:openai:http://127.0.0.1:{free_port()}?model=m&max_attempts=2")
+    assert not isinstance(info.value, EndpointDown)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    pp = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "bonbench.apps.cli", *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": pp})
+
+
+def test_cli_judge_without_logprobs_is_one_error_line_before_sampling(server: JudgeServer, tmp_path: Path,
+                                                                      data_dir: Path) -> None:
+    server.nologprobs = True
+    r = _cli("run", "--task", "math", "--limit", "1", "--n", "2", "--metric", "pass@1,bon@2", "--backend", "openai",
+             "--endpoint", server.url, "--model", "judge-model", "--verifier",
+             f"judge:openai:{server.url}?model=judge-model&max_attempts=1", "--data-dir", str(data_dir), "--out", str(tmp_path))
+    assert r.returncode != 0
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "without log-probabilities" in errors[0], r.stderr[-2000:]
+    assert [b for b in server.bodies if b.get("logprobs") is None] == []  # nothing was sampled
+    assert not list(tmp_path.glob("runs/**/samples.jsonl"))
+
+
+def test_list_verifiers_shows_the_judge_scheme() -> None:
+    r = _cli("list", "verifiers")
+    assert r.returncode == 0 and "judge:<model folder or hub id | openai:URL?model=ID>" in r.stdout
+
+
+def test_prompt_file_placeholders_are_checked(tmp_path: Path) -> None:
+    file = tmp_path / "p.txt"
+    file.write_text("no placeholders here")
+    with pytest.raises(BonbenchError, match=r"lacks \{problem\} and \{solution\}"):
+        load_prompt(str(file), 0)
+    file.write_text("{problem} {solution} {rationale}")
+    assert load_prompt(str(file), 3).cot
+    with pytest.raises(BonbenchError, match=r"has a \{rationale\} but k=0"):
+        load_prompt(str(file), 0)
+
+
+# ----------------------------------------------------------------------------- a tiny local judge
+
+WORDS = ("Yes", "yes", "YES", "No", "no", "Maybe", "What", "is", "2", "+", "4", "5", "=", "Answer:", "GOOD:", "Problem:",
+         "solution", "correct?", "the", "a", "of", "and", "step", "by")
+
+
+def build_tiny_judge(folder: Path) -> Path:
+    """A 2-layer Llama with a word-level tokenizer that has Yes/No variants (28-word vocab)."""
+    import torch
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<bos>", "<eos>", "<unk>"]
+    vocab = {w: i for i, w in enumerate([*specials, *WORDS])}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(single="<bos> $A", special_tokens=[("<bos>", 1)])
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=512, initializer_range=0.5,
+                      pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    LlamaForCausalLM(cfg).save_pretrained(folder)
+    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<bos>", eos_token="<eos>",
+                            unk_token="<unk>").save_pretrained(folder)
+    return folder
+
+
+def reference_p_yes(folder: Path, text: str, top: int, floor: float) -> float:
+    """The definition, one text at a time: softmax of the next-token logits, the ``top`` most likely
+    tokens, P(Yes variants) / P(Yes or No variants) among them."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    with torch.no_grad():
+        probs = torch.softmax(model(**tok(text, return_tensors="pt")).logits[0, -1].double(), dim=-1)
+    best = torch.argsort(probs, descending=True)[:top].tolist()
+    words = {i: str(tok.decode([i])).strip().lower() for i in best}
+    yes = math.fsum(float(probs[i]) for i in best if words[i] == "yes")
+    no = math.fsum(float(probs[i]) for i in best if words[i] == "no")
+    return yes / (yes + no) if yes else floor
+
+
+@pytest.fixture(scope="module")
+def tiny_judge(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_judge(tmp_path_factory.mktemp("judge"))
+
+
+def test_local_judge_equals_the_reference_at_any_batch_size(tiny_judge: Path) -> None:
+    problems = {"p": Problem("p", "What is 2 + 2?", "4")}
+    samples = [Sample("p", i, text, 3, "stop") for i, text in enumerate(
+        ["2 + 2 = 4", "GOOD: 4", "2 + 2 = 5 and the step by step", "Maybe 5", "a"])]
+    got = {}
+    for top in (20, 6):
+        one = get_verifier(f"judge:{tiny_judge}?top={top}&batch_size=1").score(problems, samples, {})
+        many = get_verifier(f"judge:{tiny_judge}?top={top}&batch_size=4").score(problems, samples, {})
+        prompt = load_prompt(None, 0)
+        for s, a, b in zip(samples, one, many, strict=True):
+            ref = reference_p_yes(tiny_judge, prompt.verdict("What is 2 + 2?", s.completion), top, 0.0)
+            assert a.score == pytest.approx(ref, abs=1e-5) and b.score == pytest.approx(a.score, abs=1e-5)
+            assert a.calls == 1 and a.tokens == len(prompt.verdict("What is 2 + 2?", s.completion).split()) + 1  # + <bos>
+        got[top] = [sc.score for sc in one]
+    assert all(0.0 < v < 1.0 for v in got[20])  # both verdicts among the top 20 of this tiny model
+    assert got[6] == [0.0] * len(samples)  # no Yes variant among the top 6: the floor
+
+
+def test_local_judge_cot_counts_generated_tokens(tiny_judge: Path) -> None:
+    problems = {"p": Problem("p", "What is 2 + 2?", "4")}
+    judge = get_verifier(f"judge:{tiny_judge}?k=2&max_tokens=5&temperature=1.0")
+    (row,) = judge.score(problems, [Sample("p", 0, "2 + 2 = 4", 3, "stop")], {})
+    assert row.steps is not None and len(row.steps) == 2 and row.score == pytest.approx(sum(row.steps) / 2, abs=1e-12)
+    assert row.calls is not None and 2 + 2 <= row.calls <= 2 + 2 * 5  # 2 reads + one forward per generated token
+    again = get_verifier(f"judge:{tiny_judge}?k=2&max_tokens=5&temperature=1.0").score(
+        problems, [Sample("p", 0, "2 + 2 = 4", 3, "stop")], {})
+    assert again[0].steps == row.steps  # seeded rationales: the same scores

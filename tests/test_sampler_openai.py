@@ -1,5 +1,5 @@
-"""The openai backend against a local fault-injecting OpenAI-compatible server, and once against
-``vllm serve`` (slow).
+"""The openai backend against a local fault-injecting OpenAI-compatible server (a real ``vllm serve``:
+tests/test_vllm_serve.py).
 
 ``FakeServer`` answers ``/v1/models``, ``/v1/completions`` and ``/v1/chat/completions`` from a script
 (the text depends on the request's seed, so tests can check which seed a sample was drawn with) and
@@ -465,36 +465,3 @@ def test_cli_kill_and_resume_each_key_once(tmp_path: Path, data_dir: Path) -> No
     cfg = json.loads(cfg_path.read_text())
     assert cfg["config"]["engine_args"]["endpoints"] == [second.url]
     assert "api_key" not in cfg["config"]["engine_args"] and cfg["hashed"]["backend"] == "openai"
-
-
-# ----------------------------------------------------------------------------- a real vllm serve
-
-
-@pytest.fixture(scope="module")
-def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    pytest.importorskip("vllm")
-    from bonbench.core.models import resolve_model
-    from bonbench.plugins.samplers.local_server import vllm_serve
-
-    log = tmp_path_factory.mktemp("vllm") / "serve.log"
-    try:
-        with vllm_serve(resolve_model(None).path, served_name="gemma-3-270m", log=log) as url:
-            yield url
-    except BonbenchError as exc:
-        pytest.fail(f"{exc}\n{log.read_text()[-3000:] if log.exists() else ''}")
-
-
-@pytest.mark.slow
-def test_real_vllm_serve(vllm_server: str, tmp_path: Path, data_dir: Path) -> None:
-    r = _cli("--task", "math", "--limit", "1", "--n", "2", "--metric", "pass@1,2", "--max-tokens", "16",
-             "--backend", "openai", "--endpoint", vllm_server, "--model", "gemma-3-270m",
-             "--data-dir", str(data_dir), "--out", str(tmp_path))
-    assert r.returncode == 0, r.stderr[-3000:]
-    rows = _samples(tmp_path)
-    assert sorted(s["sample_idx"] for s in rows) == [0, 1] and len({s["problem_id"] for s in rows}) == 1
-    for s in rows:
-        assert 1 <= s["n_tokens"] <= 16 and s["finish_reason"] in ("stop", "length")
-        assert s["logprob"] is not None and s["logprob"] <= 0
-    (metrics,) = tmp_path.glob("runs/math/*/*/metrics.json")
-    doc = json.loads(metrics.read_text())
-    assert {"pass@1", "pass@2"} <= set(doc["metrics"])

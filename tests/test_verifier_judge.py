@@ -208,6 +208,28 @@ def test_bad_options_are_one_line(server: JudgeServer, tmp_path: Path, spec: str
     assert says.format(url=server.url) in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize(("options", "says"), [
+    ("device=tpu", "device='tpu' is not auto, cpu or cuda[:N]"),
+    ("dtype=float8", "dtype must be auto, float32, bfloat16, float16"),
+])
+def test_bad_local_engine_options_are_one_line(tiny_judge: Path, options: str, says: str) -> None:
+    with pytest.raises(BonbenchError) as info:
+        get_verifier(f"judge:{tiny_judge}?{options}")
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
+def test_a_local_judge_asked_for_cuda_without_one_names_the_fix(tiny_judge: Path) -> None:
+    with pytest.raises(BonbenchError, match="torch sees no CUDA device: use device=cpu"):
+        get_verifier(f"judge:{tiny_judge}?device=cuda")
+
+
+def test_the_local_dtype_is_in_the_fingerprint(tiny_judge: Path) -> None:
+    prints = {get_verifier(f"judge:{tiny_judge}?dtype={d}").fingerprint for d in ("float32", "bfloat16")}
+    auto = get_verifier(f"judge:{tiny_judge}").fingerprint
+    assert len(prints) == 2 and auto in prints
+
+
 def test_an_endpoint_without_logprobs_fails_when_the_judge_is_built(server: JudgeServer) -> None:
     server.nologprobs = True
     with pytest.raises(BonbenchError, match=r"answered without log-probabilities: serve the judge with log-probabilities on"):

@@ -36,6 +36,7 @@ from bonbench.core.models import resolve_model
 from bonbench.core.records import Grade, Problem, Sample, Score
 from bonbench.core.registry import coerce_kwargs
 from bonbench.core.served import DEFAULT_REQUEST_TIMEOUT_S, EndpointDown, OpenAIOptions, base_url, served_model
+from bonbench.core.torch_device import DTYPES, resolve_device
 from bonbench.plugins.verifiers.judge_engines import LocalJudge, Rationale, Read, ServedJudge, rationale_seed
 from bonbench.plugins.verifiers.judge_prompt import JudgePrompt, load_prompt, p_yes
 
@@ -52,7 +53,8 @@ class JudgeOptions:
     ``floor``: the score of a read with no Yes variant among them; ``prompt``: a prompt file;
     ``seed``: the rationales' seed; ``api``: ``completions`` or ``chat`` (served judges);
     ``concurrency``, ``max_attempts``, ``request_timeout``: the served-model client's settings;
-    ``batch_size``, ``dtype``: the local engine's."""
+    ``batch_size``, ``device``, ``dtype``: the local engine's (``auto``: CUDA in bfloat16 when torch
+    sees a GPU, else the CPU in float32)."""
 
     model: str | None = None
     k: int = 0
@@ -67,7 +69,8 @@ class JudgeOptions:
     max_attempts: int = 5
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT_S
     batch_size: int = 8
-    dtype: str = "float32"
+    device: str = "auto"
+    dtype: str = "auto"
 
     def check(self, spec: str) -> None:
         """One line naming the fix for a value out of range."""
@@ -78,7 +81,7 @@ class JudgeOptions:
                (min(self.max_tokens, self.concurrency, self.max_attempts, self.batch_size) < 1,
                 "max_tokens, concurrency, max_attempts and batch_size must be at least 1"),
                (self.request_timeout <= 0, "request_timeout must be positive"),
-               (self.dtype not in ("float32", "bfloat16", "float16"), "dtype must be float32, bfloat16 or float16")]
+               (self.dtype not in ("auto", *DTYPES), f"dtype must be auto, {', '.join(DTYPES)}")]
         for failed, why in bad:
             if failed:
                 raise BonbenchError(f"judge {spec!r}: {why}")
@@ -120,9 +123,11 @@ class JudgeVerifier:
         else:
             if opts.api != "completions" or opts.model is not None:
                 raise BonbenchError(f"judge {spec!r}: model= and api= are for served judges (judge:openai:URL?model=ID)")
+            device, dtype = resolve_device(opts.device, opts.dtype, f"judge {spec!r}: option")
             resolved = resolve_model(source)
-            self.engine = LocalJudge(resolved, top=opts.top, batch_size=opts.batch_size, dtype=opts.dtype)
-            identity, engine_kind = resolved.fingerprint, "local"
+            self.engine = LocalJudge(resolved, top=opts.top, batch_size=opts.batch_size, device=device, dtype=dtype)
+            # the precision moves the log-probabilities; the device (same precision) only by rounding
+            identity, engine_kind = f"{resolved.fingerprint}:{dtype}", "local"
         hashed = {"engine": engine_kind, "model": identity, "prompt": self.prompt.template,
                   "prompt_version": self.prompt.version, "top": opts.top, "floor": opts.floor, "api": opts.api,
                   "k": opts.k, **({"temperature": opts.temperature, "max_tokens": opts.max_tokens, "seed": opts.seed}

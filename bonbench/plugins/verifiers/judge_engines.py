@@ -148,8 +148,8 @@ class ServedJudge:
 class LocalJudge:
     """A judge run in this process by transformers (a local folder, a hub id or the embedded model)."""
 
-    def __init__(self, model: ResolvedModel, *, top: int, batch_size: int, dtype: str) -> None:
-        self.resolved, self.top, self.batch_size, self.dtype = model, top, batch_size, dtype
+    def __init__(self, model: ResolvedModel, *, top: int, batch_size: int, device: str, dtype: str) -> None:
+        self.resolved, self.top, self.batch_size, self.device, self.dtype = model, top, batch_size, device, dtype
         self._loaded: tuple[Any, Any] | None = None
 
     def _load(self) -> tuple[Any, Any]:
@@ -158,9 +158,9 @@ class LocalJudge:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             tok = AutoTokenizer.from_pretrained(self.resolved.path, revision=self.resolved.revision)
-            model = AutoModelForCausalLM.from_pretrained(self.resolved.path, revision=self.resolved.revision,
-                                                         dtype=getattr(torch, self.dtype))
-            self._loaded = (tok, model.eval())
+            model: Any = AutoModelForCausalLM.from_pretrained(self.resolved.path, revision=self.resolved.revision,
+                                                              dtype=getattr(torch, self.dtype))
+            self._loaded = (tok, model.to(self.device).eval())
         return self._loaded
 
     def reads(self, texts: Sequence[str]) -> list[Read]:
@@ -175,8 +175,8 @@ class LocalJudge:
             batch = torch.tensor([i + [pad] * (width - len(i)) for i in ids])
             mask = torch.tensor([[1] * len(i) + [0] * (width - len(i)) for i in ids])
             with torch.no_grad():
-                logits = model(input_ids=batch, attention_mask=mask).logits
-            last = logits[torch.arange(len(ids)), torch.tensor([len(i) - 1 for i in ids])].float()
+                logits = model(input_ids=batch.to(self.device), attention_mask=mask.to(self.device)).logits
+            last = logits[torch.arange(len(ids)), torch.tensor([len(i) - 1 for i in ids])].float().cpu()
             values, index = torch.log_softmax(last, dim=-1).topk(min(self.top, last.shape[-1]), dim=-1)
             for row, (v, ix) in enumerate(zip(values.tolist(), index.tolist(), strict=True)):
                 out.append(Read(tuple((tok.decode([t]), lp) for t, lp in zip(ix, v, strict=True)), len(ids[row]), 1))
@@ -189,8 +189,8 @@ class LocalJudge:
         tok, model = self._load()
         out = []
         for text, seed in zip(texts, seeds, strict=True):
-            ids = torch.tensor([tok(text)["input_ids"]])
-            torch.manual_seed(seed)
+            ids = torch.tensor([tok(text)["input_ids"]], device=self.device)
+            torch.manual_seed(seed)  # seeds the CUDA generators too
             with torch.no_grad():
                 gen = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=True,
                                      temperature=temperature, top_p=1.0, top_k=0, max_new_tokens=max_tokens,

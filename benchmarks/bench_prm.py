@@ -5,8 +5,11 @@ loaded before the clock starts.
 Model: a Math-Shepherd-format Mistral causal LM (random weights, ``--hidden`` wide, ``--layers`` deep,
 the tests' SentencePiece-style tokenizer with ``ки``, ``+`` and ``-``). Samples: ``--samples``
 completions of ``--steps`` steps each. The hand-written loop encodes each sample as the card does
-and runs one forward per sample, reading the +/- logits at every tag. All three must agree to 1e-4;
-the ratios print in one run. Usage: python benchmarks/bench_prm.py [--samples 16] [--steps 6] [--batch-size 8]
+and runs one forward per sample, reading the +/- logits at every tag. All three must agree to 1e-4
+(float32; 2e-2 in bfloat16 or float16, where the three sum in different orders); the ratios print in
+one run. ``--device cuda`` runs all three on the GPU (CUDA is synchronised before each clock stops).
+Usage: python benchmarks/bench_prm.py [--samples 16] [--steps 6] [--batch-size 8] [--device cpu|cuda]
+[--dtype float32|bfloat16] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -44,12 +47,13 @@ def one_forward_by_hand(tok: Any, model: Any, samples: list[list[str]]) -> list[
     """The card's encoding, one forward per sample, +/- read at every tag."""
     import torch
 
+    device = model.device
     candidates, tag = tok.encode("+ -")[1:], tok.encode("ки")[-1]
     out = []
     with torch.inference_mode():
         for steps in samples:
-            ids = torch.tensor([tok.encode(QUESTION + " " + "\n".join(f"{s} ки" for s in steps))])
-            scores = model(ids).logits[:, :, candidates].softmax(dim=-1)[:, :, 0]
+            ids = torch.tensor([tok.encode(QUESTION + " " + "\n".join(f"{s} ки" for s in steps))], device=device)
+            scores = model(ids).logits[:, :, candidates].float().softmax(dim=-1)[:, :, 0]
             out.append(scores[ids == tag].tolist())
     return out
 
@@ -58,14 +62,15 @@ def one_forward_per_prefix(tok: Any, model: Any, samples: list[list[str]]) -> li
     """The definition: step k's score from a forward over the text up to step k."""
     import torch
 
+    device = model.device
     candidates, tag = tok.encode("+ -")[1:], tok.encode("ки")[-1]
     out = []
     with torch.inference_mode():
         for steps in samples:
             row = []
             for k in range(1, len(steps) + 1):
-                ids = torch.tensor([tok.encode(QUESTION + " " + "\n".join(f"{s} ки" for s in steps[:k]))])
-                scores = model(ids).logits[:, :, candidates].softmax(dim=-1)[:, :, 0]
+                ids = torch.tensor([tok.encode(QUESTION + " " + "\n".join(f"{s} ки" for s in steps[:k]))], device=device)
+                scores = model(ids).logits[:, :, candidates].float().softmax(dim=-1)[:, :, 0]
                 row.append(float(scores[ids == tag][-1]))
             out.append(row)
     return out
@@ -80,31 +85,45 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     args = ap.parse_args(argv)
+
+    def sync() -> None:
+        if args.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
     torch.set_num_threads(max(1, torch.get_num_threads()))
     folder = build(Path(tempfile.mkdtemp()) / "math-shepherd-mistral-7b-prm", args.hidden, args.layers)
     samples = [[STEP.format(k=k + j) for k in range(args.steps)] for j in range(args.samples)]
-    verifier = PRMVerifier(str(folder), parse_prm(f"{folder}?batch_size={args.batch_size}")[1])
+    spec = f"{folder}?batch_size={args.batch_size}&device={args.device}&dtype={args.dtype}"
+    verifier = PRMVerifier(str(folder), parse_prm(spec)[1])
     engine = verifier.load()
     engine.step_scores([QUESTION], samples[:1])  # warm-up
-    timings, results = {}, {}
-    t = time.perf_counter()
-    results["bonbench prm:"] = [list(v) for v, _ in engine.step_scores([QUESTION] * len(samples), samples)]
-    timings["bonbench prm:"] = time.perf_counter() - t
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tok, model = AutoTokenizer.from_pretrained(folder), AutoModelForCausalLM.from_pretrained(folder).eval()
-    for name, loop in (("one forward by hand", one_forward_by_hand), ("one forward per prefix", one_forward_per_prefix)):
-        loop(tok, model, samples[:1])  # warm-up
-        t = time.perf_counter()
-        results[name] = loop(tok, model, samples)
-        timings[name] = time.perf_counter() - t
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=getattr(torch, args.dtype)).to(args.device).eval()
+    loops = {"bonbench prm:": lambda: [list(v) for v, _ in engine.step_scores([QUESTION] * len(samples), samples)],
+             "one forward by hand": lambda: one_forward_by_hand(tok, model, samples),
+             "one forward per prefix": lambda: one_forward_per_prefix(tok, model, samples)}
+    one_forward_by_hand(tok, model, samples[:1])  # warm-up
+    timings: dict[str, float] = {}
+    results: dict[str, list[list[float]]] = {}
+    for r in range(args.rounds):  # best of rounds, the order rotating: a shared machine's speed drifts
+        names = list(loops)[r % len(loops):] + list(loops)[:r % len(loops)]
+        for name in names:
+            t = time.perf_counter()
+            results[name] = loops[name]()
+            sync()
+            timings[name] = min(timings.get(name, float("inf")), time.perf_counter() - t)
     base = results["bonbench prm:"]
     for name, got in results.items():
         worst = max(abs(a - b) for x, y in zip(got, base, strict=True) for a, b in zip(x, y, strict=True))
-        assert worst < 1e-4, (name, worst)
+        assert worst < (1e-4 if args.dtype == "float32" else 2e-2), (name, worst)
     print(f"{args.samples} samples x {args.steps} steps, hidden {args.hidden}, {args.layers} layers, "
-          f"batch {args.batch_size}, torch threads {torch.get_num_threads()}")
+          f"batch {args.batch_size}, {args.device} {args.dtype}, torch threads {torch.get_num_threads()}")
     for name, seconds in timings.items():
         print(f"  {name:24s} {args.samples / seconds:8.2f} samples/s")
     ours = timings["bonbench prm:"]

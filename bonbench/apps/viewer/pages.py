@@ -1,0 +1,192 @@
+"""The viewer's pages, as HTML strings: the runs, one run with its problems, one problem.
+
+Every page comes from a jinja2 template of ``templates/`` with autoescaping on, so a completion,
+answer, problem id, model name or grader message holding ``<script>``, ``</textarea>`` or an
+``onerror=`` attribute shows as text; no value reaches a page unescaped, and the one script is
+``templates/table.js``, read from the package. Each page also carries a Content-Security-Policy
+that lets only that script run (by its hash) and loads nothing from anywhere: a second line of
+defence, and why the pages work from ``file://`` (``bonbench view --static``).
+
+Addresses are relative and the same for the server and the bundle: ``index.html`` (the runs),
+``runs/<id>/index.html`` (a run and its problems table), ``runs/<id>/problems/<n>.html`` (problem
+``n`` in the run's order).
+
+What it does not do: read rows (``problems``), serve (``server``) or write files (``bundle``).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import json
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from bonbench.apps.analysis.htmlparts import fmt_value
+from bonbench.apps.viewer.problems import FLAGS, ProblemRow, SampleView
+from bonbench.apps.viewer.prompts import ProblemTexts
+from bonbench.apps.viewer.runs import RunView
+
+SETTINGS = ("task", "model", "backend", "n", "temperature", "top_p", "max_tokens", "prompt_style", "seed", "task_args",
+            "verifier")
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """The templates, autoescaped, strict about undefined names."""
+    return jinja2.Environment(loader=jinja2.PackageLoader("bonbench.apps.viewer", "templates"), autoescape=True,
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+@functools.lru_cache(maxsize=1)
+def script() -> str:
+    return resources.files("bonbench.apps.viewer").joinpath("templates/table.js").read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def csp() -> str:
+    """The pages' Content-Security-Policy: nothing loads from anywhere, only ``table.js`` runs."""
+    digest = base64.b64encode(hashlib.sha256(script().encode("utf-8")).digest()).decode("ascii")
+    return (f"default-src 'none'; script-src 'sha256-{digest}'; style-src 'unsafe-inline'; img-src data:; "
+            "base-uri 'none'; form-action 'none'")
+
+
+def page(title: str, template: str, depth: int, crumbs: Sequence[tuple[str, str]] = (),
+         warnings: Sequence[str] = (), with_script: bool = False, **context: Any) -> str:
+    """A whole page: ``template`` rendered with ``context`` inside the frame (navigation, warnings)."""
+    env = environment()
+    body = Markup(env.get_template(template).render(**context))
+    return env.get_template("page.html.j2").render(
+        title=title, body=body, csp=csp(), home="../" * depth + "index.html", crumbs=crumbs, warnings=warnings,
+        script=Markup(script()) if with_script else "") + "\n"
+
+
+def _num(x: float | None, digits: int = 3) -> str:
+    return fmt_value(None if x is None else float(x), digits)
+
+
+def _setting(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+def _versions(run: RunView) -> tuple[str, str]:
+    doc = run.metrics_file()
+    grading = doc.get("grading") or {}
+    grader = doc.get("grader") or run.grader() or "—"
+    if grading.get("grader_version") is not None:
+        grader = f"{grader} v{grading['grader_version']}" + (f" ({grading['grading_id']})" if grading.get("grading_id") else "")
+    verifier = run.verifier() or "—"
+    for m in (doc.get("metrics") or {}).values():
+        if isinstance(m, Mapping) and m.get("verifier") == verifier and "verifier_version" in m:
+            fp = str(m.get("verifier_fingerprint") or "")
+            verifier = f"{verifier} v{m['verifier_version']}" + (f" ({fp[:12]})" if fp else "")
+            break
+    return grader, verifier
+
+
+def runs_page(runs: Sequence[RunView]) -> str:
+    rows = []
+    for run in runs:
+        cfg = run.config()
+        doc = run.metrics_file()
+        grader, verifier = _versions(run)
+        metric_lines = [f"{m.name} {_num(m.value)}" + (f" [{_num(m.lo)}, {_num(m.hi)}]" if math.isfinite(m.lo) else "")
+                        for m in run.metric_rows() if "[" not in m.name]
+        settings = ", ".join(f"{k}={_setting(cfg[k])}" for k in ("temperature", "top_p", "max_tokens", "prompt_style")
+                             if k in cfg)
+        rows.append({"task": run.task, "model": run.model, "href": f"runs/{run.id}/index.html", "settings": settings,
+                     "n": cfg.get("n", ""), "n_problems": doc.get("n_problems", ""), "metrics": metric_lines,
+                     "grader": grader, "verifier": verifier, "state": "scored" if doc else "not scored (being written?)"})
+    return page("bonbench runs", "runs.html.j2", 0, runs=rows, tasks=sorted({r["task"] for r in rows}),
+                models=sorted({r["model"] for r in rows}), with_script=True)
+
+
+def _problem_cells(i: int, p: ProblemRow, text: str) -> dict[str, Any]:
+    flags = p.flags
+    return {"id": p.problem_id, "href": f"problems/{i}.html", "text": text[:2000], "flags": " ".join(flags),
+            "pass_rate": _num(p.pass_rate), "n_right": p.n_right, "n_graded": p.n_graded,
+            "metric_values": [_num(v) for v in p.metrics.values()],
+            "majority": "—" if p.majority is None else p.majority, "share": _num(p.majority_share, 2),
+            "majority_css": {True: "right", False: "wrong"}.get(p.majority_right, ""),  # type: ignore[arg-type]
+            "pick": "—" if p.pick is None else f"#{p.pick}", "pick_sort": "" if p.pick is None else p.pick,
+            "pick_css": {True: "right", False: "wrong"}.get(p.pick_right, ""),  # type: ignore[arg-type]
+            "score": _num(p.pick_score), "tokens": _num(p.mean_tokens, 1)}
+
+
+def run_page(run: RunView, columns: Sequence[str], problems: Sequence[ProblemRow], statements: Mapping[str, str],
+             warnings: Sequence[str]) -> str:
+    cfg = run.config()
+    settings = [(k, _setting(cfg[k])) for k in SETTINGS if k in cfg]
+    grader, verifier = _versions(run)
+    settings += [("grader", grader), ("verifier (bon@k)", verifier), ("run directory", str(run.path))]
+    metrics = [{"name": m.name, "value": _num(m.value, 4),
+                "ci": f"[{_num(m.lo, 4)}, {_num(m.hi, 4)}]" if math.isfinite(m.lo) else "—",
+                "n_problems": m.n_problems, "verifier": m.verifier or ""} for m in run.metric_rows()]
+    rows = [_problem_cells(i, p, statements.get(p.problem_id, "")) for i, p in enumerate(problems)]
+    return page(f"{run.task} / {run.model}", "run.html.j2", 2, crumbs=[(f"{run.task} / {run.model}", "index.html")],
+                warnings=warnings, with_script=True, run=run, settings=settings, metrics=metrics, columns=columns,
+                problems=rows, flags=FLAGS, verifier=verifier)
+
+
+def _verdict(s: SampleView) -> tuple[str, str]:
+    g = s.grade
+    if g is None:
+        return "not graded", ""
+    if g.correct is None:
+        return ("reward " + _num(g.score), "") if g.score is not None else ("undecided", "")
+    return ("right", "right") if g.correct else ("wrong", "wrong")
+
+
+def _sample_cells(s: SampleView) -> dict[str, Any]:
+    verdict, css = _verdict(s)
+    sc = s.score
+    detail = s.grade.detail if s.grade is not None else None
+    return {"idx": s.sample_idx, "picked": s.picked, "verdict": verdict, "css": css,
+            "answer": "—" if s.grade is None or s.grade.answer is None else s.grade.answer,
+            "vote": "abstains" if s.vote is None else s.vote, "score": "—" if sc is None else _num(sc.score, 4),
+            "steps": ", ".join(_num(v, 3) for v in sc.steps) if sc is not None and sc.steps else "",
+            "aggregation": (sc.aggregation or "") if sc is not None else "",
+            "logprob": _num(s.logprob, 2), "tokens": "—" if s.n_tokens is None else s.n_tokens,
+            "finish": s.finish_reason or "—", "error": s.grade.error if s.grade is not None else None,
+            "detail": json.dumps(detail, indent=1, ensure_ascii=False, default=str) if detail else "",
+            "completion": "(no sample row)" if s.completion is None else s.completion}
+
+
+def _classes(samples: Sequence[SampleView]) -> list[dict[str, Any]]:
+    votes = Counter(s.vote for s in samples if s.grade is not None)
+    right = {s.vote for s in samples if s.grade is not None and s.grade.correct is True}
+    out = []
+    for answer, n in votes.most_common():
+        members = [f"#{s.sample_idx}" for s in samples if s.grade is not None and s.vote == answer]
+        is_right = answer is not None and answer in right
+        out.append({"answer": "(abstains)" if answer is None else answer, "votes": n,
+                    "right": "yes" if is_right else ("—" if answer is None else "no"),
+                    "css": "right" if is_right else "", "samples": " ".join(members)})
+    return out
+
+
+def problem_page(run: RunView, n: int, row: ProblemRow, samples: Sequence[SampleView], texts: ProblemTexts | None,
+                 missing: str, count: int, warnings: Sequence[str]) -> str:
+    summary = [("run", f"{run.task} / {run.model} ({run.id})"), ("samples", str(row.n_samples)),
+               ("pass rate", f"{_num(row.pass_rate)} ({row.n_right} right of {row.n_graded} graded)"),
+               ("majority", "—" if row.majority is None else
+                f"{row.majority} ({_num(row.majority_share, 2)} of the votes; "
+                f"{'right' if row.majority_right else 'wrong'})"),
+               ("verifier's pick", "—" if row.pick is None else
+                f"#{row.pick} (score {_num(row.pick_score, 4)}; "
+                f"{ {True: 'right', False: 'wrong', None: 'not graded'}[row.pick_right] })"),
+               ("mean length", f"{_num(row.mean_tokens, 1)} tokens")]
+    summary += [(name, _num(v, 4)) for name, v in row.metrics.items()]
+    return page(f"{row.problem_id} · {run.task} / {run.model}", "problem.html.j2", 3,
+                crumbs=[(f"{run.task} / {run.model}", "../index.html")], warnings=warnings,
+                problem_id=row.problem_id, prev=f"{n - 1}.html" if n > 0 else "",
+                next=f"{n + 1}.html" if n + 1 < count else "", summary=summary, texts=texts, missing=missing,
+                classes=_classes(samples), samples=[_sample_cells(s) for s in samples])
+

@@ -1,0 +1,132 @@
+"""The viewer's pages by address: what the server answers and what the bundle writes.
+
+``Site.render(address)`` turns one relative address (``index.html``, ``runs/<id>/index.html``,
+``runs/<id>/problems/<n>.html``) into its page, or None: an address is matched against these three
+shapes and the run ids and problem numbers the site knows, never used as a path, so ``..``, an
+absolute path or an encoded variant of either names no page. The problems table of a run is
+computed once and kept until one of the run's row files or metrics.json changes (a run still being
+written shows as far as it goes, and more on the next visit); a problem page reads that problem's
+rows alone.
+
+Warnings met while reading (a torn last line, a file linked outside the folders given) are shown
+on the page that met them, and printed once.
+
+What it does not do: speak HTTP (``server``) or write files (``bundle``).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bonbench.apps.viewer.pages import problem_page, run_page, runs_page
+from bonbench.apps.viewer.problems import ProblemRow, Sources, dataset_metrics, problem_detail, problem_ids, problem_row, sources
+from bonbench.apps.viewer.prompts import TaskTexts
+from bonbench.apps.viewer.runs import RunView
+
+_RUN = re.compile(r"runs/([A-Za-z0-9_-]+)/(?:index\.html)?")
+_PROBLEM = re.compile(r"runs/([A-Za-z0-9_-]+)/problems/(0|[1-9][0-9]{0,8})\.html")
+
+
+@dataclass
+class _Table:
+    stamp: tuple[Any, ...]
+    columns: list[str]
+    rows: list[ProblemRow]
+
+
+def _notes(src: Sources) -> list[str]:
+    """What a page says of the state of the run's files: a torn last line, lines that are not rows."""
+    out = []
+    for index in (src.samples, src.grades, src.scores):
+        if index is not None and index.torn:
+            out.append(f"{index.path}: the last line is torn (an interrupted write, or a run still being written); "
+                       "it is left out, the rows before it are shown")
+        if index is not None and index.bad:
+            out.append(f"{index.path}: {index.bad} line(s) are not rows with a problem_id; they are left out")
+    return out
+
+
+class Site:
+    """The pages of the runs given, rendered on demand."""
+
+    def __init__(self, runs: Sequence[RunView], texts: TaskTexts, report: Callable[[str], None] = lambda line: None,
+                 limit: int | None = None) -> None:
+        self.runs = {run.id: run for run in runs}
+        self.limit = limit  # show only the first `limit` problems of each run (the bundle's --limit)
+        self.texts = texts
+        self.report = report  # where a warning goes once (the server's stderr)
+        self._tables: dict[str, _Table] = {}
+        self._reported: set[str] = set()
+
+    def _caught(self, fn: Callable[[], Any]) -> tuple[Any, list[str]]:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            value = fn()
+        lines = list(dict.fromkeys(str(w.message) for w in caught))
+        for line in lines:
+            if line not in self._reported:
+                self._reported.add(line)
+                self.report(f"warning: {line}")
+        return value, lines
+
+    def _stamp(self, run: RunView) -> tuple[Any, ...]:
+        files = [run.path / "samples.jsonl", run.path / "metrics.json", *sorted((run.path / "grades").glob("*.jsonl")),
+                 *sorted((run.path / "scores").glob("*.jsonl"))]
+        return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file())
+
+    def table(self, run: RunView) -> _Table:
+        """The run's problems table, recomputed only when its files changed."""
+        stamp = self._stamp(run)
+        cached = self._tables.get(run.id)
+        if cached is None or cached.stamp != stamp:
+            src = sources(run)
+            columns = dataset_metrics(run)
+            per_problem = run.metrics_file().get("per_problem") or {}
+            rows = [problem_row(src, pid, per_problem, columns) for pid in self._ids(src)]
+            cached = self._tables[run.id] = _Table(stamp, columns, rows)
+        return cached
+
+    def _ids(self, src: Sources) -> list[str]:
+        return problem_ids(src)[:self.limit]
+
+    def render(self, address: str) -> str | None:
+        """The page at ``address`` (relative, no leading slash), or None when there is none."""
+        if address in ("", "index.html"):
+            return self._caught(lambda: runs_page(list(self.runs.values())))[0]
+        found = _RUN.fullmatch(address)
+        if found and found.group(1) in self.runs:
+            run = self.runs[found.group(1)]
+            return self._caught(lambda: self._run_page(run))[0]
+        found = _PROBLEM.fullmatch(address)
+        if found and found.group(1) in self.runs:
+            run = self.runs[found.group(1)]
+            return self._caught(lambda: self._problem_page(run, int(found.group(2))))[0]
+        return None
+
+    def _run_page(self, run: RunView) -> str:
+        table, lines = self._caught(lambda: self.table(run))
+        return run_page(run, table.columns, table.rows, self.texts.statements(run.config()), lines + _notes(sources(run)))
+
+    def _problem_page(self, run: RunView, n: int) -> str | None:
+        src, lines = self._caught(lambda: sources(run))
+        lines += _notes(src)
+        ids = self._ids(src)
+        if n >= len(ids):
+            return None
+        pid = ids[n]
+        columns = dataset_metrics(run)
+        row = problem_row(src, pid, run.metrics_file().get("per_problem") or {}, columns)
+        texts, missing = self.texts.texts(run.config(), pid)
+        return problem_page(run, n, row, problem_detail(src, pid), texts, missing, len(ids), lines)
+
+    def addresses(self) -> list[str]:
+        """Every page's address (for the bundle)."""
+        out = ["index.html"]
+        for run in self.runs.values():
+            out.append(f"runs/{run.id}/index.html")
+            out += [f"runs/{run.id}/problems/{n}.html" for n in range(len(self._ids(sources(run))))]
+        return out

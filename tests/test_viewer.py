@@ -1,0 +1,300 @@
+"""``bonbench view`` (issue 32): the run viewer's figures, pages, safety and command line.
+
+Runs are written here row by row in the store's format (``records.to_row`` through
+``JsonlTable.append``) or by ``synthetic.write_synthetic_run``; pages are fetched through
+Starlette's TestClient, and the command line is run as the user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+from starlette.testclient import TestClient
+
+from bonbench.apps.analysis.synthetic import write_synthetic_run
+from bonbench.apps.cli import main
+from bonbench.apps.viewer.problems import problem_table
+from bonbench.apps.viewer.prompts import TaskTexts
+from bonbench.apps.viewer.runs import find_runs
+from bonbench.apps.viewer.server import app
+from bonbench.apps.viewer.site import Site
+from bonbench.core.records import Grade, Sample, Score
+from bonbench.core.row_index import RowIndex
+from bonbench.core.store import RunStore, atomic_write_json
+
+EVIL = ['<script>alert(1)</script>', '</script><script>alert(2)</script>', '</textarea><img src=x onerror=alert(3)>',
+        '<a href="javascript:alert(4)">x</a>', '" onmouseover="alert(5)', "{{ 7*7 }}"]
+
+
+def write_run(root: Path, *, task: str = "toy", model: str = "org/model", answers: dict[str, list[str | None]],
+              right: dict[str, list[bool]], scores: dict[str, list[float]], completions: dict[str, list[str]] | None = None,
+              scored: bool = True) -> Path:
+    """A run directory with the given answers, verdicts and verifier scores (problem -> per sample)."""
+    store = RunStore(root / "runs" / task / model.replace("/", "--") / "abc123")
+    store.write_config({"config": {"task": task, "model": model, "n": len(next(iter(answers.values()))),
+                                   "temperature": 1.0, "verifier": "v"}, "hash": "abc123", "verifiers": ["v"]})
+    texts = completions or {pid: [f"answer {a}" for a in ans] for pid, ans in answers.items()}
+    store.samples.append(Sample(pid, i, texts[pid][i], 10 + i, "stop", -1.5 * (i + 1))
+                         for pid in answers for i in range(len(answers[pid])))
+    store.grades("g").append(Grade(pid, i, "g", 2, right[pid][i], answer=a) for pid in answers
+                             for i, a in enumerate(answers[pid]))
+    store.scores("v").append(Score(pid, i, "v", s, steps=(0.9, s)) for pid in scores for i, s in enumerate(scores[pid]))
+    if scored:
+        ids = list(answers)
+        atomic_write_json(store.metrics_path, {
+            "metrics": {"pass@1": {"value": 0.5, "ci95": [0.25, 0.75], "n_problems": len(ids)},
+                        "bon@2": {"value": 0.5, "ci95": [0.1, 0.9], "n_problems": len(ids), "verifier": "v",
+                                  "verifier_version": 1, "verifier_fingerprint": ""}},
+            "per_problem": {"pass@1": {pid: float(np.mean(right[pid])) for pid in ids},
+                            "bon@2": {pid: 0.25 for pid in ids}},
+            "grader": "g", "verifier": "v", "n": 3, "n_problems": len(ids),
+            "grading": {"grader": "g", "grader_version": 2, "grading_id": ""}})
+    return store.root
+
+
+def toy(root: Path, **kw: object) -> Path:
+    return write_run(root, answers={"p/1": ["7", "8", "7"], "p/2": ["3", "3", None]},
+                     right={"p/1": [True, False, True], "p/2": [False, False, False]},
+                     scores={"p/1": [0.1, 0.9, 0.2], "p/2": [0.5, 0.4, 0.3]}, **kw)  # type: ignore[arg-type]
+
+
+class Markup(HTMLParser):
+    """The elements and attributes a browser would build from a page."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+
+
+def assert_inert(html: str) -> None:
+    """Only the viewer's own markup: one script (table.js), no event handler, no javascript: link, no
+    element that model text could have opened."""
+    tags = Markup(html).tags
+    assert sum(tag == "script" for tag, _ in tags) <= 1
+    assert not {tag for tag, _ in tags} & {"img", "textarea", "iframe", "object", "embed", "svg", "form"}
+    for tag, attrs in tags:
+        assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
+        assert not any((v or "").strip().lower().startswith("javascript:") for v in attrs.values()), (tag, attrs)
+
+
+def client(*roots: Path, **kw: object) -> TestClient:
+    return TestClient(app(Site(find_runs(list(roots)), TaskTexts(None), **kw)))  # type: ignore[arg-type]
+
+
+# ---- reading by key --------------------------------------------------------------------------------
+
+def test_the_row_index_reads_one_problem_and_follows_a_growing_file(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    tricky = 'text with "problem_id": "p/9" and \\"problem_id\\": \\"p/8\\" inside'
+    rows = [{"schema": 1, "problem_id": pid, "sample_idx": i, "completion": tricky} for pid in ("p/1", "p/2", "é/3")
+            for i in range(3)]
+    rows.append({"schema": 1, "problem_id": "p/1", "sample_idx": 0, "completion": "a duplicate: the first row wins"})
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    index = RowIndex(path).refresh()
+    assert index.problems() == ["p/1", "p/2", "é/3"]
+    assert [r["sample_idx"] for r in index.rows("p/2")] == [0, 1, 2]
+    assert index.keyed("p/1")[0]["completion"] == tricky and len(index.offsets["p/1"]) == 4
+    with open(path, "ab") as fh:  # a writer appends one row and is half-way through the next
+        fh.write(json.dumps({"schema": 1, "problem_id": "p/4", "sample_idx": 0}).encode() + b"\n")
+        fh.write(b'{"schema": 1, "problem_id": "p/5", "samp')
+    with pytest.warns(UserWarning, match="the last line is torn"):
+        index.refresh()
+    assert index.problems()[-1] == "p/4" and index.torn
+    with open(path, "ab") as fh:
+        fh.write(b'le_idx": 0}\n')
+    assert index.refresh().problems()[-1] == "p/5" and not index.torn
+    path.write_text(json.dumps(rows[0]) + "\n")  # replaced by a shorter file: indexed again
+    assert index.refresh().problems() == ["p/1"]
+
+
+def test_the_problem_table_reads_votes_picks_and_metrics(tmp_path: Path) -> None:
+    toy(tmp_path / "r")
+    columns, rows = problem_table(find_runs([tmp_path / "r"])[0])
+    assert columns == ["pass@1", "bon@2"]
+    p1, p2 = rows
+    assert (p1.problem_id, p1.n_samples, p1.n_right) == ("p/1", 3, 2) and p1.pass_rate == pytest.approx(2 / 3)
+    assert (p1.majority, p1.majority_right, p1.pick, p1.pick_right) == ("7", True, 1, False)  # 0.9 picks the wrong 8
+    assert p1.flags == ("solved", "verifier_wrong") and p1.mean_tokens == 11
+    assert (p2.majority, p2.majority_right, p2.pick) == ("3", False, 0) and p2.majority_share == pytest.approx(2 / 3)
+    assert p2.flags == ("unsolved",)  # wrong, but no right sample existed: not a verifier or vote failure
+    assert p1.metrics == {"pass@1": pytest.approx(2 / 3), "bon@2": 0.25}
+
+
+def test_the_table_matches_a_synthetic_run_and_its_metrics(tmp_path: Path) -> None:
+    d = write_synthetic_run(tmp_path, np.linspace(0, 1, 12), n=8, metrics=("pass@1", "pass@4", "bon@4"), n_boot=10)
+    doc = json.loads((d / "metrics.json").read_text())
+    grades = [json.loads(line) for line in (d / "grades" / "synthetic.jsonl").read_text().splitlines()]
+    columns, rows = problem_table(find_runs([tmp_path])[0])
+    assert columns == ["pass@1", "pass@4", "bon@4"] and len(rows) == 12
+    for row in rows:
+        mine = [g["correct"] for g in grades if g["problem_id"] == row.problem_id]
+        assert row.pass_rate == pytest.approx(np.mean(mine)) == pytest.approx(doc["per_problem"]["pass@1"][row.problem_id])
+        assert row.metrics["bon@4"] == doc["per_problem"]["bon@4"][row.problem_id]
+
+
+# ---- pages -----------------------------------------------------------------------------------------
+
+def test_the_pages_show_runs_problems_and_every_sample(tmp_path: Path) -> None:
+    toy(tmp_path)
+    c = client(tmp_path)
+    home = c.get("/")
+    assert home.status_code == 200 and "toy" in home.text and "pass@1 0.500 [0.250, 0.750]" in home.text
+    assert "g v2" in home.text and "v v1" in home.text  # grader and verifier versions
+    (href,) = re.findall(r'href="(runs/[^"]+)"', home.text)
+    run = c.get("/" + href)
+    assert run.status_code == 200 and run.text.count("<tr data-row") == 2
+    assert 'data-flags="solved verifier_wrong"' in run.text
+    page = c.get("/" + href.replace("index.html", "problems/0.html"))
+    assert page.status_code == 200
+    samples = re.findall(r'<details class="sample( pick)?" id="s(\d)"', page.text)
+    assert samples == [("", "0"), (" pick", "1"), ("", "2")]  # every sample, the pick marked
+    assert "per-step scores" in page.text and "0.900, 0.900" in page.text  # Score.steps of the pick
+    assert "answer 8" in page.text and "-3.00" in page.text  # a completion and its log-probability
+    assert c.get("/" + href.replace("index.html", "problems/2.html")).status_code == 404
+
+
+def test_hostile_text_is_shown_as_text(tmp_path: Path) -> None:
+    n = len(EVIL)
+    write_run(tmp_path, task=EVIL[0], model="org/" + EVIL[2], answers={EVIL[1]: list(EVIL)},
+              right={EVIL[1]: [True] + [False] * (n - 1)}, scores={EVIL[1]: [float(i) for i in range(n)]},
+              completions={EVIL[1]: [e * 2 for e in EVIL]})
+    c = client(tmp_path)
+    pages = [c.get("/")]
+    (href,) = set(re.findall(r'href="(runs/[^"]+)"', pages[0].text))
+    pages += [c.get("/" + href), c.get("/" + href.replace("index.html", "problems/0.html"))]
+    for page in pages:
+        assert page.status_code == 200
+        assert_inert(page.text)
+    assert "&lt;/textarea&gt;&lt;img src=x onerror=alert(3)&gt;" in pages[2].text and "{{ 7*7 }}" in pages[2].text
+
+
+@pytest.mark.parametrize("address", ["/..%2f..%2fetc/passwd", "/runs/..%2f..%2fetc/passwd", "/runs/%2e%2e/%2e%2e/etc/passwd",
+                                     "//etc/passwd", "/%2fetc%2fpasswd", "/runs/abc123/../../../../etc/passwd",
+                                     "/runs/abc123/problems/-1.html", "/runs/abc123/problems/00.html",
+                                     "/runs/abc123/problems/0.html%00", "/runs/abc123/config.json", "/runs/abc123/samples.jsonl",
+                                     "/runs/abc123/problems/0.html/..", "/%252e%252e/etc/passwd"])
+def test_no_address_reaches_a_file(tmp_path: Path, address: str) -> None:
+    toy(tmp_path)
+    response = client(tmp_path).get(address)
+    assert response.status_code == 404 and "root:" not in response.text
+
+
+def test_only_get_and_head_are_answered(tmp_path: Path) -> None:
+    toy(tmp_path)
+    c = client(tmp_path)
+    assert c.head("/").status_code == 200 and c.head("/").text == ""
+    for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+        response = c.request(method, "/runs/abc123/index.html")
+        assert response.status_code == 405 and "GET" in response.headers["allow"]
+    assert c.get("/", headers={"host": "attacker.example"}).status_code == 400  # DNS rebinding
+    headers = c.get("/").headers
+    assert "default-src 'none'" in headers["content-security-policy"] and headers["x-content-type-options"] == "nosniff"
+
+
+def test_a_file_linked_outside_the_folder_is_not_read(tmp_path: Path) -> None:
+    run = toy(tmp_path / "given")
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text(json.dumps({"problem_id": "p/1", "sample_idx": 0, "completion": "TOP SECRET"}) + "\n")
+    (run / "samples.jsonl").unlink()
+    (run / "samples.jsonl").symlink_to(secret)
+    c = client(tmp_path / "given")
+    page = c.get("/runs/abc123/problems/0.html")
+    assert page.status_code == 200 and "TOP SECRET" not in page.text and "links outside" in page.text
+
+
+def test_a_run_being_written_shows_as_far_as_it_goes(tmp_path: Path) -> None:
+    run = toy(tmp_path, scored=False)
+    with open(run / "samples.jsonl", "ab") as fh:
+        fh.write(b'{"schema": 1, "problem_id": "p/3", "sample_idx": 0, "completion": "half')
+    c = client(tmp_path)
+    assert "not scored" in c.get("/").text
+    page = c.get("/runs/abc123/index.html")
+    assert page.text.count("<tr data-row") == 2 and "the last line is torn" in page.text
+    with open(run / "samples.jsonl", "ab") as fh:
+        fh.write(b' done", "n_tokens": 3, "finish_reason": "stop", "logprob": null}\n')
+    page = c.get("/runs/abc123/index.html")
+    assert page.text.count("<tr data-row") == 3 and "torn" not in page.text
+
+
+# ---- the command line ------------------------------------------------------------------------------
+
+def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    assert main(["view", str(tmp_path / "empty")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no runs under") and err.count("\n") == 1
+    toy(tmp_path / "r")
+    assert main(["view", str(tmp_path / "r"), "--host", "0.0.0.0"]) == 1
+    assert "SSH tunnel" in capsys.readouterr().err
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    try:
+        assert main(["view", str(tmp_path / "r"), "--port", str(busy.getsockname()[1])]) == 1
+    finally:
+        busy.close()
+    err = capsys.readouterr().err
+    assert err.startswith("error: port ") and "--port" in err and err.count("\n") == 1
+
+
+def test_the_server_prints_its_url_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+    import httpx
+
+    toy(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "bonbench", "view", str(tmp_path), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert url, line
+        assert "toy" in httpx.get(url.group(0)).text
+        assert httpx.post(url.group(0)).status_code == 405
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0 and "viewer stopped" in err and "Traceback" not in err
+
+
+def test_the_static_bundle_opens_without_a_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    toy(tmp_path / "r")
+    out = tmp_path / "bundle"
+    assert main(["view", str(tmp_path / "r"), "--static", str(out)]) == 0
+    assert "4 pages" in capsys.readouterr().out
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert files == ["index.html", "runs/abc123/index.html", "runs/abc123/problems/0.html", "runs/abc123/problems/1.html"]
+    for f in files:
+        html = (out / f).read_text()
+        assert not re.search(r"(src|href)=\"(https?:)?//", html)  # nothing from the network
+        for link in re.findall(r'href="([^"#]+)"', html):
+            assert (out / f).parent.joinpath(link).resolve().is_file(), (f, link)  # every link opens from file://
+    assert main(["view", str(tmp_path / "r"), "--static", str(tmp_path / "small"), "--limit", "1"]) == 0
+    assert not (tmp_path / "small" / "runs" / "abc123" / "problems" / "1.html").exists()
+    assert main(["view", str(tmp_path / "r"), "--static", str(tmp_path / "big"), "--max-mb", "0.001"]) == 1
+    err = capsys.readouterr().err
+    assert "--limit" in err and err.count("\n") == 1 and not list((tmp_path / "big").glob("*.html"))
+
+
+def test_view_filters_runs_by_task_and_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    toy(tmp_path)
+    write_synthetic_run(tmp_path, [0.5, 0.5], n=2, n_boot=5)
+    assert main(["view", str(tmp_path), "--task", "synthetic", "--static", str(tmp_path / "b")]) == 0
+    home = (tmp_path / "b" / "index.html").read_text()
+    assert "synthetic" in home and ">toy<" not in home
+    assert main(["view", str(tmp_path), "--model", "nobody", "--static", str(tmp_path / "c")]) == 1
+    assert "no run matches" in capsys.readouterr().err

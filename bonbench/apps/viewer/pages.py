@@ -160,6 +160,9 @@ def _sample_cells(s: SampleView) -> dict[str, Any]:
 
 
 def _classes(samples: Sequence[SampleView]) -> list[dict[str, Any]]:
+    """The answer classes and their votes, most voted first; none when no sample has an answer."""
+    if not any(s.grade is not None and s.grade.answer is not None for s in samples):
+        return []
     votes = Counter(s.vote for s in samples if s.grade is not None)
     right = {s.vote for s in samples if s.grade is not None and s.grade.correct is True}
     out = []

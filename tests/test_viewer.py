@@ -22,7 +22,8 @@ from starlette.testclient import TestClient
 
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 from bonbench.apps.cli import main
-from bonbench.apps.viewer.problems import problem_table
+from bonbench.apps.viewer import problems, site
+from bonbench.apps.viewer.problems import dataset_metrics, metric_values, problem_table
 from bonbench.apps.viewer.prompts import TaskTexts
 from bonbench.apps.viewer.runs import find_runs
 from bonbench.apps.viewer.server import app
@@ -90,6 +91,12 @@ def assert_inert(html: str) -> None:
         assert not any((v or "").strip().lower().startswith("javascript:") for v in attrs.values()), (tag, attrs)
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The viewer keeps its indexes and tables under $BONBENCH_CACHE: a folder of each test's own."""
+    monkeypatch.setenv("BONBENCH_CACHE", str(tmp_path / "cache"))
+
+
 def client(*roots: Path, **kw: object) -> TestClient:
     return TestClient(app(Site(find_runs(list(roots)), TaskTexts(None), **kw)))  # type: ignore[arg-type]
 
@@ -104,45 +111,72 @@ def test_the_row_index_reads_one_problem_and_follows_a_growing_file(tmp_path: Pa
     rows.append({"schema": 1, "problem_id": "p/1", "sample_idx": 0, "completion": "a duplicate: the first row wins"})
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     index = RowIndex(path).refresh()
-    assert index.problems() == ["p/1", "p/2", "é/3"]
+    assert list(index.problems) == ["p/1", "p/2", "é/3"]
     assert [r["sample_idx"] for r in index.rows("p/2")] == [0, 1, 2]
-    assert index.keyed("p/1")[0]["completion"] == tricky and len(index.offsets["p/1"]) == 4
+    assert index.keyed("p/1")[0]["completion"] == tricky and list(index.problems["p/1"].idx) == [0, 1, 2, 0]
     with open(path, "ab") as fh:  # a writer appends one row and is half-way through the next
         fh.write(json.dumps({"schema": 1, "problem_id": "p/4", "sample_idx": 0}).encode() + b"\n")
         fh.write(b'{"schema": 1, "problem_id": "p/5", "samp')
     with pytest.warns(UserWarning, match="the last line is torn"):
         index.refresh()
-    assert index.problems()[-1] == "p/4" and index.torn
+    assert list(index.problems)[-1] == "p/4" and index.torn and index.changed == {"p/4"}
     with open(path, "ab") as fh:
         fh.write(b'le_idx": 0}\n')
-    assert index.refresh().problems()[-1] == "p/5" and not index.torn
+    assert list(index.refresh().problems)[-1] == "p/5" and not index.torn and index.changed == {"p/5"}
     path.write_text(json.dumps(rows[0]) + "\n")  # replaced by a shorter file: indexed again
-    assert index.refresh().problems() == ["p/1"]
+    assert list(index.refresh().problems) == ["p/1"]
 
 
 def test_the_problem_table_reads_votes_picks_and_metrics(tmp_path: Path) -> None:
     toy(tmp_path / "r")
-    columns, rows = problem_table(find_runs([tmp_path / "r"])[0])
-    assert columns == ["pass@1", "bon@2"]
-    p1, p2 = rows
+    run = find_runs([tmp_path / "r"])[0]
+    p1, p2 = problem_table(run)
+    assert dataset_metrics(run) == ["pass@1", "bon@2"]
     assert (p1.problem_id, p1.n_samples, p1.n_right) == ("p/1", 3, 2) and p1.pass_rate == pytest.approx(2 / 3)
     assert (p1.majority, p1.majority_right, p1.pick, p1.pick_right) == ("7", True, 1, False)  # 0.9 picks the wrong 8
     assert p1.flags == ("solved", "verifier_wrong") and p1.mean_tokens == 11
     assert (p2.majority, p2.majority_right, p2.pick) == ("3", False, 0) and p2.majority_share == pytest.approx(2 / 3)
     assert p2.flags == ("unsolved",)  # wrong, but no right sample existed: not a verifier or vote failure
-    assert p1.metrics == {"pass@1": pytest.approx(2 / 3), "bon@2": 0.25}
+    assert metric_values(run, ["pass@1", "bon@2", "maj@9"], "p/1")[:2] == [pytest.approx(2 / 3), 0.25]
 
 
 def test_the_table_matches_a_synthetic_run_and_its_metrics(tmp_path: Path) -> None:
     d = write_synthetic_run(tmp_path, np.linspace(0, 1, 12), n=8, metrics=("pass@1", "pass@4", "bon@4"), n_boot=10)
     doc = json.loads((d / "metrics.json").read_text())
     grades = [json.loads(line) for line in (d / "grades" / "synthetic.jsonl").read_text().splitlines()]
-    columns, rows = problem_table(find_runs([tmp_path])[0])
-    assert columns == ["pass@1", "pass@4", "bon@4"] and len(rows) == 12
+    run = find_runs([tmp_path])[0]
+    rows = problem_table(run)
+    assert dataset_metrics(run) == ["pass@1", "pass@4", "bon@4"] and len(rows) == 12
     for row in rows:
         mine = [g["correct"] for g in grades if g["problem_id"] == row.problem_id]
         assert row.pass_rate == pytest.approx(np.mean(mine)) == pytest.approx(doc["per_problem"]["pass@1"][row.problem_id])
-        assert row.metrics["bon@4"] == doc["per_problem"]["bon@4"][row.problem_id]
+        assert metric_values(run, ["bon@4"], row.problem_id) == [doc["per_problem"]["bon@4"][row.problem_id]]
+
+
+def test_a_second_start_reads_the_kept_index_and_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table and the indexes are kept outside the run: the next start computes nothing, and rows
+    appended since are indexed and only their problem is recomputed."""
+    run = toy(tmp_path / "r")
+    before = sorted(p.name for p in run.rglob("*"))
+    first = client(tmp_path / "r").get("/runs/abc123/index.html").text
+    assert sorted(p.name for p in run.rglob("*")) == before  # nothing written into the run
+    assert len(list((tmp_path / "cache" / "viewer").rglob("*.index"))) == 3
+    computed: list[str] = []
+    real_row = problems.problem_row
+    monkeypatch.setattr(site, "problem_row", lambda src, pid: computed.append(pid) or real_row(src, pid))
+    assert client(tmp_path / "r").get("/runs/abc123/index.html").text == first and computed == []
+    monkeypatch.setattr("bonbench.core.row_index.RowIndex._scan", lambda *a: pytest.fail("indexed again"))
+    assert client(tmp_path / "r").get("/runs/abc123/index.html").status_code == 200
+    monkeypatch.undo()
+    monkeypatch.setenv("BONBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(site, "problem_row", lambda src, pid: computed.append(pid) or real_row(src, pid))
+    c = client(tmp_path / "r")
+    c.get("/runs/abc123/index.html")
+    RunStore(run).samples.append([Sample("p/3", 0, "new", 5, "stop")])
+    RunStore(run).grades("g").append([Grade("p/3", 0, "g", 2, True, answer="1")])
+    computed.clear()
+    page = c.get("/runs/abc123/index.html").text
+    assert computed == ["p/3"] and page.count("<tr data-row") == 3
 
 
 # ---- pages -----------------------------------------------------------------------------------------

@@ -108,11 +108,11 @@ def runs_page(runs: Sequence[RunView]) -> str:
                 models=sorted({r["model"] for r in rows}), with_script=True)
 
 
-def _problem_cells(i: int, p: ProblemRow, text: str) -> dict[str, Any]:
+def _problem_cells(i: int, p: ProblemRow, values: Sequence[float], text: str) -> dict[str, Any]:
     flags = p.flags
-    return {"id": p.problem_id, "href": f"problems/{i}.html", "text": text[:2000], "flags": " ".join(flags),
+    return {"id": p.problem_id, "href": f"problems/{i}.html", "text": text[:1000], "flags": " ".join(flags),
             "pass_rate": _num(p.pass_rate), "n_right": p.n_right, "n_graded": p.n_graded,
-            "metric_values": [_num(v) for v in p.metrics.values()],
+            "metric_values": [_num(v) for v in values],
             "majority": "—" if p.majority is None else p.majority, "share": _num(p.majority_share, 2),
             "majority_css": {True: "right", False: "wrong"}.get(p.majority_right, ""),  # type: ignore[arg-type]
             "pick": "—" if p.pick is None else f"#{p.pick}", "pick_sort": "" if p.pick is None else p.pick,
@@ -120,8 +120,8 @@ def _problem_cells(i: int, p: ProblemRow, text: str) -> dict[str, Any]:
             "score": _num(p.pick_score), "tokens": _num(p.mean_tokens, 1)}
 
 
-def run_page(run: RunView, columns: Sequence[str], problems: Sequence[ProblemRow], statements: Mapping[str, str],
-             warnings: Sequence[str]) -> str:
+def run_page(run: RunView, columns: Sequence[str], problems: Sequence[ProblemRow], values: Sequence[Sequence[float]],
+             statements: Mapping[str, str], warnings: Sequence[str]) -> str:
     cfg = run.config()
     settings = [(k, _setting(cfg[k])) for k in SETTINGS if k in cfg]
     grader, verifier = _versions(run)
@@ -129,7 +129,8 @@ def run_page(run: RunView, columns: Sequence[str], problems: Sequence[ProblemRow
     metrics = [{"name": m.name, "value": _num(m.value, 4),
                 "ci": f"[{_num(m.lo, 4)}, {_num(m.hi, 4)}]" if math.isfinite(m.lo) else "—",
                 "n_problems": m.n_problems, "verifier": m.verifier or ""} for m in run.metric_rows()]
-    rows = [_problem_cells(i, p, statements.get(p.problem_id, "")) for i, p in enumerate(problems)]
+    rows = [_problem_cells(i, p, v, statements.get(p.problem_id, "")) for i, (p, v) in enumerate(zip(problems, values,
+                                                                                                        strict=True))]
     return page(f"{run.task} / {run.model}", "run.html.j2", 2, crumbs=[(f"{run.task} / {run.model}", "index.html")],
                 warnings=warnings, with_script=True, run=run, settings=settings, metrics=metrics, columns=columns,
                 problems=rows, flags=FLAGS, verifier=verifier)
@@ -175,8 +176,8 @@ def _classes(samples: Sequence[SampleView]) -> list[dict[str, Any]]:
     return out
 
 
-def problem_page(run: RunView, n: int, row: ProblemRow, samples: Sequence[SampleView], texts: ProblemTexts | None,
-                 missing: str, count: int, warnings: Sequence[str]) -> str:
+def problem_page(run: RunView, n: int, row: ProblemRow, metrics: Sequence[tuple[str, float]], samples: Sequence[SampleView],
+                 texts: ProblemTexts | None, missing: str, count: int, warnings: Sequence[str]) -> str:
     summary = [("run", f"{run.task} / {run.model} ({run.id})"), ("samples", str(row.n_samples)),
                ("pass rate", f"{_num(row.pass_rate)} ({row.n_right} right of {row.n_graded} graded)"),
                ("majority", "—" if row.majority is None else
@@ -186,7 +187,7 @@ def problem_page(run: RunView, n: int, row: ProblemRow, samples: Sequence[Sample
                 f"#{row.pick} (score {_num(row.pick_score, 4)}; "
                 f"{ {True: 'right', False: 'wrong', None: 'not graded'}[row.pick_right] })"),
                ("mean length", f"{_num(row.mean_tokens, 1)} tokens")]
-    summary += [(name, _num(v, 4)) for name, v in row.metrics.items()]
+    summary += [(name, _num(v, 4)) for name, v in metrics]
     return page(f"{row.problem_id} · {run.task} / {run.model}", "problem.html.j2", 3,
                 crumbs=[(f"{run.task} / {run.model}", "../index.html")], warnings=warnings,
                 problem_id=row.problem_id, prev=f"{n - 1}.html" if n > 0 else "",

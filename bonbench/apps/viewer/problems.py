@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from bonbench.apps.viewer.runs import RunView
-from bonbench.core.records import Grade, Score, from_row
+from bonbench.core.records import Grade, Score
 from bonbench.core.row_index import RowIndex
 from bonbench.metrics.names import split_metric_name
 from bonbench.pipeline.votes import vote_answers
@@ -49,7 +49,6 @@ class ProblemRow:
     pick_score: float
     pick_right: bool | None
     mean_tokens: float
-    metrics: Mapping[str, float]  # metrics.json's per-problem values of the dataset metrics
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -78,21 +77,18 @@ class SampleView:
     picked: bool
 
 
-def _grading_filter(run: RunView, grader: str) -> Callable[[dict[str, Any]], bool] | None:
-    """Keep the grades metrics.json was computed from, when it says which (a regrade appends rows)."""
+def _grading(run: RunView, grader: str) -> tuple[Any, str] | None:
+    """The grader version and grading id metrics.json was computed from, when it says (a regrade
+    appends rows of another version)."""
     grading = run.metrics_file().get("grading") or {}
-    if grading.get("grader") != grader:
-        return None
-    version, gid = grading.get("grader_version"), grading.get("grading_id", "")
-    return lambda row: row.get("grader_version") == version and row.get("grading_id", "") == gid
+    return (grading.get("grader_version"), grading.get("grading_id", "")) if grading.get("grader") == grader else None
 
 
-def _scoring_filter(run: RunView, verifier: str) -> Callable[[dict[str, Any]], bool] | None:
-    """Keep the scores bon@k was computed from (its verifier version and fingerprint), when known."""
+def _scoring(run: RunView, verifier: str) -> tuple[Any, str] | None:
+    """The verifier version and fingerprint bon@k was computed from, when metrics.json says."""
     for m in (run.metrics_file().get("metrics") or {}).values():
         if isinstance(m, Mapping) and m.get("verifier") == verifier and "verifier_version" in m:
-            version, fp = m["verifier_version"], m.get("verifier_fingerprint", "")
-            return lambda row: row.get("verifier_version", 1) == version and row.get("verifier_fingerprint", "") == fp
+            return m["verifier_version"], m.get("verifier_fingerprint", "")
     return None
 
 
@@ -103,28 +99,54 @@ class Sources:
 
     samples: RowIndex | None
     grades: RowIndex | None
-    grade_filter: Callable[[dict[str, Any]], bool] | None
     scores: RowIndex | None
-    score_filter: Callable[[dict[str, Any]], bool] | None
+    grading: tuple[Any, str] | None  # the (grader_version, grading_id) of the grades kept; None: all
+    scoring: tuple[Any, str] | None  # the (verifier_version, fingerprint) of the scores kept; None: all
+
+    def grade_filter(self, row: Mapping[str, Any]) -> bool:
+        return self.grading is None or (row.get("grader_version"), row.get("grading_id", "")) == self.grading
+
+    def score_filter(self, row: Mapping[str, Any]) -> bool:
+        return self.scoring is None or (row.get("verifier_version", 1), row.get("verifier_fingerprint", "")) == self.scoring
+
+    def key(self) -> dict[str, Any]:
+        """What a problems table computed from these sources depends on: each file's index state and
+        the grading and scoring kept (``cache``)."""
+        files = {str(i.path): [i.identity, i.indexed] for i in (self.samples, self.grades, self.scores) if i is not None}
+        return {"files": files, "grading": self.grading, "scoring": self.scoring}
 
 
 def sources(run: RunView) -> Sources:
+    """The run's row indexes (refreshed now) and the grades and scores its metrics were computed from."""
     grader, verifier = run.grader(), run.verifier()
     return Sources(run.index("samples.jsonl"),
                    run.index(f"grades/{grader}.jsonl") if grader else None,
-                   _grading_filter(run, grader) if grader else None,
                    run.index(f"scores/{verifier}.jsonl") if verifier else None,
-                   _scoring_filter(run, verifier) if verifier else None)
+                   _grading(run, grader) if grader else None,
+                   _scoring(run, verifier) if verifier else None)
 
 
-def _records(src: Sources, pid: str) -> tuple[dict[int, Grade], dict[int, Score], dict[int, dict[str, Any]]]:
-    """One problem's grades, scores and sample rows by sample_idx."""
-    grades = {} if src.grades is None else {
-        i: from_row(Grade, row) for i, row in src.grades.keyed(pid, src.grade_filter).items()}
-    scores = {} if src.scores is None else {
-        i: from_row(Score, row) for i, row in src.scores.keyed(pid, src.score_filter).items()}
-    samples = {} if src.samples is None else src.samples.keyed(pid)
-    return grades, scores, samples
+_GRADE_FIELDS = frozenset(f.name for f in fields(Grade))
+_SCORE_FIELDS = frozenset(f.name for f in fields(Score))
+
+
+def _grade(row: Mapping[str, Any]) -> Grade:
+    # records.from_row's rule, with the field names read once: the table builds a Grade per row
+    return Grade(**{k: v for k, v in row.items() if k in _GRADE_FIELDS})
+
+
+def _score(row: Mapping[str, Any]) -> Score:
+    kwargs = {k: v for k, v in row.items() if k in _SCORE_FIELDS}
+    if kwargs.get("steps") is not None:
+        kwargs["steps"] = tuple(float(v) for v in kwargs["steps"])
+    return Score(**kwargs)
+
+
+def _verdicts(src: Sources, pid: str) -> tuple[dict[int, Grade], dict[int, Score]]:
+    """One problem's grades and scores by sample_idx."""
+    grades = {} if src.grades is None else {i: _grade(row) for i, row in src.grades.keyed(pid, src.grade_filter).items()}
+    scores = {} if src.scores is None else {i: _score(row) for i, row in src.scores.keyed(pid, src.score_filter).items()}
+    return grades, scores
 
 
 def _pick(scores: Mapping[int, Score]) -> int | None:
@@ -150,7 +172,7 @@ def problem_ids(src: Sources) -> list[str]:
     ids: dict[str, None] = {}
     for index in (src.samples, src.grades):
         if index is not None:
-            ids.update(dict.fromkeys(index.problems()))
+            ids.update(dict.fromkeys(index.problems))
     return list(ids)
 
 
@@ -160,9 +182,16 @@ def dataset_metrics(run: RunView) -> list[str]:
     return [row.name for row in run.metric_rows() if row.name in names]
 
 
-def problem_row(src: Sources, pid: str, per_problem: Mapping[str, Mapping[str, Any]], columns: Sequence[str]) -> ProblemRow:
-    """One problem's line of the table (``columns``: the metrics whose ``per_problem`` values it shows)."""
-    grades, scores, samples = _records(src, pid)
+def metric_values(run: RunView, columns: Sequence[str], pid: str) -> list[float]:
+    """metrics.json's per-problem values of ``columns`` for problem ``pid`` (NaN where it has none)."""
+    per_problem = run.metrics_file().get("per_problem") or {}
+    values = [(per_problem.get(name) or {}).get(pid) for name in columns]
+    return [math.nan if v is None else float(v) for v in values]
+
+
+def problem_row(src: Sources, pid: str) -> ProblemRow:
+    """One problem's line of the table (without the metrics: ``metric_values``)."""
+    grades, scores = _verdicts(src, pid)
     order = sorted(grades)
     graded = [grades[i] for i in order]
     votes = vote_answers(graded)
@@ -170,33 +199,30 @@ def problem_row(src: Sources, pid: str, per_problem: Mapping[str, Mapping[str, A
     right_class = _right_class(graded, votes)
     pick = _pick(scores)
     pick_grade = grades.get(pick) if pick is not None else None
-    tokens = [float(r["n_tokens"]) for r in samples.values() if isinstance(r.get("n_tokens"), (int, float))]
-    values = {}
-    for name in columns:
-        v = (per_problem.get(name) or {}).get(pid)
-        values[name] = math.nan if v is None else float(v)
+    rows = src.samples.problems.get(pid) if src.samples is not None else None
+    lengths = rows.first_numbers() if rows is not None else {}  # the index keeps n_tokens: no sample is parsed
+    tokens = [x for x in lengths.values() if math.isfinite(x)]
     return ProblemRow(
-        problem_id=pid, n_samples=len(set(samples) | set(grades)), n_graded=len(graded),
+        problem_id=pid, n_samples=len(set(lengths) | set(grades)), n_graded=len(graded),
         pass_rate=sum(g.value() for g in graded) / len(graded) if graded else math.nan,
         n_right=sum(g.correct is True for g in graded),
         majority=majority, majority_share=share,
         majority_right=None if majority is None or not graded else majority == right_class,
         pick=pick, pick_score=scores[pick].score if pick is not None else math.nan,
         pick_right=None if pick_grade is None or pick_grade.correct is None else pick_grade.correct,
-        mean_tokens=sum(tokens) / len(tokens) if tokens else math.nan, metrics=values)
+        mean_tokens=sum(tokens) / len(tokens) if tokens else math.nan)
 
 
-def problem_table(run: RunView) -> tuple[list[str], list[ProblemRow]]:
-    """The metric columns and one row per problem."""
-    columns = dataset_metrics(run)
-    per_problem = run.metrics_file().get("per_problem") or {}
+def problem_table(run: RunView) -> list[ProblemRow]:
+    """One row per problem, computed now (``site`` keeps them, ``cache`` between starts)."""
     src = sources(run)
-    return columns, [problem_row(src, pid, per_problem, columns) for pid in problem_ids(src)]
+    return [problem_row(src, pid) for pid in problem_ids(src)]
 
 
 def problem_detail(src: Sources, pid: str) -> list[SampleView]:
     """Every sample of one problem (sampled, graded or scored), in sample order."""
-    grades, scores, samples = _records(src, pid)
+    grades, scores = _verdicts(src, pid)
+    samples = {} if src.samples is None else src.samples.keyed(pid)
     order = sorted(set(samples) | set(grades) | set(scores))
     graded = [grades[i] for i in order if i in grades]
     vote_of = dict(zip([i for i in order if i in grades], vote_answers(graded), strict=True))
@@ -211,7 +237,3 @@ def problem_detail(src: Sources, pid: str) -> list[SampleView]:
             grade=grades.get(i), score=scores.get(i), vote=vote_of.get(i), picked=i == pick))
     return out
 
-
-def known(src: Sources, pid: str) -> bool:
-    """Whether the run has rows of problem ``pid`` (the pages answer 404 otherwise)."""
-    return any(index is not None and pid in index.offsets for index in (src.samples, src.grades))

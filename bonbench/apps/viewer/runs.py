@@ -15,6 +15,7 @@ What it does not do: compute a problem's figures (``problems``) or write anythin
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import warnings
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bonbench.api.metric.grammar import metric_sort_key
+from bonbench.core.cache import cache_dir
 from bonbench.core.config import model_slug
 from bonbench.core.errors import BonbenchError
 from bonbench.core.row_index import RowIndex
@@ -49,11 +51,14 @@ def _number(x: Any) -> float:
 class RunView:
     """One run directory as the viewer reads it: its JSON files and its row files by key."""
 
-    def __init__(self, run_id: str, path: Path, allowed: Path) -> None:
+    def __init__(self, run_id: str, path: Path, allowed: Path, cache: Path | None = None) -> None:
         self.id = run_id
         self.path = path
         self.allowed = allowed.resolve()  # the folder given on the command line that holds this run
+        self.cache = cache  # where its indexes are kept between starts (``bonbench.apps.viewer.cache``); None: nowhere
         self._indexes: dict[str, RowIndex] = {}
+        # problems that got rows since the table last took them (``take_changes``); None: an index was rebuilt
+        self._changed: set[str] | None = set()
         self._docs: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}  # name -> ((mtime, size), doc)
 
     def file(self, relative: str) -> Path | None:
@@ -134,9 +139,31 @@ class RunView:
         if path is None:
             self._indexes.pop(relative, None)
             return None
-        if relative not in self._indexes:
-            self._indexes[relative] = RowIndex(path)
-        return self._indexes[relative].refresh()
+        index = self._indexes.get(relative)
+        if index is None:
+            # samples.jsonl's index keeps each row's n_tokens: the table's mean length parses no completion
+            index = self._indexes[relative] = RowIndex(path, number="n_tokens" if relative == "samples.jsonl" else None)
+            if self.cache is not None:
+                index.load(self.cache / index_name(relative))
+        before = (index.identity, index.indexed)
+        index.refresh()
+        if index.changed is None or self._changed is None:
+            self._changed = None
+        else:
+            self._changed |= index.changed
+        if self.cache is not None and (index.identity, index.indexed) != before:
+            try:
+                self.cache.mkdir(parents=True, exist_ok=True)
+                index.save(self.cache / index_name(relative))
+            except OSError as exc:
+                warnings.warn(f"cannot keep the viewer's index in {self.cache} ({exc.strerror}); it is rebuilt at the "
+                              "next start (set BONBENCH_CACHE to a writable folder)", stacklevel=2)
+        return index
+
+    def take_changes(self) -> set[str] | None:
+        """The problems that got rows in any file since the last call (None: a file was indexed anew)."""
+        changed, self._changed = self._changed, set()
+        return changed
 
     def grader(self) -> str | None:
         """The grades file the metrics were computed from (metrics.json's grader), else the first one."""
@@ -167,9 +194,20 @@ def _ids(paths: Sequence[Path]) -> list[str]:
     return out
 
 
-def find_runs(folders: Sequence[Path]) -> list[RunView]:
+def index_name(relative: str) -> str:
+    """The file name under which the index of the run's file ``relative`` is kept."""
+    return hashlib.sha256(relative.encode("utf-8")).hexdigest()[:16] + ".index"
+
+
+def run_cache(run_path: Path) -> Path:
+    """The folder kept for the run at ``run_path``: ``$BONBENCH_CACHE/viewer/<hash of its real path>``."""
+    return cache_dir("viewer") / hashlib.sha256(str(run_path.resolve()).encode("utf-8")).hexdigest()[:24]
+
+
+def find_runs(folders: Sequence[Path], keep: bool = True) -> list[RunView]:
     """Every run directory under ``folders`` (each a run directory or a results tree), in order,
-    duplicates dropped. A folder with no run is a one-line BonbenchError."""
+    duplicates dropped; ``keep``: their indexes are kept between starts (``run_cache``). A folder
+    with no run is a one-line BonbenchError."""
     found: list[tuple[Path, Path]] = []
     seen: set[Path] = set()
     for folder in map(Path, folders):
@@ -181,4 +219,5 @@ def find_runs(folders: Sequence[Path]) -> list[RunView]:
             if run.resolve() not in seen and run.resolve().is_relative_to(folder.resolve()):
                 seen.add(run.resolve())
                 found.append((run, folder))
-    return [RunView(i, run, folder) for i, (run, folder) in zip(_ids([r for r, _ in found]), found, strict=True)]
+    return [RunView(i, run, folder, run_cache(run) if keep else None)
+            for i, (run, folder) in zip(_ids([r for r, _ in found]), found, strict=True)]

@@ -22,8 +22,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bonbench.apps.viewer.cache import load_table, save_table
 from bonbench.apps.viewer.pages import problem_page, run_page, runs_page
-from bonbench.apps.viewer.problems import ProblemRow, Sources, dataset_metrics, problem_detail, problem_ids, problem_row, sources
+from bonbench.apps.viewer.problems import (
+    ProblemRow,
+    Sources,
+    dataset_metrics,
+    metric_values,
+    problem_detail,
+    problem_ids,
+    problem_row,
+    sources,
+)
 from bonbench.apps.viewer.prompts import TaskTexts
 from bonbench.apps.viewer.runs import RunView
 
@@ -33,9 +43,8 @@ _PROBLEM = re.compile(r"runs/([A-Za-z0-9_-]+)/problems/(0|[1-9][0-9]{0,8})\.html
 
 @dataclass
 class _Table:
-    stamp: tuple[Any, ...]
-    columns: list[str]
-    rows: list[ProblemRow]
+    key: dict[str, Any]  # ``Sources.key()`` of the rows it was computed from
+    rows: dict[str, ProblemRow]  # problem -> row, in the run's order
 
 
 def _notes(src: Sources) -> list[str]:
@@ -73,22 +82,31 @@ class Site:
                 self.report(f"warning: {line}")
         return value, lines
 
-    def _stamp(self, run: RunView) -> tuple[Any, ...]:
-        files = [run.path / "samples.jsonl", run.path / "metrics.json", *sorted((run.path / "grades").glob("*.jsonl")),
-                 *sorted((run.path / "scores").glob("*.jsonl"))]
-        return tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file())
-
-    def table(self, run: RunView) -> _Table:
-        """The run's problems table, recomputed only when its files changed."""
-        stamp = self._stamp(run)
+    def table(self, run: RunView) -> list[ProblemRow]:
+        """The run's problems table: kept (in memory, and between starts in ``cache``) and only the
+        problems that got rows recomputed, everything when the grading or scoring read changed."""
+        src = sources(run)
+        key = src.key()
+        changed = run.take_changes()
         cached = self._tables.get(run.id)
-        if cached is None or cached.stamp != stamp:
-            src = sources(run)
-            columns = dataset_metrics(run)
-            per_problem = run.metrics_file().get("per_problem") or {}
-            rows = [problem_row(src, pid, per_problem, columns) for pid in self._ids(src)]
-            cached = self._tables[run.id] = _Table(stamp, columns, rows)
-        return cached
+        if cached is None and run.cache is not None:
+            kept = load_table(run.cache, key)
+            if kept is not None:
+                cached = self._tables[run.id] = _Table(key, kept)
+        if cached is not None and cached.key == key:
+            return list(cached.rows.values())[:self.limit]
+        ids = problem_ids(src)
+        same_reading = cached is not None and all(cached.key[k] == key[k] for k in ("grading", "scoring")) and (
+            set(cached.key["files"]) == set(key["files"]))
+        if cached is not None and same_reading and changed is not None:
+            rows = {pid: cached.rows[pid] if pid in cached.rows and pid not in changed else problem_row(src, pid)
+                    for pid in ids}
+        else:
+            rows = {pid: problem_row(src, pid) for pid in ids}
+        self._tables[run.id] = _Table(key, rows)
+        if run.cache is not None:
+            save_table(run.cache, key, rows)
+        return list(rows.values())[:self.limit]
 
     def _ids(self, src: Sources) -> list[str]:
         return problem_ids(src)[:self.limit]
@@ -108,8 +126,10 @@ class Site:
         return None
 
     def _run_page(self, run: RunView) -> str:
-        table, lines = self._caught(lambda: self.table(run))
-        return run_page(run, table.columns, table.rows, self.texts.statements(run.config()), lines + _notes(sources(run)))
+        rows, lines = self._caught(lambda: self.table(run))
+        columns = dataset_metrics(run)
+        values = [metric_values(run, columns, row.problem_id) for row in rows]
+        return run_page(run, columns, rows, values, self.texts.statements(run.config()), lines + _notes(sources(run)))
 
     def _problem_page(self, run: RunView, n: int) -> str | None:
         src, lines = self._caught(lambda: sources(run))
@@ -119,9 +139,10 @@ class Site:
             return None
         pid = ids[n]
         columns = dataset_metrics(run)
-        row = problem_row(src, pid, run.metrics_file().get("per_problem") or {}, columns)
+        metrics = list(zip(columns, metric_values(run, columns, pid), strict=True))
         texts, missing = self.texts.texts(run.config(), pid)
-        return problem_page(run, n, row, problem_detail(src, pid), texts, missing, len(ids), lines)
+        return problem_page(run, n, problem_row(src, pid), metrics, problem_detail(src, pid), texts, missing, len(ids),
+                            lines)
 
     def addresses(self) -> list[str]:
         """Every page's address (for the bundle)."""

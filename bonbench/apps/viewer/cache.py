@@ -7,7 +7,7 @@ next start reads them in a fraction of a second. Nothing is written into a run d
 index is used only for the same file (device and inode) not shorter than it was, and a kept table
 only with the index states and the grading and scoring it was computed from
 (``bonbench.apps.viewer.problems.Sources.key``); anything else is computed again. Rows appended since are indexed
-and their problems recomputed (``bonbench.core.row_index.RowIndex.changed``).
+and their problems recomputed (the ``changed`` problems of ``bonbench.core.row_index.RowIndex``).
 
 A cache that cannot be written (a read-only home) costs only the speed: one warning, and the
 viewer computes as if there were none.

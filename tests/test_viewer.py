@@ -85,7 +85,8 @@ def assert_inert(html: str) -> None:
     element that model text could have opened."""
     tags = Markup(html).tags
     assert sum(tag == "script" for tag, _ in tags) <= 1
-    assert not {tag for tag, _ in tags} & {"img", "textarea", "iframe", "object", "embed", "svg", "form"}
+    assert not {tag for tag, _ in tags} & {"img", "textarea", "iframe", "object", "embed", "form", "foreignobject"}
+    assert all("data-curves" in attrs for tag, attrs in tags if tag == "svg")  # the k-curves' alone
     for tag, attrs in tags:
         assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
         assert not any((v or "").strip().lower().startswith("javascript:") for v in attrs.values()), (tag, attrs)
@@ -151,6 +152,13 @@ def test_the_table_matches_a_synthetic_run_and_its_metrics(tmp_path: Path) -> No
         mine = [g["correct"] for g in grades if g["problem_id"] == row.problem_id]
         assert row.pass_rate == pytest.approx(np.mean(mine)) == pytest.approx(doc["per_problem"]["pass@1"][row.problem_id])
         assert metric_values(run, ["bon@4"], row.problem_id) == [doc["per_problem"]["bon@4"][row.problem_id]]
+    page = client(tmp_path).get(f"/runs/{run.id}/index.html").text
+    labels = re.findall(r"<text [^>]*data-curve-label>([^<]*)</text>", page)
+    assert labels == ["pass@k", "bon@k", "maj@k"]  # curves.json's curves, in the registry's order and names
+    lines = re.findall(r'<polyline points="([^"]*)"', page)
+    assert [len(points.split()) for points in lines] == [8] * 3  # every k = 1..n
+    x_of = [float(p.split(",")[0]) for p in lines[0].split()]
+    assert x_of == sorted(x_of) and x_of[1] - x_of[0] == pytest.approx(x_of[3] - x_of[1], abs=0.2)  # k on a log2 axis
 
 
 def test_a_second_start_reads_the_kept_index_and_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -205,6 +213,9 @@ def test_hostile_text_is_shown_as_text(tmp_path: Path) -> None:
     write_run(tmp_path, task=EVIL[0], model="org/" + EVIL[2], answers={EVIL[1]: list(EVIL)},
               right={EVIL[1]: [True] + [False] * (n - 1)}, scores={EVIL[1]: [float(i) for i in range(n)]},
               completions={EVIL[1]: [e * 2 for e in EVIL]})
+    (run,) = tmp_path.rglob("metrics.json")
+    (run.parent / "curves.json").write_text(json.dumps({EVIL[0]: {"k": [1, 2], "value": [0.1, 0.2], "lo": [0, 0],
+                                                                  "hi": [0.3, 0.4]}}))
     c = client(tmp_path)
     pages = [c.get("/")]
     (href,) = set(re.findall(r'href="(runs/[^"]+)"', pages[0].text))
@@ -213,6 +224,7 @@ def test_hostile_text_is_shown_as_text(tmp_path: Path) -> None:
         assert page.status_code == 200
         assert_inert(page.text)
     assert "&lt;/textarea&gt;&lt;img src=x onerror=alert(3)&gt;" in pages[2].text and "{{ 7*7 }}" in pages[2].text
+    assert "data-curves" in pages[1].text and "&lt;script&gt;alert(1)&lt;/script&gt;</text>" in pages[1].text
 
 
 @pytest.mark.parametrize("address", ["/..%2f..%2fetc/passwd", "/runs/..%2f..%2fetc/passwd", "/runs/%2e%2e/%2e%2e/etc/passwd",

@@ -30,6 +30,7 @@ import jinja2
 from markupsafe import Markup
 
 from bonbench.apps.analysis.htmlparts import fmt_value
+from bonbench.apps.viewer.curves import curve_plot
 from bonbench.apps.viewer.problems import FLAGS, ProblemRow, SampleView
 from bonbench.apps.viewer.prompts import ProblemTexts
 from bonbench.apps.viewer.runs import RunView
@@ -133,7 +134,7 @@ def run_page(run: RunView, columns: Sequence[str], problems: Sequence[ProblemRow
                                                                                                         strict=True))]
     return page(f"{run.task} / {run.model}", "run.html.j2", 2, crumbs=[(f"{run.task} / {run.model}", "index.html")],
                 warnings=warnings, with_script=True, run=run, settings=settings, metrics=metrics, columns=columns,
-                problems=rows, flags=FLAGS, verifier=verifier)
+                problems=rows, flags=FLAGS, verifier=verifier, plot=curve_plot(run.curves_file()))
 
 
 def _verdict(s: SampleView) -> tuple[str, str]:

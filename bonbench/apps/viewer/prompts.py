@@ -56,8 +56,9 @@ class TaskTexts:
                 task = get_task(name, **args, **({"data_dir": str(root)} if root is not None else {}))
                 self._tasks[key] = (task, {p.id: p for p in task.problems}, "")
             except (BonbenchError, OSError, ValueError, TypeError, KeyError) as exc:
+                first = str(exc).split("; ")[0][:200]  # the cause, not the fix meant for `bonbench run`
                 self._tasks[key] = (None, {}, f"prompts and gold need the task {name!r} and its data (--data-dir), and "
-                                              f"it could not be built here: {str(exc)[:160]}")
+                                              f"it could not be built here: {first}")
         return self._tasks[key]
 
     def texts(self, config: Mapping[str, Any], problem_id: str) -> tuple[ProblemTexts | None, str]:

@@ -100,6 +100,10 @@ class RunView:
         inner = doc.get("config", doc)
         return inner if isinstance(inner, dict) else {}
 
+    def curves_file(self) -> dict[str, Any]:
+        """curves.json, or an empty dict for a run not scored yet."""
+        return self._json("curves.json")
+
     def metrics_file(self) -> dict[str, Any]:
         """metrics.json, or an empty dict for a run not scored yet."""
         return self._json("metrics.json")

@@ -275,6 +275,41 @@ def test_a_run_being_written_shows_as_far_as_it_goes(tmp_path: Path) -> None:
     assert page.text.count("<tr data-row") == 3 and "torn" not in page.text
 
 
+def test_two_runs_side_by_side(tmp_path: Path) -> None:
+    """Paired differences equal the leaderboard's paired bootstrap on metrics.json's per-problem values,
+    the flipped problems are the ones whose verdict changed, and a problem opens with both runs' samples."""
+    from bonbench.metrics.bootstrap import paired_bootstrap_diff
+
+    base = np.array([[1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], [0, 0, 0, 1]])
+    tuned = np.array([[1, 1, 0, 0], [0, 1, 0, 0], [1, 1, 1, 1], [0, 0, 0, 0]])  # problem 1 gained, problem 3 lost
+    runs = [write_synthetic_run(tmp_path, [0.5] * 4, n=4, temperature=t, correct=c, verifier_noise=0.0, n_boot=20,
+                                metrics=("pass@1", "pass@4", "bon@4")) for t, c in ((0.5, base), (1.0, tuned))]
+    write_synthetic_run(tmp_path, [0.5] * 4, n=4, task="other", n_boot=20)  # another task: not paired
+    c = client(tmp_path)
+    ids = [r.name for r in runs]
+    run_page = c.get(f"/runs/{ids[0]}/index.html").text
+    (link,) = re.findall(r'href="\.\./\.\./(compare/[^"]+)"', run_page)
+    assert link == f"compare/{ids[0]}/{ids[1]}/index.html"
+    page = c.get("/" + link).text
+    docs = [json.loads((r / "metrics.json").read_text())["per_problem"]["pass@1"] for r in runs]
+    pids = list(docs[0])
+    diff, lo, hi, _ = paired_bootstrap_diff(np.array([docs[1][p] for p in pids]), np.array([docs[0][p] for p in pids]),
+                                            n_boot=site.N_BOOT, seed=0)
+    assert f'<tr data-diff="pass@1"><td class="l">pass@1</td><td>0.3750</td><td>0.4375</td><td class="">{diff:.4f}</td>' \
+           f"<td>[{lo:.4f}, {hi:.4f}]</td><td>4</td></tr>" in page
+    flipped = re.findall(r'<tr data-flip="(\w+)"><td class="l"><a href="problems/(\d)\.html">([^<]+)</a>'
+                         r".*?(wrong → right|right → wrong)", page)
+    assert sorted(flipped) == [("pick", "1", pids[1], "wrong → right"), ("pick", "3", pids[3], "right → wrong"),
+                               ("solved", "1", pids[1], "wrong → right"), ("solved", "3", pids[3], "right → wrong")]
+    side = c.get(f"/compare/{ids[0]}/{ids[1]}/problems/1.html").text
+    assert side.count('data-side="A"') == side.count('data-side="B"') == 1 and side.count('<details class="sample') == 8
+    assert 'id="A-0"' in side and 'id="B-0"' in side
+    other = next(r for r in find_runs([tmp_path]) if r.task == "other").id
+    for bad in (f"compare/{ids[0]}/{ids[0]}/index.html", f"compare/{ids[0]}/{other}/index.html",
+                f"compare/{ids[0]}/{ids[1]}/problems/4.html", f"compare/{ids[0]}/../{ids[1]}/index.html"):
+        assert c.get("/" + bad).status_code == 404, bad
+
+
 # ---- the command line ------------------------------------------------------------------------------
 
 def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

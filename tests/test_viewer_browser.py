@@ -42,24 +42,33 @@ HOSTILE = ['<script>window.pwned = 1</script>', '</script><script>window.pwned =
            '</textarea><img src=x onerror="window.pwned = 3">', '<a id="jsl" href="javascript:window.pwned = 4">click</a>']
 
 
-@pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
-    root = tmp_path_factory.mktemp("browser")
-    os.environ["BONBENCH_CACHE"] = str(root / "cache")
-    answers = {PROBLEMS[0]: ["2", "2", "3", "2"], PROBLEMS[1]: ["\\frac{1}{2}", "0.5", "1", "2"]}
+def _math_run(root: Path, data_dir: Path, name: str, answers: dict[str, list[str]]) -> Path:
+    """A MATH run of these answers made by `bonbench run` (scripted backend, MATH grader, logprob verifier)."""
     rows = []
     for pid, boxed in answers.items():
         for i, answer in enumerate(boxed):
             text = f"{HOSTILE[i]} So the answer is $\\boxed{{{answer}}}$."
             rows.append({"problem_id": pid, "sample_idx": i, "completion": text, "n_tokens": 10 + i,
                          "finish_reason": "stop", "logprob": -1.0 - (i + 3 * (pid == PROBLEMS[1]) * (i == 2))})
-    samples = root / "samples.jsonl"
+    samples = root / name
     samples.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(["run", "--task", "math", "--backend", "scripted", "--samples", str(samples), "--verifier", "logprob",
                  "--metric", "pass@2", "--metric", "maj@4", "--metric", "bon@4", "--n-boot", "50",
                  "--data-dir", str(data_dir), "--out", str(root / "results")]) == 0
-    (found,) = (root / "results").rglob("metrics.json")
-    return found.parent
+    (found,) = [p.parent for p in (root / "results").rglob("metrics.json") if p.parent.parent.name == name]
+    return found
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[Path]:
+    """The base run; a second run of the task (problem 2 no longer solved) sits beside it, for the comparison."""
+    root = tmp_path_factory.mktemp("browser")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BONBENCH_CACHE", str(root / "cache"))
+        first = _math_run(root, data_dir, "base.jsonl", {PROBLEMS[0]: ["2", "2", "3", "2"],
+                                                          PROBLEMS[1]: ["\\frac{1}{2}", "0.5", "1", "2"]})
+        _math_run(root, data_dir, "tuned.jsonl", {PROBLEMS[0]: ["2", "2", "3", "2"], PROBLEMS[1]: ["1", "3", "1", "2"]})
+        yield first
 
 
 @pytest.fixture(scope="module")
@@ -115,9 +124,30 @@ def _check_problem(driver: object, run_dir: Path, data_dir: Path) -> None:
     assert driver.find_element(By.CSS_SELECTOR, "pre[data-gold]").text == problem.target  # type: ignore[attr-defined]
 
 
+def _compare(driver: object, run_dir: Path) -> None:
+    """From the base run's page to the comparison, to the flipped problem, both runs' samples side by side."""
+    driver.find_element(By.LINK_TEXT, "math / base.jsonl").click()  # type: ignore[attr-defined]
+    driver.find_element(By.PARTIAL_LINK_TEXT, "tuned.jsonl").click()  # type: ignore[attr-defined]
+    flips = driver.find_elements(By.CSS_SELECTOR, "tr[data-flip='solved']")  # type: ignore[attr-defined]
+    assert [f.text for f in flips] == [f"{PROBLEMS[1]} some sample right right → wrong"]
+    tuned = next(p for p in run_dir.parents[1].glob("tuned.jsonl/*") if (p / "samples.jsonl").is_file())
+    a, b = (json.loads((r / "metrics.json").read_text())["metrics"]["pass@2"]["value"] for r in (run_dir, tuned))
+    diff = driver.find_element(By.CSS_SELECTOR, "tr[data-diff='pass@2']").text  # type: ignore[attr-defined]
+    assert diff.startswith(f"pass@2 {a:.4f} {b:.4f} {b - a:.4f} [") and b < a  # the runs' own pass@2, paired
+    flips[0].find_element(By.TAG_NAME, "a").click()
+    for side, run in (("A", run_dir), ("B", tuned)):
+        texts = [e.text for e in driver.find_elements(  # type: ignore[attr-defined]
+            By.CSS_SELECTOR, f"[data-side='{side}'] pre[data-completion]") if e.text]
+        wanted = [r["completion"].strip() for r in _rows(run / "samples.jsonl") if r["problem_id"] == PROBLEMS[1]]
+        assert texts == wanted[:len(texts)] and texts  # the picked (open) sample at least, each run's own
+    _assert_nothing_ran(driver)
+    assert driver.save_screenshot(str(run_dir.parents[4] / "compare.png"))  # type: ignore[attr-defined]
+
+
 def test_a_browser_clicks_through_a_served_run(run_dir: Path, data_dir: Path, browser: object, tmp_path: Path) -> None:
     driver = browser
-    proc = subprocess.Popen([sys.executable, "-m", "bonbench", "view", str(run_dir), "--port", "0", "--data-dir",
+    results = run_dir.parents[3]  # both runs
+    proc = subprocess.Popen([sys.executable, "-m", "bonbench", "view", str(results), "--port", "0", "--data-dir",
                              str(data_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
@@ -137,6 +167,7 @@ def test_a_browser_clicks_through_a_served_run(run_dir: Path, data_dir: Path, br
         _assert_nothing_ran(driver)
         shot = tmp_path / "problem.png"
         assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000  # type: ignore[attr-defined]
+        _compare(driver, run_dir)
     finally:
         proc.terminate()
         proc.wait(timeout=20)

@@ -30,6 +30,7 @@ import jinja2
 from markupsafe import Markup
 
 from bonbench.apps.analysis.htmlparts import fmt_value
+from bonbench.apps.viewer.compare import VERDICTS, Flip, MetricDiff
 from bonbench.apps.viewer.curves import curve_plot
 from bonbench.apps.viewer.problems import FLAGS, ProblemRow, SampleView
 from bonbench.apps.viewer.prompts import ProblemTexts
@@ -122,7 +123,7 @@ def _problem_cells(i: int, p: ProblemRow, values: Sequence[float], text: str) ->
 
 
 def run_page(run: RunView, columns: Sequence[str], problems: Sequence[ProblemRow], values: Sequence[Sequence[float]],
-             statements: Mapping[str, str], warnings: Sequence[str]) -> str:
+             statements: Mapping[str, str], warnings: Sequence[str], compare: Sequence[tuple[str, str]] = ()) -> str:
     cfg = run.config()
     settings = [(k, _setting(cfg[k])) for k in SETTINGS if k in cfg]
     grader, verifier = _versions(run)
@@ -134,7 +135,8 @@ def run_page(run: RunView, columns: Sequence[str], problems: Sequence[ProblemRow
                                                                                                         strict=True))]
     return page(f"{run.task} / {run.model}", "run.html.j2", 2, crumbs=[(f"{run.task} / {run.model}", "index.html")],
                 warnings=warnings, with_script=True, run=run, settings=settings, metrics=metrics, columns=columns,
-                problems=rows, flags=FLAGS, verifier=verifier, plot=curve_plot(run.curves_file()))
+                problems=rows, flags=FLAGS, verifier=verifier, plot=curve_plot(run.curves_file()),
+                compare=[(label, "../../" + href) for label, href in compare])
 
 
 def _verdict(s: SampleView) -> tuple[str, str]:
@@ -177,17 +179,20 @@ def _classes(samples: Sequence[SampleView]) -> list[dict[str, Any]]:
     return out
 
 
+def _summary(row: ProblemRow) -> list[tuple[str, str]]:
+    return [("samples", str(row.n_samples)),
+            ("pass rate", f"{_num(row.pass_rate)} ({row.n_right} right of {row.n_graded} graded)"),
+            ("majority", "—" if row.majority is None else
+             f"{row.majority} ({_num(row.majority_share, 2)} of the votes; {'right' if row.majority_right else 'wrong'})"),
+            ("verifier's pick", "—" if row.pick is None else
+             f"#{row.pick} (score {_num(row.pick_score, 4)}; "
+             f"{ {True: 'right', False: 'wrong', None: 'not graded'}[row.pick_right] })"),
+            ("mean length", f"{_num(row.mean_tokens, 1)} tokens")]
+
+
 def problem_page(run: RunView, n: int, row: ProblemRow, metrics: Sequence[tuple[str, float]], samples: Sequence[SampleView],
                  texts: ProblemTexts | None, missing: str, count: int, warnings: Sequence[str]) -> str:
-    summary = [("run", f"{run.task} / {run.model} ({run.id})"), ("samples", str(row.n_samples)),
-               ("pass rate", f"{_num(row.pass_rate)} ({row.n_right} right of {row.n_graded} graded)"),
-               ("majority", "—" if row.majority is None else
-                f"{row.majority} ({_num(row.majority_share, 2)} of the votes; "
-                f"{'right' if row.majority_right else 'wrong'})"),
-               ("verifier's pick", "—" if row.pick is None else
-                f"#{row.pick} (score {_num(row.pick_score, 4)}; "
-                f"{ {True: 'right', False: 'wrong', None: 'not graded'}[row.pick_right] })"),
-               ("mean length", f"{_num(row.mean_tokens, 1)} tokens")]
+    summary = [("run", f"{run.task} / {run.model} ({run.id})"), *_summary(row)]
     summary += [(name, _num(v, 4)) for name, v in metrics]
     return page(f"{row.problem_id} · {run.task} / {run.model}", "problem.html.j2", 3,
                 crumbs=[(f"{run.task} / {run.model}", "../index.html")], warnings=warnings,
@@ -195,3 +200,33 @@ def problem_page(run: RunView, n: int, row: ProblemRow, metrics: Sequence[tuple[
                 next=f"{n + 1}.html" if n + 1 < count else "", summary=summary, texts=texts, missing=missing,
                 classes=_classes(samples), samples=[_sample_cells(s) for s in samples])
 
+
+
+def compare_page(a: RunView, b: RunView, diffs: Sequence[MetricDiff], flipped: Sequence[Flip], shared: int,
+                 n_boot: int) -> str:
+    """Two runs of one task: settings, paired metric differences, flipped problems."""
+    ca, cb = a.config(), b.config()
+    settings = [(k, _setting(ca.get(k, "—")), _setting(cb.get(k, "—"))) for k in SETTINGS if k in ca or k in cb]
+    settings += [("grader", *_versions(a)[:1], *_versions(b)[:1]), ("verifier (bon@k)", _versions(a)[1], _versions(b)[1])]
+    rows = [{"name": d.name, "a": _num(d.a, 4), "b": _num(d.b, 4), "diff": _num(d.diff, 4), "n_shared": d.n_shared,
+             "ci": f"[{_num(d.lo, 4)}, {_num(d.hi, 4)}]" if math.isfinite(d.lo) else "—",
+             "css": {"better": "right", "worse": "wrong"}.get(d.verdict, "")} for d in diffs]
+    labels = dict(VERDICTS)
+    flips = [{"problem_id": f.problem_id, "href": f"problems/{f.n}.html", "what": f.what, "label": labels[f.what],
+              "change": "wrong → right" if f.gained else "right → wrong", "css": "right" if f.gained else "wrong"}
+             for f in flipped]
+    return page(f"{a.task}: {a.model} vs {b.model}", "compare.html.j2", 3, a=a, b=b, settings=settings, diffs=rows,
+                flips=flips, shared=shared, n_boot=n_boot, a_href=f"../../../runs/{a.id}/index.html",
+                b_href=f"../../../runs/{b.id}/index.html")
+
+
+def compare_problem_page(n: int, count: int, sides: Sequence[tuple[RunView, ProblemRow, Sequence[SampleView]]],
+                         texts: ProblemTexts | None, missing: str) -> str:
+    """One problem of two runs, their samples next to each other."""
+    (a, row, _), (b, _, _) = sides
+    cells = [{"name": name, "model": run.model, "id": run.id, "summary": _summary(r),
+              "samples": [_sample_cells(s) for s in samples]} for name, (run, r, samples) in zip("AB", sides, strict=True)]
+    return page(f"{row.problem_id} · {a.model} vs {b.model}", "compare_problem.html.j2", 4,
+                crumbs=[(f"{a.task}: {a.id} vs {b.id}", "../index.html")], problem_id=row.problem_id,
+                prev=f"{n - 1}.html" if n > 0 else "", next=f"{n + 1}.html" if n + 1 < count else "", texts=texts,
+                missing=missing, sides=cells)

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bonbench.apps.viewer.cache import load_table, save_table
-from bonbench.apps.viewer.pages import problem_page, run_page, runs_page
+from bonbench.apps.viewer.compare import comparable, flips, paired_metrics, shared_problems
+from bonbench.apps.viewer.pages import compare_page, compare_problem_page, problem_page, run_page, runs_page
 from bonbench.apps.viewer.problems import (
     ProblemRow,
     Sources,
@@ -39,6 +40,9 @@ from bonbench.apps.viewer.runs import RunView
 
 _RUN = re.compile(r"runs/([A-Za-z0-9_-]+)/(?:index\.html)?")
 _PROBLEM = re.compile(r"runs/([A-Za-z0-9_-]+)/problems/(0|[1-9][0-9]{0,8})\.html")
+_COMPARE = re.compile(r"compare/([A-Za-z0-9_-]+)/([A-Za-z0-9_-]+)/(?:index\.html)?")
+_COMPARE_PROBLEM = re.compile(r"compare/([A-Za-z0-9_-]+)/([A-Za-z0-9_-]+)/problems/(0|[1-9][0-9]{0,8})\.html")
+N_BOOT = 1000  # paired-bootstrap resamples of a comparison
 
 
 @dataclass
@@ -121,15 +125,55 @@ class Site:
             return self._caught(lambda: self._run_page(run))[0]
         found = _PROBLEM.fullmatch(address)
         if found and found.group(1) in self.runs:
-            run = self.runs[found.group(1)]
-            return self._caught(lambda: self._problem_page(run, int(found.group(2))))[0]
+            run, n = self.runs[found.group(1)], int(found.group(2))
+            return self._caught(lambda: self._problem_page(run, n))[0]
+        found = _COMPARE.fullmatch(address) or _COMPARE_PROBLEM.fullmatch(address)
+        pair = self._pair(found.group(1), found.group(2)) if found else None
+        if found and pair is not None:
+            k = int(found.group(3)) if found.re is _COMPARE_PROBLEM else None
+            return self._caught(lambda: self._compare_page(*pair) if k is None else self._compare_problem(*pair, k))[0]
         return None
+
+    def _pair(self, a: str, b: str) -> tuple[RunView, RunView] | None:
+        """Two different runs of one task, by id."""
+        if a == b or a not in self.runs or b not in self.runs or self.runs[a].task != self.runs[b].task:
+            return None
+        return self.runs[a], self.runs[b]
+
+    def _compare_links(self, run: RunView) -> list[tuple[str, str]]:
+        """(label, address) of the comparisons with the other runs of its task, each pair named once
+        (the earlier run in the viewer's order first)."""
+        order = list(self.runs)
+        out = []
+        for other in comparable(list(self.runs.values()), run):
+            a, b = sorted((run.id, other.id), key=order.index)
+            out.append((f"{other.model} ({other.id})", f"compare/{a}/{b}/index.html"))
+        return out
+
+    def _compare_page(self, a: RunView, b: RunView) -> str:
+        rows_a = {r.problem_id: r for r in self.table(a)}
+        rows_b = {r.problem_id: r for r in self.table(b)}
+        return compare_page(a, b, paired_metrics(a, b, n_boot=N_BOOT), flips(rows_a, rows_b),
+                            len(shared_problems(rows_a, rows_b)), N_BOOT)
+
+    def _compare_problem(self, a: RunView, b: RunView, n: int) -> str | None:
+        shared = shared_problems({r.problem_id: r for r in self.table(a)}, {r.problem_id: r for r in self.table(b)})
+        if n >= len(shared):
+            return None
+        pid = shared[n]
+        sides = []
+        for run in (a, b):
+            src = sources(run)
+            sides.append((run, problem_row(src, pid), problem_detail(src, pid)))
+        texts, missing = self.texts.texts(a.config(), pid)
+        return compare_problem_page(n, len(shared), sides, texts, missing)
 
     def _run_page(self, run: RunView) -> str:
         rows, lines = self._caught(lambda: self.table(run))
         columns = dataset_metrics(run)
         values = [metric_values(run, columns, row.problem_id) for row in rows]
-        return run_page(run, columns, rows, values, self.texts.statements(run.config()), lines + _notes(sources(run)))
+        return run_page(run, columns, rows, values, self.texts.statements(run.config()), lines + _notes(sources(run)),
+                        self._compare_links(run))
 
     def _problem_page(self, run: RunView, n: int) -> str | None:
         src, lines = self._caught(lambda: sources(run))
@@ -150,4 +194,12 @@ class Site:
         for run in self.runs.values():
             out.append(f"runs/{run.id}/index.html")
             out += [f"runs/{run.id}/problems/{n}.html" for n in range(len(self._ids(sources(run))))]
+        for run in self.runs.values():
+            for _, address in self._compare_links(run):
+                if address.startswith(f"compare/{run.id}/"):  # each pair once
+                    a, b = address.split("/")[1:3]
+                    rows_a = {r.problem_id: r for r in self.table(self.runs[a])}
+                    rows_b = {r.problem_id: r for r in self.table(self.runs[b])}
+                    out.append(address)
+                    out += [f"compare/{a}/{b}/problems/{n}.html" for n in range(len(shared_problems(rows_a, rows_b)))]
         return out

@@ -23,11 +23,13 @@ from starlette.testclient import TestClient
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 from bonbench.apps.cli import main
 from bonbench.apps.viewer import problems, site
+from bonbench.apps.viewer.command import selected
 from bonbench.apps.viewer.problems import dataset_metrics, metric_values, problem_table
 from bonbench.apps.viewer.prompts import TaskTexts
 from bonbench.apps.viewer.runs import find_runs
 from bonbench.apps.viewer.server import app
 from bonbench.apps.viewer.site import Site
+from bonbench.apps.viewer.viewer_flags import ViewRequest
 from bonbench.core.records import Grade, Sample, Score
 from bonbench.core.row_index import RowIndex
 from bonbench.core.store import RunStore, atomic_write_json
@@ -99,7 +101,9 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def client(*roots: Path, **kw: object) -> TestClient:
-    return TestClient(app(Site(find_runs(list(roots)), TaskTexts(None), **kw)))  # type: ignore[arg-type]
+    """The app `bonbench view ROOTS` serves (its runs and checkpoints, as the command finds them)."""
+    runs, checkpoints = selected(ViewRequest(paths=roots))
+    return TestClient(app(Site(runs, TaskTexts(None), checkpoints=checkpoints, **kw)))  # type: ignore[arg-type]
 
 
 # ---- reading by key --------------------------------------------------------------------------------
@@ -308,6 +312,34 @@ def test_two_runs_side_by_side(tmp_path: Path) -> None:
     for bad in (f"compare/{ids[0]}/{ids[0]}/index.html", f"compare/{ids[0]}/{other}/index.html",
                 f"compare/{ids[0]}/{ids[1]}/problems/4.html", f"compare/{ids[0]}/../{ids[1]}/index.html"):
         assert c.get("/" + bad).status_code == 404, bad
+
+
+def test_a_checkpoint_shows_its_training_log_and_the_runs_that_evaluated_it(tmp_path: Path) -> None:
+    ckpt = tmp_path / "results" / "checkpoints" / "math-passk<script>"
+    ckpt.mkdir(parents=True)
+    (ckpt / "train_config.json").write_text(json.dumps({"task": "synthetic", "objective": "passk", "steps": 3}))
+    (ckpt / "bonbench_manifest.json").write_text(json.dumps({"training_hash": "t123"}))
+    rows = [{"step": i, "reward": 0.1 * i, "kl_ref": 0.01 * i, "entropy": 1.0 - 0.1 * i, "loss": -i, EVIL[0]: i}
+            for i in (1, 2, 3)]
+    (ckpt / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 4, "rew')  # still training
+    by_path = write_synthetic_run(tmp_path / "results", [0.5, 0.5], n=2, model=str(ckpt), n_boot=5)
+    moved = write_synthetic_run(tmp_path / "results", [0.5, 0.5], n=2, model="elsewhere/ckpt", n_boot=5)
+    doc = json.loads((moved / "config.json").read_text())
+    (moved / "config.json").write_text(json.dumps({**doc, "model_training": {"training_hash": "t123"}}))
+    write_synthetic_run(tmp_path / "results", [0.5, 0.5], n=2, model="unrelated/model", n_boot=5)
+    c = client(tmp_path / "results")
+    home = c.get("/").text
+    assert "<h2>Checkpoints</h2>" in home and "math-passk&lt;script&gt;" in home and "<td>2</td></tr>" in home
+    (href,) = re.findall(r'href="(checkpoints/[^"]+)"', home)
+    page = c.get("/" + href).text
+    logged = re.findall(r'<h3 data-log="([^"]+)">', page)
+    assert logged == ["reward", "kl_ref", "entropy", "loss", "&lt;script&gt;alert(1)&lt;/script&gt;"]
+    assert "3 steps logged" in page  # the torn last line of a checkpoint still training is left out
+    assert [len(p.split()) for p in re.findall(r'<polyline points="([^"]*)"', page)] == [3] * 5  # each by step
+    assert sorted(re.findall(r'href="\.\./\.\./runs/([^/]+)/index.html" data-evaluation', page)) == sorted(
+        [by_path.name, moved.name])
+    assert_inert(page)
+    assert f'href="../../{href}"' in c.get(f"/runs/{by_path.name}/index.html").text  # the run links back
 
 
 # ---- the command line ------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """A run's k-curves (pass / bon / maj / wmaj / ... with their CI bands) as the numbers of an inline SVG.
 
 ``curve_plot`` reads curves.json as the pipeline wrote it (every k = 1..n, bootstrap bands) and
-places each curve in a fixed frame: k on a log2 axis, the value on a linear one (0 to 1 for
-correctness; the curves' own range for rewards). It returns coordinates and labels only; the
+places each curve in a fixed frame (``frame``): k on a log2 axis, the value on a linear one (0 to 1
+for correctness; the curves' own range for rewards); ``frame`` draws a checkpoint's training log by
+step the same way. It returns coordinates and labels only; the
 template ``templates/curves.html.j2`` draws them, escaped like every other value, so the page needs
 no image file, no script and no plotting library, and opens from ``file://``. Labels and colours
 are the metric registry's (``bonbench.api.metric.readings``); a colour that is not a hex code is
@@ -43,6 +44,7 @@ class Plot:
     lines: Sequence[Line]
     x_ticks: Sequence[tuple[float, str]]
     y_ticks: Sequence[tuple[float, str]]
+    x_label: str = "k"
     width: int = WIDTH
     height: int = HEIGHT
     left: int = LEFT
@@ -51,56 +53,68 @@ class Plot:
     bottom: int = HEIGHT - BOTTOM
 
 
-def _finite(values: Any) -> list[float]:
-    return [float(v) for v in values or [] if v is not None and math.isfinite(float(v))]
+@dataclass(frozen=True)
+class Series:
+    """One line to draw: its points (x, y) and, optionally, its band's (x, lo, hi)."""
+
+    label: str
+    color: str
+    points: Sequence[tuple[float, float]]
+    band: Sequence[tuple[float, float, float]] = ()
 
 
-def _curves(raw: Mapping[str, Any]) -> dict[str, dict[str, list[float | None]]]:
-    out = {}
-    for key, c in raw.items():
-        if isinstance(c, Mapping) and isinstance(c.get("k"), list) and isinstance(c.get("value"), list):
-            n = len(c["k"])
-            if n and len(c["value"]) == n:
-                out[key] = {name: list(c.get(name) or [None] * n)[:n] for name in ("k", "value", "lo", "hi")}
-    return out
+def _finite(x: Any) -> bool:
+    return x is not None and isinstance(x, (int, float)) and math.isfinite(float(x))
+
+
+def frame(series: Sequence[Series], log_x: bool, x_label: str, unit_y: bool) -> Plot | None:
+    """``series`` placed in the frame: x on a log2 axis (k) or a linear one (steps); y from 0 to 1
+    when ``unit_y`` and every value lies there, else the values' own range. None with no point."""
+    xs = [x for s in series for x, _ in s.points if not log_x or x >= 1]
+    ys = [y for s in series for _, y in s.points] + [v for s in series for _, lo, hi in s.band for v in (lo, hi)]
+    if not xs or not ys:
+        return None
+    x_lo, x_hi = (0.0, max(math.log2(max(xs)), 1.0)) if log_x else (min(xs), max(xs) if max(xs) > min(xs) else min(xs) + 1)
+    y_lo, y_hi = (0.0, 1.0) if unit_y and min(ys) >= 0 and max(ys) <= 1 else (min(ys), max(ys))
+    y_hi = y_hi if y_hi > y_lo else y_lo + 1.0
+
+    def x(v: float) -> float:
+        return LEFT + (WIDTH - RIGHT - LEFT) * ((math.log2(v) if log_x else v) - x_lo) / (x_hi - x_lo)
+
+    def y(v: float) -> float:
+        return TOP + (HEIGHT - BOTTOM - TOP) * (1 - (v - y_lo) / (y_hi - y_lo))
+
+    def joined(pts: Any) -> str:
+        return " ".join(f"{a:.1f},{b:.1f}" for a, b in pts)
+
+    lines = []
+    for i, s in enumerate(series):
+        keep = [(a, b) for a, b in s.points if not log_x or a >= 1]
+        band = [(a, lo, hi) for a, lo, hi in s.band if not log_x or a >= 1]
+        outline = [(x(a), y(hi)) for a, _, hi in band] + [(x(a), y(lo)) for a, lo, _ in reversed(band)]
+        color = s.color if _HEX.fullmatch(s.color) else "#777777"
+        lines.append(Line(s.label, color, joined((x(a), y(b)) for a, b in keep), joined(outline), TOP + 14 + 16 * i))
+    if log_x:
+        ticks = [2 ** i for i in range(int(x_hi) + 1)]
+    else:
+        step = max(1, math.ceil((x_hi - x_lo) / 8))
+        ticks = list(range(math.ceil(x_lo), int(x_hi) + 1, step))
+    x_ticks = [(x(t), str(t)) for t in ticks]
+    y_ticks = [(y(y_lo + (y_hi - y_lo) * f), f"{y_lo + (y_hi - y_lo) * f:.3g}") for f in (0, 0.25, 0.5, 0.75, 1)]
+    return Plot(lines, x_ticks, y_ticks, x_label)
 
 
 def curve_plot(raw: Mapping[str, Any]) -> Plot | None:
-    """The plot of curves.json ``raw``, or None when it holds no curve."""
-    curves = _curves(raw)
-    if not curves:
-        return None
-    ks = [k for c in curves.values() for k in _finite(c["k"]) if k >= 1]
-    values = [v for c in curves.values() for name in ("value", "lo", "hi") for v in _finite(c[name])]
-    if not ks or not values:
-        return None
-    k_max = max(ks)
-    lo, hi = (0.0, 1.0) if min(values) >= 0 and max(values) <= 1 else (min(values), max(values))
-    hi = hi if hi > lo else lo + 1.0
-    span_x = max(math.log2(k_max), 1.0)
-
-    def x(k: float) -> float:
-        return LEFT + (WIDTH - RIGHT - LEFT) * math.log2(k) / span_x
-
-    def y(v: float) -> float:
-        return TOP + (HEIGHT - BOTTOM - TOP) * (1 - (v - lo) / (hi - lo))
-
-    lines = []
-    for i, key in enumerate(sorted(curves, key=curve_sort_key)):
-        c = curves[key]
-        pts = [(x(float(k)), y(float(v))) for k, v in zip(c["k"], c["value"], strict=True)
-               if k is not None and v is not None and float(k) >= 1 and math.isfinite(float(v))]
-        band = [(x(float(k)), y(float(h))) for k, h in zip(c["k"], c["hi"], strict=True)
-                if k is not None and h is not None and float(k) >= 1 and math.isfinite(float(h))]
-        band += [(x(float(k)), y(float(v))) for k, v in reversed(list(zip(c["k"], c["lo"], strict=True)))
-                 if k is not None and v is not None and float(k) >= 1 and math.isfinite(float(v))]
-        color = curve_color(key) or ""
-        lines.append(Line(curve_label(key), color if _HEX.fullmatch(color) else "#777777",
-                          " ".join(f"{a:.1f},{b:.1f}" for a, b in pts), " ".join(f"{a:.1f},{b:.1f}" for a, b in band),
-                          TOP + 14 + 16 * i))
-    x_ticks, k = [], 1
-    while k <= k_max:
-        x_ticks.append((x(k), str(k)))
-        k *= 2
-    y_ticks = [(y(lo + (hi - lo) * f), f"{lo + (hi - lo) * f:.2f}") for f in (0, 0.25, 0.5, 0.75, 1)]
-    return Plot(lines, x_ticks, y_ticks)
+    """The k-curves of curves.json ``raw`` (every one it holds, in the registry's order), or None."""
+    series = []
+    for key in sorted(raw, key=curve_sort_key):
+        c = raw[key]
+        if not isinstance(c, Mapping) or not isinstance(c.get("k"), list) or not isinstance(c.get("value"), list):
+            continue  # bookkeeping beside the curves
+        n = len(c["k"])
+        lo, hi = (list(c.get(name) or [None] * n) for name in ("lo", "hi"))
+        points = [(float(k), float(v)) for k, v in zip(c["k"], c["value"], strict=False) if _finite(k) and _finite(v)]
+        band = [(float(k), float(a), float(b)) for k, a, b in zip(c["k"], lo, hi, strict=False)
+                if _finite(k) and _finite(a) and _finite(b)]
+        series.append(Series(curve_label(key), curve_color(key) or "", points, band))
+    return frame(series, log_x=True, x_label="k", unit_y=True)

@@ -30,6 +30,7 @@ import jinja2
 from markupsafe import Markup
 
 from bonbench.apps.analysis.htmlparts import fmt_value
+from bonbench.apps.viewer.checkpoints import CheckpointView, log_plots
 from bonbench.apps.viewer.compare import VERDICTS, Flip, MetricDiff
 from bonbench.apps.viewer.curves import curve_plot
 from bonbench.apps.viewer.problems import FLAGS, ProblemRow, SampleView
@@ -93,7 +94,12 @@ def _versions(run: RunView) -> tuple[str, str]:
     return grader, verifier
 
 
-def runs_page(runs: Sequence[RunView]) -> str:
+def _last_row(row: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={_num(v)}" for k, v in row.items() if k != "step" and isinstance(v, (int, float))
+                     and not isinstance(v, bool))[:200]
+
+
+def runs_page(runs: Sequence[RunView], checkpoints: Sequence[tuple[CheckpointView, int]] = ()) -> str:
     rows = []
     for run in runs:
         cfg = run.config()
@@ -106,8 +112,27 @@ def runs_page(runs: Sequence[RunView]) -> str:
         rows.append({"task": run.task, "model": run.model, "href": f"runs/{run.id}/index.html", "settings": settings,
                      "n": cfg.get("n", ""), "n_problems": doc.get("n_problems", ""), "metrics": metric_lines,
                      "grader": grader, "verifier": verifier, "state": "scored" if doc else "not scored (being written?)"})
+    boxes = []
+    for c, n_runs in checkpoints:
+        cfg, log = c.train_config(), c.log()
+        boxes.append({"name": c.path.name, "href": f"checkpoints/{c.id}/index.html", "task": cfg.get("task", ""),
+                      "objective": cfg.get("objective", ""), "steps": len(log), "last": _last_row(log[-1]) if log else "",
+                      "runs": n_runs})
     return page("bonbench runs", "runs.html.j2", 0, runs=rows, tasks=sorted({r["task"] for r in rows}),
-                models=sorted({r["model"] for r in rows}), with_script=True)
+                models=sorted({r["model"] for r in rows}), with_script=True, checkpoints=boxes)
+
+
+def checkpoint_page(c: CheckpointView, runs: Sequence[RunView]) -> str:
+    """A checkpoint: its training settings, the runs that evaluated it, its log by step."""
+    cfg, log = c.train_config(), c.log()
+    keys = ("task", "model", "objective", "objective_options", "steps", "group", "k", "lr", "lora_rank", "seed")
+    settings = [(k, _setting(cfg[k])) for k in keys if k in cfg] + [("folder", str(c.path))]
+    trained = c.manifest().get("training_hash")
+    if trained:
+        settings.append(("training hash", str(trained)))
+    return page(f"checkpoint {c.path.name}", "checkpoint.html.j2", 2, name=c.path.name, id=c.id, settings=settings,
+                runs=[(f"{r.task} / {r.model} ({r.id})", f"../../runs/{r.id}/index.html") for r in runs],
+                path=str(c.path), steps=len(log), plots=log_plots(log))
 
 
 def _problem_cells(i: int, p: ProblemRow, values: Sequence[float], text: str) -> dict[str, Any]:
@@ -123,7 +148,8 @@ def _problem_cells(i: int, p: ProblemRow, values: Sequence[float], text: str) ->
 
 
 def run_page(run: RunView, columns: Sequence[str], problems: Sequence[ProblemRow], values: Sequence[Sequence[float]],
-             statements: Mapping[str, str], warnings: Sequence[str], compare: Sequence[tuple[str, str]] = ()) -> str:
+             statements: Mapping[str, str], warnings: Sequence[str], compare: Sequence[tuple[str, str]] = (),
+             checkpoint: tuple[str, str] | None = None) -> str:
     cfg = run.config()
     settings = [(k, _setting(cfg[k])) for k in SETTINGS if k in cfg]
     grader, verifier = _versions(run)
@@ -136,7 +162,8 @@ def run_page(run: RunView, columns: Sequence[str], problems: Sequence[ProblemRow
     return page(f"{run.task} / {run.model}", "run.html.j2", 2, crumbs=[(f"{run.task} / {run.model}", "index.html")],
                 warnings=warnings, with_script=True, run=run, settings=settings, metrics=metrics, columns=columns,
                 problems=rows, flags=FLAGS, verifier=verifier, plot=curve_plot(run.curves_file()),
-                compare=[(label, "../../" + href) for label, href in compare])
+                compare=[(label, "../../" + href) for label, href in compare],
+                checkpoint=None if checkpoint is None else (checkpoint[0], "../../" + checkpoint[1]))
 
 
 def _verdict(s: SampleView) -> tuple[str, str]:

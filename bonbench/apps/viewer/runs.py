@@ -27,7 +27,6 @@ from typing import Any
 from bonbench.api.metric.grammar import metric_sort_key
 from bonbench.core.cache import cache_dir
 from bonbench.core.config import model_slug
-from bonbench.core.errors import BonbenchError
 from bonbench.core.row_index import RowIndex
 from bonbench.core.store import find_run_dirs
 
@@ -73,7 +72,7 @@ class RunView:
             return None
         return real
 
-    def _json(self, name: str) -> dict[str, Any]:
+    def json_file(self, name: str) -> dict[str, Any]:
         """A JSON file of the run, read again only when it changed (the pipeline replaces it whole)."""
         path = self.file(name)
         if path is None:
@@ -93,7 +92,7 @@ class RunView:
         return doc
 
     def config_file(self) -> dict[str, Any]:
-        return self._json("config.json")
+        return self.json_file("config.json")
 
     def config(self) -> dict[str, Any]:
         doc = self.config_file()
@@ -102,11 +101,11 @@ class RunView:
 
     def curves_file(self) -> dict[str, Any]:
         """curves.json, or an empty dict for a run not scored yet."""
-        return self._json("curves.json")
+        return self.json_file("curves.json")
 
     def metrics_file(self) -> dict[str, Any]:
         """metrics.json, or an empty dict for a run not scored yet."""
-        return self._json("metrics.json")
+        return self.json_file("metrics.json")
 
     @property
     def task(self) -> str:
@@ -187,14 +186,19 @@ class RunView:
         return candidates[0] if len(candidates) == 1 else None
 
 
-def _ids(paths: Sequence[Path]) -> list[str]:
-    """Short ids for the runs' addresses: the config hash (the folder's name), made unique with a suffix."""
-    seen: dict[str, int] = {}
+def ids_for(paths: Sequence[Path], taken: Sequence[str] = ()) -> list[str]:
+    """Short ids for the addresses of these folders: the folder's name (a run's config hash) in
+    letters, digits, ``-`` and ``_``, made unique with a suffix, and unlike the ids ``taken``."""
+    used = set(taken)
     out = []
     for p in paths:
-        base = "".join(c for c in p.name if c.isalnum() or c in "-_")[:24] or "run"
-        seen[base] = seen.get(base, 0) + 1
-        out.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
+        base = "".join(c for c in p.name if c.isascii() and (c.isalnum() or c in "-_"))[:24] or "run"
+        name, i = base, 1
+        while name in used:
+            i += 1
+            name = f"{base}-{i}"
+        used.add(name)
+        out.append(name)
     return out
 
 
@@ -210,18 +214,14 @@ def run_cache(run_path: Path) -> Path:
 
 def find_runs(folders: Sequence[Path], keep: bool = True) -> list[RunView]:
     """Every run directory under ``folders`` (each a run directory or a results tree), in order,
-    duplicates dropped; ``keep``: their indexes are kept between starts (``run_cache``). A folder
-    with no run is a one-line BonbenchError."""
+    duplicates dropped; ``keep``: their indexes are kept between starts (``run_cache``). A path that
+    is not a folder is a one-line BonbenchError."""
     found: list[tuple[Path, Path]] = []
     seen: set[Path] = set()
     for folder in map(Path, folders):
-        runs = find_run_dirs(folder)
-        if not runs:
-            raise BonbenchError(f"no runs under {folder}; pass a run directory or a results tree that holds "
-                                "runs/<task>/<model>/<hash>/ (written by `bonbench run`)")
-        for run in runs:
+        for run in find_run_dirs(folder):
             if run.resolve() not in seen and run.resolve().is_relative_to(folder.resolve()):
                 seen.add(run.resolve())
                 found.append((run, folder))
     return [RunView(i, run, folder, run_cache(run) if keep else None)
-            for i, (run, folder) in zip(_ids([r for r, _ in found]), found, strict=True)]
+            for i, (run, folder) in zip(ids_for([r for r, _ in found]), found, strict=True)]

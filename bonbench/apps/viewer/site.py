@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bonbench.apps.viewer.cache import load_table, save_table
+from bonbench.apps.viewer.checkpoints import CheckpointView, evaluated_by
 from bonbench.apps.viewer.compare import comparable, flips, paired_metrics, shared_problems
-from bonbench.apps.viewer.pages import compare_page, compare_problem_page, problem_page, run_page, runs_page
+from bonbench.apps.viewer.pages import checkpoint_page, compare_page, compare_problem_page, problem_page, run_page, runs_page
 from bonbench.apps.viewer.problems import (
     ProblemRow,
     Sources,
@@ -42,6 +43,7 @@ _RUN = re.compile(r"runs/([A-Za-z0-9_-]+)/(?:index\.html)?")
 _PROBLEM = re.compile(r"runs/([A-Za-z0-9_-]+)/problems/(0|[1-9][0-9]{0,8})\.html")
 _COMPARE = re.compile(r"compare/([A-Za-z0-9_-]+)/([A-Za-z0-9_-]+)/(?:index\.html)?")
 _COMPARE_PROBLEM = re.compile(r"compare/([A-Za-z0-9_-]+)/([A-Za-z0-9_-]+)/problems/(0|[1-9][0-9]{0,8})\.html")
+_CHECKPOINT = re.compile(r"checkpoints/([A-Za-z0-9_-]+)/(?:index\.html)?")
 N_BOOT = 1000  # paired-bootstrap resamples of a comparison
 
 
@@ -67,8 +69,9 @@ class Site:
     """The pages of the runs given, rendered on demand."""
 
     def __init__(self, runs: Sequence[RunView], texts: TaskTexts, report: Callable[[str], None] = lambda line: None,
-                 limit: int | None = None) -> None:
+                 limit: int | None = None, checkpoints: Sequence[CheckpointView] = ()) -> None:
         self.runs = {run.id: run for run in runs}
+        self.checkpoints = {c.id: c for c in checkpoints}
         self.limit = limit  # show only the first `limit` problems of each run (the bundle's --limit)
         self.texts = texts
         self.report = report  # where a warning goes once (the server's stderr)
@@ -118,7 +121,12 @@ class Site:
     def render(self, address: str) -> str | None:
         """The page at ``address`` (relative, no leading slash), or None when there is none."""
         if address in ("", "index.html"):
-            return self._caught(lambda: runs_page(list(self.runs.values())))[0]
+            boxes = [(c, len(evaluated_by(c, list(self.runs.values())))) for c in self.checkpoints.values()]
+            return self._caught(lambda: runs_page(list(self.runs.values()), boxes))[0]
+        found = _CHECKPOINT.fullmatch(address)
+        if found and found.group(1) in self.checkpoints:
+            c = self.checkpoints[found.group(1)]
+            return self._caught(lambda: checkpoint_page(c, evaluated_by(c, list(self.runs.values()))))[0]
         found = _RUN.fullmatch(address)
         if found and found.group(1) in self.runs:
             run = self.runs[found.group(1)]
@@ -172,8 +180,10 @@ class Site:
         rows, lines = self._caught(lambda: self.table(run))
         columns = dataset_metrics(run)
         values = [metric_values(run, columns, row.problem_id) for row in rows]
+        checkpoint = next(((c.path.name, f"checkpoints/{c.id}/index.html") for c in self.checkpoints.values()
+                           if run in evaluated_by(c, [run])), None)
         return run_page(run, columns, rows, values, self.texts.statements(run.config()), lines + _notes(sources(run)),
-                        self._compare_links(run))
+                        self._compare_links(run), checkpoint)
 
     def _problem_page(self, run: RunView, n: int) -> str | None:
         src, lines = self._caught(lambda: sources(run))
@@ -190,7 +200,7 @@ class Site:
 
     def addresses(self) -> list[str]:
         """Every page's address (for the bundle)."""
-        out = ["index.html"]
+        out = ["index.html", *(f"checkpoints/{c}/index.html" for c in self.checkpoints)]
         for run in self.runs.values():
             out.append(f"runs/{run.id}/index.html")
             out += [f"runs/{run.id}/problems/{n}.html" for n in range(len(self._ids(sources(run))))]

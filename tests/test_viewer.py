@@ -314,6 +314,27 @@ def test_two_runs_side_by_side(tmp_path: Path) -> None:
         assert c.get("/" + bad).status_code == 404, bad
 
 
+def test_a_reward_judged_run_shows_rewards_and_every_score(tmp_path: Path) -> None:
+    """Grades that are rewards (no verdict): mean and best reward, the pick's reward and the filter it
+    fails; every other scores file (the log-probabilities KL reads) beside each sample."""
+    store = RunStore(tmp_path / "runs" / "imdb" / "m" / "h1")
+    store.write_config({"config": {"task": "imdb", "model": "m", "n": 3, "verifier": "v"}, "hash": "h1"})
+    rewards = {"a": [0.9, 0.2, 0.4], "b": [0.1, 0.8, 0.6]}
+    store.samples.append(Sample(pid, i, f"review {pid}{i}", 5, "length") for pid in rewards for i in range(3))
+    store.grades("sentiment").append(Grade(pid, i, "sentiment", 1, None, score=r) for pid, rs in rewards.items()
+                                     for i, r in enumerate(rs))
+    store.scores("v").append(Score(pid, i, "v", s) for pid, ss in {"a": [1, 2, 3], "b": [1, 3, 2]}.items()
+                             for i, s in enumerate(ss))
+    store.scores("lp-ref").append(Score(pid, i, "lp-ref", -3.0 - i) for pid in rewards for i in range(3))
+    c = client(tmp_path)
+    page = c.get("/runs/h1/index.html").text
+    assert '<th data-sort="pass">mean reward</th>' in page and '<option value="pick_below_mean">' in page
+    assert re.findall(r'data-id="(\w)" data-text="" data-flags="([^"]*)"', page) == [("a", "pick_below_mean"), ("b", "")]
+    problem = c.get("/runs/h1/problems/0.html").text
+    assert "reward 0.900" in problem and "#2 (score 3.0000; reward 0.400)" in problem
+    assert "other scores: lp-ref -3.0000" in problem and "other scores: lp-ref -5.0000" in problem
+
+
 def test_a_checkpoint_shows_its_training_log_and_the_runs_that_evaluated_it(tmp_path: Path) -> None:
     ckpt = tmp_path / "results" / "checkpoints" / "math-passk<script>"
     ckpt.mkdir(parents=True)

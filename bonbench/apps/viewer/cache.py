@@ -28,7 +28,7 @@ from typing import Any
 
 from bonbench.apps.viewer.problems import ProblemRow
 
-_FORMAT = 1
+_FORMAT = 2
 
 
 def _jsonable(x: Any) -> Any:
@@ -62,8 +62,8 @@ def load_table(folder: Path, key: Mapping[str, Any]) -> dict[str, ProblemRow] | 
     if not isinstance(doc, dict) or doc.get("format") != _FORMAT or doc.get("key") != json.loads(json.dumps(key)):
         return None
     try:
-        rows = [ProblemRow(**{**r, "pass_rate": _float(r["pass_rate"]), "pick_score": _float(r["pick_score"]),
-                              "mean_tokens": _float(r["mean_tokens"])}) for r in doc["rows"]]
+        floats = ("pass_rate", "pick_score", "mean_tokens", "best", "pick_value")  # JSON keeps NaN as null
+        rows = [ProblemRow(**{**r, **{k: _float(r[k]) for k in floats}}) for r in doc["rows"]]
     except (KeyError, TypeError):
         return None
     return {r.problem_id: r for r in rows}

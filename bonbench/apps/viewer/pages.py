@@ -33,7 +33,7 @@ from bonbench.apps.analysis.htmlparts import fmt_value
 from bonbench.apps.viewer.checkpoints import CheckpointView, log_plots
 from bonbench.apps.viewer.compare import VERDICTS, Flip, MetricDiff
 from bonbench.apps.viewer.curves import curve_plot
-from bonbench.apps.viewer.problems import FLAGS, ProblemRow, SampleView
+from bonbench.apps.viewer.problems import FLAGS, REWARD_FLAGS, ProblemRow, SampleView
 from bonbench.apps.viewer.prompts import ProblemTexts
 from bonbench.apps.viewer.runs import RunView
 
@@ -138,11 +138,13 @@ def checkpoint_page(c: CheckpointView, runs: Sequence[RunView]) -> str:
 def _problem_cells(i: int, p: ProblemRow, values: Sequence[float], text: str) -> dict[str, Any]:
     flags = p.flags
     return {"id": p.problem_id, "href": f"problems/{i}.html", "text": text[:1000], "flags": " ".join(flags),
-            "pass_rate": _num(p.pass_rate), "n_right": p.n_right, "n_graded": p.n_graded,
+            "pass_rate": _num(p.pass_rate), "n_right": p.n_right, "n_graded": p.n_graded, "best": _num(p.best),
+            "right_cell": f"{_num(p.best)}" if p.rewards else f"{p.n_right} / {p.n_graded}",
             "metric_values": [_num(v) for v in values],
             "majority": "—" if p.majority is None else p.majority, "share": _num(p.majority_share, 2),
             "majority_css": {True: "right", False: "wrong"}.get(p.majority_right, ""),  # type: ignore[arg-type]
-            "pick": "—" if p.pick is None else f"#{p.pick}", "pick_sort": "" if p.pick is None else p.pick,
+            "pick": "—" if p.pick is None else f"#{p.pick}" + (f" ({_num(p.pick_value)})" if p.rewards else ""),
+            "pick_sort": "" if p.pick is None else p.pick,
             "pick_css": {True: "right", False: "wrong"}.get(p.pick_right, ""),  # type: ignore[arg-type]
             "score": _num(p.pick_score), "tokens": _num(p.mean_tokens, 1)}
 
@@ -159,9 +161,11 @@ def run_page(run: RunView, columns: Sequence[str], problems: Sequence[ProblemRow
                 "n_problems": m.n_problems, "verifier": m.verifier or ""} for m in run.metric_rows()]
     rows = [_problem_cells(i, p, v, statements.get(p.problem_id, "")) for i, (p, v) in enumerate(zip(problems, values,
                                                                                                         strict=True))]
+    rewards = bool(problems) and all(p.rewards for p in problems)
     return page(f"{run.task} / {run.model}", "run.html.j2", 2, crumbs=[(f"{run.task} / {run.model}", "index.html")],
                 warnings=warnings, with_script=True, run=run, settings=settings, metrics=metrics, columns=columns,
-                problems=rows, flags=FLAGS, verifier=verifier, plot=curve_plot(run.curves_file()),
+                problems=rows, flags=REWARD_FLAGS if rewards else FLAGS, verifier=verifier, rewards=rewards,
+                plot=curve_plot(run.curves_file()),
                 compare=[(label, "../../" + href) for label, href in compare],
                 checkpoint=None if checkpoint is None else (checkpoint[0], "../../" + checkpoint[1]))
 
@@ -187,7 +191,8 @@ def _sample_cells(s: SampleView) -> dict[str, Any]:
             "logprob": _num(s.logprob, 2), "tokens": "—" if s.n_tokens is None else s.n_tokens,
             "finish": s.finish_reason or "—", "error": s.grade.error if s.grade is not None else None,
             "detail": json.dumps(detail, indent=1, ensure_ascii=False, default=str) if detail else "",
-            "completion": "(no sample row)" if s.completion is None else s.completion}
+            "completion": "(no sample row)" if s.completion is None else s.completion,
+            "others": ", ".join(f"{name} {_num(v, 4)}" for name, v in s.other_scores.items())}
 
 
 def _classes(samples: Sequence[SampleView]) -> list[dict[str, Any]]:
@@ -207,6 +212,12 @@ def _classes(samples: Sequence[SampleView]) -> list[dict[str, Any]]:
 
 
 def _summary(row: ProblemRow) -> list[tuple[str, str]]:
+    if row.rewards:
+        return [("samples", str(row.n_samples)), ("mean reward", f"{_num(row.pass_rate)} ({row.n_graded} graded)"),
+                ("best reward", _num(row.best)),
+                ("verifier's pick", "—" if row.pick is None else f"#{row.pick} (score {_num(row.pick_score, 4)}; "
+                                                                 f"reward {_num(row.pick_value)})"),
+                ("mean length", f"{_num(row.mean_tokens, 1)} tokens")]
     return [("samples", str(row.n_samples)),
             ("pass rate", f"{_num(row.pass_rate)} ({row.n_right} right of {row.n_graded} graded)"),
             ("majority", "—" if row.majority is None else

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from bonbench.apps.viewer.runs import RunView
@@ -31,6 +31,7 @@ from bonbench.metrics.names import split_metric_name
 from bonbench.pipeline.votes import vote_answers
 
 FLAGS = ("solved", "unsolved", "verifier_wrong", "majority_wrong")
+REWARD_FLAGS = ("pick_below_mean",)
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,17 @@ class ProblemRow:
     pick_score: float
     pick_right: bool | None
     mean_tokens: float
+    rewards: bool = False  # a reward-judged problem: its grades carry a reward and no verdict
+    best: float = math.nan  # the highest outcome of a sample (1/0, or the reward)
+    pick_value: float = math.nan  # the outcome of the verifier's pick
 
     @property
     def flags(self) -> tuple[str, ...]:
         """The filters this problem passes: solved / unsolved (some sample right or none), and
-        verifier_wrong / majority_wrong (a right sample existed, yet the pick or the majority is wrong)."""
+        verifier_wrong / majority_wrong (a right sample existed, yet the pick or the majority is wrong);
+        for rewards, pick_below_mean (the verifier's pick earned less than the problem's mean reward)."""
+        if self.rewards:
+            return ("pick_below_mean",) if self.pick_value < self.pass_rate else ()
         out = ["solved" if self.n_right else "unsolved"]
         if self.n_right and self.pick_right is False:
             out.append("verifier_wrong")
@@ -75,6 +82,7 @@ class SampleView:
     score: Score | None
     vote: str | None
     picked: bool
+    other_scores: Mapping[str, float] = field(default_factory=dict)  # every other scores file (lp-*: KL terms)
 
 
 def _grading(run: RunView, grader: str) -> tuple[Any, str] | None:
@@ -102,6 +110,7 @@ class Sources:
     scores: RowIndex | None
     grading: tuple[Any, str] | None  # the (grader_version, grading_id) of the grades kept; None: all
     scoring: tuple[Any, str] | None  # the (verifier_version, fingerprint) of the scores kept; None: all
+    others: Mapping[str, RowIndex] = field(default_factory=dict)  # the other scores files, for a problem's page
 
     def grade_filter(self, row: Mapping[str, Any]) -> bool:
         return self.grading is None or (row.get("grader_version"), row.get("grading_id", "")) == self.grading
@@ -124,6 +133,12 @@ def sources(run: RunView) -> Sources:
                    run.index(f"scores/{verifier}.jsonl") if verifier else None,
                    _grading(run, grader) if grader else None,
                    _scoring(run, verifier) if verifier else None)
+
+
+def other_scores(run: RunView, src: Sources) -> Sources:
+    """``src`` with the run's other scores files (other verifiers, the log-probabilities of KL metrics)."""
+    indexes = {v: run.index(f"scores/{v}.jsonl") for v in run.row_files("scores") if v != run.verifier()}
+    return replace(src, others={v: i for v, i in indexes.items() if i is not None})
 
 
 _GRADE_FIELDS = frozenset(f.name for f in fields(Grade))
@@ -202,15 +217,18 @@ def problem_row(src: Sources, pid: str) -> ProblemRow:
     rows = src.samples.problems.get(pid) if src.samples is not None else None
     lengths = rows.first_numbers() if rows is not None else {}  # the index keeps n_tokens: no sample is parsed
     tokens = [x for x in lengths.values() if math.isfinite(x)]
+    values = [g.value() for g in graded]
     return ProblemRow(
         problem_id=pid, n_samples=len(set(lengths) | set(grades)), n_graded=len(graded),
-        pass_rate=sum(g.value() for g in graded) / len(graded) if graded else math.nan,
+        pass_rate=sum(values) / len(values) if values else math.nan,
         n_right=sum(g.correct is True for g in graded),
         majority=majority, majority_share=share,
         majority_right=None if majority is None or not graded else majority == right_class,
         pick=pick, pick_score=scores[pick].score if pick is not None else math.nan,
         pick_right=None if pick_grade is None or pick_grade.correct is None else pick_grade.correct,
-        mean_tokens=sum(tokens) / len(tokens) if tokens else math.nan)
+        mean_tokens=sum(tokens) / len(tokens) if tokens else math.nan,
+        rewards=bool(graded) and all(g.correct is None and g.score is not None for g in graded),
+        best=max(values, default=math.nan), pick_value=pick_grade.value() if pick_grade is not None else math.nan)
 
 
 def problem_table(run: RunView) -> list[ProblemRow]:
@@ -227,6 +245,11 @@ def problem_detail(src: Sources, pid: str) -> list[SampleView]:
     graded = [grades[i] for i in order if i in grades]
     vote_of = dict(zip([i for i in order if i in grades], vote_answers(graded), strict=True))
     pick = _pick(scores)
+    others: dict[int, dict[str, float]] = {}
+    for name, index in src.others.items():
+        for i, row in index.keyed(pid).items():
+            if isinstance(row.get("score"), (int, float)):
+                others.setdefault(i, {})[name] = float(row["score"])
     out = []
     for i in order:
         row = samples.get(i, {})
@@ -234,6 +257,6 @@ def problem_detail(src: Sources, pid: str) -> list[SampleView]:
         out.append(SampleView(
             sample_idx=i, completion=None if completion is None else str(completion),
             n_tokens=row.get("n_tokens"), finish_reason=row.get("finish_reason"), logprob=row.get("logprob"),
-            grade=grades.get(i), score=scores.get(i), vote=vote_of.get(i), picked=i == pick))
+            grade=grades.get(i), score=scores.get(i), vote=vote_of.get(i), picked=i == pick, other_scores=others.get(i, {})))
     return out
 

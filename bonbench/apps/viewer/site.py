@@ -31,6 +31,7 @@ from bonbench.apps.viewer.problems import (
     Sources,
     dataset_metrics,
     metric_values,
+    other_scores,
     problem_detail,
     problem_ids,
     problem_row,
@@ -171,7 +172,7 @@ class Site:
         pid = shared[n]
         sides = []
         for run in (a, b):
-            src = sources(run)
+            src = other_scores(run, sources(run))
             sides.append((run, problem_row(src, pid), problem_detail(src, pid)))
         texts, missing = self.texts.texts(a.config(), pid)
         return compare_problem_page(n, len(shared), sides, texts, missing)
@@ -186,7 +187,7 @@ class Site:
                         self._compare_links(run), checkpoint)
 
     def _problem_page(self, run: RunView, n: int) -> str | None:
-        src, lines = self._caught(lambda: sources(run))
+        src, lines = self._caught(lambda: other_scores(run, sources(run)))
         lines += _notes(src)
         ids = self._ids(src)
         if n >= len(ids):

@@ -103,7 +103,8 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def client(*roots: Path, **kw: object) -> TestClient:
     """The app `bonbench view ROOTS` serves (its runs and checkpoints, as the command finds them)."""
     runs, checkpoints = selected(ViewRequest(paths=roots))
-    return TestClient(app(Site(runs, TaskTexts(None), checkpoints=checkpoints, **kw)))  # type: ignore[arg-type]
+    site = Site(runs, TaskTexts(None), checkpoints=checkpoints, **kw)  # type: ignore[arg-type]
+    return TestClient(app(site), base_url="http://127.0.0.1:7580")
 
 
 # ---- reading by key --------------------------------------------------------------------------------
@@ -427,7 +428,8 @@ def test_the_static_bundle_opens_without_a_server(tmp_path: Path, capsys: pytest
 def test_view_filters_runs_by_task_and_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     toy(tmp_path)
     write_synthetic_run(tmp_path, [0.5, 0.5], n=2, n_boot=5)
-    assert main(["view", str(tmp_path), "--task", "synthetic", "--static", str(tmp_path / "b")]) == 0
+    assert main(["view", str(tmp_path), "--task", "synthetic", "--static", str(tmp_path / "b"), "--no-cache"]) == 0
+    assert not (tmp_path / "cache").exists()  # --no-cache: nothing kept
     home = (tmp_path / "b" / "index.html").read_text()
     assert "synthetic" in home and ">toy<" not in home
     assert main(["view", str(tmp_path), "--model", "nobody", "--static", str(tmp_path / "c")]) == 1

@@ -26,7 +26,7 @@ def _stderr(line: str) -> None:
 def selected(request: ViewRequest) -> tuple[list[RunView], list[CheckpointView]]:
     """The runs and checkpoints under ``request.paths`` that pass ``--task`` / ``--model`` (a
     checkpoint: its task); a folder with neither, or nothing left, is a one-line error."""
-    runs = find_runs(request.paths)
+    runs = find_runs(request.paths, keep=not request.no_cache)
     checkpoints = find_checkpoints(request.paths, taken=[r.id for r in runs])
     for folder in request.paths:
         if not any(x.allowed == folder.resolve() for x in [*runs, *checkpoints]):

@@ -63,7 +63,7 @@ def app(site: Site) -> Starlette:
             return PlainTextResponse("no such page in the runs this viewer was given\n", status_code=404, headers=headers)
         return HTMLResponse(body, headers=headers)
 
-    hosts = ["127.0.0.1", "localhost", "[::1]", "::1", "testserver"]
+    hosts = ["127.0.0.1", "localhost", "[::1]", "::1"]
     return Starlette(routes=[Route("/{address:path}", view, methods=["GET", "HEAD"])],
                      middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts)])
 

@@ -28,6 +28,8 @@ class ViewRequest:
     models: tuple[str, ...] = setting((), flag="--model", help="only runs of this model (id or slug); repeatable")
     data_dir: str | None = setting(None, help="the tasks' data, for prompts and gold answers (default: "
                                               "$BONBENCH_DATA_DIR)")
+    no_cache: bool = setting(False, help="keep no index or table of the runs under $BONBENCH_CACHE/viewer (a read-only "
+                                         "home); big runs are then indexed at every start")
     static: Path | None = setting(None, metavar="OUT", help="write a self-contained bundle (a folder of pages that "
                                                             "opens from file://) to OUT instead of serving")
     limit: int | None = setting(None, range=flags.AT_LEAST_1, help="with --static: only the first N problems of each run")

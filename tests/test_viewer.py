@@ -306,6 +306,9 @@ def test_two_runs_side_by_side(tmp_path: Path) -> None:
                          r".*?(wrong → right|right → wrong)", page)
     assert sorted(flipped) == [("pick", "1", pids[1], "wrong → right"), ("pick", "3", pids[3], "right → wrong"),
                                ("solved", "1", pids[1], "wrong → right"), ("solved", "3", pids[3], "right → wrong")]
+    shown = re.findall(r'<tr data-row data-id="([^"]+)" data-flags="([^"]*)"', page)
+    assert shown == [(pids[0], ""), (pids[1], "flipped solved_flipped pick_flipped gained"), (pids[2], ""),
+                     (pids[3], "flipped solved_flipped pick_flipped lost")]  # the table's "flipped" filter
     side = c.get(f"/compare/{ids[0]}/{ids[1]}/problems/1.html").text
     assert side.count('data-side="A"') == side.count('data-side="B"') == 1 and side.count('<details class="sample') == 8
     assert 'id="A-0"' in side and 'id="B-0"' in side

@@ -135,6 +135,10 @@ def _compare(driver: object, run_dir: Path) -> None:
     a, b = (json.loads((r / "metrics.json").read_text())["metrics"]["pass@2"]["value"] for r in (run_dir, tuned))
     diff = driver.find_element(By.CSS_SELECTOR, "tr[data-diff='pass@2']").text  # type: ignore[attr-defined]
     assert diff.startswith(f"pass@2 {a:.4f} {b:.4f} {b - a:.4f} [") and b < a  # the runs' own pass@2, paired
+    Select(driver.find_element(By.CSS_SELECTOR, "select[data-flag]")).select_by_value("flipped")  # type: ignore[attr-defined]
+    shown = [r.get_attribute("data-id") for r in driver.find_elements(By.CSS_SELECTOR, "tr[data-row]")  # type: ignore[attr-defined]
+             if r.is_displayed()]
+    assert shown == [PROBLEMS[1]]
     flips[0].find_element(By.TAG_NAME, "a").click()
     for side, run in (("A", run_dir), ("B", tuned)):
         texts = [e.text for e in driver.find_elements(  # type: ignore[attr-defined]

@@ -87,6 +87,22 @@ def shared_problems(rows_a: Mapping[str, ProblemRow], rows_b: Mapping[str, Probl
     return [pid for pid in rows_a if pid in rows_b]
 
 
+FILTERS = ("flipped", "gained", "lost", "solved_flipped", "pick_flipped", "majority_flipped")
+
+
+def flip_flags(a: ProblemRow, b: ProblemRow) -> tuple[str, ...]:
+    """The comparison's filters one shared problem passes: ``<what>_flipped`` for each verdict that
+    changed, ``gained`` / ``lost`` when one became right / wrong, ``flipped`` when any changed."""
+    before, after = _verdicts(a), _verdicts(b)
+    changed = [w for w, _ in VERDICTS if before[w] is not None and after[w] is not None and before[w] != after[w]]
+    out = [f"{w}_flipped" for w in changed]
+    if any(after[w] for w in changed):
+        out.append("gained")
+    if any(before[w] for w in changed):
+        out.append("lost")
+    return ("flipped", *out) if changed else ()
+
+
 def flips(rows_a: Mapping[str, ProblemRow], rows_b: Mapping[str, ProblemRow]) -> list[Flip]:
     """The shared problems whose solved / pick / majority verdict changed, either way."""
     out = []

@@ -31,7 +31,7 @@ from markupsafe import Markup
 
 from bonbench.apps.analysis.htmlparts import fmt_value
 from bonbench.apps.viewer.checkpoints import CheckpointView, log_plots
-from bonbench.apps.viewer.compare import VERDICTS, Flip, MetricDiff
+from bonbench.apps.viewer.compare import FILTERS, VERDICTS, Flip, MetricDiff, flip_flags
 from bonbench.apps.viewer.curves import curve_plot
 from bonbench.apps.viewer.problems import FLAGS, REWARD_FLAGS, ProblemRow, SampleView
 from bonbench.apps.viewer.prompts import ProblemTexts
@@ -240,9 +240,13 @@ def problem_page(run: RunView, n: int, row: ProblemRow, metrics: Sequence[tuple[
 
 
 
-def compare_page(a: RunView, b: RunView, diffs: Sequence[MetricDiff], flipped: Sequence[Flip], shared: int,
-                 n_boot: int) -> str:
-    """Two runs of one task: settings, paired metric differences, flipped problems."""
+def _verdict_cell(right: bool | None) -> tuple[str, str]:
+    return {True: ("right", "right"), False: ("wrong", "wrong"), None: ("—", "")}[right]
+
+
+def compare_page(a: RunView, b: RunView, diffs: Sequence[MetricDiff], flipped: Sequence[Flip],
+                 pairs: Sequence[tuple[ProblemRow, ProblemRow]], n_boot: int) -> str:
+    """Two runs of one task: settings, paired metric differences, flipped problems, every shared problem."""
     ca, cb = a.config(), b.config()
     settings = [(k, _setting(ca.get(k, "—")), _setting(cb.get(k, "—"))) for k in SETTINGS if k in ca or k in cb]
     settings += [("grader", *_versions(a)[:1], *_versions(b)[:1]), ("verifier (bon@k)", _versions(a)[1], _versions(b)[1])]
@@ -253,9 +257,13 @@ def compare_page(a: RunView, b: RunView, diffs: Sequence[MetricDiff], flipped: S
     flips = [{"problem_id": f.problem_id, "href": f"problems/{f.n}.html", "what": f.what, "label": labels[f.what],
               "change": "wrong → right" if f.gained else "right → wrong", "css": "right" if f.gained else "wrong"}
              for f in flipped]
+    problems = [{"id": x.problem_id, "href": f"problems/{n}.html", "flags": " ".join(flip_flags(x, y)),
+                 "a": _num(x.pass_rate), "b": _num(y.pass_rate), "d": _num(y.pass_rate - x.pass_rate),
+                 "verdicts": [_verdict_cell(v) for v in (x.pick_right, y.pick_right, x.majority_right, y.majority_right)]}
+                for n, (x, y) in enumerate(pairs)]
     return page(f"{a.task}: {a.model} vs {b.model}", "compare.html.j2", 3, a=a, b=b, settings=settings, diffs=rows,
-                flips=flips, shared=shared, n_boot=n_boot, a_href=f"../../../runs/{a.id}/index.html",
-                b_href=f"../../../runs/{b.id}/index.html")
+                flips=flips, shared=len(pairs), n_boot=n_boot, a_href=f"../../../runs/{a.id}/index.html",
+                b_href=f"../../../runs/{b.id}/index.html", problems=problems, filters=FILTERS, with_script=True)
 
 
 def compare_problem_page(n: int, count: int, sides: Sequence[tuple[RunView, ProblemRow, Sequence[SampleView]]],

@@ -162,8 +162,8 @@ class Site:
     def _compare_page(self, a: RunView, b: RunView) -> str:
         rows_a = {r.problem_id: r for r in self.table(a)}
         rows_b = {r.problem_id: r for r in self.table(b)}
-        return compare_page(a, b, paired_metrics(a, b, n_boot=N_BOOT), flips(rows_a, rows_b),
-                            len(shared_problems(rows_a, rows_b)), N_BOOT)
+        pairs = [(rows_a[pid], rows_b[pid]) for pid in shared_problems(rows_a, rows_b)]
+        return compare_page(a, b, paired_metrics(a, b, n_boot=N_BOOT), flips(rows_a, rows_b), pairs, N_BOOT)
 
     def _compare_problem(self, a: RunView, b: RunView, n: int) -> str | None:
         shared = shared_problems({r.problem_id: r for r in self.table(a)}, {r.problem_id: r for r in self.table(b)})

@@ -146,6 +146,19 @@ def test_the_problem_table_reads_votes_picks_and_metrics(tmp_path: Path) -> None
     assert metric_values(run, ["pass@1", "bon@2", "maj@9"], "p/1")[:2] == [pytest.approx(2 / 3), 0.25]
 
 
+def test_a_tied_vote_is_neither_right_nor_wrong_when_it_holds_the_right_class(tmp_path: Path) -> None:
+    write_run(tmp_path, answers={"t/1": ["7", "8", "9"], "t/2": ["8", "8", "9", "9", "7"][:3]},
+              right={"t/1": [True, False, False], "t/2": [False, False, False]}, scores={})
+    store = RunStore(next(tmp_path.rglob("config.json")).parent)
+    store.samples.append([Sample("t/3", i, "x", 1, "stop") for i in range(5)])
+    store.grades("g").append([Grade("t/3", i, "g", 2, a == "7", answer=a) for i, a in enumerate("88997")])
+    rows = {r.problem_id: r for r in problem_table(find_runs([tmp_path])[0])}
+    assert (rows["t/1"].majority_ties, rows["t/1"].majority_right) == (3, None)  # 7 (right), 8, 9: one vote each
+    assert "majority_wrong" not in rows["t/1"].flags
+    assert (rows["t/3"].majority, rows["t/3"].majority_ties, rows["t/3"].majority_right) == ("8", 2, False)
+    assert rows["t/3"].flags == ("solved", "majority_wrong")  # 8 and 9 tie above the right 7
+
+
 def test_the_table_matches_a_synthetic_run_and_its_metrics(tmp_path: Path) -> None:
     d = write_synthetic_run(tmp_path, np.linspace(0, 1, 12), n=8, metrics=("pass@1", "pass@4", "bon@4"), n_boot=10)
     doc = json.loads((d / "metrics.json").read_text())

@@ -28,7 +28,7 @@ from typing import Any
 
 from bonbench.apps.viewer.problems import ProblemRow
 
-_FORMAT = 2
+_FORMAT = 3
 
 
 def _jsonable(x: Any) -> Any:

@@ -141,7 +141,9 @@ def _problem_cells(i: int, p: ProblemRow, values: Sequence[float], text: str) ->
             "pass_rate": _num(p.pass_rate), "n_right": p.n_right, "n_graded": p.n_graded, "best": _num(p.best),
             "right_cell": f"{_num(p.best)}" if p.rewards else f"{p.n_right} / {p.n_graded}",
             "metric_values": [_num(v) for v in values],
-            "majority": "—" if p.majority is None else p.majority, "share": _num(p.majority_share, 2),
+            "majority": "—" if p.majority is None else p.majority + (f" (tie of {p.majority_ties})"
+                                                                    if p.majority_ties > 1 else ""),
+            "share": _num(p.majority_share, 2),
             "majority_css": {True: "right", False: "wrong"}.get(p.majority_right, ""),  # type: ignore[arg-type]
             "pick": "—" if p.pick is None else f"#{p.pick}" + (f" ({_num(p.pick_value)})" if p.rewards else ""),
             "pick_sort": "" if p.pick is None else p.pick,
@@ -211,6 +213,16 @@ def _classes(samples: Sequence[SampleView]) -> list[dict[str, Any]]:
     return out
 
 
+def _majority_text(row: ProblemRow) -> str:
+    if row.majority is None:
+        return "—"
+    verdict = {True: "right", False: "wrong", None: "the right class among them"}[row.majority_right]
+    if row.majority_ties > 1:
+        return f"a tie of {row.majority_ties} classes at {_num(row.majority_share, 2)} of the votes each ({verdict}); " \
+               f"first: {row.majority}"
+    return f"{row.majority} ({_num(row.majority_share, 2)} of the votes; {verdict})"
+
+
 def _summary(row: ProblemRow) -> list[tuple[str, str]]:
     if row.rewards:
         return [("samples", str(row.n_samples)), ("mean reward", f"{_num(row.pass_rate)} ({row.n_graded} graded)"),
@@ -220,8 +232,7 @@ def _summary(row: ProblemRow) -> list[tuple[str, str]]:
                 ("mean length", f"{_num(row.mean_tokens, 1)} tokens")]
     return [("samples", str(row.n_samples)),
             ("pass rate", f"{_num(row.pass_rate)} ({row.n_right} right of {row.n_graded} graded)"),
-            ("majority", "—" if row.majority is None else
-             f"{row.majority} ({_num(row.majority_share, 2)} of the votes; {'right' if row.majority_right else 'wrong'})"),
+            ("majority", _majority_text(row)),
             ("verifier's pick", "—" if row.pick is None else
              f"#{row.pick} (score {_num(row.pick_score, 4)}; "
              f"{ {True: 'right', False: 'wrong', None: 'not graded'}[row.pick_right] })"),

@@ -45,7 +45,7 @@ class ProblemRow:
     n_right: int
     majority: str | None  # the most voted answer class (None: every sample abstained)
     majority_share: float
-    majority_right: bool | None
+    majority_right: bool | None  # None: no vote, or a tie at the top that holds the right class
     pick: int | None  # the verifier's pick (sample_idx)
     pick_score: float
     pick_right: bool | None
@@ -53,6 +53,7 @@ class ProblemRow:
     rewards: bool = False  # a reward-judged problem: its grades carry a reward and no verdict
     best: float = math.nan  # the highest outcome of a sample (1/0, or the reward)
     pick_value: float = math.nan  # the outcome of the verifier's pick
+    majority_ties: int = 1  # how many classes share the top vote count (1: a clear majority)
 
     @property
     def flags(self) -> tuple[str, ...]:
@@ -169,13 +170,14 @@ def _pick(scores: Mapping[int, Score]) -> int | None:
     return -max(finite)[1] if finite else None
 
 
-def _majority(votes: Sequence[str | None]) -> tuple[str | None, float]:
+def _majority(votes: Sequence[str | None]) -> tuple[str | None, float, list[str]]:
+    """The most voted class (on a tie, the first in sample order), its share, and every class tied at the top."""
     counts = Counter(v for v in votes if v is not None)
     if not counts:
-        return None, 0.0
+        return None, 0.0, []
     top = max(counts.values())
-    first = next(v for v in votes if v is not None and counts[v] == top)  # a tie: the first in sample order
-    return first, top / len(votes)
+    tied = [v for v in dict.fromkeys(votes) if v is not None and counts[v] == top]
+    return tied[0], top / len(votes), tied
 
 
 def _right_class(grades: Sequence[Grade], votes: Sequence[str | None]) -> str | None:
@@ -210,8 +212,10 @@ def problem_row(src: Sources, pid: str) -> ProblemRow:
     order = sorted(grades)
     graded = [grades[i] for i in order]
     votes = vote_answers(graded)
-    majority, share = _majority(votes)
+    majority, share, tied = _majority(votes)
     right_class = _right_class(graded, votes)
+    # a tie that holds the right class is neither right nor wrong (maj@k credits it in part)
+    majority_right = None if majority is None else (right_class in tied and (len(tied) == 1 or None))
     pick = _pick(scores)
     pick_grade = grades.get(pick) if pick is not None else None
     rows = src.samples.problems.get(pid) if src.samples is not None else None
@@ -223,7 +227,7 @@ def problem_row(src: Sources, pid: str) -> ProblemRow:
         pass_rate=sum(values) / len(values) if values else math.nan,
         n_right=sum(g.correct is True for g in graded),
         majority=majority, majority_share=share,
-        majority_right=None if majority is None or not graded else majority == right_class,
+        majority_right=majority_right, majority_ties=len(tied),
         pick=pick, pick_score=scores[pick].score if pick is not None else math.nan,
         pick_right=None if pick_grade is None or pick_grade.correct is None else pick_grade.correct,
         mean_tokens=sum(tokens) / len(tokens) if tokens else math.nan,

@@ -1,4 +1,5 @@
-"""The viewer's pages, as HTML strings: the runs, one run with its problems, one problem.
+"""The viewer's pages, as HTML strings: the runs, a run with its problems, a problem, two runs side by
+side, a checkpoint.
 
 Every page comes from a jinja2 template of ``templates/`` with autoescaping on, so a completion,
 answer, problem id, model name or grader message holding ``<script>``, ``</textarea>`` or an
@@ -7,9 +8,7 @@ answer, problem id, model name or grader message holding ``<script>``, ``</texta
 that lets only that script run (by its hash) and loads nothing from anywhere: a second line of
 defence, and why the pages work from ``file://`` (``bonbench view --static``).
 
-Addresses are relative and the same for the server and the bundle: ``index.html`` (the runs),
-``runs/<id>/index.html`` (a run and its problems table), ``runs/<id>/problems/<n>.html`` (problem
-``n`` in the run's order).
+Links are relative and the same for the server and the bundle (the addresses: ``site``).
 
 What it does not do: read rows (``problems``), serve (``server``) or write files (``bundle``).
 """

@@ -1,12 +1,14 @@
 """The viewer's pages by address: what the server answers and what the bundle writes.
 
-``Site.render(address)`` turns one relative address (``index.html``, ``runs/<id>/index.html``,
-``runs/<id>/problems/<n>.html``) into its page, or None: an address is matched against these three
-shapes and the run ids and problem numbers the site knows, never used as a path, so ``..``, an
-absolute path or an encoded variant of either names no page. The problems table of a run is
-computed once and kept until one of the run's row files or metrics.json changes (a run still being
-written shows as far as it goes, and more on the next visit); a problem page reads that problem's
-rows alone.
+``Site.render(address)`` turns one relative address into its page, or None: ``index.html`` (the
+runs and checkpoints), ``runs/<id>/index.html`` (a run and its problems), ``runs/<id>/problems/<n>.html``,
+``compare/<a>/<b>/index.html`` and ``compare/<a>/<b>/problems/<n>.html`` (two runs of a task), and
+``checkpoints/<id>/index.html``. An address is matched against these shapes and the ids and
+problem numbers the site knows, never used as a path, so ``..``, an absolute path or an encoded
+variant of either names no page. The problems table of a run is computed once and kept (in memory,
+and between starts in ``cache``); when the run's files grow (a run still being written shows as far
+as it goes, and more on the next visit) only the problems that got rows are recomputed. A problem
+page reads that problem's rows alone. ``addresses`` lists every page, for the bundle.
 
 Warnings met while reading (a torn last line, a file linked outside the folders given) are shown
 on the page that met them, and printed once.

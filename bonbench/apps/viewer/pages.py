@@ -136,7 +136,7 @@ def checkpoint_page(c: CheckpointView, runs: Sequence[RunView]) -> str:
 
 def _problem_cells(i: int, p: ProblemRow, values: Sequence[float], text: str) -> dict[str, Any]:
     flags = p.flags
-    return {"id": p.problem_id, "href": f"problems/{i}.html", "text": text[:1000], "flags": " ".join(flags),
+    return {"id": p.problem_id, "href": f"problems/{i}.html", "text": text[:300], "flags": " ".join(flags),
             "pass_rate": _num(p.pass_rate), "n_right": p.n_right, "n_graded": p.n_graded, "best": _num(p.best),
             "right_cell": f"{_num(p.best)}" if p.rewards else f"{p.n_right} / {p.n_graded}",
             "metric_values": [_num(v) for v in values],

@@ -199,11 +199,11 @@ def dataset_metrics(run: RunView) -> list[str]:
     return [row.name for row in run.metric_rows() if row.name in names]
 
 
-def metric_values(run: RunView, columns: Sequence[str], pid: str) -> list[float]:
-    """metrics.json's per-problem values of ``columns`` for problem ``pid`` (NaN where it has none)."""
+def metric_values(run: RunView, columns: Sequence[str], pids: Sequence[str]) -> list[list[float]]:
+    """metrics.json's per-problem values of ``columns`` for each problem of ``pids`` (NaN where it has none)."""
     per_problem = run.metrics_file().get("per_problem") or {}
-    values = [(per_problem.get(name) or {}).get(pid) for name in columns]
-    return [math.nan if v is None else float(v) for v in values]
+    tables = [per_problem.get(name) or {} for name in columns]
+    return [[math.nan if t.get(pid) is None else float(t[pid]) for t in tables] for pid in pids]
 
 
 def problem_row(src: Sources, pid: str) -> ProblemRow:

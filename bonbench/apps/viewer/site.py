@@ -182,7 +182,7 @@ class Site:
     def _run_page(self, run: RunView) -> str:
         rows, lines = self._caught(lambda: self.table(run))
         columns = dataset_metrics(run)
-        values = [metric_values(run, columns, row.problem_id) for row in rows]
+        values = metric_values(run, columns, [row.problem_id for row in rows])
         checkpoint = next(((c.path.name, f"checkpoints/{c.id}/index.html") for c in self.checkpoints.values()
                            if run in evaluated_by(c, [run])), None)
         return run_page(run, columns, rows, values, self.texts.statements(run.config()), lines + _notes(sources(run)),
@@ -196,7 +196,7 @@ class Site:
             return None
         pid = ids[n]
         columns = dataset_metrics(run)
-        metrics = list(zip(columns, metric_values(run, columns, pid), strict=True))
+        metrics = list(zip(columns, metric_values(run, columns, [pid])[0], strict=True))
         texts, missing = self.texts.texts(run.config(), pid)
         return problem_page(run, n, problem_row(src, pid), metrics, problem_detail(src, pid), texts, missing, len(ids),
                             lines)

@@ -61,15 +61,13 @@ def _math_run(root: Path, data_dir: Path, name: str, answers: dict[str, list[str
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Iterator[Path]:
+def run_dir(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
     """The base run; a second run of the task (problem 2 no longer solved) sits beside it, for the comparison."""
     root = tmp_path_factory.mktemp("browser")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("BONBENCH_CACHE", str(root / "cache"))
-        first = _math_run(root, data_dir, "base.jsonl", {PROBLEMS[0]: ["2", "2", "3", "2"],
-                                                          PROBLEMS[1]: ["\\frac{1}{2}", "0.5", "1", "2"]})
-        _math_run(root, data_dir, "tuned.jsonl", {PROBLEMS[0]: ["2", "2", "3", "2"], PROBLEMS[1]: ["1", "3", "1", "2"]})
-        yield first
+    first = _math_run(root, data_dir, "base.jsonl", {PROBLEMS[0]: ["2", "2", "3", "2"],
+                                                      PROBLEMS[1]: ["\\frac{1}{2}", "0.5", "1", "2"]})
+    _math_run(root, data_dir, "tuned.jsonl", {PROBLEMS[0]: ["2", "2", "3", "2"], PROBLEMS[1]: ["1", "3", "1", "2"]})
+    return first
 
 
 @pytest.fixture(scope="module")
@@ -154,7 +152,7 @@ def test_a_browser_clicks_through_a_served_run(run_dir: Path, data_dir: Path, br
     results = run_dir.parents[3]  # both runs
     proc = subprocess.Popen([sys.executable, "-m", "bonbench", "view", str(results), "--port", "0", "--data-dir",
                              str(data_dir)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "BONBENCH_CACHE": str(tmp_path / "cache")})
     try:
         assert proc.stdout is not None
         url = re.search(r"http://127\.0\.0\.1:\d+/", proc.stdout.readline())
@@ -187,7 +185,7 @@ def test_a_browser_clicks_through_a_served_run(run_dir: Path, data_dir: Path, br
 def test_the_static_bundle_works_from_file_urls(run_dir: Path, data_dir: Path, browser: object, tmp_path: Path) -> None:
     driver = browser
     out = tmp_path / "bundle"
-    assert main(["view", str(run_dir), "--static", str(out), "--data-dir", str(data_dir)]) == 0
+    assert main(["view", str(run_dir), "--static", str(out), "--data-dir", str(data_dir), "--no-cache"]) == 0
     driver.get((out / "index.html").as_uri())  # type: ignore[attr-defined]
     driver.find_element(By.LINK_TEXT, "math").click()  # type: ignore[attr-defined]
     header = driver.find_element(By.CSS_SELECTOR, "th[data-sort='id']")  # type: ignore[attr-defined]

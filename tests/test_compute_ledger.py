@@ -30,7 +30,7 @@ class _NoGrader:
         return [Grade(s.problem_id, s.sample_idx, self.name, self.version, correct=None) for s in samples]
 
 
-def _run(tmp_path: Path):  # type: ignore[no-untyped-def]
+def _run(tmp_path: Path):
     task = Task(name="ctoy", version=1, problems=tuple(PROBLEMS.values()), render=lambda p, style: Prompt(p.id, text=p.input),
                 grader=_NoGrader(), prompt_id="ctoy-v1", default_metrics=("pass@1",))
     run = prepare(task, RunConfig(task="ctoy", model="scripted", backend="scripted", n=2, metrics=("pass@1",)), tmp_path)
@@ -51,7 +51,7 @@ def test_offline_reward_models_cost_nothing_and_an_uncounting_model_is_unknown()
         def predict(self, texts: list[str]) -> np.ndarray:
             return np.array([0.25 * len(t) % 1 for t in texts])
 
-    imdb = RewardVerifier(ImdbSentimentReward(Predicts(), "fp", {}))  # type: ignore[arg-type]
+    imdb = RewardVerifier(ImdbSentimentReward(Predicts(), "fp", {}))
     samples = [Sample("q/0", 0, "good", 1, "stop"), Sample("q/1", 0, "bad", 1, "stop")]
     rows = imdb.score(PROBLEMS, samples, {})
     assert [(r.tokens, r.calls) for r in rows] == [(0, 0), (0, 0)]
@@ -85,8 +85,8 @@ def test_the_ledger_adds_up_stored_rows_per_problem(tmp_path: Path) -> None:
     assert (q0.problem_id, q0.samples, q0.prompt_tokens, q0.generated_tokens, q0.policy_tokens) == ("q/0", 2, 20, 12, 32)
     assert (q1.prompt_tokens, q1.generated_tokens, q1.policy_tokens) == (24, 7, 31)
     assert q0.verifier("prm-x") is not None and (q0.verifier("prm-x").tokens, q0.verifier("prm-x").calls) == (45, 2)
-    assert (q1.verifier("prm-x").tokens, q1.verifier("prm-x").calls) == (70, 3)  # type: ignore[union-attr]
-    assert (q0.verifier("old").samples, q0.verifier("old").tokens) == (2, None) and q1.verifier("old") is None  # type: ignore[union-attr]
+    assert (q1.verifier("prm-x").tokens, q1.verifier("prm-x").calls) == (70, 3)
+    assert (q0.verifier("old").samples, q0.verifier("old").tokens) == (2, None) and q1.verifier("old") is None
     total = ledger.total()
     assert (total.samples, total.prompt_tokens, total.generated_tokens) == (4, 44, 19)
     assert [(c.verifier, c.samples, c.tokens, c.calls) for c in total.verifiers] == [("old", 2, None, None),

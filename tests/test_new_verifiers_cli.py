@@ -6,6 +6,7 @@ judge server), on a run of 3 real MATH-500 problems x 4 imported samples."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +17,10 @@ from test_verifier_judge import JudgeServer, build_tiny_judge
 from bonbench.api.verifier import get_verifier, verifier_schemes
 from bonbench.apps.cli import main
 from bonbench.pipeline.ledger import compute_ledger
+from bonbench.plugins.rewards.prm.verifier import parse_prm
 
 N = 4
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _completions(answer: str) -> list[str]:
@@ -38,7 +41,7 @@ def world(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> dict[str,
     results = base / "results"
     assert main(["score", "--task", "math500", "--samples", str(samples), "--model", "policy", "--data-dir", str(data_dir),
                  "--out", str(results), "--n-boot", "10", "--metric", "pass@1"]) == 0
-    return {"run": next((results / "runs" / "math500").glob("*/*")), "results": results,
+    return {"run": next((results / "runs" / "math500").glob("*/*")), "results": results, "samples": samples,
             "prm": build_math_shepherd(base / "math-shepherd-mistral-7b-prm"), "judge": build_tiny_judge(base / "judge")}
 
 
@@ -109,6 +112,7 @@ def test_eval_verifier_takes_prm_and_judge_verifiers(world: dict[str, Path], ser
     doc = json.loads(out.read_text())
     assert doc["verifiers"] == specs and doc["n_problems"] == 3 and doc["n"] == N
     assert set(doc["auroc"]) == set(specs) and doc["auroc"]["oracle"] == 1.0
+    assert all(isinstance(doc["auroc"][s], float) and 0.0 <= doc["auroc"][s] <= 1.0 for s in specs)
     assert all(any(key.endswith(f":{s}") for key in doc["curves"]) for s in specs)
     assert set(doc["paired_bon_diff"]) == {f"{specs[0]} - {s}" for s in specs[1:]}
     printed = capsys.readouterr().out
@@ -117,26 +121,43 @@ def test_eval_verifier_takes_prm_and_judge_verifiers(world: dict[str, Path], ser
 
 def test_leaderboard_takes_runs_scored_with_new_verifiers(world: dict[str, Path], server: JudgeServer, data_dir: Path,
                                                           tmp_path: Path) -> None:
-    for kind in ("served", "prm"):  # the last scoring is what metrics.json holds
-        assert main(["score", str(world["run"]), "--metric", f"bon@{N},wmaj@{N}", "--verifier", _spec(kind, world, server),
-                     "--n-boot", "10", "--data-dir", str(data_dir)]) == 0
-    name = get_verifier(_spec("prm", world, server)).name
-    value = json.loads((world["run"] / "metrics.json").read_text())["metrics"][f"bon@{N}"]["value"]
+    metrics = f"bon@{N},wmaj@{N}"
+    assert main(["score", str(world["run"]), "--metric", metrics, "--verifier", _spec("prm", world, server),
+                 "--n-boot", "10", "--data-dir", str(data_dir)]) == 0
+    # a second model's run of the same samples, scored by the served judge
+    assert main(["score", "--task", "math500", "--samples", str(world["samples"]), "--model", "other", "--data-dir",
+                 str(data_dir), "--out", str(world["results"]), "--n-boot", "10", "--metric", metrics,
+                 "--verifier", _spec("served", world, server)]) == 0
+    prm, judge = (get_verifier(_spec(kind, world, server)).name for kind in ("prm", "served"))
+    other = next((world["results"] / "runs" / "math500" / "other").glob("*"))
+    values = {run: json.loads((run / "metrics.json").read_text())["metrics"] for run in (world["run"], other)}
     assert main(["leaderboard", str(world["results"]), "--metric", f"bon@{N}", "--metric", f"wmaj@{N}", "--out",
                  str(tmp_path), "--n-boot", "10"]) == 0
-    board = json.loads((tmp_path / "leaderboard.json").read_text())
     text = (tmp_path / "leaderboard.md").read_text()
-    assert f"math500 bon@{N}" in text and f"math500 wmaj@{N}" in text and f"{value:.3f}" in text
-    assert name in json.dumps(board) or name in text  # which verifier made the bon@k cell is said
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    for model, run in (("policy", world["run"]), ("other", other)):
+        assert all(f"{values[run][m]['value']:.3f}" in rows[model] for m in (f"bon@{N}", f"wmaj@{N}"))
+    # which verifier made each row, and that a column mixes two, are said
+    assert f"verifier={prm})" in text and f"verifier={judge})" in text
+    assert f"math500 bon@{N}: the cells come from different verifiers ({', '.join(sorted([prm, judge]))})" in text
+    board = json.loads((tmp_path / "leaderboard.json").read_text())
+    assert {r["model"]: r["verifier"] for r in board["runs"]} == {"policy": prm, "other": judge}
 
 
-def test_list_verifiers_gives_one_runnable_example_per_scheme(capsys: pytest.CaptureFixture[str]) -> None:
+def test_list_verifiers_gives_one_working_example_per_scheme(capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     assert main(["list", "verifiers"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert {"oracle", "logprob"} <= set(lines)
-    for prefix, _ in verifier_schemes():
-        mine = [line for line in lines if line.startswith(prefix)]
-        assert len(mine) == 1, (prefix, lines)
-        examples = [word for word in mine[0].split() if word.startswith(prefix) and "<" not in word and word != prefix]
-        assert len(examples) == 1, mine[0]
-    assert {p for p, _ in verifier_schemes()} >= {"rm:", "learned:", "prm:", "judge:"}
+    assert {"oracle", "logprob"} <= set(lines)  # the plain names are their own examples
+    schemes = [prefix for prefix, _ in verifier_schemes()]
+    assert {"rm:", "learned:", "prm:", "judge:"} <= set(schemes)
+    monkeypatch.chdir(REPO)  # the learned: example is the committed verifier folder
+    for prefix in schemes:
+        (line,) = [line for line in lines if line.startswith(prefix)]
+        found = re.findall(r"e\.g\. (\S+)$", line)
+        assert len(found) == 1 and found[0].startswith(prefix), line
+        if prefix == "prm:":  # a hub id: the hub is out of reach here, so its options are checked
+            source, options = parse_prm(found[0][len(prefix):])
+            assert source.count("/") == 1 and options.agg == "min"
+        else:  # built as a run would build it (nothing is loaded before it scores)
+            assert get_verifier(found[0]).name

@@ -94,7 +94,7 @@ class LazyRewardModel:
 
 
 def reward_verifier(spec: str, data_dir: str | Path | None = None) -> RewardVerifier:
-    """rm:<spec>  a reward model as a bon@k verifier (`bonbench list reward-models`), loaded when it first scores.
+    """rm:<spec>  a reward model (`bonbench list reward-models`), loaded when it first scores; e.g. rm:imdb-sentiment
 
     The data directory comes from ``data_dir`` or ``BONBENCH_DATA_DIR`` (needed only the first
     time an offline model is built).

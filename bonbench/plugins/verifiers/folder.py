@@ -105,7 +105,7 @@ class LearnedVerifier:
 
 
 def learned_verifier(spec: str) -> LearnedVerifier:
-    """learned:PATH  a verifier folder from `bonbench train-verifier` (manifest read now, model on first score)."""
+    """learned:PATH  a folder from `bonbench train-verifier`; e.g. learned:results/verifiers/math-gemma-3-270m-head"""
     path = spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
     if not path:
         raise BonbenchError("--verifier learned: needs a folder, "

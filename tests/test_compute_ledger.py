@@ -141,3 +141,17 @@ def test_report_prints_the_compute_table_under_the_unchanged_metrics(math_run: P
     lines = capsys.readouterr().out.splitlines()
     by_problem = [line for line in lines if line.startswith("│ test/")]
     assert len(by_problem) == 3 and any(line.startswith("│ total") for line in lines)
+
+
+def test_report_of_a_run_without_sample_rows_prints_no_compute_table(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from bonbench.apps.analysis.synthetic import write_synthetic_run
+    from bonbench.apps.cli import main
+
+    run = write_synthetic_run(tmp_path, np.array([0.2, 0.7]), n=4, task="t", model="m", seed=1, metrics=("pass@1",),
+                              n_boot=10)
+    (run / "samples.jsonl").unlink()  # metrics written elsewhere, no rows here
+    assert compute_ledger(run).problems == ()
+    assert main(["report", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "pass@1" in out and "compute" not in out and out.splitlines()[-1] == str(run)

@@ -137,7 +137,10 @@ def compute_by_problem_table(ledger: Ledger) -> Table:
 
 
 def print_compute(ledger: Ledger, console: Console | None = None, per_problem: bool = False) -> None:
-    """Print the compute table (and, with ``per_problem``, one row per problem) to stdout."""
+    """Print the compute table (and, with ``per_problem``, one row per problem) to stdout; nothing for a
+    run without sample rows (one scored from metrics written elsewhere: no cost is known)."""
+    if not ledger.problems:
+        return
     console = console or Console(soft_wrap=True)
     console.print(compute_table(ledger))
     if per_problem:

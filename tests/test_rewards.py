@@ -528,3 +528,5 @@ def test_vllm_pooling_backend_matches_hf(tmp_path: Path) -> None:
         model.read = read  # one engine (30 s to start on CPU) for the three ways of reading it
         hf = get_reward_model(f"hf:{tiny}?label=POSITIVE&read={read}")
         assert model.score(PROMPTS, COMPLETIONS) == pytest.approx(hf.score(PROMPTS, COMPLETIONS), abs=1e-3), read
+    # the same tokens read, one forward per pair, on both engines
+    assert [c[1:] for c in model.score_counted(PROMPTS, COMPLETIONS)] == [c[1:] for c in hf.score_counted(PROMPTS, COMPLETIONS)]

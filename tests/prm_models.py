@@ -74,6 +74,63 @@ def build_qwen(folder: Path, seed: int = 0) -> Path:
     return _save(model, tok, folder)
 
 
+# Qwen2.5-Math-PRM ships its architecture as code in the checkpoint (config.json's auto_map names
+# these two files): a Qwen2 backbone and a two-layer score head, the logits of two classes per token.
+QWEN_RM_CONFIG = """from transformers import Qwen2Config
+
+
+class Qwen2RMConfig(Qwen2Config):
+    model_type = "qwen2"
+"""
+QWEN_RM_MODELING = """import torch
+from transformers import Qwen2Model, Qwen2PreTrainedModel
+from transformers.modeling_outputs import SequenceClassifierOutputWithPast
+
+from .configuration_qwen2_rm import Qwen2RMConfig
+
+
+class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
+    config_class = Qwen2RMConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        self.model = Qwen2Model(config)
+        self.score = torch.nn.Sequential(torch.nn.Linear(config.hidden_size, config.hidden_size), torch.nn.ReLU(),
+                                         torch.nn.Linear(config.hidden_size, self.num_labels))
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kwargs):
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        return SequenceClassifierOutputWithPast(logits=self.score(hidden))
+"""
+
+
+def build_qwen_remote_code(folder: Path, seed: int = 0) -> Path:
+    """Qwen2.5-Math-PRM as it ships: ``Qwen2ForProcessRewardModel`` in the folder's own modelling code,
+    named by ``auto_map`` in config.json (transformers has no such class)."""
+    import json
+
+    import torch
+    from transformers import AutoConfig, AutoModel, Qwen2Config
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "configuration_qwen2_rm.py").write_text(QWEN_RM_CONFIG)
+    (folder / "modeling_qwen2_rm.py").write_text(QWEN_RM_MODELING)
+    tok = byte_level(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<extra_0>"], eos_token="<|im_end|>",
+                     pad_token="<|endoftext|>")
+    tok.chat_template = QWEN_TEMPLATE
+    tok.save_pretrained(folder)
+    config = {**Qwen2Config(vocab_size=len(tok), **SIZE).to_dict(), "architectures": ["Qwen2ForProcessRewardModel"],
+              "auto_map": {"AutoConfig": "configuration_qwen2_rm.Qwen2RMConfig",
+                           "AutoModel": "modeling_qwen2_rm.Qwen2ForProcessRewardModel"}}
+    (folder / "config.json").write_text(json.dumps(config, indent=1))
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(AutoConfig.from_pretrained(folder, trust_remote_code=True), trust_remote_code=True)
+    model.eval().save_pretrained(folder)
+    return folder
+
+
 def build_math_shepherd(folder: Path, seed: int = 0) -> Path:
     import torch
     from transformers import MistralConfig, MistralForCausalLM
@@ -127,12 +184,15 @@ def _last(values: Any) -> float:
     return float(values.reshape(-1)[-1])
 
 
-def ref_qwen(folder: Path, question: str, steps: Sequence[str]) -> list[float]:
-    """Qwen2.5-Math-PRM's card: system + query + the steps joined and ended by <extra_0>, softmax, class 1."""
+def ref_qwen(folder: Path, question: str, steps: Sequence[str], remote_code: bool = False) -> list[float]:
+    """Qwen2.5-Math-PRM's card: system + query + the steps joined and ended by <extra_0>, softmax, class 1
+    (``remote_code``: the checkpoint's own modelling code, loaded as the card does with ``AutoModel``)."""
     import torch
-    from transformers import AutoModelForTokenClassification, AutoTokenizer
+    from transformers import AutoModel, AutoModelForTokenClassification, AutoTokenizer
 
-    tok, model = AutoTokenizer.from_pretrained(folder), AutoModelForTokenClassification.from_pretrained(folder).eval()
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = (AutoModel.from_pretrained(folder, trust_remote_code=True) if remote_code
+             else AutoModelForTokenClassification.from_pretrained(folder)).eval()
     out = []
     for k in range(1, len(steps) + 1):
         messages = [{"role": "system", "content": "Please reason step by step, and put your final answer within \\boxed{}."},

@@ -47,7 +47,10 @@ class Prompt:
 @dataclass(frozen=True)
 class Sample:
     """One completion of one problem. ``logprob`` is the cumulative log-probability of the
-    completion tokens under the sampling policy (None when the backend cannot report it)."""
+    completion tokens under the sampling policy (None when the backend cannot report it).
+    ``n_tokens`` counts the generated tokens and ``prompt_tokens`` the tokens of the prompt the
+    policy read for it (None where the backend cannot tell: scripted and imported samples, rows
+    written before the field existed); the compute ledger (``pipeline.ledger``) adds them up."""
 
     problem_id: str
     sample_idx: int
@@ -55,6 +58,7 @@ class Sample:
     n_tokens: int
     finish_reason: str
     logprob: float | None = None
+    prompt_tokens: int | None = None
 
     @property
     def key(self) -> tuple[str, int]:

@@ -207,6 +207,10 @@ class HFClassifierReward:
         return dict(enc)
 
     def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
+        return [v for v, _, _ in self.score_counted(prompts, completions)]
+
+    def score_counted(self, prompts: Sequence[str], completions: Sequence[str]) -> list[tuple[float, int | None, int | None]]:
+        """(reward, tokens read after truncation, 1 forward) of every pair (``api.reward.CountsCost``)."""
         import torch
 
         if not completions:
@@ -223,7 +227,9 @@ class HFClassifierReward:
                 logits = self.model(**{k: t.to(self.device) for k, t in feats.items()}).logits.float()
                 for i, v in zip(batch, read_logits(logits, self.index, self.read).tolist(), strict=True):
                     out[i] = v
-        return check_scores(self, out, len(completions))
+        values = check_scores(self, out, len(completions))
+        # one forward per pair: each sits in exactly one padded batch
+        return [(v, len(x), 1) for v, x in zip(values, ids, strict=True)]
 
 
 def _max_length(tokenizer: Any, config: Any) -> int:

@@ -83,6 +83,10 @@ class VllmClassifierReward:
         self.fingerprint = "sha256:" + hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16]
 
     def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
+        return [v for v, _, _ in self.score_counted(prompts, completions)]
+
+    def score_counted(self, prompts: Sequence[str], completions: Sequence[str]) -> list[tuple[float, int | None, int | None]]:
+        """(reward, tokens read, 1 forward) of every pair (``api.reward.CountsCost``)."""
         import torch
 
         if not completions:
@@ -96,4 +100,4 @@ class VllmClassifierReward:
             values = vectors[:, 0] if vectors.shape[-1] == 1 else vectors[:, self.index]
         else:
             values = read_logits(vectors, self.index, self.read)
-        return check_scores(self, values.tolist(), len(completions))
+        return [(v, len(x), 1) for v, x in zip(check_scores(self, values.tolist(), len(completions)), ids, strict=True)]

@@ -125,6 +125,7 @@ class OpenAISampler:
             token_lps = ([c.get("logprob") for c in content if isinstance(c, Mapping)]
                          if isinstance(content, list) and content else None)
         completion_tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
+        prompt_tokens = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
         n_tokens = len(token_lps) if token_lps is not None else int(completion_tokens or 0)
         logprob = float(sum(x for x in token_lps if isinstance(x, (int, float)))) if token_lps is not None else None
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
@@ -132,4 +133,5 @@ class OpenAISampler:
         if cut >= 0:  # a server that ignored the stop strings
             text, finish = text[:cut], "stop"
         return Sample(problem_id=prompt.problem_id, sample_idx=job.sample_idx, completion=text, n_tokens=n_tokens,
-                      finish_reason=finish, logprob=logprob)
+                      finish_reason=finish, logprob=logprob,
+                      prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None)

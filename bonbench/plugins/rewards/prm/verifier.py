@@ -133,10 +133,11 @@ class PRMVerifier:
 
 
 def prm_verifier(spec: str) -> PRMVerifier:
-    """prm:Qwen/Qwen2.5-Math-PRM-7B?agg=min&trust_remote_code=true  a process reward model, steps aggregated.
+    """prm:<folder or hub id>?agg=...  a process reward model; e.g. prm:peiyi9979/math-shepherd-mistral-7b-prm?agg=min
 
     Families: qwen, math-shepherd, rlhflow, skywork, trl (recognised from the config and name, or
-    ``?family=``); docs/verifiers.md gives each public model's command.
+    ``?family=``); the Qwen PRMs run their own code (``&trust_remote_code=true``); docs/verifiers.md
+    gives each public model's command.
     """
     source, options = parse_prm(spec)
     return PRMVerifier(source, options)

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from judge_models import JudgeServer, build_tiny_judge
 from prm_models import build_math_shepherd
-from test_verifier_judge import JudgeServer, build_tiny_judge
 
 from bonbench.api.verifier import get_verifier, verifier_schemes
 from bonbench.apps.cli import main

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from judge_models import JudgeServer, build_tiny_judge
 from prm_models import build_qwen_remote_code, build_trl, ref_qwen
-from test_verifier_judge import JudgeServer, build_tiny_judge
 
 from bonbench.api.verifier import get_verifier
 from bonbench.apps.cli import main

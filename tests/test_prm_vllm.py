@@ -1,0 +1,111 @@
+"""PRMs on vLLM's pooling runner (``prm:...?backend=vllm``): the same per-step scores, tokens and calls
+as transformers on the families vLLM serves, a one-line refusal naming backend=hf on the others."""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from prm_models import VLLM_SIZE, build_math_shepherd, build_qwen_prm, build_rlhflow, build_skywork, build_trl, ref_qwen
+
+from bonbench.api.verifier import get_verifier
+from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Problem, Sample
+from bonbench.plugins.rewards.prm.family import FAMILIES, aggregate
+from bonbench.plugins.rewards.prm.pooling import VllmStepScorer, serves
+
+QUESTION = "Find x if 2x + 3 = 11."
+COMPLETIONS = [
+    "Step 1: 2x + 3 = 11\n\nStep 2: 2x = 8\n\nStep 3: x = 4\n\nStep 4: check 2*4 + 3 = 11\n\nThe answer is \\boxed{4}",
+    "We compute 3 + 4 = 7.\n\nThen 7 - 2 = 5.",
+    "",  # no step: no request, the floor, as on transformers
+    "the answer is \\boxed{5}",
+    "Let x be the number.\n\n\n\nThen 2x + 3 = 11, so x = 4.\n\nThe final answer is 12.\n\n+ - ки\n\nDone.\n\nSo 6.",
+]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("prm-vllm")
+    return {"qwen": build_qwen_prm(root / "Qwen2.5-Math-PRM-tiny"),
+            "math-shepherd": build_math_shepherd(root / "math-shepherd-mistral-7b-prm", size=VLLM_SIZE),
+            "rlhflow": build_rlhflow(root / "Llama3.1-8B-PRM-Deepseek-Data"),
+            "skywork": build_skywork(root / "Skywork-o1-Open-PRM-Qwen-2.5-1.5B"),
+            "trl": build_trl(root / "trl-prm-tiny")}
+
+
+def _spec(family: str, folder: Path, extra: str) -> str:
+    # the qwen model runs its own code on transformers; vLLM has its own Qwen2ForProcessRewardModel
+    trust = "trust_remote_code=true&" if family == "qwen" and "backend=hf" in extra else ""
+    return f"prm:{folder}?{trust}{extra}"
+
+
+def test_transformers_reads_qwen_prm_in_its_own_format_only_when_trusted(models: dict[str, Path]) -> None:
+    """The real checkpoint's layout (remote code, two-layer head): recognised, refused without trust, equal to the card."""
+    with pytest.raises(BonbenchError, match="runs its own modelling code: add \\?trust_remote_code=true") as info:
+        get_verifier(f"prm:{models['qwen']}")
+    assert "\n" not in str(info.value)
+    verifier = get_verifier(_spec("qwen", models["qwen"], "backend=hf"))
+    assert verifier.family.name == "qwen"  # from the architecture, no ?family=
+    steps = verifier.family.steps(COMPLETIONS[0])
+    (values, _), = verifier.load().step_scores([QUESTION], [steps])
+    want = ref_qwen(models["qwen"], QUESTION, steps)
+    assert max(abs(a - b) for a, b in zip(values, want, strict=True)) < 1e-5 and len(values) >= 5
+
+
+@pytest.mark.parametrize("family", ["qwen", "math-shepherd"])
+def test_vllm_backend_gives_the_transformers_scores(models: dict[str, Path], family: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("vllm")
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # two tiny engines in one process: 1 GiB of KV cache each
+    problems = {"p": Problem("p", QUESTION, "")}
+    samples = [Sample("p", i, c, 1, "stop") for i, c in enumerate(COMPLETIONS)]
+    hf = get_verifier(_spec(family, models[family], "backend=hf&batch_size=2"))
+    fast = get_verifier(_spec(family, models[family], "backend=vllm"))
+    want, got = hf.score(problems, samples, {}), fast.score(problems, samples, {})
+    try:
+        assert fast.engine.forwards == 1 and fast.engine.requests == 4  # one request per sample with steps
+        for a, b in zip(want, got, strict=True):
+            assert a.steps is not None and b.steps is not None and len(a.steps) == len(b.steps)
+            assert max((abs(u - v) for u, v in zip(a.steps, b.steps, strict=True)), default=0.0) < 1e-3, (a, b)
+            assert (a.tokens, a.calls, a.aggregation) == (b.tokens, b.calls, b.aggregation)
+        assert len(set(round(v, 3) for v in got[0].steps or ())) > 1  # the tiny model is not constant
+        assert hf.fingerprint != fast.fingerprint and hf.name == fast.name  # the backend is in the fingerprint only
+        mean = get_verifier(_spec(family, models[family], "backend=vllm&agg=mean"))
+        stored = replace(got[0], verifier_fingerprint=fast.fingerprint, verifier_version=fast.version)  # as verify stores it
+        again = mean.rederive(stored)  # another aggregation of the vLLM rows: no model
+        assert again is not None and again.score == pytest.approx(aggregate(got[0].steps or (), "mean"))
+        assert mean.engine is None
+    finally:
+        del fast.engine
+        gc.collect()
+
+
+def test_only_the_step_marker_families_run_on_vllm(models: dict[str, Path]) -> None:
+    assert {name for name, f in FAMILIES.items() if serves(f)} == {"qwen", "math-shepherd"}
+    for family in ("rlhflow", "skywork", "trl"):
+        with pytest.raises(BonbenchError, match=f"\\({family} family\\) cannot run on vLLM's pooling runner.*"
+                                                "use backend=hf$") as info:
+            get_verifier(f"prm:{models[family]}?backend=vllm")
+        assert "\n" not in str(info.value)
+    cases = [
+        (f"prm:{models['trl']}?backend=nope", "option backend takes one of 'hf', 'vllm', got 'nope'"),
+        (f"prm:{models['trl']}?gpu_memory_utilization=0.5", "gpu_memory_utilization is for backend=vllm"),
+        (f"prm:{models['math-shepherd']}?backend=vllm&device=cuda", "vLLM picks its device"),
+    ]
+    for spec, message in cases:
+        with pytest.raises(BonbenchError, match=message) as info:
+            get_verifier(spec)
+        assert "\n" not in str(info.value)
+
+
+def test_a_step_count_vllm_does_not_match_is_one_line(models: dict[str, Path]) -> None:
+    import torch
+
+    scorer = object.__new__(VllmStepScorer)  # the reading alone, without an engine
+    scorer.family, scorer.source = FAMILIES["qwen"], "tiny"
+    assert scorer.step_probabilities(torch.tensor([[0.0, 0.0], [0.0, 2.0]]), 2) == pytest.approx((0.5, 0.8808), abs=1e-4)
+    with pytest.raises(BonbenchError, match="vLLM returned 1 step scores .* has 2 step markers: use backend=hf"):
+        scorer.step_probabilities(torch.tensor([[0.0, 1.0]]), 2)

@@ -86,7 +86,7 @@ def _save(model: Any, tokenizer: Any, folder: Path) -> Path:
     return folder
 
 
-def build_qwen(folder: Path, seed: int = 0) -> Path:
+def build_qwen(folder: Path, seed: int = 0, size: dict[str, Any] = SIZE) -> Path:
     import torch
     from transformers import Qwen2Config, Qwen2ForTokenClassification
 
@@ -94,7 +94,7 @@ def build_qwen(folder: Path, seed: int = 0) -> Path:
                      pad_token="<|endoftext|>")
     tok.chat_template = QWEN_TEMPLATE
     torch.manual_seed(seed)
-    model = Qwen2ForTokenClassification(Qwen2Config(vocab_size=len(tok), num_labels=2, **SIZE))
+    model = Qwen2ForTokenClassification(Qwen2Config(vocab_size=len(tok), num_labels=2, **size))
     return _save(model, tok, folder)
 
 

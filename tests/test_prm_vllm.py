@@ -8,7 +8,16 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from prm_models import VLLM_SIZE, build_math_shepherd, build_qwen_prm, build_rlhflow, build_skywork, build_trl, ref_qwen
+from prm_models import (
+    VLLM_SIZE,
+    build_math_shepherd,
+    build_qwen,
+    build_qwen_prm,
+    build_rlhflow,
+    build_skywork,
+    build_trl,
+    ref_qwen,
+)
 
 from bonbench.api.verifier import get_verifier
 from bonbench.core.errors import BonbenchError
@@ -30,16 +39,18 @@ COMPLETIONS = [
 def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("prm-vllm")
     return {"qwen": build_qwen_prm(root / "Qwen2.5-Math-PRM-tiny"),
+            "qwen-token-classifier": build_qwen(root / "qwen-token-classifier", size=VLLM_SIZE),
             "math-shepherd": build_math_shepherd(root / "math-shepherd-mistral-7b-prm", size=VLLM_SIZE),
             "rlhflow": build_rlhflow(root / "Llama3.1-8B-PRM-Deepseek-Data"),
             "skywork": build_skywork(root / "Skywork-o1-Open-PRM-Qwen-2.5-1.5B"),
             "trl": build_trl(root / "trl-prm-tiny")}
 
 
-def _spec(family: str, folder: Path, extra: str) -> str:
+def _spec(model: str, folder: Path, extra: str) -> str:
     # the qwen model runs its own code on transformers; vLLM has its own Qwen2ForProcessRewardModel
-    trust = "trust_remote_code=true&" if family == "qwen" and "backend=hf" in extra else ""
-    return f"prm:{folder}?{trust}{extra}"
+    trust = "trust_remote_code=true&" if model == "qwen" and "backend=hf" in extra else ""
+    family = "family=qwen&" if model == "qwen-token-classifier" else ""  # a plain token classifier: named
+    return f"prm:{folder}?{trust}{family}{extra}"
 
 
 def test_transformers_reads_qwen_prm_in_its_own_format_only_when_trusted(models: dict[str, Path]) -> None:
@@ -55,7 +66,8 @@ def test_transformers_reads_qwen_prm_in_its_own_format_only_when_trusted(models:
     assert max(abs(a - b) for a, b in zip(values, want, strict=True)) < 1e-5 and len(values) >= 5
 
 
-@pytest.mark.parametrize("family", ["qwen", "math-shepherd"])
+@pytest.mark.parametrize("family", ["qwen", "math-shepherd",  # vLLM's own PRM class; an LM head made a classifier
+                                    pytest.param("qwen-token-classifier", marks=pytest.mark.slow)])  # converted by vLLM
 def test_vllm_backend_gives_the_transformers_scores(models: dict[str, Path], family: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("vllm")
@@ -109,3 +121,19 @@ def test_a_step_count_vllm_does_not_match_is_one_line(models: dict[str, Path]) -
     assert scorer.step_probabilities(torch.tensor([[0.0, 0.0], [0.0, 2.0]]), 2) == pytest.approx((0.5, 0.8808), abs=1e-4)
     with pytest.raises(BonbenchError, match="vLLM returned 1 step scores .* has 2 step markers: use backend=hf"):
         scorer.step_probabilities(torch.tensor([[0.0, 1.0]]), 2)
+
+
+def test_run_refuses_an_unservable_backend_before_sampling(models: dict[str, Path], tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import toy_plugin  # noqa: F401  registers the toy task
+
+    from bonbench.apps.cli import main
+
+    out, replay = tmp_path / "results", tmp_path / "replay.jsonl"
+    replay.write_text("".join(f'{{"problem_id": "toy/{i}", "sample_idx": {j}, "completion": " answer: {i}"}}\n'
+                              for i in range(12) for j in range(2)))
+    code = main(["run", "--task", "toy", "--backend", "scripted", "--samples", str(replay), "--n", "2", "--metric",
+                 "bon@2", "--verifier", f"prm:{models['skywork']}?backend=vllm", "--out", str(out)])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert code != 0 and len(errors) == 1 and errors[0].startswith("error:") and "use backend=hf" in errors[0]
+    assert not list(out.rglob("*.jsonl"))  # nothing was sampled

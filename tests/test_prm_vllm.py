@@ -22,6 +22,7 @@ from prm_models import (
 from bonbench.api.verifier import get_verifier
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Sample
+from bonbench.plugins.rewards.prm.encode import StepEncoder
 from bonbench.plugins.rewards.prm.family import FAMILIES, aggregate
 from bonbench.plugins.rewards.prm.pooling import VllmStepScorer, serves
 
@@ -71,21 +72,27 @@ def test_transformers_reads_qwen_prm_in_its_own_format_only_when_trusted(models:
 def test_vllm_backend_gives_the_transformers_scores(models: dict[str, Path], family: str,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("vllm")
+    from transformers import AutoTokenizer
+
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # two tiny engines in one process: 1 GiB of KV cache each
     problems = {"p": Problem("p", QUESTION, "")}
     samples = [Sample("p", i, c, 1, "stop") for i, c in enumerate(COMPLETIONS)]
-    hf = get_verifier(_spec(family, models[family], "backend=hf&batch_size=2"))
-    fast = get_verifier(_spec(family, models[family], "backend=vllm"))
+    longest = get_verifier(_spec(family, models[family], "backend=vllm")).family
+    encoder = StepEncoder(longest, AutoTokenizer.from_pretrained(models[family]), "tiny")
+    fit = f"max_length={len(encoder.encode(QUESTION, longest.steps(COMPLETIONS[0])).ids) - 3}"  # the longest loses 3+
+    hf = get_verifier(_spec(family, models[family], f"backend=hf&batch_size=2&{fit}"))
+    fast = get_verifier(_spec(family, models[family], f"backend=vllm&{fit}"))
     want, got = hf.score(problems, samples, {}), fast.score(problems, samples, {})
     try:
         assert fast.engine.forwards == 1 and fast.engine.requests == 4  # one request per sample with steps
+        assert got[0].tokens is not None and fast.max_length is not None and got[0].tokens <= fast.max_length
         for a, b in zip(want, got, strict=True):
             assert a.steps is not None and b.steps is not None and len(a.steps) == len(b.steps)
             assert max((abs(u - v) for u, v in zip(a.steps, b.steps, strict=True)), default=0.0) < 1e-3, (a, b)
             assert (a.tokens, a.calls, a.aggregation) == (b.tokens, b.calls, b.aggregation)
         assert len(set(round(v, 3) for v in got[0].steps or ())) > 1  # the tiny model is not constant
         assert hf.fingerprint != fast.fingerprint and hf.name == fast.name  # the backend is in the fingerprint only
-        mean = get_verifier(_spec(family, models[family], "backend=vllm&agg=mean"))
+        mean = get_verifier(_spec(family, models[family], f"backend=vllm&{fit}&agg=mean"))
         stored = replace(got[0], verifier_fingerprint=fast.fingerprint, verifier_version=fast.version)  # as verify stores it
         again = mean.rederive(stored)  # another aggregation of the vLLM rows: no model
         assert again is not None and again.score == pytest.approx(aggregate(got[0].steps or (), "mean"))

@@ -52,14 +52,14 @@ class VllmStepScorer:
     """Per-step scores with vLLM's pooling runner (module docstring)."""
 
     def __init__(self, path: str, source: str, family: PRMFamily, *, device: str, dtype: str,
-                 batch_size: int | None, trust_remote_code: bool,
+                 batch_size: int | None, trust_remote_code: bool, max_length: int | None = None,
                  gpu_memory_utilization: float | None = None) -> None:
         from transformers import AutoTokenizer
 
         check_served(family, source)
         self.family, self.source = family, source
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        self.encoder = StepEncoder(family, self.tokenizer, source)
+        self.encoder = StepEncoder(family, self.tokenizer, source, max_length)  # inputs fit: vLLM never refuses one
         vllm = import_vllm()
         self._params = vllm.PoolingParams(use_activation=False)  # raw logits: the family's squash is applied here
         kwargs: dict[str, Any] = {
@@ -69,6 +69,8 @@ class VllmStepScorer:
         }
         if batch_size:
             kwargs["max_num_seqs"] = batch_size
+        if max_length:
+            kwargs["max_model_len"] = max_length
         if family.head == "lm_tokens":  # the LM head's rows of the class tokens become a token classifier
             tokens = self.tokenizer.convert_ids_to_tokens(self.encoder.class_ids)
             kwargs |= {"convert": "classify",

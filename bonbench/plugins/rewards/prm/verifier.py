@@ -17,7 +17,9 @@ same model under another fingerprint and re-aggregates their steps without loadi
 The engine is chosen by ``backend``: ``hf`` (transformers, ``hf``) or ``vllm`` (vLLM's pooling runner,
 ``pooling``; the qwen and math-shepherd families only, refused for the others when the verifier is
 built). Both read the same tokens (``encode``) and give the same ``step_scores``, so ``Score.steps``,
-``tokens`` and ``calls`` mean the same on either; the backend is part of the fingerprint.
+``tokens`` and ``calls`` mean the same on either; the backend is part of the fingerprint. So is
+``max_length`` (default: the PRM's positions; more is refused): a longer input loses the start of its
+question, never a step (``encode``).
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ class PRMOptions:
     device: str = "auto"
     dtype: str = "auto"
     gpu_memory_utilization: float | None = None  # backend=vllm: its share of the GPU (default 0.3)
+    max_length: int | None = None  # the most tokens read per sample (default: the PRM's positions)
 
 
 def parse_prm(spec: str) -> tuple[str, PRMOptions]:
@@ -96,10 +99,12 @@ class PRMVerifier:
         self.family: PRMFamily = FAMILIES[options.family] if options.family else detect_family(source, config)
         StepEncoder(self.family, tokenizer, source)  # the separator, tag or reply tokens exist: checked now
         self._check_backend(config)
+        self.max_length = self._max_length(config)
         self.device, self.dtype = device_and_dtype(options.device, options.dtype)
         slug = re.sub(r"[^A-Za-z0-9._]+", "-", Path(source.rstrip("/")).name).strip("-.")[:50] or "x"
         self.name = f"prm-{slug}-{hashlib.sha256(source.encode()).hexdigest()[:6]}"
-        recipe = {"weights": weights, "family": asdict(self.family), "dtype": self.dtype, "backend": options.backend}
+        recipe = {"weights": weights, "family": asdict(self.family), "dtype": self.dtype, "backend": options.backend,
+                  "max_length": self.max_length}
         self.steps_fingerprint = "sha256:" + hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
         self.fingerprint = self.fingerprint_for(options.agg)
         self.engine: Any = None
@@ -121,6 +126,15 @@ class PRMVerifier:
             raise BonbenchError(f"PRM {source!r} runs its own modelling code: add ?trust_remote_code=true "
                                 "if you trust the model's source (or use backend=vllm, which has its own)")
 
+    def _max_length(self, config: Any) -> int | None:
+        """The most tokens read per sample: ``max_length``, at most the PRM's positions (their number by default)."""
+        positions = getattr(config, "max_position_embeddings", None)
+        asked = self.options.max_length
+        if asked is not None and (asked < 1 or positions and asked > positions):
+            raise BonbenchError(f"PRM option max_length={asked} is not between 1 and the {positions} positions PRM "
+                                f"{self.source!r} was built for: pass a smaller max_length or leave it out")
+        return asked or (int(positions) if positions else None)
+
     def fingerprint_for(self, agg: str) -> str:
         """The fingerprint of this model's rows aggregated with ``agg``."""
         return f"{self.steps_fingerprint}|agg={agg}"
@@ -139,7 +153,8 @@ class PRMVerifier:
             o = self.options
             extra = {"gpu_memory_utilization": o.gpu_memory_utilization} if o.backend == "vllm" else {}
             self.engine = BACKENDS[o.backend](self.path, self.source, self.family, device=self.device, dtype=self.dtype,
-                                              batch_size=o.batch_size, trust_remote_code=o.trust_remote_code, **extra)
+                                              batch_size=o.batch_size, trust_remote_code=o.trust_remote_code,
+                                              max_length=self.max_length, **extra)
         return self.engine
 
     def score(self, problems: Mapping[str, Problem], samples: Sequence[Sample],

@@ -22,6 +22,7 @@ from prm_models import (
 from bonbench.api.verifier import get_verifier
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Sample
+from bonbench.plugins.rewards.prm import pooling
 from bonbench.plugins.rewards.prm.encode import StepEncoder
 from bonbench.plugins.rewards.prm.family import FAMILIES, aggregate
 from bonbench.plugins.rewards.prm.pooling import VllmStepScorer, serves
@@ -102,7 +103,7 @@ def test_vllm_backend_gives_the_transformers_scores(models: dict[str, Path], fam
         gc.collect()
 
 
-def test_only_the_step_marker_families_run_on_vllm(models: dict[str, Path]) -> None:
+def test_only_the_step_marker_families_run_on_vllm(models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     assert {name for name, f in FAMILIES.items() if serves(f)} == {"qwen", "math-shepherd"}
     for family in ("rlhflow", "skywork", "trl"):
         with pytest.raises(BonbenchError, match=f"\\({family} family\\) cannot run on vLLM's pooling runner.*"
@@ -113,11 +114,15 @@ def test_only_the_step_marker_families_run_on_vllm(models: dict[str, Path]) -> N
         (f"prm:{models['trl']}?backend=nope", "option backend takes one of 'hf', 'vllm', got 'nope'"),
         (f"prm:{models['trl']}?gpu_memory_utilization=0.5", "gpu_memory_utilization is for backend=vllm"),
         (f"prm:{models['math-shepherd']}?backend=vllm&device=cuda", "vLLM picks its device"),
+        (f"prm:{models['math-shepherd']}?backend=vllm&gpu_memory_utilization=1.5", "=1.5 is not in \\(0, 1\\]"),
     ]
     for spec, message in cases:
         with pytest.raises(BonbenchError, match=message) as info:
             get_verifier(spec)
         assert "\n" not in str(info.value)
+    monkeypatch.setattr(pooling, "installed", lambda: False)  # a machine without vllm
+    with pytest.raises(BonbenchError, match="backend=vllm needs vllm: pip install 'bonbench\\[gpu\\]'"):
+        get_verifier(f"prm:{models['math-shepherd']}?backend=vllm")
 
 
 def test_a_step_count_vllm_does_not_match_is_one_line(models: dict[str, Path]) -> None:
@@ -144,3 +149,22 @@ def test_run_refuses_an_unservable_backend_before_sampling(models: dict[str, Pat
     errors = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code != 0 and len(errors) == 1 and errors[0].startswith("error:") and "use backend=hf" in errors[0]
     assert not list(out.rglob("*.jsonl"))  # nothing was sampled
+
+
+def test_an_older_vllm_is_one_line_naming_the_upgrade(models: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("vllm")
+    import types
+
+    import vllm.config
+
+    def no_runner(**kwargs: object) -> None:
+        raise TypeError("__init__() got an unexpected keyword argument 'runner'")
+
+    old = types.SimpleNamespace(PoolingParams=lambda **kwargs: None, LLM=no_runner)
+    monkeypatch.setattr(pooling, "import_vllm", lambda: old)
+    verifier = get_verifier(f"prm:{models['math-shepherd']}?backend=vllm")
+    with pytest.raises(BonbenchError, match="cannot build a step-pooling engine .* pip install -U vllm, or use backend=hf"):
+        verifier.load()
+    monkeypatch.setattr(vllm.config, "PoolerConfig", no_runner)
+    with pytest.raises(BonbenchError, match="has no token_classify step pooling .* pip install -U vllm, or use backend=hf"):
+        verifier.load()

@@ -25,6 +25,7 @@ when an engine is built.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,11 +42,19 @@ def serves(family: PRMFamily) -> bool:
     return family.marker in ("separator", "tag") and family.offset == 0 and family.head in ("classes", "lm_tokens")
 
 
+def installed() -> bool:
+    """Whether vllm can be found (not imported: that takes seconds)."""
+    return importlib.util.find_spec("vllm") is not None
+
+
 def check_served(family: PRMFamily, source: str) -> None:
-    """A one-line error naming ``backend=hf`` when vLLM cannot serve ``family`` (module docstring)."""
+    """A one-line error naming ``backend=hf`` when vLLM cannot serve ``family`` (module docstring) or is
+    not installed."""
     if not serves(family):
         raise BonbenchError(f"PRM {source!r} ({family.name} family) cannot run on vLLM's pooling runner, which reads "
                             "a step score only at a step-marker token (qwen and math-shepherd families): use backend=hf")
+    if not installed():
+        raise BonbenchError("PRM option backend=vllm needs vllm: pip install 'bonbench[gpu]' (or use backend=hf)")
 
 
 class VllmStepScorer:

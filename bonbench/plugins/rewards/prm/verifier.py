@@ -25,7 +25,6 @@ question, never a step (``encode``).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -117,8 +116,9 @@ class PRMVerifier:
             if o.device != "auto":
                 raise BonbenchError(f"PRM option device={o.device} is for backend=hf; vLLM picks its device "
                                     "(set CUDA_VISIBLE_DEVICES instead)")
-            if importlib.util.find_spec("vllm") is None:
-                raise BonbenchError("PRM option backend=vllm needs vllm: pip install vllm (or use backend=hf)")
+            if o.gpu_memory_utilization is not None and not 0 < o.gpu_memory_utilization <= 1:
+                raise BonbenchError(f"PRM option gpu_memory_utilization={o.gpu_memory_utilization} is not in (0, 1]: "
+                                    "pass the share of the GPU vLLM may take, e.g. 0.3")
             return
         if o.gpu_memory_utilization is not None:
             raise BonbenchError("PRM option gpu_memory_utilization is for backend=vllm: drop it or add backend=vllm")

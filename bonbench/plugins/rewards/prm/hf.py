@@ -10,7 +10,7 @@ whole vocabulary.
 
 A checkpoint whose architecture transformers lacks (Qwen2.5-Math-PRM's ``Qwen2ForProcessRewardModel``)
 runs its own code only when the user passed ``trust_remote_code``. This module does not split
-steps, aggregate or store anything (``verifier``); vLLM's pooling runner is another engine beside it.
+steps, aggregate or store anything (``verifier``); vLLM's pooling runner is the other engine (``pooling``).
 """
 
 from __future__ import annotations

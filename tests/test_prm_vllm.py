@@ -85,7 +85,7 @@ def test_vllm_backend_gives_the_transformers_scores(models: dict[str, Path], fam
     fast = get_verifier(_spec(family, models[family], f"backend=vllm&{fit}"))
     want, got = hf.score(problems, samples, {}), fast.score(problems, samples, {})
     try:
-        assert fast.engine.forwards == 1 and fast.engine.requests == 4  # one request per sample with steps
+        assert fast.engine.encode_calls == 1 and fast.engine.requests == 4  # one request per sample with steps
         assert got[0].tokens is not None and fast.max_length is not None and got[0].tokens <= fast.max_length
         for a, b in zip(want, got, strict=True):
             assert a.steps is not None and b.steps is not None and len(a.steps) == len(b.steps)

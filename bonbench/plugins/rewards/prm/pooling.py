@@ -65,7 +65,7 @@ class VllmStepScorer:
                  gpu_memory_utilization: float | None = None) -> None:
         from transformers import AutoTokenizer
 
-        check_served(family, source)
+        check_served(family, source)  # ``device`` is the hf engine's: vLLM picks its own (the verifier checks it)
         self.family, self.source = family, source
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
         self.encoder = StepEncoder(family, self.tokenizer, source, max_length)  # inputs fit: vLLM never refuses one
@@ -89,7 +89,7 @@ class VllmStepScorer:
         except TypeError as exc:  # an older vLLM: no runner / convert / pooler_config keywords
             raise BonbenchError(f"the installed vLLM cannot build a step-pooling engine ({str(exc)[:120]}): "
                                 "pip install -U vllm, or use backend=hf") from None
-        self.forwards = 0  # encode calls made; each sample is one request in one of them
+        self.encode_calls = 0  # LLM.encode calls made; each sample is one request in one of them
         self.requests = 0  # requests sent: one per sample with steps (a test counts them)
 
     def _pooler_config(self) -> Any:
@@ -113,7 +113,7 @@ class VllmStepScorer:
         if not todo:
             return out
         prompts = [{"prompt_token_ids": list(encoded[i].ids)} for i in todo]
-        self.forwards += 1
+        self.encode_calls += 1
         self.requests += len(prompts)
         results = self.llm.encode(prompts, pooling_task="token_classify", pooling_params=self._params, use_tqdm=False)
         for i, result in zip(todo, results, strict=True):

@@ -82,11 +82,13 @@ def test_vllm_backend_gives_the_transformers_scores(models: dict[str, Path], fam
     encoder = StepEncoder(longest, AutoTokenizer.from_pretrained(models[family]), "tiny")
     fit = f"max_length={len(encoder.encode(QUESTION, longest.steps(COMPLETIONS[0])).ids) - 3}"  # the longest loses 3+
     hf = get_verifier(_spec(family, models[family], f"backend=hf&batch_size=2&{fit}"))
-    fast = get_verifier(_spec(family, models[family], f"backend=vllm&{fit}"))
+    fast = get_verifier(_spec(family, models[family], f"backend=vllm&batch_size=3&{fit}"))
     want, got = hf.score(problems, samples, {}), fast.score(problems, samples, {})
     try:
         assert fast.engine.encode_calls == 1 and fast.engine.requests == 4  # one request per sample with steps
         assert got[0].tokens is not None and fast.max_length is not None and got[0].tokens <= fast.max_length
+        engine = fast.engine.llm.llm_engine  # batch_size and max_length reach vLLM's scheduler and model config
+        assert engine.vllm_config.scheduler_config.max_num_seqs == 3 and engine.model_config.max_model_len == fast.max_length
         for a, b in zip(want, got, strict=True):
             assert a.steps is not None and b.steps is not None and len(a.steps) == len(b.steps)
             assert max((abs(u - v) for u, v in zip(a.steps, b.steps, strict=True)), default=0.0) < 1e-3, (a, b)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from judge_models import JudgeServer, build_tiny_judge
-from prm_models import build_qwen_remote_code, build_trl, ref_qwen
+from prm_models import SIZE, build_qwen_prm, build_trl, ref_qwen
 
 from bonbench.api.verifier import get_verifier
 from bonbench.apps.cli import main
@@ -34,7 +34,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     config["architectures"] = ["LlamaForCausalLM"]
     (mystery / "config.json").write_text(json.dumps(config))
     return {"mystery": mystery, "trl": build_trl(root / "trl-prm-tiny"), "judge": build_tiny_judge(root / "judge"),
-            "remote": build_qwen_remote_code(root / "Qwen2.5-Math-PRM-tiny")}
+            "remote": build_qwen_prm(root / "Qwen2.5-Math-PRM-tiny", size=SIZE)}
 
 
 def _run(server: JudgeServer, out: Path, data_dir: Path, verifier: str) -> list[str]:
@@ -95,6 +95,6 @@ def test_a_remote_code_qwen_prm_loads_only_when_trusted_and_scores_as_its_card(m
     verifier = get_verifier(f"prm:{folder}?trust_remote_code=true")
     assert verifier.family.name == "qwen"  # recognised from the architecture, no ?family= needed
     ((values, tokens),) = verifier.load().step_scores([QUESTION], [STEPS])
-    want = ref_qwen(folder, QUESTION, STEPS, remote_code=True)
+    want = ref_qwen(folder, QUESTION, STEPS)
     assert tokens > 0 and len(values) == len(STEPS) and max(abs(a - b) for a, b in zip(values, want, strict=True)) < 1e-5
     assert len({round(v, 3) for v in values}) > 1  # the tiny model is not constant

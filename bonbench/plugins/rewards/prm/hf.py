@@ -10,7 +10,7 @@ whole vocabulary.
 
 A checkpoint whose architecture transformers lacks (Qwen2.5-Math-PRM's ``Qwen2ForProcessRewardModel``)
 runs its own code only when the user passed ``trust_remote_code``. This module does not split
-steps, aggregate or store anything (``verifier``); vLLM's pooling runner is another engine beside it.
+steps, aggregate or store anything (``verifier``); vLLM's pooling runner is the other engine (``pooling``).
 """
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ class HFStepScorer:
     """Per-step scores with transformers (module docstring)."""
 
     def __init__(self, path: str, source: str, family: PRMFamily, *, device: str, dtype: str,
-                 batch_size: int | None, trust_remote_code: bool) -> None:
+                 batch_size: int | None, trust_remote_code: bool, max_length: int | None = None) -> None:
         import torch
         from transformers import AutoConfig, AutoTokenizer
 
         self.family, self.device = family, device
         self.batch_size = batch_size or (16 if device.startswith("cuda") else 4)
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        self.encoder = StepEncoder(family, self.tokenizer, source)
+        self.encoder = StepEncoder(family, self.tokenizer, source, max_length)
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
         self.model = self._load(path, config, getattr(torch, dtype), trust_remote_code).to(device).eval()
         self.pad_id = next((t for t in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if t is not None), 0)

@@ -26,21 +26,6 @@ from bonbench.plugins.rewards.prm.family import PRMFamily
 VALUE_HEAD = "v_head.summary"  # the value head's weights in a Skywork PRM checkpoint
 
 
-def device_and_dtype(device: str, dtype: str) -> tuple[str, str]:
-    """``auto`` resolved: CUDA when torch sees it, bfloat16 there (the model cards' dtype) and float32 on CPU."""
-    import torch
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device.startswith("cuda") and not torch.cuda.is_available():
-        raise BonbenchError(f"PRM option device={device} but torch sees no CUDA device: use device=cpu (or auto)")
-    if dtype == "auto":
-        dtype = "bfloat16" if device.startswith("cuda") else "float32"
-    if not isinstance(getattr(torch, dtype, None), torch.dtype):
-        raise BonbenchError(f"PRM option dtype={dtype!r} is not a torch dtype (float32, bfloat16, float16)")
-    return device, dtype
-
-
 def needs_remote_code(config: Any) -> bool:
     """Whether the config's architecture exists only as the checkpoint's own code."""
     import transformers

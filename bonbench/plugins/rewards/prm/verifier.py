@@ -35,11 +35,12 @@ from typing import Any, Literal
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
 from bonbench.core.registry import coerce_kwargs
+from bonbench.core.torch_device import resolve_device
 from bonbench.plugins.rewards.base import reward_prompt
 from bonbench.plugins.rewards.hf import resolve_source
 from bonbench.plugins.rewards.prm.encode import StepEncoder
 from bonbench.plugins.rewards.prm.family import FAMILIES, Aggregation, FamilyName, PRMFamily, aggregate, detect_family
-from bonbench.plugins.rewards.prm.hf import HFStepScorer, device_and_dtype, needs_remote_code
+from bonbench.plugins.rewards.prm.hf import HFStepScorer, needs_remote_code
 from bonbench.plugins.rewards.prm.pooling import VllmStepScorer, check_served
 
 VERSION = 1
@@ -99,7 +100,7 @@ class PRMVerifier:
         StepEncoder(self.family, tokenizer, source)  # the separator, tag or reply tokens exist: checked now
         self._check_backend(config)
         self.max_length = self._max_length(config)
-        self.device, self.dtype = device_and_dtype(options.device, options.dtype)
+        self.device, self.dtype = resolve_device(options.device, options.dtype, "PRM option")
         slug = re.sub(r"[^A-Za-z0-9._]+", "-", Path(source.rstrip("/")).name).strip("-.")[:50] or "x"
         self.name = f"prm-{slug}-{hashlib.sha256(source.encode()).hexdigest()[:6]}"
         recipe = {"weights": weights, "family": asdict(self.family), "dtype": self.dtype, "backend": options.backend,

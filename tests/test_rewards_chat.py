@@ -1,0 +1,186 @@
+"""Outcome reward models read through their chat template (``hf:...?input=chat``): tiny Llama-3 (pad = EOS,
+BOS written by the template and added by the tokenizer), Qwen2 (no BOS) and template-less classifiers built
+here; each score equals the model card's recipe computed by hand, batch sizes agree, and the input mode and
+the template are part of the fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prm_models import LLAMA3_TEMPLATE, QWEN_TEMPLATE, SIZE, byte_level
+
+from bonbench.api.reward import get_reward_model
+from bonbench.api.verifier import get_verifier
+from bonbench.core.errors import BonbenchError
+from bonbench.plugins.rewards.chat import chat_ids
+
+QUESTIONS = ["What is 3 + 4 minus 2?", "Find x if 2x + 3 = 11.", "What is 3 + 4 minus 2?", "Find x."]
+ANSWERS = ["We compute 3 + 4 = 7, then 7 - 2 = 5. The answer is \\boxed{5}.", "x = 4",
+           "Step 1: we add 3 + 4 = 7\nStep 2: then 7 - 2 = 5\nTherefore the final answer is 12.", ""]
+LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"]
+
+
+def build_llama3_rm(folder: Path, seed: int = 0) -> Path:
+    """Skywork-Reward-V2-Llama-3.1 in miniature: a one-head LlamaForSequenceClassification, the Llama-3
+    template (it writes BOS), a tokenizer that adds BOS too, and pad = EOS = <|eot_id|> in tokenizer and config."""
+    import torch
+    from tokenizers import processors
+    from transformers import LlamaConfig, LlamaForSequenceClassification
+
+    tok = byte_level(LLAMA3_SPECIALS, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>", pad_token="<|eot_id|>")
+    bos = tok.convert_tokens_to_ids("<|begin_of_text|>")
+    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", bos)])
+    tok.chat_template = LLAMA3_TEMPLATE
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(tok), num_labels=1, pad_token_id=tok.pad_token_id, bos_token_id=bos,
+                         eos_token_id=tok.eos_token_id, **SIZE)
+    LlamaForSequenceClassification(config).eval().save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def build_qwen_rm(folder: Path, seed: int = 1, template: str | None = QWEN_TEMPLATE) -> Path:
+    """A one-head Qwen2ForSequenceClassification: ChatML, no BOS (or no template at all)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForSequenceClassification
+
+    tok = byte_level(["<|endoftext|>", "<|im_start|>", "<|im_end|>"], eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    if template is not None:
+        tok.chat_template = template
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=len(tok), num_labels=1, pad_token_id=tok.pad_token_id, **SIZE)
+    Qwen2ForSequenceClassification(config).eval().save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def rms(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("orm")
+    return {"llama3": build_llama3_rm(root / "llama3-rm"), "qwen": build_qwen_rm(root / "qwen-rm"),
+            "plain": build_qwen_rm(root / "plain-rm", template=None)}
+
+
+def card_ids(tok: Any, question: str, answer: str) -> list[int]:
+    """Skywork-Reward-V2's card: render with tokenize=False, cut a leading BOS string, tokenize (adds BOS)."""
+    text = tok.apply_chat_template([{"role": "user", "content": question}, {"role": "assistant", "content": answer}],
+                                   tokenize=False)
+    if tok.bos_token is not None and text.startswith(tok.bos_token):
+        text = text[len(tok.bos_token):]
+    return list(tok(text)["input_ids"])
+
+
+def card_scores(folder: Path, texts: Sequence[list[int]]) -> list[float]:
+    """The head read at each sequence's last token, one unpadded forward each: the backbone's last hidden
+    state through ``score`` by hand, so no pad-token rule of the library is involved."""
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    out = []
+    with torch.inference_mode():
+        for ids in texts:
+            hidden = model.model(input_ids=torch.tensor([ids])).last_hidden_state
+            out.append(float(model.score(hidden[0, -1])[0]))
+    return out
+
+
+@pytest.mark.parametrize("family", ["llama3", "qwen"])
+def test_chat_scores_equal_the_model_card_recipe(rms: dict[str, Path], family: str) -> None:
+    from transformers import AutoTokenizer
+
+    folder = rms[family]
+    tok = AutoTokenizer.from_pretrained(folder)
+    want = card_scores(folder, [card_ids(tok, q, a) for q, a in zip(QUESTIONS, ANSWERS, strict=True)])
+    model = get_reward_model(f"hf:{folder}?batch_size=3")
+    assert model.input == "chat"  # type: ignore[attr-defined]  # the default when the tokenizer has a template
+    assert model.score(QUESTIONS, ANSWERS) == pytest.approx(want, abs=1e-5)
+
+
+def test_llama3_template_and_tokenizer_give_one_bos(rms: dict[str, Path]) -> None:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(rms["llama3"])
+    bos = tok.bos_token_id
+    text = tok.apply_chat_template([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], tokenize=False)
+    assert list(tok(text)["input_ids"][:2]) == [bos, bos]  # the pitfall exists in this tokenizer
+    ids = chat_ids(tok, "What is 3 + 4?", "7")
+    assert ids[0] == bos and ids.count(bos) == 1
+    rendered = tok.apply_chat_template([{"role": "user", "content": "What is 3 + 4?"}, {"role": "assistant", "content": "7"}])
+    assert ids == list(rendered["input_ids"] if hasattr(rendered, "keys") else rendered)  # ArmoRM's card: tokenize=True
+    qwen = AutoTokenizer.from_pretrained(rms["qwen"])  # no BOS anywhere: nothing to strip
+    assert chat_ids(qwen, "q", "a") == list(qwen(qwen.apply_chat_template(
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], tokenize=False))["input_ids"])
+
+
+def test_pad_equal_to_eos_reads_the_last_token_whatever_the_batch(rms: dict[str, Path]) -> None:
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    folder = rms["llama3"]
+    tok = AutoTokenizer.from_pretrained(folder)
+    ids = [card_ids(tok, q, a) for q, a in zip(QUESTIONS, ANSWERS, strict=True)]
+    assert all(x[-1] == tok.pad_token_id for x in ids)  # the template ends the answer with the pad token
+    want = card_scores(folder, ids)
+    # the library's own pooling with pad = EOS reads another position, even unpadded: what goes wrong
+    naive = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    with torch.inference_mode():
+        wrong = [float(naive(input_ids=torch.tensor([x])).logits[0, 0]) for x in ids]
+    assert max(abs(a - b) for a, b in zip(wrong, want, strict=True)) > 1e-3
+    one = get_reward_model(f"hf:{folder}?batch_size=1").score(QUESTIONS, ANSWERS)
+    many = get_reward_model(f"hf:{folder}?batch_size=4").score(QUESTIONS, ANSWERS)
+    assert one == pytest.approx(want, abs=1e-5)
+    assert many == pytest.approx(one, abs=1e-4)
+
+
+def test_no_template_means_concat_with_the_fingerprint_rows_were_stored_under(rms: dict[str, Path]) -> None:
+    from bonbench.plugins.rewards.hf import resolve_source
+
+    folder = rms["plain"]
+    model = get_reward_model(f"hf:{folder}")
+    assert model.input == "concat"  # type: ignore[attr-defined]
+    weights = resolve_source(str(folder))[1]
+    before = {"weights": weights, "label": 0, "read": "logit", "input": "concat", "max_length": 2048, "dtype": "float32"}
+    assert model.fingerprint == "sha256:" + hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
+    with pytest.raises(BonbenchError, match="has no chat template.*input=concat"):
+        get_verifier(f"rm:hf:{folder}?input=chat")  # checked when the run is planned
+
+
+def test_the_input_mode_and_the_template_are_in_the_fingerprint(rms: dict[str, Path], tmp_path: Path) -> None:
+    import shutil
+
+    folder = rms["qwen"]
+    prints = {mode: get_reward_model(f"hf:{folder}?input={mode}").fingerprint for mode in ("chat", "concat", "completion")}
+    assert len(set(prints.values())) == 3
+    assert get_reward_model(f"hf:{folder}").fingerprint == prints["chat"]
+    other = shutil.copytree(folder, tmp_path / "qwen-rm")
+    config = json.loads((other / "tokenizer_config.json").read_text())
+    config["chat_template"] = QWEN_TEMPLATE.replace("\n", "\n\n", 1)
+    (other / "tokenizer_config.json").write_text(json.dumps(config))
+    (other / "chat_template.jinja").unlink(missing_ok=True)
+    # same weights, another template: other scores, so another fingerprint (the folder hash sees the tokenizer files
+    # too, so compare the template hash the fingerprint carries)
+    from transformers import AutoTokenizer
+
+    from bonbench.plugins.rewards.chat import template_hash
+
+    assert template_hash(AutoTokenizer.from_pretrained(other)) != template_hash(AutoTokenizer.from_pretrained(folder))
+    assert get_reward_model(f"hf:{other}").fingerprint != prints["chat"]
+
+
+def test_a_reward_token_model_is_one_line_before_any_weights(tmp_path: Path) -> None:
+    folder = tmp_path / "internlm2-7b-reward"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["InternLM2ForRewardModel"], "model_type": "internlm2", "reward_token_id": 92527,
+        "auto_map": {"AutoConfig": "configuration_internlm2.InternLM2Config",
+                     "AutoModel": "modeling_internlm2.InternLM2ForRewardModel"}}))
+    with pytest.raises(BonbenchError, match="reward token and its own get_score") as err:
+        get_verifier(f"rm:hf:{folder}?trust_remote_code=true")
+    assert "\n" not in str(err.value)

@@ -184,3 +184,93 @@ def test_a_reward_token_model_is_one_line_before_any_weights(tmp_path: Path) -> 
     with pytest.raises(BonbenchError, match="reward token and its own get_score") as err:
         get_verifier(f"rm:hf:{folder}?trust_remote_code=true")
     assert "\n" not in str(err.value)
+
+
+ARMO_CODE = '''
+from dataclasses import dataclass
+
+import torch
+from transformers import LlamaModel, LlamaPreTrainedModel
+from transformers.utils import ModelOutput
+
+
+@dataclass
+class GatedOutput(ModelOutput):
+    rewards: torch.FloatTensor = None
+    score: torch.FloatTensor = None
+    logits: torch.FloatTensor = None
+
+
+class TinyGatedRM(LlamaPreTrainedModel):
+    """ArmoRM's shape: objectives read at the token before the first pad, mixed into one score per text."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.model = LlamaModel(config)
+        self.regression_layer = torch.nn.Linear(config.hidden_size, 3, bias=False)
+        self.gate = torch.nn.Linear(config.hidden_size, 3)
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, **kwargs):
+        hidden = self.model(input_ids, attention_mask=attention_mask).last_hidden_state
+        ends = torch.eq(input_ids, self.config.pad_token_id).int().argmax(-1) - 1
+        ends = ends % input_ids.shape[-1]
+        last = hidden[torch.arange(input_ids.shape[0]), ends]
+        rewards = self.regression_layer(last)
+        score = (torch.softmax(self.gate(hidden[:, 0]), dim=-1) * rewards).sum(dim=1)
+        return GatedOutput(rewards=rewards, score=score, logits=score)
+'''
+
+
+def test_remote_code_model_with_one_score_per_text(tmp_path: Path) -> None:
+    """ArmoRM's format: remote code behind AutoModelForSequenceClassification, pad = EOS, the pooled
+    position taken before the *first* pad (older transformers' rule), and a 1-D ``score`` output."""
+    import importlib.util
+    import sys
+
+    import torch
+    from transformers import AutoTokenizer
+
+    folder = build_llama3_rm(tmp_path / "armo-rm")
+    (folder / "modeling_tiny_armo.py").write_text(ARMO_CODE)
+    spec = importlib.util.spec_from_file_location("modeling_tiny_armo", folder / "modeling_tiny_armo.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["modeling_tiny_armo"] = module
+    spec.loader.exec_module(module)
+    config = json.loads((folder / "config.json").read_text())
+    from transformers import LlamaConfig
+
+    torch.manual_seed(3)
+    model = module.TinyGatedRM(LlamaConfig(**{k: v for k, v in config.items() if k not in ("architectures",)})).eval()
+    model.save_pretrained(folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForSequenceClassification": "modeling_tiny_armo.TinyGatedRM"}
+    config["architectures"] = ["TinyGatedRM"]
+    (folder / "config.json").write_text(json.dumps(config))
+    tok = AutoTokenizer.from_pretrained(folder)
+    ids = [card_ids(tok, q, a) for q, a in zip(QUESTIONS, ANSWERS, strict=True)]
+    with torch.inference_mode():
+        want = []
+        for x in ids:  # the card's forward, read at the last token by hand (the pad rule would stop at the first eot)
+            last = model.model(input_ids=torch.tensor([x])).last_hidden_state
+            gate = torch.softmax(model.gate(last[:, 0]), dim=-1)
+            want.append(float((gate * model.regression_layer(last[:, -1])).sum()))
+    with pytest.raises(BonbenchError, match="trust_remote_code=true"):
+        get_reward_model(f"hf:{folder}")
+    one = get_reward_model(f"hf:{folder}?trust_remote_code=true&batch_size=1").score(QUESTIONS, ANSWERS)
+    many = get_reward_model(f"hf:{folder}?trust_remote_code=true&batch_size=4").score(QUESTIONS, ANSWERS)
+    assert one == pytest.approx(want, abs=1e-5)
+    assert many == pytest.approx(one, abs=1e-4)
+
+
+def test_a_folder_without_a_trained_head_is_one_line(tmp_path: Path) -> None:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    folder = build_llama3_rm(tmp_path / "base-lm")
+    config = LlamaConfig.from_pretrained(folder)
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)  # a language model where a reward model was expected
+    with pytest.raises(BonbenchError, match="no trained weights for score.weight"):
+        get_reward_model(f"hf:{folder}")

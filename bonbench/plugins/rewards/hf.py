@@ -160,14 +160,19 @@ def read_logits(logits: Any, index: int, read: Read) -> Any:
     return logits[:, index] - torch.logsumexp(others, dim=-1)
 
 
-def check_head(source: str, config: dict[str, Any]) -> None:
-    """A one-line error for reward models whose score is not a sequence classifier's output.
+def check_head(source: str, config: dict[str, Any], trust_remote_code: bool) -> None:
+    """A one-line error for reward models this backend would read wrong (config.json alone).
 
     InternLM2 reward models append a reward token (``reward_token_id``) to the conversation and read
     its value head through their own ``get_score``; their remote code registers ``AutoModel``, not
-    ``AutoModelForSequenceClassification``, so this backend cannot read them (config.json alone).
+    ``AutoModelForSequenceClassification``, so this backend cannot read them. A model whose own code
+    is its classifier (ArmoRM) must not load without it: transformers would fall back to the
+    built-in class of its ``model_type`` and score with a randomly initialised head.
     """
     archs = [str(a) for a in config.get("architectures") or ()]
+    if "AutoModelForSequenceClassification" in (config.get("auto_map") or {}) and not trust_remote_code:
+        raise BonbenchError(f"reward model {source!r} scores with its own code ({', '.join(archs) or 'auto_map'}): "
+                            "add ?trust_remote_code=true if you trust the model's source")
     if "reward_token_id" in config or any(a.startswith("InternLM2ForRewardModel") for a in archs):
         raise BonbenchError(f"reward model {source!r} ({', '.join(archs) or 'reward token'}) scores through a reward token "
                             "and its own get_score, which hf: and vllm: do not read: score it with its model card's "
@@ -198,7 +203,7 @@ class HFClassifierReward:
             raise BonbenchError(f"reward model option read={options.read!r} is not one of prob, logit, margin")
         self.name = name
         path, weights = resolve_source(source)
-        check_head(source, raw_config(path))
+        check_head(source, raw_config(path), options.trust_remote_code)
         device = options.device
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -211,13 +216,19 @@ class HFClassifierReward:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
             self.input: InputMode = resolve_input(self.tokenizer, options.input, source)
-            self.model = AutoModelForSequenceClassification.from_pretrained(
-                path, dtype=dtype, trust_remote_code=trust).to(device).eval()
+            model, info = AutoModelForSequenceClassification.from_pretrained(
+                path, dtype=dtype, trust_remote_code=trust, output_loading_info=True)
         except (OSError, ValueError) as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             hint = "" if trust else " (a model that runs its own code needs ?trust_remote_code=true)"
             raise BonbenchError(f"could not load reward model {source!r} as a sequence classifier ({first}){hint}; "
                                 "pass a folder saved with AutoModelForSequenceClassification.save_pretrained") from None
+        if info.get("missing_keys"):  # a head initialised at random would score noise, silently
+            missing = sorted(info["missing_keys"])
+            raise BonbenchError(f"reward model {source!r} has no trained weights for {', '.join(missing[:3])}"
+                                f"{' ...' if len(missing) > 3 else ''}: it is not a sequence classifier "
+                                "(a base language model?); pass a reward model's folder or hub id")
+        self.model = model.to(device).eval()
         labels = labels_of(self.model.config)
         self.index = pick_label(source, labels, options.label)
         self.read: Read = options.read or ("logit" if len(labels) == 1 else "prob")

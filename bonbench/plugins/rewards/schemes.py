@@ -52,7 +52,7 @@ class ClassifierScheme:
         has a template to render (the tokenizer): no weights are read."""
         options = self.parse_options(source, given)
         path, _ = resolve_source(source)
-        check_head(source, raw_config(path))
+        check_head(source, raw_config(path), options.trust_remote_code)
         from transformers import AutoConfig, AutoTokenizer
 
         trust = options.trust_remote_code

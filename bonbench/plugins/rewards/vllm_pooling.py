@@ -62,8 +62,8 @@ class VllmClassifierReward:
             raise BonbenchError(f"reward model option read={options.read!r} is not one of prob, logit, margin")
         self.name = name
         path, weights = resolve_source(source)
-        check_head(source, raw_config(path))
         trust = options.trust_remote_code
+        check_head(source, raw_config(path), trust)
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
         labels = labels_of(config)
         self.index = pick_label(source, labels, options.label)

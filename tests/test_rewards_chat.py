@@ -25,7 +25,7 @@ ANSWERS = ["We compute 3 + 4 = 7, then 7 - 2 = 5. The answer is \\boxed{5}.", "x
 LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"]
 
 
-def build_llama3_rm(folder: Path, seed: int = 0) -> Path:
+def build_llama3_rm(folder: Path, seed: int = 0, **size: int) -> Path:
     """Skywork-Reward-V2-Llama-3.1 in miniature: a one-head LlamaForSequenceClassification, the Llama-3
     template (it writes BOS), a tokenizer that adds BOS too, and pad = EOS = <|eot_id|> in tokenizer and config."""
     import torch
@@ -39,7 +39,7 @@ def build_llama3_rm(folder: Path, seed: int = 0) -> Path:
     tok.chat_template = LLAMA3_TEMPLATE
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=len(tok), num_labels=1, pad_token_id=tok.pad_token_id, bos_token_id=bos,
-                         eos_token_id=tok.eos_token_id, **SIZE)
+                         eos_token_id=tok.eos_token_id, **{**SIZE, **size})
     LlamaForSequenceClassification(config).eval().save_pretrained(folder)
     tok.save_pretrained(folder)
     return folder
@@ -274,3 +274,20 @@ def test_a_folder_without_a_trained_head_is_one_line(tmp_path: Path) -> None:
     LlamaForCausalLM(config).save_pretrained(folder)  # a language model where a reward model was expected
     with pytest.raises(BonbenchError, match="no trained weights for score.weight"):
         get_reward_model(f"hf:{folder}")
+
+
+@pytest.mark.slow
+def test_vllm_pooling_reads_the_chat_as_hf_does(tmp_path: Path) -> None:
+    """The Llama-3 reward model (chat template, one BOS, pad = EOS) through vLLM's pooling runner; skipped
+    where vLLM cannot build the engine."""
+    # head size 64: vLLM's CPU attention kernels take 32, 64, 80, ... not the tiny model's 8
+    folder = build_llama3_rm(tmp_path / "vllm-llama3-rm", hidden_size=128, num_attention_heads=2, num_key_value_heads=2)
+    try:
+        model = get_reward_model(f"vllm:{folder}?dtype=float32&gpu_memory_utilization=0.5")
+    except BonbenchError:
+        raise
+    except Exception as exc:  # noqa: BLE001  a vLLM build without this pooling model: say so, do not fail
+        pytest.skip(f"vLLM cannot run this pooling model here: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+    assert model.input == "chat"  # type: ignore[attr-defined]
+    hf = get_reward_model(f"hf:{folder}?batch_size=4")
+    assert model.score(QUESTIONS, ANSWERS) == pytest.approx(hf.score(QUESTIONS, ANSWERS), abs=1e-3)

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prm_models import LLAMA3_TEMPLATE, QWEN_TEMPLATE, SIZE, byte_level
+from orm_models import build_llama3_rm, build_qwen_rm
+from prm_models import QWEN_TEMPLATE
 
 from bonbench.api.reward import get_reward_model
 from bonbench.api.verifier import get_verifier
@@ -22,42 +23,6 @@ from bonbench.plugins.rewards.chat import chat_ids
 QUESTIONS = ["What is 3 + 4 minus 2?", "Find x if 2x + 3 = 11.", "What is 3 + 4 minus 2?", "Find x."]
 ANSWERS = ["We compute 3 + 4 = 7, then 7 - 2 = 5. The answer is \\boxed{5}.", "x = 4",
            "Step 1: we add 3 + 4 = 7\nStep 2: then 7 - 2 = 5\nTherefore the final answer is 12.", ""]
-LLAMA3_SPECIALS = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"]
-
-
-def build_llama3_rm(folder: Path, seed: int = 0, **size: int) -> Path:
-    """Skywork-Reward-V2-Llama-3.1 in miniature: a one-head LlamaForSequenceClassification, the Llama-3
-    template (it writes BOS), a tokenizer that adds BOS too, and pad = EOS = <|eot_id|> in tokenizer and config."""
-    import torch
-    from tokenizers import processors
-    from transformers import LlamaConfig, LlamaForSequenceClassification
-
-    tok = byte_level(LLAMA3_SPECIALS, bos_token="<|begin_of_text|>", eos_token="<|eot_id|>", pad_token="<|eot_id|>")
-    bos = tok.convert_tokens_to_ids("<|begin_of_text|>")
-    tok.backend_tokenizer.post_processor = processors.TemplateProcessing(
-        single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", bos)])
-    tok.chat_template = LLAMA3_TEMPLATE
-    torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tok), num_labels=1, pad_token_id=tok.pad_token_id, bos_token_id=bos,
-                         eos_token_id=tok.eos_token_id, **{**SIZE, **size})
-    LlamaForSequenceClassification(config).eval().save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
-
-
-def build_qwen_rm(folder: Path, seed: int = 1, template: str | None = QWEN_TEMPLATE) -> Path:
-    """A one-head Qwen2ForSequenceClassification: ChatML, no BOS (or no template at all)."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForSequenceClassification
-
-    tok = byte_level(["<|endoftext|>", "<|im_start|>", "<|im_end|>"], eos_token="<|im_end|>", pad_token="<|endoftext|>")
-    if template is not None:
-        tok.chat_template = template
-    torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=len(tok), num_labels=1, pad_token_id=tok.pad_token_id, **SIZE)
-    Qwen2ForSequenceClassification(config).eval().save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
 
 
 @pytest.fixture(scope="module")

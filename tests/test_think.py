@@ -3,15 +3,19 @@ reasoning / answer token split of the sample rows."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from orm_models import build_qwen_rm
 from prm_models import build_math_shepherd, byte_level
 
+from bonbench.api.reward import get_reward_model
 from bonbench.api.task import Task
 from bonbench.api.think import AnswerView, ThinkOptions, answer_view, split_think
+from bonbench.apps.cli import main
 from bonbench.core.config import RunConfig
 from bonbench.core.errors import BonbenchError
 from bonbench.core.reasoning import final_answer, reasoning_piece_count, reasoning_token_count
@@ -121,6 +125,37 @@ def test_a_prm_through_the_run_reads_answers_and_reaggregates_without_its_model(
     mean = pipeline.verify(run, build_verifier(f"prm:{shepherd}?agg=mean", None), samples, {})
     assert mean["q/0", 0].steps == rows["q/0", 0].steps and mean["q/0", 0].aggregation == "mean"
     assert mean["q/0", 0].verifier_fingerprint.endswith("|agg=mean|think=strip:</think>")
+
+
+def test_a_scored_run_reads_answers_with_a_chat_reward_model_and_records_how(
+        tmp_path: Path, data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`bonbench score` of reasoning samples with `rm:hf:` (a ChatML reward model): the scores are those of the
+    final answers, the rows and metrics.json carry the reading, and think=keep scores the traces as a second reading."""
+    rm = build_qwen_rm(tmp_path / "qwen-rm")
+    rows = [json.loads(line) for line in (data_dir / "math500" / "test.jsonl").read_text().splitlines()[:2]]
+    answers = {(r["unique_id"], j): f"The answer is $\\boxed{{{r['answer'] if j else 0}}}$." for r in rows for j in range(2)}
+    samples = tmp_path / "s.jsonl"
+    samples.write_text("".join(json.dumps({"problem_id": pid, "sample_idx": j, "n_tokens": 9,
+                                           "completion": f"<think>\nLet me see, {j} or more.\n</think>\n\n{text}"}) + "\n"
+                               for (pid, j), text in answers.items()))
+    args = ["score", "--task", "math500", "--samples", str(samples), "--metric", "bon@2", "--data-dir", str(data_dir),
+            "--out", str(tmp_path / "results")]
+    assert main([*args, "--verifier", f"rm:hf:{rm}"]) == 0
+    run_dir = Path(capsys.readouterr().out.strip().splitlines()[-1])
+    (table,) = (run_dir / "scores").glob("rm-*.jsonl")
+    stored = [json.loads(line) for line in table.read_text().splitlines()]
+    model = get_reward_model(f"hf:{rm}")
+    problems = {r["unique_id"]: r["problem"] for r in rows}
+    want = dict(zip(answers, model.score([problems[pid] for pid, _ in answers], list(answers.values())), strict=True))
+    assert {(r["problem_id"], r["sample_idx"]): r["score"] for r in stored} == pytest.approx(want, abs=1e-5)
+    assert {r["verifier_fingerprint"] for r in stored} == {model.fingerprint + "|think=strip:</think>"}
+    metrics = json.loads((run_dir / "metrics.json").read_text())["metrics"]["bon@2"]
+    assert metrics["verifier_fingerprint"].endswith("|think=strip:</think>")
+    assert main([*args, "--verifier", f"rm:hf:{rm}?think=keep"]) == 0
+    again = [json.loads(line) for line in table.read_text().splitlines()]
+    assert len(again) == 8 and {r["verifier_fingerprint"] for r in again[4:]} == {model.fingerprint}
+    traces = {(r["problem_id"], r["sample_idx"]): r["score"] for r in again[4:]}
+    assert all(abs(traces[k] - want[k]) > 1e-3 for k in want)  # the trace, read whole, scores otherwise
 
 
 class _NoGrader:

@@ -223,8 +223,11 @@ class HFClassifierReward:
             hint = "" if trust else " (a model that runs its own code needs ?trust_remote_code=true)"
             raise BonbenchError(f"could not load reward model {source!r} as a sequence classifier ({first}){hint}; "
                                 "pass a folder saved with AutoModelForSequenceClassification.save_pretrained") from None
-        if info.get("missing_keys"):  # a head initialised at random would score noise, silently
-            missing = sorted(info["missing_keys"])
+        # a head initialised at random would score noise, silently (the backbone's own gaps, e.g. buffers, are
+        # transformers' business)
+        prefix = f"{getattr(model, 'base_model_prefix', '')}."
+        missing = sorted(k for k in info.get("missing_keys") or () if prefix == "." or not k.startswith(prefix))
+        if missing:
             raise BonbenchError(f"reward model {source!r} has no trained weights for {', '.join(missing[:3])}"
                                 f"{' ...' if len(missing) > 3 else ''}: it is not a sequence classifier "
                                 "(a base language model?); pass a reward model's folder or hub id")

@@ -63,7 +63,8 @@ def reasoning_token_count(ids: Sequence[int], text: str, tokenizer: Any, tag: st
         return len(ids)
     if start == 0:
         return 0
-    tag_id = tokenizer.convert_tokens_to_ids(tag)
+    convert = getattr(tokenizer, "convert_tokens_to_ids", None)  # absent from some non-HF tokenizers (mistral_common)
+    tag_id = convert(tag) if convert is not None else None
     if isinstance(tag_id, int) and tag_id != getattr(tokenizer, "unk_token_id", None) and tag_id in ids:
         return len(ids) - list(reversed(ids)).index(tag_id)
     return min(len(ids), len(tokenizer(text[:start], add_special_tokens=False)["input_ids"]))

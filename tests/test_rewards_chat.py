@@ -227,6 +227,14 @@ def test_remote_code_model_with_one_score_per_text(tmp_path: Path) -> None:
     many = get_reward_model(f"hf:{folder}?trust_remote_code=true&batch_size=4").score(QUESTIONS, ANSWERS)
     assert one == pytest.approx(want, abs=1e-5)
     assert many == pytest.approx(one, abs=1e-4)
+    # a config that declares two labels (transformers' default when it names none): the label is asked for,
+    # and label=0&read=logit, the documented ArmoRM command, reads the one score raw
+    config["num_labels"], config["id2label"] = 2, {"0": "LABEL_0", "1": "LABEL_1"}
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(BonbenchError, match="has 2 labels"):
+        get_verifier(f"rm:hf:{folder}?trust_remote_code=true")
+    armo = f"hf:{folder}?trust_remote_code=true&label=0&read=logit&batch_size=4"
+    assert get_reward_model(armo).score(QUESTIONS, ANSWERS) == pytest.approx(want, abs=1e-5)
 
 
 def test_a_folder_without_a_trained_head_is_one_line(tmp_path: Path) -> None:

@@ -109,7 +109,7 @@ def test_no_template_means_concat_with_the_fingerprint_rows_were_stored_under(rm
 
     folder = rms["plain"]
     model = get_reward_model(f"hf:{folder}")
-    assert model.input == "concat"  # type: ignore[attr-defined]
+    assert model.input == "concat"  # type: ignore[attr-defined]  # an HFClassifierReward, not the protocol
     weights = resolve_source(str(folder))[1]
     before = {"weights": weights, "label": 0, "read": "logit", "input": "concat", "max_length": 2048, "dtype": "float32"}
     assert model.fingerprint == "sha256:" + hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
@@ -261,6 +261,6 @@ def test_vllm_pooling_reads_the_chat_as_hf_does(tmp_path: Path) -> None:
         raise
     except Exception as exc:  # noqa: BLE001  a vLLM build without this pooling model: say so, do not fail
         pytest.skip(f"vLLM cannot run this pooling model here: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
-    assert model.input == "chat"  # type: ignore[attr-defined]
+    assert model.input == "chat"  # type: ignore[attr-defined]  # a VllmClassifierReward, not the protocol
     hf = get_reward_model(f"hf:{folder}?batch_size=4")
     assert model.score(QUESTIONS, ANSWERS) == pytest.approx(hf.score(QUESTIONS, ANSWERS), abs=1e-3)

@@ -37,6 +37,7 @@ from typing import Any
 from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
+from bonbench.core.reasoning import reasoning_token_count
 from bonbench.core.records import Prompt, Sample
 
 try:
@@ -267,7 +268,9 @@ class HFSampler:
                 if cut is not None:
                     text = text[:cut]
                 r = rows[i]
-                done[i] = Sample(r.problem_id, r.sample_idx, text, len(tokens[i]), reason, logps[i], len(prompts[r.prompt_pos]))
+                done[i] = Sample(r.problem_id, r.sample_idx, text, len(tokens[i]), reason, logps[i],
+                                 prompt_tokens=len(prompts[r.prompt_pos]),
+                                 reasoning_tokens=reasoning_token_count(tokens[i], text, self.tokenizer))
             if not keep:
                 break
             if len(keep) < len(active):

@@ -36,6 +36,7 @@ class OracleVerifier:
     version = 1
     fingerprint = ""
     uses_grades = True
+    reads_text = False  # no think= reading applies (bonbench.api.think)
 
     def score(self, problems: Mapping[str, Problem], samples: Sequence[Sample],
               grades: Mapping[tuple[str, int], Grade]) -> list[Score]:
@@ -55,6 +56,7 @@ class LogprobVerifier:
     version = 1
     fingerprint = ""
     uses_grades = False
+    reads_text = False  # no think= reading applies (bonbench.api.think)
 
     def score(self, problems: Mapping[str, Problem], samples: Sequence[Sample],
               grades: Mapping[tuple[str, int], Grade]) -> list[Score]:

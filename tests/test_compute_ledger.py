@@ -100,6 +100,26 @@ def test_the_ledger_adds_up_stored_rows_per_problem(tmp_path: Path) -> None:
     assert add_known([1, 2]) == 3 and add_known([1, None]) is None and add_known([]) == 0
 
 
+def test_reasoning_and_answer_tokens_are_counted_apart(tmp_path: Path) -> None:
+    run = _run(tmp_path)
+    run.store.samples.append([Sample("q/0", 0, "<think>x</think> 4", 9, "stop", None, 10, reasoning_tokens=6),
+                              Sample("q/0", 1, "<think>y</think> 5", 7, "stop", None, 10, reasoning_tokens=5),
+                              Sample("q/1", 0, "4", 2, "stop", None, 12, reasoning_tokens=0)])
+    ledger = compute_ledger(run.store.root)
+    assert [p.reasoning_tokens for p in ledger.problems] == [11, 0] and ledger.total().reasoning_tokens == 11
+    run.store.samples.append([Sample("q/1", 1, "5", 1, "stop", None, 12)])  # not counted: unknown, not 0
+    again = compute_ledger(run.store.root)
+    assert again.problems[1].reasoning_tokens is None and again.total().reasoning_tokens is None
+    from rich.console import Console
+
+    from bonbench.pipeline.report import compute_table
+
+    console = Console(record=True, width=200)
+    console.print(compute_table(ledger))
+    text = console.export_text()
+    assert "of which reasoning" in text and "of which answer" in text and " 7 " in text  # 18 generated - 11
+
+
 @pytest.fixture(scope="module")
 def math_run(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
     """3 real MATH-500 problems x 2 imported samples, scored with the oracle."""

@@ -136,7 +136,7 @@ def test_a_scored_run_reads_answers_with_a_chat_reward_model_and_records_how(
     answers = {(r["unique_id"], j): f"The answer is $\\boxed{{{r['answer'] if j else 0}}}$." for r in rows for j in range(2)}
     samples = tmp_path / "s.jsonl"
     samples.write_text("".join(json.dumps({"problem_id": pid, "sample_idx": j, "n_tokens": 9,
-                                           "reasoning_tokens": 6 if j else None,
+                                           "reasoning_tokens": 6 if j else None, "prompt_tokens": 40 if j else "x",
                                            "completion": f"<think>\nLet me see, {j} or more.\n</think>\n\n{text}"}) + "\n"
                                for (pid, j), text in answers.items()))
     args = ["score", "--task", "math500", "--samples", str(samples), "--metric", "bon@2", "--data-dir", str(data_dir),
@@ -156,6 +156,7 @@ def test_a_scored_run_reads_answers_with_a_chat_reward_model_and_records_how(
     imported = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines()]
     # a bonbench row's count is kept; a row without one reads null, not a guess
     assert {(r["sample_idx"], r["reasoning_tokens"]) for r in imported} == {(0, None), (1, 6)}
+    assert {(r["sample_idx"], r["prompt_tokens"]) for r in imported} == {(0, None), (1, 40)}  # a count, or null
     again = [json.loads(line) for line in table.read_text().splitlines()]
     assert len(again) == 8 and {r["verifier_fingerprint"] for r in again[4:]} == {model.fingerprint}
     traces = {(r["problem_id"], r["sample_idx"]): r["score"] for r in again[4:]}

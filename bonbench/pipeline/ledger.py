@@ -2,10 +2,11 @@
 
 ``compute_ledger(run_dir)`` reads the stored rows and nothing else (no model, no task, no
 recomputation): the policy's cost from ``samples.jsonl`` (``Sample.prompt_tokens`` read and
-``Sample.n_tokens`` generated per sample) and each scorer's from its ``scores/<name>.jsonl``
-(``Score.tokens`` read and ``Score.calls``: forward passes or requests, per sample). Every file under
-``scores/`` is a scorer that read the samples: the verifiers (``oracle`` and ``logprob`` cost 0 and 0),
-and the teacher-forced scorers of a KL (``lp-*``), which are compute too.
+``Sample.n_tokens`` generated per sample, ``Sample.reasoning_tokens`` of them in a reasoning trace)
+and each scorer's from its ``scores/<name>.jsonl`` (``Score.tokens`` read and ``Score.calls``:
+forward passes or requests, per sample). Every file under ``scores/`` is a scorer that read the
+samples: the verifiers (``oracle`` and ``logprob`` cost 0 and 0), and the teacher-forced scorers of
+a KL (``lp-*``), which are compute too.
 
 Which score row: a sample's latest row in the file (the scoring done last: a retrained model or a
 new aggregation appends its rows after the old ones), over the samples the run holds. A PRM row
@@ -53,13 +54,15 @@ class VerifierCost:
 
 @dataclass(frozen=True)
 class ProblemCost:
-    """What one problem's samples cost: the policy's prompt and generated tokens, and each scorer's."""
+    """What one problem's samples cost: the policy's prompt and generated tokens (``reasoning_tokens``:
+    the part of them in a reasoning model's trace, None when not counted), and each scorer's."""
 
     problem_id: str
     samples: int
     prompt_tokens: int | None
     generated_tokens: int
     verifiers: tuple[VerifierCost, ...] = ()
+    reasoning_tokens: int | None = None
 
     @property
     def policy_tokens(self) -> int | None:
@@ -84,7 +87,8 @@ class Ledger:
         return ProblemCost("*", sum(p.samples for p in self.problems), add_known(p.prompt_tokens for p in self.problems),
                            sum(p.generated_tokens for p in self.problems),
                            tuple(_sum_costs(name, [c for p in self.problems if (c := p.verifier(name)) is not None])
-                                 for name in self.verifiers))
+                                 for name in self.verifiers),
+                           add_known(p.reasoning_tokens for p in self.problems))
 
     def to_json(self) -> dict[str, Any]:
         return {"run_dir": self.run_dir, "verifiers": list(self.verifiers),
@@ -125,5 +129,6 @@ def compute_ledger(run_dir: Path | str) -> Ledger:
                 costs.append(VerifierCost(name, len(scored), add_known(sc.tokens for sc in scored),
                                           add_known(sc.calls for sc in scored)))
         problems.append(ProblemCost(pid, len(rows), add_known(s.prompt_tokens for s in rows),
-                                    sum(int(s.n_tokens) for s in rows), tuple(costs)))
+                                    sum(int(s.n_tokens) for s in rows), tuple(costs),
+                                    add_known(s.reasoning_tokens for s in rows)))
     return Ledger(str(store.root), names, tuple(problems))

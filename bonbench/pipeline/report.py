@@ -106,6 +106,11 @@ def compute_table(ledger: Ledger) -> Table:
     table.add_row("policy: prompt", str(total.samples), _count(total.prompt_tokens), _per(total.prompt_tokens, n), "", "")
     table.add_row("policy: generated", str(total.samples), _count(total.generated_tokens),
                   _per(total.generated_tokens, n), "", "")
+    if total.reasoning_tokens is not None and total.reasoning_tokens > 0:  # a reasoning model's trace, apart
+        answer = total.generated_tokens - total.reasoning_tokens
+        table.add_row("  of which reasoning", str(total.samples), _count(total.reasoning_tokens),
+                      _per(total.reasoning_tokens, n), "", "")
+        table.add_row("  of which answer", str(total.samples), _count(answer), _per(answer, n), "", "")
     for cost in total.verifiers:
         table.add_row(escape(f"verifier: {cost.verifier}"), str(cost.samples), _count(cost.tokens), _per(cost.tokens, n),
                       _count(cost.calls), _per(cost.calls, n))

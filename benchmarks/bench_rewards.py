@@ -89,7 +89,7 @@ def bench_hf(data_dir: Path, n_texts: int, rounds: int, size: str, batch_size: i
         print(f"(a) {size} classifier, {len(texts)} IMDB test reviews, {np.mean(lengths):.0f} tokens on average "
               f"(max {max(lengths)}), batch size {batch_size}, device {device}; load average {load_avg()}")
         # same numbers first: the comparison means nothing if the two disagree
-        got = ours.score(prompts, texts[:8])
+        got = ours.score(prompts[:8], texts[:8])
         ref = [next(d["score"] for d in row if d["label"] == "POSITIVE")
                for row in pipe(texts[:8], batch_size=batch_size, truncation=True, max_length=512)]
         assert np.allclose(got, ref, atol=1e-4), (got, ref)

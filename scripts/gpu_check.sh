@@ -24,8 +24,9 @@
 #  7. the benchmarks that mean something on a GPU and need neither vLLM nor TRL: bench_sampler's hf
 #     pair, bench_train_memory (CUDA peak), bench_rewards' hf pair on CUDA, bench_verifier;
 #  8. the verifiers: `bonbench run --verifier prm:` (a tiny Math-Shepherd-format PRM, on the GPU in
-#     bfloat16) on a scripted MATH train run; every PRM family and a local judge on the GPU against
-#     their CPU definitions, in float32 and bfloat16, batch sizes 1 and n (scripts/gpu_verifiers.py);
+#     bfloat16) on a scripted MATH train run; every PRM family, a local judge and a chat-templated
+#     reward model on the GPU against their CPU definitions, in float32 and bfloat16, batch sizes 1
+#     and n (scripts/gpu_verifiers.py);
 #     a local judge's speed on the policy; bench_prm.py on CUDA.
 #
 # --only SECTIONS runs the environment and model steps and then only the named sections, a comma list
@@ -223,6 +224,7 @@ if wanted verifiers; then
   fi
   step prm_families "$py" scripts/gpu_verifiers.py prm "$fig" --device "$dev"
   step judge_local "$py" scripts/gpu_verifiers.py judge "$fig" --device "$dev"
+  step orm_chat "$py" scripts/gpu_verifiers.py orm "$fig" --device "$dev"
   step judge_speed "$py" scripts/gpu_verifiers.py judge-speed "$fig" "$model" --device "$dev"
   for dtype in float32 bfloat16; do
     if step "bench_prm_$dtype" "$py" benchmarks/bench_prm.py --device "$dev" --dtype "$dtype" --samples 64 --steps 8 \

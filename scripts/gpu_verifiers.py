@@ -1,5 +1,5 @@
-"""The verifier steps of ``scripts/gpu_check.sh``: process reward models and a local LLM judge on the
-GPU, each against its definition computed on the CPU.
+"""The verifier steps of ``scripts/gpu_check.sh``: process reward models, a chat-templated reward
+model and a local LLM judge on the GPU, each against its definition (or the same code) on the CPU.
 
 Subcommands (``python scripts/gpu_verifiers.py CMD FIGURES [--device cuda|cpu]``):
 
@@ -12,6 +12,9 @@ Subcommands (``python scripts/gpu_verifiers.py CMD FIGURES [--device cuda|cpu]``
 * ``judge``: the tiny judge of ``tests/judge_models.py`` (a Llama whose vocabulary has Yes / No
   variants) scores five answers on the device in float32 and bfloat16, at batch size 1 and 4, against
   ``reference_p_yes`` (the definition, on the CPU).
+* ``orm``: a tiny Skywork-Reward-V2-style Llama-3 reward model (``tests/orm_models.py``: chat template
+  with BOS, pad = EOS) read through its chat template (``rm:hf:``, ``input=chat``) on the device in
+  float32 and bfloat16 at batch size 1 and 8, against the same code on the CPU in float32.
 * ``judge-speed MODEL``: a local judge on MODEL (``gpu_check.py lm``'s random-weight policy, the
   real architecture and tokenizer) reads 64 verdicts on the device in bfloat16: samples per second.
 
@@ -32,8 +35,10 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
 from gpu_check import record  # noqa: E402  (scripts/ and tests/ are put on the path just above)
 from judge_models import build_tiny_judge, reference_p_yes  # noqa: E402
+from orm_models import build_llama3_rm  # noqa: E402
 from prm_models import FAMILY_MODELS  # noqa: E402
 
+from bonbench.api.reward import get_reward_model  # noqa: E402
 from bonbench.api.verifier import get_verifier  # noqa: E402
 from bonbench.core.records import Problem, Sample  # noqa: E402
 from bonbench.plugins.rewards.prm.verifier import PRMVerifier  # noqa: E402
@@ -93,6 +98,18 @@ def judge(figures: Path, device: str) -> None:
         record(figures, f"judge.{dtype}.max_diff_batch_1_vs_4", max(abs(a - b) for a, b in zip(got[1], got[4], strict=True)))
 
 
+def orm(figures: Path, device: str) -> None:
+    folder = build_llama3_rm(Path(tempfile.mkdtemp(prefix="gpu-orm-")) / "skywork-reward-tiny")
+    questions = [QUESTION] * len(COMPLETIONS) + ["What is 2 + 2?"] * 4
+    answers = [*COMPLETIONS, "4", "It is 4.", "2 + 2 = 5", "The answer is $\\boxed{4}$ since 2 + 2 = 4."]
+    want = get_reward_model(f"hf:{folder}?input=chat&device=cpu&dtype=float32&batch_size=8").score(questions, answers)
+    for dtype in ("float32", "bfloat16"):
+        got = {b: get_reward_model(f"hf:{folder}?input=chat&device={device}&dtype={dtype}&batch_size={b}")
+               .score(questions, answers) for b in (1, 8)}
+        record(figures, f"orm.{dtype}.max_diff_vs_cpu_float32", max(abs(a - b) for a, b in zip(got[8], want, strict=True)))
+        record(figures, f"orm.{dtype}.max_diff_batch_1_vs_8", max(abs(a - b) for a, b in zip(got[1], got[8], strict=True)))
+
+
 def judge_speed(figures: Path, device: str, model: str) -> None:
     problems = {"p": Problem("p", "What is 12 * 13? Give the answer as a number.", "156")}
     samples = [Sample("p", i, f"12 * 13 = {150 + i}. The answer is $\\boxed{{{150 + i}}}$.", 16, "stop")
@@ -108,7 +125,7 @@ def judge_speed(figures: Path, device: str, model: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("cmd", choices=["prm", "judge", "judge-speed"])
+    ap.add_argument("cmd", choices=["prm", "judge", "orm", "judge-speed"])
     ap.add_argument("figures", type=Path)
     ap.add_argument("model", nargs="?", help="judge-speed: the model folder")
     ap.add_argument("--device", default="cuda")
@@ -117,6 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         prm(args.figures, args.device)
     elif args.cmd == "judge":
         judge(args.figures, args.device)
+    elif args.cmd == "orm":
+        orm(args.figures, args.device)
     else:
         if not args.model:
             ap.error("judge-speed needs MODEL (a model folder)")

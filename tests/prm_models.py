@@ -5,8 +5,11 @@ special tokens, separators and chat template: Qwen2.5-Math-PRM (a Qwen2 two-clas
 ChatML, ``<extra_0>``), Math-Shepherd (a Mistral causal LM, a SentencePiece-style tokenizer with
 ``ки``, ``+``, ``-``), RLHFlow (a Llama causal LM, the Llama-3 chat template), Skywork-o1-PRM (a
 Qwen2 causal LM with ``v_head.summary`` in its safetensors) and a TRL ``PRMTrainer`` token
-classifier (Llama). Each reference scorer follows its model card and runs one forward per step
-prefix (the definition); the fast scorer must equal it. Used by tests/test_prm.py and benchmarks/bench_prm.py.
+classifier (Llama). ``build_qwen_prm`` saves Qwen2.5-Math-PRM in its own format (architecture
+``Qwen2ForProcessRewardModel``, its modelling code beside the weights, a two-layer score head), the
+one vLLM serves natively; ``VLLM_SIZE`` gives the models vLLM runs a head size its CPU kernels take.
+Each reference scorer follows its model card and runs one forward per step prefix (the definition);
+the fast scorer must equal it. Used by tests/test_prm.py, tests/test_prm_vllm.py and benchmarks/bench_prm.py.
 """
 
 from __future__ import annotations
@@ -27,6 +30,27 @@ LLAMA3_TEMPLATE = ("{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ 
                    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
 SIZE = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             max_position_embeddings=2048, initializer_range=0.5)
+# head size 32: vLLM's CPU attention takes 32, 64, 80, ... (not SIZE's 8), for the models vLLM runs in the tests
+VLLM_SIZE = dict(SIZE, hidden_size=64, num_attention_heads=2, num_key_value_heads=1)
+QWEN_PRM_CODE = '''"""Qwen2ForProcessRewardModel as Qwen2.5-Math-PRM ships it: Qwen2, score = Linear(h, h), ReLU, Linear(h, 2)."""
+from torch import nn
+from transformers import Qwen2Model, Qwen2PreTrainedModel
+from transformers.modeling_outputs import TokenClassifierOutput
+
+
+class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
+    def __init__(self, config):
+        super().__init__(config)
+        self.num_labels = 2
+        self.model = Qwen2Model(config)
+        self.score = nn.Sequential(nn.Linear(config.hidden_size, config.hidden_size), nn.ReLU(),
+                                   nn.Linear(config.hidden_size, self.num_labels))
+        self.post_init()
+
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, **kwargs):
+        hidden = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids)[0]
+        return TokenClassifierOutput(logits=self.score(hidden))
+'''
 
 
 def byte_level(specials: Sequence[str], **named: str) -> Any:
@@ -62,7 +86,7 @@ def _save(model: Any, tokenizer: Any, folder: Path) -> Path:
     return folder
 
 
-def build_qwen(folder: Path, seed: int = 0) -> Path:
+def build_qwen(folder: Path, seed: int = 0, size: dict[str, Any] = SIZE) -> Path:
     import torch
     from transformers import Qwen2Config, Qwen2ForTokenClassification
 
@@ -70,17 +94,43 @@ def build_qwen(folder: Path, seed: int = 0) -> Path:
                      pad_token="<|endoftext|>")
     tok.chat_template = QWEN_TEMPLATE
     torch.manual_seed(seed)
-    model = Qwen2ForTokenClassification(Qwen2Config(vocab_size=len(tok), num_labels=2, **SIZE))
+    model = Qwen2ForTokenClassification(Qwen2Config(vocab_size=len(tok), num_labels=2, **size))
     return _save(model, tok, folder)
 
 
-def build_math_shepherd(folder: Path, seed: int = 0) -> Path:
+def build_qwen_prm(folder: Path, seed: int = 0, size: dict[str, Any] = VLLM_SIZE) -> Path:
+    """Qwen2.5-Math-PRM's own format: architecture ``Qwen2ForProcessRewardModel``, its modelling code
+    beside the weights (``auto_map``, so transformers needs trust_remote_code), a two-layer score head."""
+    import importlib.util
+
+    import torch
+    from transformers import Qwen2Config
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "modeling_qwen2_rm.py").write_text(QWEN_PRM_CODE)
+    spec = importlib.util.spec_from_file_location(f"tiny_qwen2_rm_{seed}", folder / "modeling_qwen2_rm.py")
+    assert spec is not None and spec.loader is not None
+    code = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(code)
+    tok = byte_level(["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<extra_0>"], eos_token="<|im_end|>",
+                     pad_token="<|endoftext|>")
+    tok.chat_template = QWEN_TEMPLATE
+    config = Qwen2Config(vocab_size=len(tok), num_labels=2, **size)
+    config.architectures = ["Qwen2ForProcessRewardModel"]
+    config.auto_map = {"AutoModel": "modeling_qwen2_rm.Qwen2ForProcessRewardModel"}
+    torch.manual_seed(seed)
+    _save(code.Qwen2ForProcessRewardModel(config), tok, folder)
+    (folder / "modeling_qwen2_rm.py").write_text(QWEN_PRM_CODE)  # save_pretrained may have copied its own
+    return folder
+
+
+def build_math_shepherd(folder: Path, seed: int = 0, size: dict[str, Any] = SIZE) -> Path:
     import torch
     from transformers import MistralConfig, MistralForCausalLM
 
     tok = sentencepiece_like()
     torch.manual_seed(seed)
-    return _save(MistralForCausalLM(MistralConfig(vocab_size=len(tok), **SIZE)), tok, folder)
+    return _save(MistralForCausalLM(MistralConfig(vocab_size=len(tok), **size)), tok, folder)
 
 
 def build_rlhflow(folder: Path, seed: int = 0) -> Path:
@@ -128,11 +178,18 @@ def _last(values: Any) -> float:
 
 
 def ref_qwen(folder: Path, question: str, steps: Sequence[str]) -> list[float]:
-    """Qwen2.5-Math-PRM's card: system + query + the steps joined and ended by <extra_0>, softmax, class 1."""
+    """Qwen2.5-Math-PRM's card: system + query + the steps joined and ended by <extra_0>, softmax, class 1
+    (a folder with its own modelling code is loaded as the card does, with ``AutoModel``)."""
     import torch
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-    tok, model = AutoTokenizer.from_pretrained(folder), AutoModelForTokenClassification.from_pretrained(folder).eval()
+    tok = AutoTokenizer.from_pretrained(folder)
+    if (folder / "modeling_qwen2_rm.py").exists():  # the card's own way: AutoModel with the checkpoint's code
+        from transformers import AutoModel
+
+        model = AutoModel.from_pretrained(folder, trust_remote_code=True).eval()
+    else:
+        model = AutoModelForTokenClassification.from_pretrained(folder).eval()
     out = []
     for k in range(1, len(steps) + 1):
         messages = [{"role": "system", "content": "Please reason step by step, and put your final answer within \\boxed{}."},
@@ -140,7 +197,7 @@ def ref_qwen(folder: Path, question: str, steps: Sequence[str]) -> list[float]:
                     {"role": "assistant", "content": "<extra_0>".join(steps[:k]) + "<extra_0>"}]
         ids = torch.tensor([tok.encode(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=False))])
         with torch.no_grad():
-            probs = torch.softmax(model(input_ids=ids).logits, dim=-1)
+            probs = torch.softmax(model(input_ids=ids)[0], dim=-1)
         out.append(_last(probs[0][ids[0] == tok.encode("<extra_0>")[0]][:, 1]))
     return out
 

@@ -51,3 +51,23 @@ def test_train_figures_read_the_last_logged_step(tmp_path: Path) -> None:
     got = json.loads(fig.read_text())
     assert got == {"train_x.steps": 2, "train_x.seconds": 5.5047, "train_x.grad_norm": 0.0, "train_x.loss_scale": 32768.0,
                    "train_x.wall_s": 30.0, "train_x.exported": False}
+
+
+def test_an_unknown_section_is_one_error_line(tmp_path: Path) -> None:
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--only", "run,nope", "--cpu"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "error: --only nope: the sections are run, train, train-verifier, bench, verifiers (comma-separated)"]
+
+
+def test_the_verifier_checks_record_their_figures_on_the_cpu(tmp_path: Path) -> None:
+    """gpu_verifiers.py's judge and orm steps, on the CPU: float32 equals the definition, batches agree."""
+    fig = tmp_path / "gpu_figures.json"
+    for step in ("judge", "orm"):
+        r = subprocess.run([sys.executable, str(ROOT / "scripts" / "gpu_verifiers.py"), step, str(fig), "--device", "cpu"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(fig.read_text())
+    assert got["judge.float32.max_diff_vs_reference"] < 1e-5 and got["judge.float32.max_diff_batch_1_vs_4"] < 1e-5
+    assert got["orm.float32.max_diff_vs_cpu_float32"] == 0.0 and got["orm.float32.max_diff_batch_1_vs_8"] < 1e-4
+    assert {"judge.bfloat16.max_diff_vs_reference", "orm.bfloat16.max_diff_batch_1_vs_8"} <= set(got)

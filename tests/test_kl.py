@@ -4,6 +4,7 @@ references are one-line errors. Tiny random Gemma 3 models built here; nothing d
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,15 @@ def test_kl_equals_the_direct_mean_log_ratio(tmp_path: Path, models: dict[str, s
     run_dir = next((tmp_path / "runs" / "tiny_kl").glob("*/*"))
     stored = {p.name for p in (run_dir / "scores").glob("lp-*.jsonl")}
     assert len(stored) == 2  # both log-probabilities are kept, keyed, for re-scoring
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(models["a"])
+    words = dict(zip([f"t/{i}" for i in range(3)], ["abc", "dd e", "cab a"], strict=True))
+    for path in (run_dir / "scores").glob("lp-*.jsonl"):  # the cost of each: prompt + completion tokens, one forward
+        for row in map(json.loads, path.read_text().splitlines()):
+            read = tok(words[row["problem_id"]] + ":")["input_ids"] + tok(COMPLETIONS[row["sample_idx"]],
+                                                                          add_special_tokens=False)["input_ids"]
+            assert row["calls"] == 1 and row["tokens"] == len(read), row
     before = {p: p.read_bytes() for p in (run_dir / "scores").glob("lp-*.jsonl")}
     _run(tmp_path, models["a"], models["b"], temperature)
     assert {p: p.read_bytes() for p in (run_dir / "scores").glob("lp-*.jsonl")} == before  # reused, not recomputed

@@ -501,6 +501,8 @@ def test_rm_verifier_is_lazy_and_scores_with_a_real_backend(tiny: Path, tmp_path
     scores = verifier.score(problems, samples, {})
     direct = get_reward_model(f"hf:{tiny}?label=POSITIVE").score(["the movie was"] * 2, [" great", " awful"])
     assert [s.score for s in scores] == pytest.approx(direct) and verifier.fingerprint.startswith("sha256:")
+    # its cost: [CLS] the movie was great|awful [SEP] (the concatenated text), one forward each
+    assert [(s.tokens, s.calls) for s in scores] == [(6, 1), (6, 1)]
 
 
 def test_reward_verifier_refuses_non_finite_scores() -> None:
@@ -526,3 +528,5 @@ def test_vllm_pooling_backend_matches_hf(tmp_path: Path) -> None:
         model.read = read  # one engine (30 s to start on CPU) for the three ways of reading it
         hf = get_reward_model(f"hf:{tiny}?label=POSITIVE&read={read}")
         assert model.score(PROMPTS, COMPLETIONS) == pytest.approx(hf.score(PROMPTS, COMPLETIONS), abs=1e-3), read
+    # the same tokens read, one forward per pair, on both engines
+    assert [c[1:] for c in model.score_counted(PROMPTS, COMPLETIONS)] == [c[1:] for c in hf.score_counted(PROMPTS, COMPLETIONS)]

@@ -125,6 +125,7 @@ def test_logprob_is_policy_logprob(tiny: ResolvedModel) -> None:
             tid = sampler.tokenizer.convert_tokens_to_ids(s.completion)
             assert s.logprob == pytest.approx(math.log(probs[tid].item()), abs=1e-4)
             assert s.n_tokens == 1
+        assert s.prompt_tokens == len(sampler.tokenizer(text)["input_ids"])  # the prompt the policy read, BOS included
 
 
 def test_inverse_cdf_never_picks_zero_probability_tokens() -> None:

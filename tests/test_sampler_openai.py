@@ -214,6 +214,7 @@ def test_samples_keys_stop_and_logprobs(server: FakeServer) -> None:
     for s in got:
         assert s.completion == f"ans{sample_seed(3, s.problem_id, s.sample_idx) % 9973} "  # cut at STOP
         assert s.finish_reason == "stop" and s.n_tokens == 3
+        assert s.prompt_tokens == 1  # the server's usage count of the prompt it read
         assert s.logprob == pytest.approx(sum(TOKEN_LPS))
     bodies = server.generations()
     assert len(bodies) == 3 and all(b["n"] == 1 and b["model"] == "served-model" for b in bodies)

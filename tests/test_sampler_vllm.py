@@ -133,6 +133,11 @@ def test_vllm_samples_are_well_formed(two_runs: tuple) -> None:
         assert "\n\nProblem:" not in s.completion
         assert isinstance(s.logprob, float) and -100 < s.logprob < 0
     assert len({samples[("math", i)].completion for i in range(3)}) > 1, "n samples of one prompt should differ"
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(resolve_model(None).path)  # the prompt the policy read: BOS + the text
+    assert {samples[("math", i)].prompt_tokens for i in range(3)} == {len(tok(FEW_SHOT)["input_ids"])}
+    assert samples[("code", 4)].prompt_tokens == len(tok("def add(a, b):\n")["input_ids"])
 
 
 @pytest.mark.slow

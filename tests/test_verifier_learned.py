@@ -27,11 +27,13 @@ from bonbench.plugins.verifiers.manifest import (
     VERIFIERS_DIR,
     display_name,
     read_verifier_manifest,
+    verifier_text,
     weights_sha256,
 )
 from bonbench.run.execute import execute
 from bonbench.run.plan import plan
 from bonbench.run.request import RunRequest
+from bonbench.run.resolve import load_task
 
 CHARS = [chr(c) for c in range(32, 127)] + ["\n"]
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]
@@ -166,6 +168,14 @@ def test_learned_verifier_in_a_run(verifier: Path, data_dir: Path, tmp_path: Pat
     assert cfg["config"]["verifier"] == spec and "learned:v" in cfg["verifiers"]
     rows = [json.loads(line) for line in (run / "scores" / "learned:v.jsonl").read_text().splitlines()]
     assert len(rows) == 6 * 4 and all(0.0 < r["score"] < 1.0 for r in rows)
+    # its cost: the tokens the backbone read (one per character here, + <bos>, truncated) and one forward
+    problems = {p.id: p for p in load_task("math500", {}, data_dir=str(data_dir), out=out).problems}
+    samples = {(r["problem_id"], r["sample_idx"]): r["completion"]
+               for r in map(json.loads, (run / "samples.jsonl").read_text().splitlines())}
+    limit = read_verifier_manifest(verifier)["hyper"]["max_length"]
+    for r in rows:
+        text = verifier_text(problems[r["problem_id"]], samples[r["problem_id"], r["sample_idx"]])
+        assert r["calls"] == 1 and r["tokens"] == min(limit, 1 + len(text))
 
 
 def test_config_records_the_verifier_used(data_dir: Path, tmp_path: Path) -> None:

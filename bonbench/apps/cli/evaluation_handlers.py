@@ -26,7 +26,8 @@ from bonbench.core import settings
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import find_run_dirs, read_run_json
 from bonbench.pipeline import stages
-from bonbench.pipeline.report import print_metrics
+from bonbench.pipeline.ledger import compute_ledger
+from bonbench.pipeline.report import print_compute, print_metrics
 from bonbench.pipeline.shard import ShardStore
 from bonbench.plugins.rewards.registry import describe_reward_models, describe_reward_schemes
 from bonbench.plugins.samplers import cpu_preload, select
@@ -83,7 +84,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    path = settings.from_args(ReportFlags, args).path
+    flags = settings.from_args(ReportFlags, args)
+    path = flags.path
     dirs = find_run_dirs(path, scored=True)
     if not dirs:
         raise BonbenchError(f"no scored run directories under {path}; run `bonbench run` first")
@@ -92,6 +94,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         # one unreadable run (a damaged metrics.json) is one error line; the other runs are still shown
         try:
             print_metrics(read_run_json(d / "metrics.json"), path=d / "metrics.json")
+            print_compute(compute_ledger(d), per_problem=flags.per_problem)
         except BonbenchError as exc:
             if args.debug or len(dirs) == 1:
                 raise

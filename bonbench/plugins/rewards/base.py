@@ -19,7 +19,8 @@ see the backends).
   set and no score; a configuration error (``BonbenchError``: missing weights, a label the model
   does not have) stops grading with its one-line fix, since no sample could be graded.
 - ``RewardVerifier``: any reward model as a bon@k verifier; name ``rm-<model name>``, version and
-  fingerprint forwarded so that stored scores are reused only for the same model.
+  fingerprint forwarded so that stored scores are reused only for the same model. Its rows carry the
+  model's cost (``Score.tokens``, ``Score.calls``) where the model counts it (``score_with_cost``).
 
 This module loads nothing; backends and ``bonbench.plugins.rewards.registry`` do.
 """
@@ -29,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from bonbench.api.reward import RewardModel
+from bonbench.api.reward import CountedScore, CountsCost, RewardModel
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
 
@@ -42,6 +43,16 @@ def reward_prompt(problem: Problem) -> str:
     """The prompt text a reward model sees for ``problem`` (see the module docstring)."""
     override = problem.meta.get("reward_prompt") if problem.meta else None
     return override if isinstance(override, str) else problem.input
+
+
+def score_with_cost(model: RewardModel, prompts: Sequence[str], completions: Sequence[str]) -> list[CountedScore]:
+    """(score, tokens, calls) of every pair: the model's own counts where it keeps them
+    (``api.reward.CountsCost``), else its scores with None for the cost (not counted)."""
+    if isinstance(model, CountsCost):
+        got = model.score_counted(prompts, completions)
+        values = check_scores(model, [v for v, _, _ in got], len(completions))
+        return [(v, tokens, calls) for v, (_, tokens, calls) in zip(values, got, strict=True)]
+    return [(v, None, None) for v in check_scores(model, model.score(prompts, completions), len(completions))]
 
 
 def check_scores(model: RewardModel, values: Sequence[float], n: int) -> list[float]:
@@ -133,12 +144,12 @@ class RewardVerifier:
         out: list[Score] = []
         for start in range(0, len(samples), SCORE_CHUNK):
             chunk = samples[start:start + SCORE_CHUNK]
-            values = check_scores(self.model, self.model.score([reward_prompt(problems[s.problem_id]) for s in chunk],
-                                                              [s.completion for s in chunk]), len(chunk))
-            for s, v in zip(chunk, values, strict=True):
+            counted = score_with_cost(self.model, [reward_prompt(problems[s.problem_id]) for s in chunk],
+                                      [s.completion for s in chunk])
+            for s, (v, tokens, calls) in zip(chunk, counted, strict=True):
                 if not math.isfinite(v):
                     # a NaN would silently lose (or win) every bon@k comparison it takes part in
                     raise BonbenchError(f"reward model {self.model.name!r} gave sample {s.key} a non-finite score ({v}); "
                                         "check the model and its ?read= option")
-                out.append(Score(s.problem_id, s.sample_idx, self.name, v))
+                out.append(Score(s.problem_id, s.sample_idx, self.name, v, tokens=tokens, calls=calls))
         return out

@@ -220,6 +220,10 @@ class ImdbSentimentReward:
         texts = [p + c for p, c in zip(prompts, completions, strict=True)] if self.include_prompt else list(completions)
         return check_scores(self, self.model.predict(texts).tolist(), len(completions))
 
+    def score_counted(self, prompts: Sequence[str], completions: Sequence[str]) -> list[tuple[float, int | None, int | None]]:
+        """Rewards with their cost: 0 tokens and 0 forwards (an n-gram classifier runs no network)."""
+        return [(v, 0, 0) for v in self.score(prompts, completions)]
+
 
 def build(data_dir: str | Path | None = None, include_prompt: bool = True) -> ImdbSentimentReward:
     """calibrated p(positive | prompt + completion): TF-IDF n-grams + logistic regression trained offline on IMDB train

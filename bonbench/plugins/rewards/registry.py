@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bonbench.api.reward import REWARD_MODELS, RewardModel, first_line, get_reward_model, parse_spec, preflight
 from bonbench.core.errors import BonbenchError
-from bonbench.plugins.rewards.base import RewardVerifier
+from bonbench.plugins.rewards.base import RewardVerifier, score_with_cost
 
 
 def describe_reward_models() -> list[tuple[str, str]]:
@@ -88,9 +88,13 @@ class LazyRewardModel:
     def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
         return self.model.score(prompts, completions)
 
+    def score_counted(self, prompts: Sequence[str], completions: Sequence[str]) -> list[tuple[float, int | None, int | None]]:
+        """The loaded model's scores and costs (None where it does not count them)."""
+        return score_with_cost(self.model, prompts, completions)
+
 
 def reward_verifier(spec: str, data_dir: str | Path | None = None) -> RewardVerifier:
-    """rm:<spec>  a reward model as a bon@k verifier (`bonbench list reward-models`), loaded when it first scores.
+    """rm:<spec>  a reward model (`bonbench list reward-models`), loaded when it first scores; e.g. rm:imdb-sentiment
 
     The data directory comes from ``data_dir`` or ``BONBENCH_DATA_DIR`` (needed only the first
     time an offline model is built).

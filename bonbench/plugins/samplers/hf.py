@@ -37,6 +37,7 @@ from typing import Any
 from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
+from bonbench.core.reasoning import reasoning_token_count
 from bonbench.core.records import Prompt, Sample
 
 try:
@@ -227,7 +228,7 @@ class HFSampler:
     def _run(self, prompts: list[list[int]], rows: list[_Row], params: SamplingParams) -> list[Sample]:
         dev = self.device
         if params.max_tokens <= 0:
-            return [Sample(r.problem_id, r.sample_idx, "", 0, "length", 0.0) for r in rows]
+            return [Sample(r.problem_id, r.sample_idx, "", 0, "length", 0.0, len(prompts[r.prompt_pos])) for r in rows]
         cache, logits, mask, next_pos = self._prefill(prompts, [r.prompt_pos for r in rows])
 
         gens = [torch.Generator().manual_seed(sample_seed(self.seed, r.problem_id, r.sample_idx)) for r in rows]
@@ -267,7 +268,9 @@ class HFSampler:
                 if cut is not None:
                     text = text[:cut]
                 r = rows[i]
-                done[i] = Sample(r.problem_id, r.sample_idx, text, len(tokens[i]), reason, logps[i])
+                done[i] = Sample(r.problem_id, r.sample_idx, text, len(tokens[i]), reason, logps[i],
+                                 prompt_tokens=len(prompts[r.prompt_pos]),
+                                 reasoning_tokens=reasoning_token_count(tokens[i], text, self.tokenizer))
             if not keep:
                 break
             if len(keep) < len(active):

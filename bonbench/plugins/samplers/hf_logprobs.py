@@ -99,7 +99,9 @@ class TeacherForcedLogprob:
             for i, v in zip(idx, self._batch([encoded[i] for i in idx]), strict=True):
                 values[i] = v
         for i, s in enumerate(samples):
-            out.append(Score(s.problem_id, s.sample_idx, self.name, values[i]))
+            # cost: the model read the prompt and the completion, in one forward
+            out.append(Score(s.problem_id, s.sample_idx, self.name, values[i], tokens=len(encoded[i][0]) + len(encoded[i][1]),
+                             calls=1))
         return out
 
     def _batch(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[float]:

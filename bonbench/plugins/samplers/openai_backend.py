@@ -27,6 +27,9 @@ the usage count). They are what the server reports: start vLLM with
 ``--logprobs-mode processed_logprobs`` to get the vllm backend's convention (the sampling policy's
 log-probability); vLLM's default reports the raw model's. A stop string the server did not honour
 is cut here as well (text only; the token count and log-probability stay the server's).
+``Sample.reasoning_tokens``: the server's ``completion_tokens_details.reasoning_tokens`` when it gives
+one (OpenAI's reasoning models; ``n_tokens`` is then ``completion_tokens``, trace included), else the
+returned tokens up to the last ``</think>`` of the text, else None.
 
 This module does not start servers, render prompts or choose the backend (``select.py`` does).
 """
@@ -39,6 +42,7 @@ from typing import Any
 
 from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.core.models import ResolvedModel
+from bonbench.core.reasoning import reasoning_piece_count
 from bonbench.core.records import Prompt, Sample
 from bonbench.core.served import OpenAIOptions, Warnings, answer_of, check_options, on_endpoints, with_retries
 from bonbench.core.served_answers import choices_of
@@ -118,18 +122,42 @@ class OpenAISampler:
         if not chat:
             text = choice.get("text") or ""
             token_lps = list(lp["token_logprobs"]) if isinstance(lp.get("token_logprobs"), list) else None
+            pieces = lp.get("tokens")
         else:
             text = ((choice["message"].get("content") or "")
                     if isinstance(choice["message"].get("content"), (str, type(None))) else "")
             content = lp.get("content")
             token_lps = ([c.get("logprob") for c in content if isinstance(c, Mapping)]
                          if isinstance(content, list) and content else None)
+            pieces = [c.get("token") for c in content if isinstance(c, Mapping)] if isinstance(content, list) else None
         completion_tokens = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
+        prompt_tokens = usage.get("prompt_tokens") if isinstance(usage, Mapping) else None
         n_tokens = len(token_lps) if token_lps is not None else int(completion_tokens or 0)
         logprob = float(sum(x for x in token_lps if isinstance(x, (int, float)))) if token_lps is not None else None
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
         cut = min((text.find(s) for s in stop if s and s in text), default=-1)
         if cut >= 0:  # a server that ignored the stop strings
             text, finish = text[:cut], "stop"
+        reasoning = served_reasoning(usage)
+        if reasoning is not None and isinstance(completion_tokens, int):
+            n_tokens = completion_tokens  # the logprobs cover the visible answer only
+        else:
+            reasoning = piece_reasoning(pieces, text)
         return Sample(problem_id=prompt.problem_id, sample_idx=job.sample_idx, completion=text, n_tokens=n_tokens,
-                      finish_reason=finish, logprob=logprob)
+                      finish_reason=finish, logprob=logprob, reasoning_tokens=reasoning,
+                      prompt_tokens=prompt_tokens if isinstance(prompt_tokens, int) else None)
+
+
+def served_reasoning(usage: Any) -> int | None:
+    """The server's own count of reasoning tokens (``usage.completion_tokens_details.reasoning_tokens``: OpenAI's
+    reasoning models, whose trace is not in the text but is in ``completion_tokens``); None when it gives none."""
+    details = usage.get("completion_tokens_details") if isinstance(usage, Mapping) else None
+    counted = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
+    return counted if isinstance(counted, int) and counted > 0 else None
+
+
+def piece_reasoning(pieces: Any, text: str) -> int | None:
+    """The sampled tokens' texts up to the last ``</think>`` (``bonbench.core.reasoning``); None without them."""
+    if isinstance(pieces, list) and pieces and all(isinstance(x, str) for x in pieces) and "".join(pieces) == text:
+        return reasoning_piece_count(pieces, text)
+    return None

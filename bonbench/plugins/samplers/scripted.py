@@ -5,7 +5,8 @@ replaying given ``Sample`` records (e.g. read by ``bonbench.pipeline.readers`` f
 It is built in one place, ``bonbench.plugins.samplers.select.get_sampler("scripted", ...)``; imported runs
 do not even need it (``runner.execute`` stores an imported file's samples directly).
 
-This module does not read files or tokenize: ``n_tokens`` of scripted text is a whitespace word count.
+This module does not read files or tokenize: ``n_tokens`` of scripted text is a whitespace word count,
+and ``reasoning_tokens`` the words up to the last ``</think>`` (``bonbench.core.reasoning``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.core.errors import BonbenchError
+from bonbench.core.reasoning import answer_start
 from bonbench.core.records import Sample
 
 Script = Mapping[str, Sequence[str]] | Callable[[str, int], str]
@@ -52,6 +54,7 @@ class ScriptedSampler:
                 raise BonbenchError(f"scripted sampler has no completions for problem {pid!r}")
             text = seq[idx % len(seq)]
         return Sample(problem_id=pid, sample_idx=idx, completion=text, n_tokens=len(text.split()), finish_reason="stop",
+                      reasoning_tokens=_reasoning_words(text),
                       logprob=-float(len(text.split())))
 
     def generate(self, requests: Sequence[SampleRequest], params: SamplingParams) -> Iterator[list[Sample]]:
@@ -60,3 +63,9 @@ class ScriptedSampler:
 
     def close(self) -> None:
         return None
+
+
+def _reasoning_words(text: str) -> int:
+    """Words of the reasoning trace, counted as ``n_tokens`` is (whitespace words)."""
+    start = answer_start(text)
+    return len(text.split()) if start is None else len(text[:start].split())

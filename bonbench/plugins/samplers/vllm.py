@@ -60,6 +60,7 @@ from bonbench.api.sampler import SampleRequest, SamplingParams
 from bonbench.core.engines import import_vllm
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
+from bonbench.core.reasoning import reasoning_token_count
 from bonbench.core.records import Prompt, Sample
 from bonbench.plugins.samplers.engine_log import engine_output
 
@@ -218,7 +219,10 @@ class VLLMSampler:
         if any(c.index != i for i, c in enumerate(comps)):
             comps = sorted(comps, key=lambda c: c.index)
         pid = req.problem_id
+        read = getattr(out, "prompt_token_ids", None)
         # vLLM says "stop" for EOS and stop strings alike, "length" for max_tokens
         return [Sample(problem_id=pid, sample_idx=idx, completion=c.text, n_tokens=len(c.token_ids),
-                       finish_reason=c.finish_reason or "stop", logprob=c.cumulative_logprob)
+                       finish_reason=c.finish_reason or "stop", logprob=c.cumulative_logprob,
+                       prompt_tokens=None if read is None else len(read),
+                       reasoning_tokens=reasoning_token_count(c.token_ids, c.text, self.tokenizer))
                 for idx, c in zip(req.sample_indices, comps, strict=True)]

@@ -11,6 +11,10 @@ Every verifier has a ``name``, a ``version`` (bump it when its scoring changes) 
 only when all three match. ``uses_grades`` marks verifiers whose scores are a function of the
 grades, so that a regrade also re-scores them.
 
+Cost (``Score.tokens``, ``Score.calls``): both read no model, so every row records 0 tokens and 0
+calls: the oracle reads the grade and logprob a number the sampler already recorded. 0 is a
+measured cost, unlike None (a row of a verifier that does not count, or written before the fields).
+
 Verifier scores are stored in ``scores/<verifier>.jsonl`` rows keyed by (problem_id, sample_idx).
 Verifiers are registered through the ``bonbench.verifiers`` entry-point group (pyproject.toml); this
 module imports nothing from the registry and loads no models.
@@ -32,6 +36,7 @@ class OracleVerifier:
     version = 1
     fingerprint = ""
     uses_grades = True
+    reads_text = False  # no think= reading applies (bonbench.api.think)
 
     def score(self, problems: Mapping[str, Problem], samples: Sequence[Sample],
               grades: Mapping[tuple[str, int], Grade]) -> list[Score]:
@@ -40,7 +45,7 @@ class OracleVerifier:
             g = grades.get(s.key)
             if g is None:
                 raise BonbenchError(f"oracle verifier: sample {s.key} has no grade; run grading first (`bonbench run` does)")
-            out.append(Score(s.problem_id, s.sample_idx, self.name, g.value()))
+            out.append(Score(s.problem_id, s.sample_idx, self.name, g.value(), tokens=0, calls=0))
         return out
 
 
@@ -51,6 +56,7 @@ class LogprobVerifier:
     version = 1
     fingerprint = ""
     uses_grades = False
+    reads_text = False  # no think= reading applies (bonbench.api.think)
 
     def score(self, problems: Mapping[str, Problem], samples: Sequence[Sample],
               grades: Mapping[tuple[str, int], Grade]) -> list[Score]:
@@ -62,6 +68,6 @@ class LogprobVerifier:
                     f"logprob verifier: sample {s.key} has no log-probability (scripted or imported samples); "
                     "use --verifier oracle or a reward model, or sample with --backend vllm|hf"
                 )
-            out.append(Score(s.problem_id, s.sample_idx, self.name, float(lp)))
+            out.append(Score(s.problem_id, s.sample_idx, self.name, float(lp), tokens=0, calls=0))
         return out
 

@@ -12,7 +12,8 @@ A verifier folder (``bonbench train-verifier`` writes it, by default ``results/v
     features/, training_state/   training caches (resume); not read when scoring
     train_verifier_config.json   the settings a resumed training must share
 
-``--verifier learned:PATH`` scores with such a folder (``LearnedVerifier``). Its fingerprint is the
+``--verifier learned:PATH`` scores with such a folder (``LearnedVerifier``); each row records the
+tokens the backbone read and one forward pass (``Score.tokens``, ``Score.calls``). Its fingerprint is the
 weights' sha256 and the base model's fingerprint, so scores of an older training are never reused
 (stored scores and bon@k values are keyed by it). The run id does not change with the verifier:
 a run directory is a pool of samples that every verifier scores (``bonbench.core.config``).
@@ -96,13 +97,15 @@ class LearnedVerifier:
               grades: Mapping[tuple[str, int], Grade]) -> list[Score]:
         if self._model is None:
             self._model = load_target(LOAD_MODEL)(self.folder, self.manifest)
-        texts = [verifier_text(problems[s.problem_id], s.completion) for s in samples]
-        values = self._model.score_texts(texts, self.batch_size)
-        return [Score(s.problem_id, s.sample_idx, self.name, float(v)) for s, v in zip(samples, values, strict=True)]
+        ids = self._model.encode([verifier_text(problems[s.problem_id], s.completion) for s in samples])
+        values = self._model.score_ids(ids, self.batch_size)
+        # cost: the tokens the backbone read (after truncation) and one forward per sample (its batch's)
+        return [Score(s.problem_id, s.sample_idx, self.name, float(v), tokens=len(x), calls=1)
+                for s, v, x in zip(samples, values, ids, strict=True)]
 
 
 def learned_verifier(spec: str) -> LearnedVerifier:
-    """learned:PATH  a verifier folder from `bonbench train-verifier` (manifest read now, model on first score)."""
+    """learned:PATH  a folder from `bonbench train-verifier`; e.g. learned:results/verifiers/math-gemma-3-270m-head"""
     path = spec[len(PREFIX):] if spec.startswith(PREFIX) else spec
     if not path:
         raise BonbenchError("--verifier learned: needs a folder, "

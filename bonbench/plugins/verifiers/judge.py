@@ -196,7 +196,7 @@ class JudgeVerifier:
 
 
 def judge_verifier(spec: str) -> JudgeVerifier:
-    """judge:<model folder or hub id | openai:URL?model=ID>  an LLM judge; score = its P(Yes) from top logprobs (GenRM).
+    """judge:<model folder or hub id | openai:URL?model=ID>  an LLM judge's P(Yes) (GenRM); e.g. judge:gemma-3-270m
 
     ``?k=K`` samples K rationales first and averages P(Yes) after each (GenRM-CoT); see docs/verifiers.md.
     """

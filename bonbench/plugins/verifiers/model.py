@@ -102,7 +102,10 @@ class VerifierModel:
     def features(self, texts: Sequence[str], batch_size: int = 16, progress: Progress | None = None) -> Any:
         """Features of every text, in input order. Texts are batched by length (little padding), which
         is where this beats a plain forward loop over the same batches in arrival order."""
-        ids = self.encode(texts)
+        return self.features_of_ids(self.encode(texts), batch_size, progress)
+
+    def features_of_ids(self, ids: Sequence[Sequence[int]], batch_size: int = 16, progress: Progress | None = None) -> Any:
+        """``features`` of texts already encoded (``encode``)."""
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         out = torch.empty((len(ids), 2 * self.hidden), dtype=torch.float32)
         with torch.inference_mode():
@@ -116,6 +119,10 @@ class VerifierModel:
     def score_texts(self, texts: Sequence[str], batch_size: int = 16, progress: Progress | None = None) -> list[float]:
         """P(correct) of every text."""
         return self.score_features(self.features(texts, batch_size, progress))
+
+    def score_ids(self, ids: Sequence[Sequence[int]], batch_size: int = 16) -> list[float]:
+        """P(correct) of every encoded text (``encode``): the caller keeps the token counts."""
+        return self.score_features(self.features_of_ids(ids, batch_size))
 
     def score_features(self, feats: Any) -> list[float]:
         """P(correct) from features (host or device tensor; the head runs where the model is)."""

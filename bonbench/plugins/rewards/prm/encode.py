@@ -5,6 +5,11 @@ and finds one read position per step, so that one forward pass gives every step'
 it checks the tokenizer (the separator or tag is one token, the ``+``/``-`` tokens exist, a chat
 family has a chat template) and fails with one line naming the fix. It needs a tokenizer only: no
 torch, no model.
+
+Longer than ``max_length`` (the PRM's positions unless the user asks for fewer): the start of the
+question is cut, token by token, and the input rebuilt from the rest, so the template and every
+step marker stay; ``Encoded.cut`` says how many question tokens went. Steps that do not fit even
+with no question left are never dropped: that is one error line naming ``max_length``.
 """
 
 from __future__ import annotations
@@ -23,13 +28,14 @@ class Encoded:
 
     ids: tuple[int, ...]
     positions: tuple[int, ...]
+    cut: int = 0  # tokens cut from the start of the question to fit max_length (module docstring)
 
 
 class StepEncoder:
     """Encodes samples for ``family`` with ``tokenizer`` (module docstring)."""
 
-    def __init__(self, family: PRMFamily, tokenizer: Any, source: str) -> None:
-        self.family, self.tokenizer, self.source = family, tokenizer, source
+    def __init__(self, family: PRMFamily, tokenizer: Any, source: str, max_length: int | None = None) -> None:
+        self.family, self.tokenizer, self.source, self.max_length = family, tokenizer, source, max_length
         self.mark_id: int | None = None
         self.mark_ids: list[int] = []
         self.class_ids: list[int] = []
@@ -67,7 +73,23 @@ class StepEncoder:
         return int(ids[0])
 
     def encode(self, question: str, steps: Sequence[str]) -> Encoded:
-        """The model input for ``steps`` of an answer to ``question`` (no steps: no tokens)."""
+        """The model input for ``steps`` of an answer to ``question`` (no steps: no tokens), the question's
+        start cut to fit ``max_length`` (module docstring)."""
+        encoded = self._encode(question, steps)
+        if self.max_length is None or len(encoded.ids) <= self.max_length:
+            return encoded
+        words = self.tokenizer.encode(question, add_special_tokens=False)
+        cut = 0
+        while cut < len(words):  # re-tokenising the rest may merge differently: measure again each time
+            cut = min(len(words), cut + len(encoded.ids) - self.max_length)
+            encoded = self._encode(self.tokenizer.decode(words[cut:]), steps)
+            if len(encoded.ids) <= self.max_length:
+                return Encoded(encoded.ids, encoded.positions, cut)
+        raise BonbenchError(f"PRM {self.source!r} cannot read a completion's {len(steps)} steps in max_length="
+                            f"{self.max_length} tokens even with no question ({len(encoded.ids)} tokens): cap the "
+                            "policy's --max-tokens, or pass ?max_length= up to the positions the PRM was trained on")
+
+    def _encode(self, question: str, steps: Sequence[str]) -> Encoded:
         if not steps:
             return Encoded((), ())
         f = self.family

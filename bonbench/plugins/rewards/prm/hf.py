@@ -10,7 +10,7 @@ whole vocabulary.
 
 A checkpoint whose architecture transformers lacks (Qwen2.5-Math-PRM's ``Qwen2ForProcessRewardModel``)
 runs its own code only when the user passed ``trust_remote_code``. This module does not split
-steps, aggregate or store anything (``verifier``); vLLM's pooling runner is another engine beside it.
+steps, aggregate or store anything (``verifier``); vLLM's pooling runner is the other engine (``pooling``).
 """
 
 from __future__ import annotations
@@ -26,21 +26,6 @@ from bonbench.plugins.rewards.prm.family import PRMFamily
 VALUE_HEAD = "v_head.summary"  # the value head's weights in a Skywork PRM checkpoint
 
 
-def device_and_dtype(device: str, dtype: str) -> tuple[str, str]:
-    """``auto`` resolved: CUDA when torch sees it, bfloat16 there (the model cards' dtype) and float32 on CPU."""
-    import torch
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    elif device.startswith("cuda") and not torch.cuda.is_available():
-        raise BonbenchError(f"PRM option device={device} but torch sees no CUDA device: use device=cpu (or auto)")
-    if dtype == "auto":
-        dtype = "bfloat16" if device.startswith("cuda") else "float32"
-    if not isinstance(getattr(torch, dtype, None), torch.dtype):
-        raise BonbenchError(f"PRM option dtype={dtype!r} is not a torch dtype (float32, bfloat16, float16)")
-    return device, dtype
-
-
 def needs_remote_code(config: Any) -> bool:
     """Whether the config's architecture exists only as the checkpoint's own code."""
     import transformers
@@ -53,14 +38,14 @@ class HFStepScorer:
     """Per-step scores with transformers (module docstring)."""
 
     def __init__(self, path: str, source: str, family: PRMFamily, *, device: str, dtype: str,
-                 batch_size: int | None, trust_remote_code: bool) -> None:
+                 batch_size: int | None, trust_remote_code: bool, max_length: int | None = None) -> None:
         import torch
         from transformers import AutoConfig, AutoTokenizer
 
         self.family, self.device = family, device
         self.batch_size = batch_size or (16 if device.startswith("cuda") else 4)
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-        self.encoder = StepEncoder(family, self.tokenizer, source)
+        self.encoder = StepEncoder(family, self.tokenizer, source, max_length)
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust_remote_code)
         self.model = self._load(path, config, getattr(torch, dtype), trust_remote_code).to(device).eval()
         self.pad_id = next((t for t in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if t is not None), 0)

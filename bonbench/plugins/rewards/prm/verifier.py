@@ -14,8 +14,12 @@ aggregation out, and its fingerprint puts it in: a run with another ``agg`` find
 same model under another fingerprint and re-aggregates their steps without loading the model
 (``rederive``, called by the verify stage). Aggregations: ``family.AGGREGATIONS``.
 
-The engine is chosen by ``backend`` (``hf``: transformers, ``encode``/``hf``); vLLM's pooling
-runner is another entry of ``BACKENDS`` with the same ``step_scores``.
+The engine is chosen by ``backend``: ``hf`` (transformers, ``hf``) or ``vllm`` (vLLM's pooling runner,
+``pooling``; the qwen and math-shepherd families only, refused for the others when the verifier is
+built). Both read the same tokens (``encode``) and give the same ``step_scores``, so ``Score.steps``,
+``tokens`` and ``calls`` mean the same on either; the backend is part of the fingerprint. So is
+``max_length`` (default: the PRM's positions; more is refused): a longer input loses the start of its
+question, never a step (``encode``).
 """
 
 from __future__ import annotations
@@ -31,14 +35,16 @@ from typing import Any, Literal
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
 from bonbench.core.registry import coerce_kwargs
+from bonbench.core.torch_device import resolve_device
 from bonbench.plugins.rewards.base import reward_prompt
 from bonbench.plugins.rewards.hf import resolve_source
 from bonbench.plugins.rewards.prm.encode import StepEncoder
 from bonbench.plugins.rewards.prm.family import FAMILIES, Aggregation, FamilyName, PRMFamily, aggregate, detect_family
-from bonbench.plugins.rewards.prm.hf import HFStepScorer, device_and_dtype, needs_remote_code
+from bonbench.plugins.rewards.prm.hf import HFStepScorer, needs_remote_code
+from bonbench.plugins.rewards.prm.pooling import VllmStepScorer, check_served
 
 VERSION = 1
-BACKENDS = {"hf": HFStepScorer}
+BACKENDS: dict[str, Any] = {"hf": HFStepScorer, "vllm": VllmStepScorer}
 
 
 @dataclass(frozen=True)
@@ -49,9 +55,11 @@ class PRMOptions:
     family: FamilyName | None = None
     batch_size: int | None = None
     trust_remote_code: bool = False
-    backend: Literal["hf"] = "hf"
+    backend: Literal["hf", "vllm"] = "hf"
     device: str = "auto"
     dtype: str = "auto"
+    gpu_memory_utilization: float | None = None  # backend=vllm: its share of the GPU (default 0.3)
+    max_length: int | None = None  # the most tokens read per sample (default: the PRM's positions)
 
 
 def parse_prm(spec: str) -> tuple[str, PRMOptions]:
@@ -90,16 +98,43 @@ class PRMVerifier:
                                 "pass a folder saved with save_pretrained (model and tokenizer)") from None
         self.family: PRMFamily = FAMILIES[options.family] if options.family else detect_family(source, config)
         StepEncoder(self.family, tokenizer, source)  # the separator, tag or reply tokens exist: checked now
-        if self.family.loader == "token_classifier" and needs_remote_code(config) and not trust:
-            raise BonbenchError(f"PRM {source!r} runs its own modelling code: add ?trust_remote_code=true "
-                                "if you trust the model's source")
-        self.device, self.dtype = device_and_dtype(options.device, options.dtype)
+        self._check_backend(config)
+        self.max_length = self._max_length(config)
+        self.device, self.dtype = resolve_device(options.device, options.dtype, "PRM option")
         slug = re.sub(r"[^A-Za-z0-9._]+", "-", Path(source.rstrip("/")).name).strip("-.")[:50] or "x"
         self.name = f"prm-{slug}-{hashlib.sha256(source.encode()).hexdigest()[:6]}"
-        recipe = {"weights": weights, "family": asdict(self.family), "dtype": self.dtype, "backend": options.backend}
+        recipe = {"weights": weights, "family": asdict(self.family), "dtype": self.dtype, "backend": options.backend,
+                  "max_length": self.max_length}
         self.steps_fingerprint = "sha256:" + hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
         self.fingerprint = self.fingerprint_for(options.agg)
         self.engine: Any = None
+
+    def _check_backend(self, config: Any) -> None:
+        """The backend can run this PRM as given (module docstring), or a one-line error."""
+        o, source = self.options, self.source
+        if o.backend == "vllm":
+            check_served(self.family, source)  # vLLM runs its own implementation: no remote code needed
+            if o.device != "auto":
+                raise BonbenchError(f"PRM option device={o.device} is for backend=hf; vLLM picks its device "
+                                    "(set CUDA_VISIBLE_DEVICES instead)")
+            if o.gpu_memory_utilization is not None and not 0 < o.gpu_memory_utilization <= 1:
+                raise BonbenchError(f"PRM option gpu_memory_utilization={o.gpu_memory_utilization} is not in (0, 1]: "
+                                    "pass the share of the GPU vLLM may take, e.g. 0.3")
+            return
+        if o.gpu_memory_utilization is not None:
+            raise BonbenchError("PRM option gpu_memory_utilization is for backend=vllm: drop it or add backend=vllm")
+        if self.family.loader == "token_classifier" and needs_remote_code(config) and not o.trust_remote_code:
+            raise BonbenchError(f"PRM {source!r} runs its own modelling code: add ?trust_remote_code=true "
+                                "if you trust the model's source (or use backend=vllm, which has its own)")
+
+    def _max_length(self, config: Any) -> int | None:
+        """The most tokens read per sample: ``max_length``, at most the PRM's positions (their number by default)."""
+        positions = getattr(config, "max_position_embeddings", None)
+        asked = self.options.max_length
+        if asked is not None and (asked < 1 or positions and asked > positions):
+            raise BonbenchError(f"PRM option max_length={asked} is not between 1 and the {positions} positions PRM "
+                                f"{self.source!r} was built for: pass a smaller max_length or leave it out")
+        return asked or (int(positions) if positions else None)
 
     def fingerprint_for(self, agg: str) -> str:
         """The fingerprint of this model's rows aggregated with ``agg``."""
@@ -117,8 +152,10 @@ class PRMVerifier:
         """The engine (the model loads now, once)."""
         if self.engine is None:
             o = self.options
+            extra = {"gpu_memory_utilization": o.gpu_memory_utilization} if o.backend == "vllm" else {}
             self.engine = BACKENDS[o.backend](self.path, self.source, self.family, device=self.device, dtype=self.dtype,
-                                              batch_size=o.batch_size, trust_remote_code=o.trust_remote_code)
+                                              batch_size=o.batch_size, trust_remote_code=o.trust_remote_code,
+                                              max_length=self.max_length, **extra)
         return self.engine
 
     def score(self, problems: Mapping[str, Problem], samples: Sequence[Sample],
@@ -133,10 +170,11 @@ class PRMVerifier:
 
 
 def prm_verifier(spec: str) -> PRMVerifier:
-    """prm:Qwen/Qwen2.5-Math-PRM-7B?agg=min&trust_remote_code=true  a process reward model, steps aggregated.
+    """prm:<folder or hub id>?agg=...  a process reward model; e.g. prm:peiyi9979/math-shepherd-mistral-7b-prm?agg=min
 
     Families: qwen, math-shepherd, rlhflow, skywork, trl (recognised from the config and name, or
-    ``?family=``); docs/verifiers.md gives each public model's command.
+    ``?family=``); the Qwen PRMs run their own code (``&trust_remote_code=true``); docs/verifiers.md
+    gives each public model's command.
     """
     source, options = parse_prm(spec)
     return PRMVerifier(source, options)

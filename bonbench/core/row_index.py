@@ -2,13 +2,15 @@
 
 ``RowIndex`` maps each ``problem_id`` of one row file (samples.jsonl, grades/<grader>.jsonl,
 scores/<verifier>.jsonl) to the byte offsets and ``sample_idx`` of its rows, so that a reader seeks
-to them and parses only those rows. Optionally it also keeps one number of each row (``number``:
-samples.jsonl's ``n_tokens``), so that a summary over every row needs no row parsed. The index is
-built in one pass that parses no row whole (the key is read from the row's first bytes, where
-``records.to_row`` writes it, and the number by its key: a quote inside a JSON string is always
-escaped, so ``"n_tokens": `` cannot be text inside a completion), and kept up to date cheaply: a
-file that grew (a run still being written) is indexed from where the last pass stopped, and
-``changed`` names the problems that got rows; a file that shrank or was replaced is indexed again.
+to them and parses only those rows. It also keeps the few fields of each row that a summary over
+every row needs (``bonbench.core.row_scan.FIELDS`` of its ``kind``: samples' ``n_tokens``, grades'
+verdict, score, answer and grading, scores' score and scoring), so that the problems table parses
+no row. The index is built in one pass over the file in blocks of many rows
+(``row_scan.read_block``: compiled regexes over the block for rows in the store's layout, ``json``
+for any other line), and kept up to date cheaply: a file that grew (a run still being written) is
+indexed from where the last pass stopped, and ``changed`` names the problems that got rows; a file
+that shrank or was replaced is indexed again. ``refresh(upto=...)`` indexes only so far, so that a
+caller can read a big file a slice at a time (the viewer shows a big run as far as it has read).
 ``save`` and ``load`` keep an index in a file of its own (JSON and raw arrays, never pickle), so
 that a large run is scanned once, not at every start.
 
@@ -16,7 +18,8 @@ Rows keep the store's rules (``bonbench.core.store``): a torn final line is left
 warning (a live writer's half-written row is picked up by the next ``refresh``), the first row of a
 key wins, and a row that turns out not to be JSON when read is a one-line ``BonbenchError`` naming
 the file and byte. A line that is not a row with a key is counted (``bad``) and shown to no
-problem. Memory is 16 bytes per row (24 with a number) plus one entry per problem.
+problem. Memory is 16 bytes per row, plus 8 (samples), 17 (grades) or 12 (scores) for its fields,
+plus one entry per problem and one per distinct answer.
 
 This module knows nothing of metrics, graders or verifiers, and never writes into a run.
 """
@@ -26,7 +29,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import warnings
 from array import array
 from collections.abc import Callable, Iterator
@@ -34,65 +36,53 @@ from pathlib import Path
 from typing import Any
 
 from bonbench.core.errors import BonbenchError
+from bonbench.core.row_scan import FIELDS, KINDS, TYPECODES, Block, Codes, parse_row, read_block
 
-_KEY = re.compile(rb'"problem_id"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"sample_idx"\s*:\s*(-?\d+)')
-_HEAD = 512  # bytes of a row searched for its key before the row is parsed whole
-_FORMAT = 1  # of ``save``'s files
-_DECODER = json.JSONDecoder()
-
-
-def _row(line: bytes) -> Any:
-    """One line parsed (``json.loads`` without its per-call encoding checks: rows are UTF-8)."""
-    return _DECODER.raw_decode(line.decode("utf-8").strip())[0]
-
-
-def _key_of(line: bytes) -> tuple[str, int] | None:
-    """The ``(problem_id, sample_idx)`` of one row, or None where the line is not a row with both."""
-    found = _KEY.search(line, 0, _HEAD)
-    if found is not None:
-        raw = found.group(1)
-        try:
-            # most ids hold no escape: their UTF-8 bytes are the id (a JSON decode only where one is)
-            pid = raw.decode("utf-8") if b"\\" not in raw else str(json.loads(b'"' + raw + b'"'))
-            return pid, int(found.group(2))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            pass
-    try:
-        row = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(row, dict) or row.get("problem_id") is None or not isinstance(row.get("sample_idx"), int):
-        return None
-    return str(row["problem_id"]), int(row["sample_idx"])
+_FORMAT = 2  # of ``save``'s files
+_BLOCK = 8 << 20  # bytes read at once: large enough that the regexes run long, small enough to bound memory
 
 
 class Rows:
-    """One problem's rows in one file: byte offsets, sample indices and (optionally) numbers, in file order."""
+    """One problem's rows in one file: byte offsets, sample indices and the fields of its kind, in file order."""
 
-    __slots__ = ("idx", "numbers", "offsets")
+    __slots__ = ("columns", "idx", "offsets")
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str) -> None:
         self.offsets = array("q")
         self.idx = array("q")
-        self.numbers = array("d")
+        self.columns = {name: array(TYPECODES[name]) for name in FIELDS[kind]}
+
+    @property
+    def numbers(self) -> array[Any]:
+        """samples.jsonl's ``n_tokens`` of each row."""
+        return self.columns["n_tokens"]
 
     def first_numbers(self) -> dict[int, float]:
-        """sample_idx -> the number of its first row (the store's rule: the first row of a key wins)."""
+        """sample_idx -> the n_tokens of its first row (the store's rule: the first row of a key wins)."""
         out: dict[int, float] = {}
-        for i, x in zip(self.idx, self.numbers, strict=False):
+        for i, x in zip(self.idx, self.numbers, strict=True):
             out.setdefault(i, x)
         return out
 
+    def extend(self, block: Block, start: int, stop: int) -> None:
+        self.offsets.extend(block.offsets[start:stop])
+        self.idx.extend(block.idx[start:stop])
+        for name, column in self.columns.items():
+            column.extend(block.columns[name][start:stop])
+
 
 class RowIndex:
-    """problem_id -> its ``Rows`` in one JSONL file."""
+    """problem_id -> its ``Rows`` in one JSONL file; ``kind`` (``row_scan.KINDS``): which fields it keeps."""
 
-    def __init__(self, path: Path, number: str | None = None) -> None:
+    def __init__(self, path: Path, kind: str = "key") -> None:
+        assert kind in KINDS, kind
         self.path = Path(path)
-        self.number = number
-        self._number = re.compile(rb'"' + number.encode() + rb'"\s*:\s*(-?[0-9][0-9.eE+-]*)') if number else None
+        self.kind = kind
         self.problems: dict[str, Rows] = {}
-        self.indexed = 0  # bytes indexed: the file up to its last whole line
+        self.answers = Codes()  # grades' answers by code (Rows.columns["answer"]; -1: None)
+        self.tags = Codes()  # the (version, id) each grade or score was made under (Rows.columns["tag"])
+        self.indexed = 0  # bytes indexed: the file up to its last whole line (or up to ``refresh``'s limit)
+        self.size = 0  # the file's size at the last refresh
         self.torn = False  # whether the bytes after ``indexed`` are a torn line
         self.bad = 0  # lines that are not rows with a problem_id and sample_idx
         self.changed: set[str] | None = None  # problems that got rows in the last refresh (None: all)
@@ -100,55 +90,65 @@ class RowIndex:
 
     def _reset(self, identity: tuple[int, int] | None) -> None:
         self.problems, self.indexed, self.torn, self.bad, self.identity = {}, 0, False, 0, identity
-        self.changed = None
+        self.answers, self.tags, self.changed = Codes(), Codes(), None
 
-    def refresh(self) -> RowIndex:
-        """Index what was appended since the last call; index again a file that shrank or was replaced."""
+    @property
+    def whole(self) -> bool:
+        """Whether every whole line of the file (as of the last refresh) is indexed."""
+        return self.size - self.indexed < 1 or self.torn
+
+    def refresh(self, upto: int | None = None) -> RowIndex:
+        """Index what was appended since the last call (up to byte ``upto`` at most, whole lines only);
+        index again a file that shrank or was replaced."""
         self.changed = set()
         try:
             stat = os.stat(self.path)
         except FileNotFoundError:
             self._reset(None)
+            self.size = 0
             return self
         identity = (stat.st_dev, stat.st_ino)
         if identity != self.identity or stat.st_size < self.indexed:
             self._reset(identity)
-        if stat.st_size > self.indexed:
-            self._scan(stat.st_size)
+        self.size = stat.st_size
+        stop = stat.st_size if upto is None else min(stat.st_size, upto)
+        if stop > self.indexed:
+            self._scan(stop, stop == stat.st_size)
         return self
 
-    def _scan(self, size: int) -> None:
+    def _scan(self, stop: int, to_end: bool) -> None:
         torn_before, self.torn = self.torn, False
-        changed = self.changed
         with open(self.path, "rb") as fh:
             fh.seek(self.indexed)
             pos = self.indexed
-            for line in fh:
-                if not line.endswith(b"\n"):
+            while pos < stop:
+                chunk = fh.read(min(_BLOCK, stop - pos))
+                end = chunk.rfind(b"\n") + 1
+                while end == 0 and pos + len(chunk) < stop:  # one row longer than a block
+                    chunk += fh.read(min(_BLOCK, stop - pos - len(chunk)))
+                    end = chunk.rfind(b"\n") + 1
+                if end == 0:
                     # a torn last line, or a live writer's row not finished yet: left for the next refresh
-                    self.torn = bool(line.strip())
+                    self.torn = to_end and bool(chunk.strip())
                     if self.torn and not torn_before:
                         warnings.warn(f"{self.path}: the last line is torn (an interrupted or unfinished write); "
-                                      "showing the rows before it", stacklevel=3)
+                                      "showing the rows before it", stacklevel=4)
                     break
-                key = _key_of(line) if line.strip() else None
-                if key is not None:
-                    rows = self.problems.get(key[0])
-                    if rows is None:
-                        rows = self.problems[key[0]] = Rows()
-                    rows.offsets.append(pos)
-                    rows.idx.append(key[1])
-                    if self._number is not None:
-                        found = self._number.search(line)
-                        rows.numbers.append(float(found.group(1)) if found else math.nan)
-                    if changed is not None:
-                        changed.add(key[0])
-                elif line.strip():
-                    self.bad += 1  # not a row with a key: counted, shown to no problem
-                pos += len(line)
-                if pos >= size:
-                    break
+                fh.seek(pos + end)
+                self._add(read_block(chunk[:end], pos, self.kind, self.answers, self.tags))
+                pos += end
             self.indexed = pos
+
+    def _add(self, block: Block) -> None:
+        self.bad += block.bad
+        changed = self.changed
+        for pid, start, stop in block.runs:
+            rows = self.problems.get(pid)
+            if rows is None:
+                rows = self.problems[pid] = Rows(self.kind)
+            rows.extend(block, start, stop)
+            if changed is not None:
+                changed.add(pid)
 
     def rows(self, problem_id: str) -> Iterator[dict[str, Any]]:
         """The rows of one problem, in file order (parsed now; nothing is cached)."""
@@ -160,7 +160,7 @@ class RowIndex:
                 fh.seek(offset)
                 line = fh.readline()
                 try:
-                    row = _row(line)
+                    row = parse_row(line)
                 except (UnicodeDecodeError, json.JSONDecodeError):
                     raise BonbenchError(f"{self.path}: the row at byte {offset} is not valid JSON in UTF-8; delete "
                                         "that line (its key will be redone) and rerun") from None
@@ -184,13 +184,15 @@ class RowIndex:
         """Write the index to ``path`` (a header line of JSON, then the arrays' bytes)."""
         ids = list(self.problems)
         parts = [array("q", [len(self.problems[p].offsets) for p in ids])]
-        for name in ("offsets", "idx", "numbers"):
-            joined = array("d" if name == "numbers" else "q")
+        for name in ("offsets", "idx", *FIELDS[self.kind]):
+            joined = array("q" if name in ("offsets", "idx") else TYPECODES[name])
             for p in ids:
-                joined.extend(getattr(self.problems[p], name))
+                rows = self.problems[p]
+                joined.extend(getattr(rows, name) if name in ("offsets", "idx") else rows.columns[name])
             parts.append(joined)
-        head = {"format": _FORMAT, "number": self.number, "identity": self.identity, "indexed": self.indexed,
-                "torn": self.torn, "bad": self.bad, "ids": ids, "sizes": [len(a) * a.itemsize for a in parts]}
+        head = {"format": _FORMAT, "kind": self.kind, "identity": self.identity, "indexed": self.indexed,
+                "torn": self.torn, "bad": self.bad, "ids": ids, "answers": self.answers.values,
+                "tags": self.tags.values, "sizes": [len(a) * a.itemsize for a in parts]}
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as fh:
             fh.write(json.dumps(head).encode() + b"\n")
@@ -208,24 +210,31 @@ class RowIndex:
             stat = os.stat(self.path)
         except (OSError, ValueError):
             return False
-        if (not isinstance(head, dict) or head.get("format") != _FORMAT or head.get("number") != self.number
+        if (not isinstance(head, dict) or head.get("format") != _FORMAT or head.get("kind") != self.kind
                 or head.get("identity") != [stat.st_dev, stat.st_ino] or head.get("indexed", math.inf) > stat.st_size
                 or sum(head.get("sizes", [-1])) != len(blob)):
             return False
-        parts: list[array[Any]] = []
+        names = ("counts", "offsets", "idx", *FIELDS[self.kind])
+        parts: dict[str, array[Any]] = {}
         start = 0
-        for kind, size in zip("qqqd", head["sizes"], strict=True):
-            a = array(kind)
+        for name, size in zip(names, head["sizes"], strict=True):
+            a = array(TYPECODES.get(name, "q"))
             a.frombytes(blob[start:start + size])
-            parts.append(a)
+            parts[name] = a
             start += size
-        counts, offsets, idx, numbers = parts
         self._reset((stat.st_dev, stat.st_ino))
+        # tags were (version, id) pairs: JSON kept them as lists
+        self.answers, self.tags = Codes(head["answers"]), Codes([_tuple(t) for t in head["tags"]])
         at = 0
-        for pid, count in zip(head["ids"], counts, strict=True):
-            rows = self.problems[pid] = Rows()
-            rows.offsets, rows.idx = offsets[at:at + count], idx[at:at + count]
-            rows.numbers = numbers[at:at + count] if self.number else array("d")
+        for pid, count in zip(head["ids"], parts["counts"], strict=True):
+            rows = self.problems[pid] = Rows(self.kind)
+            rows.offsets, rows.idx = parts["offsets"][at:at + count], parts["idx"][at:at + count]
+            rows.columns = {name: parts[name][at:at + count] for name in FIELDS[self.kind]}
             at += count
         self.indexed, self.torn, self.bad = int(head["indexed"]), bool(head["torn"]), int(head["bad"])
+        self.size = stat.st_size
         return True
+
+
+def _tuple(tag: Any) -> Any:
+    return tuple(tag) if isinstance(tag, list) else tag

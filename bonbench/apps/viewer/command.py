@@ -44,7 +44,8 @@ def selected(request: ViewRequest) -> tuple[list[RunView], list[CheckpointView]]
 def view(request: ViewRequest) -> int:
     """Serve the runs ``request`` names until Ctrl-C, or write them as a bundle (``--static``)."""
     runs, checkpoints = selected(request)
-    site = Site(runs, TaskTexts(request.data_dir), report=_stderr, limit=request.limit, checkpoints=checkpoints)
+    site = Site(runs, TaskTexts(request.data_dir), report=_stderr, limit=request.limit, checkpoints=checkpoints,
+                progressive=request.static is None)
     if request.static is not None:
         pages, size = write_bundle(site, request.static, int(request.max_mb * 1e6))
         print(f"{pages} pages ({size / 1e6:.1f} MB): open {request.static / 'index.html'}")

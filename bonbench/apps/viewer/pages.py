@@ -61,12 +61,13 @@ def csp() -> str:
 
 
 def page(title: str, template: str, depth: int, crumbs: Sequence[tuple[str, str]] = (),
-         warnings: Sequence[str] = (), with_script: bool = False, **context: Any) -> str:
-    """A whole page: ``template`` rendered with ``context`` inside the frame (navigation, warnings)."""
+         warnings: Sequence[str] = (), with_script: bool = False, reload: bool = False, **context: Any) -> str:
+    """A whole page: ``template`` rendered with ``context`` inside the frame (navigation, warnings);
+    ``reload``: the page reloads itself after a second (a table still being read)."""
     env = environment()
     body = Markup(env.get_template(template).render(**context))
     return env.get_template("page.html.j2").render(
-        title=title, body=body, csp=csp(), home="../" * depth + "index.html", crumbs=crumbs, warnings=warnings,
+        title=title, body=body, csp=csp(), home="../" * depth + "index.html", crumbs=crumbs, warnings=warnings, reload=reload,
         script=Markup(script()) if with_script else "") + "\n"
 
 
@@ -152,7 +153,8 @@ def _problem_cells(i: int, p: ProblemRow, values: Sequence[float], text: str) ->
 
 def run_page(run: RunView, columns: Sequence[str], problems: Sequence[ProblemRow], values: Sequence[Sequence[float]],
              statements: Mapping[str, str], warnings: Sequence[str], compare: Sequence[tuple[str, str]] = (),
-             checkpoint: tuple[str, str] | None = None) -> str:
+             checkpoint: tuple[str, str] | None = None, reload: bool = False) -> str:
+    """A run and its problems table; ``reload``: the table is not whole yet, the page reloads itself."""
     cfg = run.config()
     settings = [(k, _setting(cfg[k])) for k in SETTINGS if k in cfg]
     grader, verifier = _versions(run)
@@ -164,7 +166,7 @@ def run_page(run: RunView, columns: Sequence[str], problems: Sequence[ProblemRow
                                                                                                         strict=True))]
     rewards = bool(problems) and all(p.rewards for p in problems)
     return page(f"{run.task} / {run.model}", "run.html.j2", 2, crumbs=[(f"{run.task} / {run.model}", "index.html")],
-                warnings=warnings, with_script=True, run=run, settings=settings, metrics=metrics, columns=columns,
+                warnings=warnings, with_script=True, reload=reload, run=run, settings=settings, metrics=metrics, columns=columns,
                 problems=rows, flags=REWARD_FLAGS if rewards else FLAGS, verifier=verifier, rewards=rewards,
                 plot=curve_plot(run.curves_file()),
                 compare=[(label, "../../" + href) for label, href in compare],

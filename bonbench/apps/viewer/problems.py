@@ -22,7 +22,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from bonbench.apps.viewer.runs import RunView
 from bonbench.core.records import Grade, Score
@@ -206,17 +206,54 @@ def metric_values(run: RunView, columns: Sequence[str], pids: Sequence[str]) -> 
     return [[math.nan if t.get(pid) is None else float(t[pid]) for t in tables] for pid in pids]
 
 
+def _first_rows(index: RowIndex | None, pid: str, wanted: tuple[Any, str] | None,
+                names: Sequence[str]) -> dict[int, tuple[Any, ...]]:
+    """sample_idx -> the ``names`` fields of the first of its rows made under ``wanted`` (a (version, id)
+    tag; None: any), from the index's columns: the rule ``RowIndex.keyed`` and ``Sources``' filters
+    apply to parsed rows, with no row parsed."""
+    rows = index.problems.get(pid) if index is not None else None
+    if index is None or rows is None:
+        return {}
+    tags = set(range(len(index.tags.values))) if wanted is None else {
+        code for code, tag in enumerate(index.tags.values) if tag == wanted}
+    out: dict[int, tuple[Any, ...]] = {}
+    for i, tag, *values in zip(rows.idx, rows.columns["tag"], *(rows.columns[n] for n in names), strict=True):
+        if tag in tags and i not in out:
+            out[i] = tuple(values)
+    return out
+
+
+class _Verdict(NamedTuple):
+    """The part of a ``Grade`` the table reads (``vote_answers`` reads ``correct`` and ``answer``)."""
+
+    correct: bool | None
+    score: float | None
+    answer: str | None
+
+    def value(self) -> float:
+        # Grade.value's rule
+        if self.correct is None and self.score is not None:
+            return float(self.score)
+        return 1.0 if self.correct else 0.0
+
+
 def problem_row(src: Sources, pid: str) -> ProblemRow:
-    """One problem's line of the table (without the metrics: ``metric_values``)."""
-    grades, scores = _verdicts(src, pid)
+    """One problem's line of the table (without the metrics: ``metric_values``), from the indexes'
+    columns: no row is parsed."""
+    answers = src.grades.answers.values if src.grades is not None else []
+    truth = {1: True, 0: False, -1: None}
+    grades = {i: _Verdict(truth[c], None if math.isnan(s) else s, None if a < 0 else answers[a])
+              for i, (c, s, a) in _first_rows(src.grades, pid, src.grading, ("correct", "score", "answer")).items()}
+    scores = {i: v[0] for i, v in _first_rows(src.scores, pid, src.scoring, ("score",)).items()}
     order = sorted(grades)
     graded = [grades[i] for i in order]
-    votes = vote_answers(graded)
+    votes = vote_answers(graded)  # type: ignore[arg-type]  # reads only .correct and .answer
     majority, share, tied = _majority(votes)
-    right_class = _right_class(graded, votes)
+    right_class = next((v for g, v in zip(graded, votes, strict=True) if g.correct is True and v is not None), None)
     # a tie that holds the right class is neither right nor wrong (maj@k credits it in part)
     majority_right = None if majority is None else (right_class in tied and (len(tied) == 1 or None))
-    pick = _pick(scores)
+    finite = [(x, -i) for i, x in scores.items() if math.isfinite(x)]
+    pick = -max(finite)[1] if finite else None  # the highest score, the first sample on a tie (``_pick``)
     pick_grade = grades.get(pick) if pick is not None else None
     rows = src.samples.problems.get(pid) if src.samples is not None else None
     lengths = rows.first_numbers() if rows is not None else {}  # the index keeps n_tokens: no sample is parsed
@@ -228,7 +265,7 @@ def problem_row(src: Sources, pid: str) -> ProblemRow:
         n_right=sum(g.correct is True for g in graded),
         majority=majority, majority_share=share,
         majority_right=majority_right, majority_ties=len(tied),
-        pick=pick, pick_score=scores[pick].score if pick is not None else math.nan,
+        pick=pick, pick_score=scores[pick] if pick is not None else math.nan,
         pick_right=None if pick_grade is None or pick_grade.correct is None else pick_grade.correct,
         mean_tokens=sum(tokens) / len(tokens) if tokens else math.nan,
         rewards=bool(graded) and all(g.correct is None and g.score is not None for g in graded),

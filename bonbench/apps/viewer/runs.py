@@ -9,6 +9,9 @@ location (symlinks followed) lies outside the run folders given, so a ``samples.
 
 A ``RunView`` reads config.json and metrics.json when asked (they may change while a run is
 written) and keeps one ``bonbench.core.row_index.RowIndex`` per row file, refreshed on each use.
+A big run not indexed yet is read a slice at a time (``start_reading``, ``read_more``): until its
+files are read to their end, every index stops where the reading has got to, as for a run still
+being written, so that no page waits for the whole pass.
 
 What it does not do: compute a problem's figures (``problems``) or write anything.
 """
@@ -59,6 +62,8 @@ class RunView:
         # problems that got rows since the table last took them (``take_changes``); None: an index was rebuilt
         self._changed: set[str] | None = set()
         self._docs: dict[str, tuple[tuple[int, int], dict[str, Any]]] = {}  # name -> ((mtime, size), doc)
+        # while a big run is read a slice at a time: each row file -> the bytes its index may read so far
+        self.reading: dict[str, int] | None = None
 
     def file(self, relative: str) -> Path | None:
         """The run's file ``relative`` (config.json, grades/x.jsonl, ...), or None when it does not
@@ -145,16 +150,18 @@ class RunView:
         index = self._indexes.get(relative)
         if index is None:
             # samples.jsonl's index keeps each row's n_tokens: the table's mean length parses no completion
-            index = self._indexes[relative] = RowIndex(path, number="n_tokens" if relative == "samples.jsonl" else None)
+            # each index keeps the fields the problems table reads, so that the table parses no row
+            index = self._indexes[relative] = RowIndex(path, kind=_kind(relative))
             if self.cache is not None:
                 index.load(self.cache / index_name(relative))
         before = (index.identity, index.indexed)
-        index.refresh()
+        index.refresh(upto=None if self.reading is None else self.reading.get(relative, 0))
         if index.changed is None or self._changed is None:
             self._changed = None
         else:
             self._changed |= index.changed
-        if self.cache is not None and (index.identity, index.indexed) != before:
+        # kept once read to the end: a slice-at-a-time reading would rewrite it at every slice
+        if self.cache is not None and (index.identity, index.indexed) != before and index.whole:
             try:
                 self.cache.mkdir(parents=True, exist_ok=True)
                 index.save(self.cache / index_name(relative))
@@ -162,6 +169,57 @@ class RunView:
                 warnings.warn(f"cannot keep the viewer's index in {self.cache} ({exc.strerror}); it is rebuilt at the "
                               "next start (set BONBENCH_CACHE to a writable folder)", stacklevel=2)
         return index
+
+    def row_file_names(self) -> list[str]:
+        """Every row file of the run: samples.jsonl, grades/*.jsonl, scores/*.jsonl."""
+        return ["samples.jsonl", *(f"grades/{g}.jsonl" for g in self.row_files("grades")),
+                *(f"scores/{v}.jsonl" for v in self.row_files("scores"))]
+
+    def unread(self) -> int:
+        """Bytes of the run's row files that no index (kept or in memory) holds yet."""
+        total = 0
+        for relative in self.row_file_names():
+            path = self.file(relative)
+            if path is None:
+                continue
+            index = self._indexes.get(relative)
+            if index is None:
+                index = self._indexes[relative] = RowIndex(path, kind=_kind(relative))
+                if self.cache is not None:
+                    index.load(self.cache / index_name(relative))
+            total += max(0, path.stat().st_size - index.indexed)  # a kept index of another file was not taken: 0
+        return total
+
+    def start_reading(self) -> None:
+        """Read the run's row files a slice at a time from now on (``read_more``)."""
+        if self.reading is None:
+            self.reading = {r: i.indexed for r, i in self._indexes.items()}
+
+    def read_more(self, fraction: float) -> bool:
+        """Let every row file's index read ``fraction`` of its file further (at least one block),
+        and index that far now; True once every file is read to its end (the reading is over)."""
+        if self.reading is None:
+            return True
+        done = True
+        for relative in self.row_file_names():
+            path = self.file(relative)
+            if path is None:
+                continue
+            size = path.stat().st_size
+            self.reading[relative] = min(size, self.reading.get(relative, 0) + max(1 << 20, int(size * fraction)))
+            index = self.index(relative)
+            done = done and (index is None or index.whole)
+        if done:
+            self.reading = None
+        return done
+
+    def read_share(self) -> float:
+        """The share of the run's row bytes indexed (1.0 when not reading slice by slice)."""
+        if self.reading is None:
+            return 1.0
+        sizes = {r: p.stat().st_size for r in self.row_file_names() if (p := self.file(r)) is not None}
+        read = sum(min(self.reading.get(r, 0), s) for r, s in sizes.items())
+        return read / max(1, sum(sizes.values()))
 
     def take_changes(self) -> set[str] | None:
         """The problems that got rows in any file since the last call (None: a file was indexed anew)."""
@@ -184,6 +242,11 @@ class RunView:
         listed = [v for v in self.config_file().get("verifiers") or [] if v in found]
         candidates = listed or found
         return candidates[0] if len(candidates) == 1 else None
+
+
+def _kind(relative: str) -> str:
+    """The fields an index of the run's file ``relative`` keeps (``bonbench.core.row_scan.KINDS``)."""
+    return "samples" if relative == "samples.jsonl" else relative.split("/")[0] if "/" in relative else "key"
 
 
 def ids_for(paths: Sequence[Path], taken: Sequence[str] = ()) -> list[str]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import errno
 import ipaddress
 import socket
-import threading
 
 import uvicorn
 from starlette.applications import Starlette
@@ -52,12 +51,10 @@ def check_host(host: str) -> str:
 
 def app(site: Site) -> Starlette:
     """The ASGI app serving ``site``."""
-    lock = threading.Lock()  # pages are rendered in a thread pool; the site's caches are not thread-safe
-
     def view(request: Request) -> Response:
-        address = request.path_params["address"]
-        with lock:
-            body = site.render(address)
+        # pages are rendered in Starlette's thread pool: the site locks each run, so a big run's first
+        # reading holds up that run's pages only
+        body = site.render(request.path_params["address"])
         headers = {**HEADERS, "Content-Security-Policy": csp()}
         if body is None:
             return PlainTextResponse("no such page in the runs this viewer was given\n", status_code=404, headers=headers)

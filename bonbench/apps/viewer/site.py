@@ -10,6 +10,12 @@ and between starts in ``cache``); when the run's files grow (a run still being w
 as it goes, and more on the next visit) only the problems that got rows are recomputed. A problem
 page reads that problem's rows alone. ``addresses`` lists every page, for the bundle.
 
+A served site (``progressive``) opens a big run that is not indexed yet without waiting for the
+whole pass over its rows: the run page reads for ``READ_SECONDS``, then shows the problems read so far
+(``ready``: whole in every file, as far as anyone can tell before the end) with the share read, and
+reloads itself until the table is whole; each visit reads on. Every other page (and the bundle)
+reads the run to its end first, except a problem page of a problem already shown.
+
 Warnings met while reading (a torn last line, a file linked outside the folders given) are shown
 on the page that met them, and printed once.
 
@@ -18,7 +24,10 @@ What it does not do: speak HTTP (``server``) or write files (``bundle``).
 
 from __future__ import annotations
 
+import math
 import re
+import threading
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -48,12 +57,28 @@ _COMPARE = re.compile(r"compare/([A-Za-z0-9_-]+)/([A-Za-z0-9_-]+)/(?:index\.html
 _COMPARE_PROBLEM = re.compile(r"compare/([A-Za-z0-9_-]+)/([A-Za-z0-9_-]+)/problems/(0|[1-9][0-9]{0,8})\.html")
 _CHECKPOINT = re.compile(r"checkpoints/([A-Za-z0-9_-]+)/(?:index\.html)?")
 N_BOOT = 1000  # paired-bootstrap resamples of a comparison
+READ_SECONDS = 1.0  # how long a run page reads a big run before it shows the problems read so far
+BIG = 64 << 20  # bytes of rows not indexed yet past which a served run is read a slice at a time
+SLICE = 0.02  # the share of each row file one step of that reading takes
 
 
 @dataclass
 class _Table:
     key: dict[str, Any]  # ``Sources.key()`` of the rows it was computed from
     rows: dict[str, ProblemRow]  # problem -> row, in the run's order
+
+
+def ready(src: Sources) -> list[str]:
+    """While a run is read slice by slice: the first of its problems (``problem_ids``' order) that
+    each file not read to its end holds and has gone past (its last problem may have more rows)."""
+    partial = [i for i in (src.samples, src.grades, src.scores) if i is not None and not i.whole]
+    last = [next(reversed(i.problems), None) for i in partial]
+    out = []
+    for pid in problem_ids(src):
+        if any(pid not in i.problems or pid == end for i, end in zip(partial, last, strict=True)):
+            break
+        out.append(pid)
+    return out
 
 
 def _notes(src: Sources) -> list[str]:
@@ -72,40 +97,55 @@ class Site:
     """The pages of the runs given, rendered on demand."""
 
     def __init__(self, runs: Sequence[RunView], texts: TaskTexts, report: Callable[[str], None] = lambda line: None,
-                 limit: int | None = None, checkpoints: Sequence[CheckpointView] = ()) -> None:
+                 limit: int | None = None, checkpoints: Sequence[CheckpointView] = (), progressive: bool = False) -> None:
         self.runs = {run.id: run for run in runs}
         self.checkpoints = {c.id: c for c in checkpoints}
         self.limit = limit  # show only the first `limit` problems of each run (the bundle's --limit)
         self.texts = texts
         self.report = report  # where a warning goes once (the server's stderr)
+        self.progressive = progressive  # a big run's page shows what is read so far (the server; not the bundle)
         self._tables: dict[str, _Table] = {}
         self._reported: set[str] = set()
+        self._reporting = threading.Lock()
+        # one lock per run: pages of one run wait for each other (its indexes and table are not thread-safe),
+        # pages of other runs do not; pages of two runs take both, in the viewer's order
+        self.locks = {run_id: threading.RLock() for run_id in self.runs}
 
     def _caught(self, fn: Callable[[], Any]) -> tuple[Any, list[str]]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             value = fn()
         lines = list(dict.fromkeys(str(w.message) for w in caught))
-        for line in lines:
-            if line not in self._reported:
-                self._reported.add(line)
-                self.report(f"warning: {line}")
+        with self._reporting:
+            fresh = [line for line in lines if line not in self._reported]
+            self._reported.update(fresh)
+        for line in fresh:
+            self.report(f"warning: {line}")
         return value, lines
 
-    def table(self, run: RunView) -> list[ProblemRow]:
+    def table(self, run: RunView, seconds: float | None = None) -> list[ProblemRow]:
         """The run's problems table: kept (in memory, and between starts in ``cache``) and only the
-        problems that got rows recomputed, everything when the grading or scoring read changed."""
+        problems that got rows recomputed, everything when the grading or scoring read changed.
+        ``seconds``: a big run not indexed yet is read for that long, and the table holds the
+        problems read so far (``RunView.reading`` says it is not whole); None: read to the end."""
+        if seconds is not None and self.progressive and run.reading is None and run.unread() > BIG:
+            run.start_reading()
+        if run.reading is not None:
+            deadline = time.perf_counter() + (math.inf if seconds is None else seconds)
+            while not run.read_more(SLICE) and time.perf_counter() < deadline:
+                pass
         src = sources(run)
         key = src.key()
         changed = run.take_changes()
+        partial = run.reading is not None
         cached = self._tables.get(run.id)
-        if cached is None and run.cache is not None:
+        if cached is None and run.cache is not None and not partial:
             kept = load_table(run.cache, key)
             if kept is not None:
                 cached = self._tables[run.id] = _Table(key, kept)
         if cached is not None and cached.key == key:
             return list(cached.rows.values())[:self.limit]
-        ids = problem_ids(src)
+        ids = ready(src) if partial else problem_ids(src)
         same_reading = cached is not None and all(cached.key[k] == key[k] for k in ("grading", "scoring")) and (
             set(cached.key["files"]) == set(key["files"]))
         if cached is not None and same_reading and changed is not None:
@@ -114,7 +154,7 @@ class Site:
         else:
             rows = {pid: problem_row(src, pid) for pid in ids}
         self._tables[run.id] = _Table(key, rows)
-        if run.cache is not None:
+        if run.cache is not None and not partial:
             save_table(run.cache, key, rows)
         return list(rows.values())[:self.limit]
 
@@ -122,7 +162,19 @@ class Site:
         return problem_ids(src)[:self.limit]
 
     def render(self, address: str) -> str | None:
-        """The page at ``address`` (relative, no leading slash), or None when there is none."""
+        """The page at ``address`` (relative, no leading slash), or None when there is none. Safe to
+        call from several threads: the pages of one run are rendered one at a time."""
+        named = [r for r in self.runs if f"/{r}/" in f"/{address}"]
+        locks = [self.locks[r] for r in self.runs if r in named]  # in the viewer's order: no two pages deadlock
+        for lock in locks:
+            lock.acquire()
+        try:
+            return self._render(address)
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+
+    def _render(self, address: str) -> str | None:
         if address in ("", "index.html"):
             boxes = [(c, len(evaluated_by(c, list(self.runs.values())))) for c in self.checkpoints.values()]
             return self._caught(lambda: runs_page(list(self.runs.values()), boxes))[0]
@@ -180,15 +232,22 @@ class Site:
         return compare_problem_page(n, len(shared), sides, texts, missing)
 
     def _run_page(self, run: RunView) -> str:
-        rows, lines = self._caught(lambda: self.table(run))
+        rows, lines = self._caught(lambda: self.table(run, READ_SECONDS))
+        reading = None
+        if run.reading is not None:
+            reading = run.read_share()
+            lines = [f"still reading this run's rows: {reading:.0%} read; the table shows the {len(rows):,} problems "
+                     "read so far and fills in as this page reloads", *lines]
         columns = dataset_metrics(run)
         values = metric_values(run, columns, [row.problem_id for row in rows])
         checkpoint = next(((c.path.name, f"checkpoints/{c.id}/index.html") for c in self.checkpoints.values()
                            if run in evaluated_by(c, [run])), None)
         return run_page(run, columns, rows, values, self.texts.statements(run.config()), lines + _notes(sources(run)),
-                        self._compare_links(run), checkpoint)
+                        self._compare_links(run), checkpoint, reload=reading is not None)
 
     def _problem_page(self, run: RunView, n: int) -> str | None:
+        if run.reading is not None and n >= len(ready(sources(run))):
+            self._caught(lambda: self.table(run))  # not shown yet: read the run to its end
         src, lines = self._caught(lambda: other_scores(run, sources(run)))
         lines += _notes(src)
         ids = self._ids(src)

@@ -1,0 +1,236 @@
+"""Read a block of a run's row file at once: every row's key, byte offset and the few fields a table needs.
+
+``read_block`` takes whole lines of a samples, grades or scores file (``KINDS``) and returns, for
+each row with a key, its byte offset, ``problem_id`` and ``sample_idx`` and the fields of its kind
+(``FIELDS``): samples' ``n_tokens``; grades' verdict (``correct``), ``score``, ``answer`` and the
+(grader_version, grading_id) they were reached under; scores' ``score`` and (verifier_version,
+verifier_fingerprint). Rows in the layout bonbench's store writes (``json.dumps`` of
+``records.to_row``: schema, problem_id, sample_idx, then the record's fields in order) are read by
+compiled regexes over the whole block, so no row is parsed; any other line (another key order, an
+escape in an id, a row of another writer, a number the regexes do not know) is parsed with
+``json``, so every valid JSON row reads the same either way.
+
+Why the regexes cannot misread: a raw newline byte only ends a row (JSON escapes one inside a
+string), and a quote inside a string is always escaped, so ``"n_tokens": `` is always a key. Each
+head match starts at a row's first byte, so its keys are top-level; the samples tail ends with the
+row's closing brace and holds only numbers, null and whole strings, so its keys are top-level too.
+A block is read by the regexes alone only when every line has its head (and for samples its tail):
+the matches are then the rows, in order; otherwise each line without a match is parsed.
+
+What it does not do: open files, keep an index (``row_index``) or decide what a field means.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_STR = rb'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'
+_NUM = rb"(?:-?(?:[0-9][0-9.eE+-]*|Infinity)|NaN)"
+_HEAD = rb'\n\{"schema": -?[0-9]+, "problem_id": "([^"\\\n]*)", "sample_idx": (-?[0-9]+)'
+_HEADS = {
+    "key": re.compile(_HEAD + rb"[,}]"),
+    "samples": re.compile(_HEAD + rb", "),
+    "grades": re.compile(_HEAD + rb', "grader": ' + _STR + rb', "grader_version": (-?[0-9]+), "correct": (true|false|null), '
+                         rb'"score": (null|' + _NUM + rb'), "answer": (null|' + _STR + rb")[,}]"),
+    "scores": re.compile(_HEAD + rb', "verifier": ' + _STR + rb', "score": (null|' + _NUM + rb")"
+                         rb'(?:, "verifier_version": (-?[0-9]+), "verifier_fingerprint": (' + _STR + rb"))?[,}]"),
+}
+# every samples row ends so (records.Sample's fields after n_tokens are all numbers, null or strings)
+_SAMPLE_TAIL = re.compile(rb'"n_tokens": (-?[0-9]+), "finish_reason": (?:null|' + _STR + rb'), "logprob": (?:null|'
+                          + _NUM + rb')(?:, "prompt_tokens": (?:null|-?[0-9]+))?(?:, "reasoning_tokens": (?:null|-?[0-9]+))?'
+                          rb"\}\n")
+# a grade's grading_id is its last field; rows written before it existed have none (it reads as "")
+_GRADING_ID = re.compile(rb', "grading_id": (' + _STR + rb")\}\n")
+KINDS = tuple(_HEADS)
+FIELDS = {"key": (), "samples": ("n_tokens",), "grades": ("correct", "score", "answer", "tag"), "scores": ("score", "tag")}
+TYPECODES = {"n_tokens": "d", "correct": "b", "score": "d", "answer": "i", "tag": "i"}
+_DECODER = json.JSONDecoder()
+
+
+def parse_row(line: bytes) -> Any:
+    """One line parsed (``json.loads`` without its per-call encoding checks: rows are UTF-8)."""
+    return _DECODER.raw_decode(line.decode("utf-8").strip())[0]
+
+
+class Codes:
+    """Strings and tags as small integers, so a column of them is an array: answers (None is -1) and
+    the (version, id) pairs grades and scores were made under."""
+
+    def __init__(self, values: Sequence[Any] = ()) -> None:
+        self.values: list[Any] = list(values)
+        self._code = {v: i for i, v in enumerate(self.values)}
+
+    def code(self, value: Any) -> int:
+        if value is None:
+            return -1
+        found = self._code.get(value)
+        if found is None:
+            found = self._code[value] = len(self.values)
+            self.values.append(value)
+        return found
+
+
+@dataclass
+class Block:
+    """The rows of one block, in file order: ``runs`` of consecutive rows of one problem as
+    (problem_id, start, stop) into the columns."""
+
+    offsets: array[int]
+    idx: array[int]
+    columns: dict[str, array[Any]]
+    runs: list[tuple[str, int, int]]
+    bad: int  # lines that are not rows with a problem_id and sample_idx
+
+
+class _Memo(dict[Any, Any]):
+    """raw bytes -> ``fn(raw)``, computed once per distinct value (``map(memo.__getitem__, column)`` runs in C)."""
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def __missing__(self, raw: Any) -> Any:
+        value = self[raw] = self.fn(raw)
+        return value
+
+
+def _json_string(raw: bytes) -> str | None:
+    """A JSON string literal (or null) as text."""
+    return None if raw == b"null" else str(json.loads(raw))
+
+
+def _number(raw: bytes) -> float:
+    return math.nan if raw == b"null" else float(raw)
+
+
+def _slow_fields(kind: str, row: dict[str, Any], codes: Codes, tags: Codes) -> tuple[Any, ...]:
+    """A parsed row's fields of ``kind`` (the rules ``problems`` reads them by)."""
+    def num(x: Any) -> float:
+        return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
+
+    if kind == "samples":
+        return (num(row.get("n_tokens")),)
+    if kind == "grades":
+        c = row.get("correct")
+        answer = row.get("answer")
+        tag = (row.get("grader_version"), row.get("grading_id", ""))
+        return (-1 if c is None else int(bool(c)), num(row.get("score")),
+                codes.code(answer if isinstance(answer, str) else None), tags.code(_hashable(tag)))
+    if kind == "scores":
+        tag = (row.get("verifier_version", 1), row.get("verifier_fingerprint", ""))
+        return num(row.get("score")), tags.code(_hashable(tag))
+    return ()
+
+
+def _hashable(tag: tuple[Any, Any]) -> Any:
+    try:
+        hash(tag)
+    except TypeError:
+        return json.dumps(tag, sort_keys=True)  # an odd version or id: it matches no filter, and is kept apart
+    return tag
+
+
+def _fast_fields(kind: str, found: list[tuple[Any, ...]], tails: Sequence[bytes], grading: Sequence[bytes] | None,
+                 codes: Codes, tags: Codes) -> list[array[Any]]:
+    """The field columns of the rows the regexes read (``found``: (offset, pid, idx, *groups) per row;
+    ``grading``: each grade's grading_id literal, ``""`` where it has none)."""
+    if kind == "samples":
+        return [array("d", map(float, tails))]
+    if kind == "key" or not found:
+        return [array(TYPECODES[name]) for name in FIELDS[kind]]
+    cols = list(zip(*found, strict=True))
+    if kind == "grades":
+        answers = _Memo(lambda raw: codes.code(_json_string(raw)))
+        tag_of = _Memo(lambda pair: tags.code((int(pair[0]), _json_string(pair[1]))))
+        truth = {b"true": 1, b"false": 0, b"null": -1}
+        return [array("b", map(truth.__getitem__, cols[4])), array("d", map(_Memo(_number).__getitem__, cols[5])),
+                array("i", map(answers.__getitem__, cols[6])),
+                array("i", map(tag_of.__getitem__, zip(cols[3], grading or [b'""'] * len(found), strict=True)))]
+    scores = array("d", map(float, cols[3])) if b"null" not in cols[3] else array("d", map(_number, cols[3]))
+    tag_of = _Memo(lambda pair: tags.code((int(pair[0]) if pair[0] else 1, _json_string(pair[1] or b'""'))))
+    return [scores, array("i", map(tag_of.__getitem__, zip(cols[4], cols[5], strict=True)))]
+
+
+def read_block(block: bytes, base: int, kind: str, codes: Codes, tags: Codes) -> Block:
+    """The rows of ``block`` (whole lines, ending with a newline) that starts at byte ``base`` of its file."""
+    data = b"\n" + block  # each head match starts at the newline before its row: data's offset = the block's
+    found: list[tuple[Any, ...]] = [(m.start(), *m.groups()) for m in _HEADS[kind].finditer(data)]
+    lines = block.count(b"\n")
+    # a grade's grading_id ends its row, a sample's tail too: both keyed by where their row ends
+    grading = {m.end(): m.group(1) for m in _GRADING_ID.finditer(block)} if kind == "grades" else {}
+    if kind == "samples":
+        tails = _SAMPLE_TAIL.findall(block)
+        whole = len(found) == lines and len(tails) == lines
+    else:
+        tails, whole = [], len(found) == lines
+    if not whole:
+        rows, values, bad = _mixed(block, kind, found, codes, tags, grading)
+        return _columns(kind, base, rows, values, bad)
+    ends = [f[0] for f in found[1:]] + [len(block)]  # every line matched: the next row's start ends each row
+    columns = _fast_fields(kind, found, tails, [grading.get(e, b'""') for e in ends] if grading else None, codes, tags)
+    return _block(base, found, dict(zip(FIELDS[kind], columns, strict=True)), 0)
+
+
+def _mixed(block: bytes, kind: str, found: list[tuple[Any, ...]], codes: Codes, tags: Codes,
+           grading: dict[int, bytes]) -> tuple[list[Any], list[Any], int]:
+    """Each line of a block: by its regex match where it has a whole one, else parsed with json."""
+    by_start = {f[0]: f for f in found}
+    tail_at = {m.end(): m.group(1) for m in _SAMPLE_TAIL.finditer(block)} if kind == "samples" else {}
+    rows: list[Any] = []
+    values: list[Any] = []
+    start, bad = 0, 0
+    while start < len(block):
+        end = block.index(b"\n", start) + 1
+        f = by_start.get(start)
+        if f is not None and (kind != "samples" or end in tail_at):
+            rows.append((start, f[1], f[2]))
+            got = _fast_fields(kind, [f], [tail_at[end]] if kind == "samples" else [], [grading.get(end, b'""')],
+                               codes, tags)
+            values.append(tuple(c[0] for c in got))
+        elif block[start:end].strip():
+            try:
+                row = parse_row(block[start:end])
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                row = None
+            if isinstance(row, dict) and row.get("problem_id") is not None and isinstance(row.get("sample_idx"), int):
+                rows.append((start, str(row["problem_id"]), row["sample_idx"]))
+                values.append(_slow_fields(kind, row, codes, tags))
+            else:
+                bad += 1  # not a row with a key: counted, shown to no problem
+        start = end
+    return rows, values, bad
+
+
+def _columns(kind: str, base: int, rows: list[Any], values: list[Any], bad: int) -> Block:
+    """Rows read one at a time (``_mixed``) as a ``Block``."""
+    columns = {name: array(TYPECODES[name], [v[i] for v in values]) for i, name in enumerate(FIELDS[kind])}
+    return _block(base, rows, columns, bad)
+
+
+def _block(base: int, rows: Sequence[tuple[Any, ...]], columns: dict[str, array[Any]], bad: int) -> Block:
+    """The block of ``rows`` ((offset, pid, idx, ...) each) and their field ``columns``, its runs of one
+    problem found; a run whose id is not UTF-8 is dropped (json could not read such a row either)."""
+    runs: list[tuple[str, int, int]] = []
+    dropped: list[tuple[int, int]] = []
+    at = 0
+    for raw, group in itertools.groupby(r[1] for r in rows):
+        stop = at + sum(1 for _ in group)
+        try:
+            runs.append((raw if isinstance(raw, str) else raw.decode("utf-8"), at, stop))
+        except UnicodeDecodeError:
+            dropped.append((at, stop))
+        at = stop
+    if dropped:  # rare: keep the other rows and group again
+        keep = [j for j in range(len(rows)) if not any(a <= j < b for a, b in dropped)]
+        return _block(base, [rows[j] for j in keep], {k: array(c.typecode, [c[j] for j in keep]) for k, c in
+                                                       columns.items()}, bad + len(rows) - len(keep))
+    offsets = array("q", map(base.__add__, [r[0] for r in rows]))
+    idx = array("q", map(int, [r[2] for r in rows]))
+    return Block(offsets, idx, columns, runs, bad)

@@ -78,7 +78,8 @@ class RowIndex:
         assert kind in KINDS, kind
         self.path = Path(path)
         self.kind = kind
-        self.problems: dict[str, Rows] = {}
+        self._problems: dict[str, Rows] = {}
+        self._kept: tuple[dict[str, Any], bytes] | None = None  # a loaded index not split by problem yet
         self.answers = Codes()  # grades' answers by code (Rows.columns["answer"]; -1: None)
         self.tags = Codes()  # the (version, id) each grade or score was made under (Rows.columns["tag"])
         self.indexed = 0  # bytes indexed: the file up to its last whole line (or up to ``refresh``'s limit)
@@ -89,8 +90,17 @@ class RowIndex:
         self.identity: tuple[int, int] | None = None  # (device, inode) of the file indexed
 
     def _reset(self, identity: tuple[int, int] | None) -> None:
-        self.problems, self.indexed, self.torn, self.bad, self.identity = {}, 0, False, 0, identity
+        self._problems, self._kept, self.indexed, self.torn, self.bad, self.identity = {}, None, 0, False, 0, identity
         self.answers, self.tags, self.changed = Codes(), Codes(), None
+
+    @property
+    def problems(self) -> dict[str, Rows]:
+        """problem_id -> its rows, in the order the file first names them."""
+        if self._kept is not None:  # split a loaded index only when asked: a kept table needs only its state
+            head, blob = self._kept
+            self._kept = None
+            self._split(head, blob)
+        return self._problems
 
     @property
     def whole(self) -> bool:
@@ -214,6 +224,15 @@ class RowIndex:
                 or head.get("identity") != [stat.st_dev, stat.st_ino] or head.get("indexed", math.inf) > stat.st_size
                 or sum(head.get("sizes", [-1])) != len(blob)):
             return False
+        self._reset((stat.st_dev, stat.st_ino))
+        # tags were (version, id) pairs: JSON kept them as lists
+        self.answers, self.tags = Codes(head["answers"]), Codes([_tuple(t) for t in head["tags"]])
+        self.indexed, self.torn, self.bad = int(head["indexed"]), bool(head["torn"]), int(head["bad"])
+        self.size = stat.st_size
+        self._kept = (head, blob)
+        return True
+
+    def _split(self, head: dict[str, Any], blob: bytes) -> None:
         names = ("counts", "offsets", "idx", *FIELDS[self.kind])
         parts: dict[str, array[Any]] = {}
         start = 0
@@ -222,18 +241,12 @@ class RowIndex:
             a.frombytes(blob[start:start + size])
             parts[name] = a
             start += size
-        self._reset((stat.st_dev, stat.st_ino))
-        # tags were (version, id) pairs: JSON kept them as lists
-        self.answers, self.tags = Codes(head["answers"]), Codes([_tuple(t) for t in head["tags"]])
         at = 0
         for pid, count in zip(head["ids"], parts["counts"], strict=True):
-            rows = self.problems[pid] = Rows(self.kind)
+            rows = self._problems[pid] = Rows(self.kind)
             rows.offsets, rows.idx = parts["offsets"][at:at + count], parts["idx"][at:at + count]
             rows.columns = {name: parts[name][at:at + count] for name in FIELDS[self.kind]}
             at += count
-        self.indexed, self.torn, self.bad = int(head["indexed"]), bool(head["torn"]), int(head["bad"])
-        self.size = stat.st_size
-        return True
 
 
 def _tuple(tag: Any) -> Any:

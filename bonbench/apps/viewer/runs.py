@@ -46,6 +46,9 @@ class MetricRow:
     verifier: str | None
 
 
+MIN_SLICE = 1 << 20  # bytes: the least one step of a slice-at-a-time reading reads of a file
+
+
 def _number(x: Any) -> float:
     return math.nan if x is None else float(x)
 
@@ -206,7 +209,7 @@ class RunView:
             if path is None:
                 continue
             size = path.stat().st_size
-            self.reading[relative] = min(size, self.reading.get(relative, 0) + max(1 << 20, int(size * fraction)))
+            self.reading[relative] = min(size, self.reading.get(relative, 0) + max(MIN_SLICE, int(size * fraction)))
             index = self.index(relative)
             done = done and (index is None or index.whole)
         if done:

@@ -187,29 +187,40 @@ def big_run(root: Path, problems: int = 30) -> Path:
 
 def test_a_big_run_opens_with_the_problems_read_so_far_and_fills_in(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """A served run past BIG bytes not indexed yet: its page shows the problems read so far (each one
-    whole), says how far the reading got and reloads; each visit reads on until the table is whole,
-    equal to the table read in one go."""
+    """A served run past BIG bytes not indexed yet: its page starts a reading thread and shows the
+    problems read so far (each one whole), says how far the reading got and reloads; a problem shown
+    opens while the reading goes on; the table ends whole, equal to the table read in one go."""
     run_dir = big_run(tmp_path)
     monkeypatch.setattr(site_module, "BIG", 1000)
     monkeypatch.setattr(site_module, "READ_SECONDS", 0.0)
     monkeypatch.setattr(site_module, "SLICE", 0.1)
     monkeypatch.setattr(row_index, "_BLOCK", 2000)
     monkeypatch.setattr("bonbench.apps.viewer.runs.MIN_SLICE", 1500)
+    slices = threading.Semaphore(0)  # the test lets the reading thread take one slice at a time
+    monkeypatch.setattr(site_module, "pause", slices.acquire)
     served = Site(find_runs([run_dir], keep=False), TaskTexts(None), progressive=True)
     (rid,) = served.runs
-    first = served.render(f"runs/{rid}/index.html")
-    assert first is not None and "still reading this run" in first and 'http-equiv="refresh"' in first
-    shown = first.count("<tr data-row")
-    assert 0 < shown < 30
+    address = f"runs/{rid}/index.html"
+    first = served.render(address) or ""
+    assert "still reading this run" in first and 'http-equiv="refresh"' in first and "<tr data-row" not in first
+    for _ in range(3):
+        slices.release()
+    counts = [0]
+    for _ in range(200):
+        page = served.render(address) or ""
+        counts.append(page.count("<tr data-row"))
+        if counts[-1]:
+            break
+        threading.Event().wait(0.01)
+    shown = counts[-1]
+    assert 0 < shown < 30 and "still reading this run" in page
     assert served.render(f"runs/{rid}/problems/{shown - 1}.html") is not None  # a problem shown opens at once
-    assert served.runs[rid].reading is not None
-    pages = [first]
-    while served.runs[rid].reading is not None:
-        pages.append(served.render(f"runs/{rid}/index.html") or "")
-    counts = [p.count("<tr data-row") for p in pages]
-    assert counts == sorted(counts) and counts[-1] == 30 and "still reading" not in pages[-1]
-    assert 'http-equiv="refresh"' not in pages[-1]
+    assert served.runs[rid].reading is not None  # ... without reading on
+    for _ in range(100):
+        slices.release()
+    served._readers[rid].join(30)
+    last = served.render(address) or ""
+    assert last.count("<tr data-row") == 30 and "still reading" not in last and 'http-equiv="refresh"' not in last
     whole = Site(find_runs([run_dir], keep=False), TaskTexts(None))
     assert whole.table(whole.runs[rid]) == served.table(served.runs[rid])
     again = Site(find_runs([run_dir], keep=False), TaskTexts(None), progressive=True)

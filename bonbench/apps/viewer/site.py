@@ -11,10 +11,12 @@ as it goes, and more on the next visit) only the problems that got rows are reco
 page reads that problem's rows alone. ``addresses`` lists every page, for the bundle.
 
 A served site (``progressive``) opens a big run that is not indexed yet without waiting for the
-whole pass over its rows: the run page reads for ``READ_SECONDS``, then shows the problems read so far
-(``ready``: whole in every file, as far as anyone can tell before the end) with the share read, and
-reloads itself until the table is whole; each visit reads on. Every other page (and the bundle)
-reads the run to its end first, except a problem page of a problem already shown.
+whole pass over its rows: its run page starts a thread that reads the run a slice at a time, waits
+for it ``READ_SECONDS`` at most, then shows the problems read so far (``ready``: whole in every file,
+as far as anyone can tell before the end) with the share read, and reloads itself until the table
+is whole. The thread takes the run's lock slice by slice, so the run's pages are answered between
+slices. Every other page (and the bundle) reads the run to its end first, in its own thread,
+except a problem page of a problem already shown.
 
 Warnings met while reading (a torn last line, a file linked outside the folders given) are shown
 on the page that met them, and printed once.
@@ -24,7 +26,6 @@ What it does not do: speak HTTP (``server``) or write files (``bundle``).
 
 from __future__ import annotations
 
-import math
 import re
 import threading
 import time
@@ -57,7 +58,7 @@ _COMPARE = re.compile(r"compare/([A-Za-z0-9_-]+)/([A-Za-z0-9_-]+)/(?:index\.html
 _COMPARE_PROBLEM = re.compile(r"compare/([A-Za-z0-9_-]+)/([A-Za-z0-9_-]+)/problems/(0|[1-9][0-9]{0,8})\.html")
 _CHECKPOINT = re.compile(r"checkpoints/([A-Za-z0-9_-]+)/(?:index\.html)?")
 N_BOOT = 1000  # paired-bootstrap resamples of a comparison
-READ_SECONDS = 1.0  # how long a run page reads a big run before it shows the problems read so far
+READ_SECONDS = 1.0  # how long a run page waits for a big run's reading before it shows the problems read so far
 BIG = 64 << 20  # bytes of rows not indexed yet past which a served run is read a slice at a time
 SLICE = 0.02  # the share of each row file one step of that reading takes
 
@@ -66,6 +67,11 @@ SLICE = 0.02  # the share of each row file one step of that reading takes
 class _Table:
     key: dict[str, Any]  # ``Sources.key()`` of the rows it was computed from
     rows: dict[str, ProblemRow]  # problem -> row, in the run's order
+
+
+def pause() -> None:
+    """Between two slices of a reading: let a page waiting for the run's lock take it (a lock is not fair)."""
+    time.sleep(0.002)
 
 
 def ready(src: Sources) -> list[str]:
@@ -106,33 +112,33 @@ class Site:
         self.progressive = progressive  # a big run's page shows what is read so far (the server; not the bundle)
         self._tables: dict[str, _Table] = {}
         self._reported: set[str] = set()
-        self._reporting = threading.Lock()
+        self._reporting = threading.RLock()
         # one lock per run: pages of one run wait for each other (its indexes and table are not thread-safe),
         # pages of other runs do not; pages of two runs take both, in the viewer's order
         self.locks = {run_id: threading.RLock() for run_id in self.runs}
+        self._readers: dict[str, threading.Thread] = {}  # run id -> the thread reading it slice by slice
 
     def _caught(self, fn: Callable[[], Any]) -> tuple[Any, list[str]]:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            value = fn()
-        lines = list(dict.fromkeys(str(w.message) for w in caught))
+        # catch_warnings swaps the process's warning state: one thread at a time (a page, or one slice
+        # of a reading: never a whole first pass over a big run)
         with self._reporting:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                value = fn()
+            lines = list(dict.fromkeys(str(w.message) for w in caught))
             fresh = [line for line in lines if line not in self._reported]
             self._reported.update(fresh)
         for line in fresh:
             self.report(f"warning: {line}")
         return value, lines
 
-    def table(self, run: RunView, seconds: float | None = None) -> list[ProblemRow]:
+    def table(self, run: RunView, partial_ok: bool = False) -> list[ProblemRow]:
         """The run's problems table: kept (in memory, and between starts in ``cache``) and only the
         problems that got rows recomputed, everything when the grading or scoring read changed.
-        ``seconds``: a big run not indexed yet is read for that long, and the table holds the
-        problems read so far (``RunView.reading`` says it is not whole); None: read to the end."""
-        if seconds is not None and self.progressive and run.reading is None and run.unread() > BIG:
-            run.start_reading()
-        if run.reading is not None:
-            deadline = time.perf_counter() + (math.inf if seconds is None else seconds)
-            while not run.read_more(SLICE) and time.perf_counter() < deadline:
+        ``partial_ok``: while a big run is read slice by slice, the problems read so far
+        (``RunView.reading`` says the table is not whole); else the run is read to its end first."""
+        if run.reading is not None and not partial_ok:
+            while not run.read_more(SLICE):  # read to the end here (a reading thread stops once it is over)
                 pass
         src = sources(run)
         key = src.key()
@@ -165,6 +171,9 @@ class Site:
         """The page at ``address`` (relative, no leading slash), or None when there is none. Safe to
         call from several threads: the pages of one run are rendered one at a time."""
         named = [r for r in self.runs if f"/{r}/" in f"/{address}"]
+        found = _RUN.fullmatch(address)
+        if self.progressive and found and found.group(1) in self.runs:
+            self._wait_for_reading(self.runs[found.group(1)])
         locks = [self.locks[r] for r in self.runs if r in named]  # in the viewer's order: no two pages deadlock
         for lock in locks:
             lock.acquire()
@@ -173,6 +182,34 @@ class Site:
         finally:
             for lock in reversed(locks):
                 lock.release()
+
+    def _wait_for_reading(self, run: RunView) -> None:
+        """Start reading a big run not indexed yet in a thread of its own, and wait for it
+        ``READ_SECONDS`` at most (without the run's lock, which the thread takes slice by slice)."""
+        with self.locks[run.id]:
+            reader = self._readers.get(run.id)
+            if (reader is None or not reader.is_alive()) and run.reading is None and run.unread() > BIG:
+                run.start_reading()
+                reader = self._readers[run.id] = threading.Thread(target=self._read, args=(run,), daemon=True,
+                                                                  name=f"viewer-read-{run.id}")
+                reader.start()
+        if reader is not None:
+            reader.join(READ_SECONDS)
+
+    def _read(self, run: RunView) -> None:
+        """The reading thread: one slice at a time under the run's lock, each followed by the table of
+        the problems read so far, then the whole table (kept)."""
+        try:
+            while True:
+                pause()
+                with self.locks[run.id]:
+                    if run.reading is None or self._caught(lambda: run.read_more(SLICE))[0]:
+                        break
+                    self._caught(lambda: self.table(run, partial_ok=True))  # the page then only draws it
+            with self.locks[run.id]:
+                self._caught(lambda: self.table(run))
+        except Exception as exc:  # noqa: BLE001 - the page reads the run itself and shows the error
+            self.report(f"warning: reading {run.path} in the background stopped ({exc}); its page reads it")
 
     def _render(self, address: str) -> str | None:
         if address in ("", "index.html"):
@@ -232,7 +269,7 @@ class Site:
         return compare_problem_page(n, len(shared), sides, texts, missing)
 
     def _run_page(self, run: RunView) -> str:
-        rows, lines = self._caught(lambda: self.table(run, READ_SECONDS))
+        rows, lines = self._caught(lambda: self.table(run, partial_ok=True))
         reading = None
         if run.reading is not None:
             reading = run.read_share()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import operator
 import re
 from array import array
 from collections.abc import Callable, Sequence
@@ -137,22 +138,21 @@ def _hashable(tag: tuple[Any, Any]) -> Any:
     return tag
 
 
-def _fast_fields(kind: str, found: list[tuple[Any, ...]], tails: Sequence[bytes], grading: Sequence[bytes] | None,
+def _fast_fields(kind: str, cols: Sequence[Sequence[Any]], tails: Sequence[bytes], grading: Sequence[bytes] | None,
                  codes: Codes, tags: Codes) -> list[array[Any]]:
-    """The field columns of the rows the regexes read (``found``: (offset, pid, idx, *groups) per row;
-    ``grading``: each grade's grading_id literal, ``""`` where it has none)."""
+    """The field columns of the rows the regexes read (``cols``: offsets, pids, idx, then each group's
+    column; ``grading``: each grade's grading_id literal, ``""`` where it has none)."""
     if kind == "samples":
         return [array("d", map(float, tails))]
-    if kind == "key" or not found:
+    if kind == "key" or not cols or not cols[0]:
         return [array(TYPECODES[name]) for name in FIELDS[kind]]
-    cols = list(zip(*found, strict=True))
     if kind == "grades":
         answers = _Memo(lambda raw: codes.code(_json_string(raw)))
         tag_of = _Memo(lambda pair: tags.code((int(pair[0]), _json_string(pair[1]))))
         truth = {b"true": 1, b"false": 0, b"null": -1}
         return [array("b", map(truth.__getitem__, cols[4])), array("d", map(_Memo(_number).__getitem__, cols[5])),
                 array("i", map(answers.__getitem__, cols[6])),
-                array("i", map(tag_of.__getitem__, zip(cols[3], grading or [b'""'] * len(found), strict=True)))]
+                array("i", map(tag_of.__getitem__, zip(cols[3], grading or [b'""'] * len(cols[0]), strict=True)))]
     scores = array("d", map(float, cols[3])) if b"null" not in cols[3] else array("d", map(_number, cols[3]))
     tag_of = _Memo(lambda pair: tags.code((int(pair[0]) if pair[0] else 1, _json_string(pair[1] or b'""'))))
     return [scores, array("i", map(tag_of.__getitem__, zip(cols[4], cols[5], strict=True)))]
@@ -173,9 +173,10 @@ def read_block(block: bytes, base: int, kind: str, codes: Codes, tags: Codes) ->
     if not whole:
         rows, values, bad = _mixed(block, kind, found, codes, tags, grading)
         return _columns(kind, base, rows, values, bad)
-    ends = [f[0] for f in found[1:]] + [len(block)]  # every line matched: the next row's start ends each row
-    columns = _fast_fields(kind, found, tails, [grading.get(e, b'""') for e in ends] if grading else None, codes, tags)
-    return _block(base, found, dict(zip(FIELDS[kind], columns, strict=True)), 0)
+    cols = list(zip(*found, strict=True))
+    ends = [*cols[0][1:], len(block)] if cols else []  # every line matched: the next row's start ends each row
+    columns = _fast_fields(kind, cols, tails, [grading.get(e, b'""') for e in ends] if grading else None, codes, tags)
+    return _block(base, cols[:3] if cols else [(), (), ()], dict(zip(FIELDS[kind], columns, strict=True)), 0)
 
 
 def _mixed(block: bytes, kind: str, found: list[tuple[Any, ...]], codes: Codes, tags: Codes,
@@ -191,8 +192,8 @@ def _mixed(block: bytes, kind: str, found: list[tuple[Any, ...]], codes: Codes, 
         f = by_start.get(start)
         if f is not None and (kind != "samples" or end in tail_at):
             rows.append((start, f[1], f[2]))
-            got = _fast_fields(kind, [f], [tail_at[end]] if kind == "samples" else [], [grading.get(end, b'""')],
-                               codes, tags)
+            got = _fast_fields(kind, [(v,) for v in f], [tail_at[end]] if kind == "samples" else [],
+                               [grading.get(end, b'""')], codes, tags)
             values.append(tuple(c[0] for c in got))
         elif block[start:end].strip():
             try:
@@ -211,26 +212,27 @@ def _mixed(block: bytes, kind: str, found: list[tuple[Any, ...]], codes: Codes, 
 def _columns(kind: str, base: int, rows: list[Any], values: list[Any], bad: int) -> Block:
     """Rows read one at a time (``_mixed``) as a ``Block``."""
     columns = {name: array(TYPECODES[name], [v[i] for v in values]) for i, name in enumerate(FIELDS[kind])}
-    return _block(base, rows, columns, bad)
+    return _block(base, [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]], columns, bad)
 
 
-def _block(base: int, rows: Sequence[tuple[Any, ...]], columns: dict[str, array[Any]], bad: int) -> Block:
-    """The block of ``rows`` ((offset, pid, idx, ...) each) and their field ``columns``, its runs of one
-    problem found; a run whose id is not UTF-8 is dropped (json could not read such a row either)."""
+def _block(base: int, keys: Sequence[Sequence[Any]], columns: dict[str, array[Any]], bad: int) -> Block:
+    """The block of rows whose ``keys`` are (offsets in the block, problem ids, sample indices) and
+    whose fields are ``columns``, its runs of one problem found; a run whose id is not UTF-8 is dropped
+    (json could not read such a row either)."""
+    starts, pids, idx = keys
+    n = len(pids)
+    # where the problem changes (C loops: no Python step per row)
+    bounds = [0, *itertools.compress(range(1, n), map(operator.ne, pids[1:], pids[:-1])), n] if n else [0]
     runs: list[tuple[str, int, int]] = []
     dropped: list[tuple[int, int]] = []
-    at = 0
-    for raw, group in itertools.groupby(r[1] for r in rows):
-        stop = at + sum(1 for _ in group)
+    for a, b in itertools.pairwise(bounds):
+        raw = pids[a]
         try:
-            runs.append((raw if isinstance(raw, str) else raw.decode("utf-8"), at, stop))
+            runs.append((raw if isinstance(raw, str) else raw.decode("utf-8"), a, b))
         except UnicodeDecodeError:
-            dropped.append((at, stop))
-        at = stop
+            dropped.append((a, b))
     if dropped:  # rare: keep the other rows and group again
-        keep = [j for j in range(len(rows)) if not any(a <= j < b for a, b in dropped)]
-        return _block(base, [rows[j] for j in keep], {k: array(c.typecode, [c[j] for j in keep]) for k, c in
-                                                       columns.items()}, bad + len(rows) - len(keep))
-    offsets = array("q", map(base.__add__, [r[0] for r in rows]))
-    idx = array("q", map(int, [r[2] for r in rows]))
-    return Block(offsets, idx, columns, runs, bad)
+        keep = [j for j in range(n) if not any(a <= j < b for a, b in dropped)]
+        return _block(base, [[k[j] for j in keep] for k in keys],
+                      {k: array(c.typecode, [c[j] for j in keep]) for k, c in columns.items()}, bad + n - len(keep))
+    return Block(array("q", map(base.__add__, starts)), array("q", map(int, idx)), columns, runs, bad)

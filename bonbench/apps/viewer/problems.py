@@ -216,8 +216,11 @@ def _first_rows(index: RowIndex | None, pid: str, wanted: tuple[Any, str] | None
         return {}
     tags = set(range(len(index.tags.values))) if wanted is None else {
         code for code, tag in enumerate(index.tags.values) if tag == wanted}
+    columns = [rows.columns[n] for n in names]
+    if set(rows.columns["tag"]) <= tags and len(set(rows.idx)) == len(rows.idx):  # the usual case: no row to skip
+        return dict(zip(rows.idx, zip(*columns, strict=True), strict=True))
     out: dict[int, tuple[Any, ...]] = {}
-    for i, tag, *values in zip(rows.idx, rows.columns["tag"], *(rows.columns[n] for n in names), strict=True):
+    for i, tag, *values in zip(rows.idx, rows.columns["tag"], *columns, strict=True):
         if tag in tags and i not in out:
             out[i] = tuple(values)
     return out

@@ -84,6 +84,7 @@ class RowIndex:
         self.tags = Codes()  # the (version, id) each grade or score was made under (Rows.columns["tag"])
         self.indexed = 0  # bytes indexed: the file up to its last whole line (or up to ``refresh``'s limit)
         self.size = 0  # the file's size at the last refresh
+        self.whole = False  # whether the last refresh read to the file's end (what is left is a torn line)
         self.torn = False  # whether the bytes after ``indexed`` are a torn line
         self.bad = 0  # lines that are not rows with a problem_id and sample_idx
         self.changed: set[str] | None = None  # problems that got rows in the last refresh (None: all)
@@ -102,10 +103,6 @@ class RowIndex:
             self._split(head, blob)
         return self._problems
 
-    @property
-    def whole(self) -> bool:
-        """Whether every whole line of the file (as of the last refresh) is indexed."""
-        return self.size - self.indexed < 1 or self.torn
 
     def refresh(self, upto: int | None = None) -> RowIndex:
         """Index what was appended since the last call (up to byte ``upto`` at most, whole lines only);
@@ -115,7 +112,7 @@ class RowIndex:
             stat = os.stat(self.path)
         except FileNotFoundError:
             self._reset(None)
-            self.size = 0
+            self.size, self.whole = 0, True
             return self
         identity = (stat.st_dev, stat.st_ino)
         if identity != self.identity or stat.st_size < self.indexed:
@@ -124,6 +121,7 @@ class RowIndex:
         stop = stat.st_size if upto is None else min(stat.st_size, upto)
         if stop > self.indexed:
             self._scan(stop, stop == stat.st_size)
+        self.whole = stop == stat.st_size
         return self
 
     def _scan(self, stop: int, to_end: bool) -> None:

@@ -174,7 +174,7 @@ def test_a_row_appended_during_the_scan_waits_for_the_next_refresh(tmp_path: Pat
     assert list(index.problems) == ["p/1", "p/2"] and index.changed == {"p/2"} and index.torn
     assert list(index.problems["p/2"].numbers) == [4.0]
     with open(path, "a", encoding="utf-8") as fh:  # the torn row ends; blanks after the last newline are no row
-        fh.write('lem_id": "p/3", "sample_idx": 0}\n   ')
+        fh.write('em_id": "p/3", "sample_idx": 0}\n   ')
     half = RowIndex(path, kind="samples").refresh(upto=700)
     assert not half.whole and list(half.problems) == ["p/1"] and 0 < half.indexed <= 700
     assert half.refresh(upto=10**9).whole and list(half.problems) == ["p/1", "p/2", "p/3"] and not half.torn

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from bonbench.apps.cli import main
+from bonbench.apps.viewer import command
 from bonbench.apps.viewer import site as site_module
 from bonbench.apps.viewer.problems import ProblemRow, problem_detail, problem_table, sources
 from bonbench.apps.viewer.prompts import TaskTexts
@@ -251,3 +253,18 @@ def test_one_runs_page_does_not_wait_for_another_runs_reading(tmp_path: Path) ->
         assert blocked.is_alive()  # a's own pages wait
     blocked.join(timeout=30)
     assert len(done) == 2 and done[1] is not None
+
+
+def test_the_served_viewer_reads_a_big_run_slice_by_slice_and_the_bundle_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`bonbench view` serves a progressive site; `--static` writes every run's whole table."""
+    big_run(tmp_path)
+    monkeypatch.setattr(site_module, "BIG", 1000)
+    built: list[Site] = []
+    monkeypatch.setattr(command, "serve", lambda site, sock: built.append(site))
+    assert main(["view", str(tmp_path), "--port", "0"]) == 0
+    assert built and built[0].progressive
+    assert main(["view", str(tmp_path), "--static", str(tmp_path / "out")]) == 0
+    (page,) = (tmp_path / "out" / "runs").glob("*/index.html")
+    text = page.read_text(encoding="utf-8")
+    assert text.count("<tr data-row") == 30 and "still reading" not in text and 'http-equiv="refresh"' not in text

@@ -223,9 +223,16 @@ def test_a_big_run_opens_with_the_problems_read_so_far_and_fills_in(tmp_path: Pa
     assert 0 < shown < 30 and "still reading this run" in page
     assert served.render(f"runs/{rid}/problems/{shown - 1}.html") is not None  # a problem shown opens at once
     assert served.runs[rid].reading is not None  # ... without reading on
+    later: list[str | None] = []
+    waiting = threading.Thread(target=lambda: later.append(served.render(f"runs/{rid}/problems/29.html")))
+    waiting.start()  # a problem not shown yet waits for the reading thread, holding no lock
+    waiting.join(0.3)
+    assert waiting.is_alive() and served.render(f"runs/{rid}/problems/0.html") is not None
     for _ in range(100):
         slices.release()
     served._readers[rid].join(30)
+    waiting.join(30)
+    assert later and later[0] is not None and "b/29" in later[0]
     last = served.render(address) or ""
     assert last.count("<tr data-row") == 30 and "still reading" not in last and 'http-equiv="refresh"' not in last
     whole = Site(find_runs([run_dir], keep=False), TaskTexts(None))

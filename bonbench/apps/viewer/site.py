@@ -174,6 +174,9 @@ class Site:
         found = _RUN.fullmatch(address)
         if self.progressive and found and found.group(1) in self.runs:
             self._wait_for_reading(self.runs[found.group(1)])
+        found = _PROBLEM.fullmatch(address)
+        if found and found.group(1) in self._readers:
+            self._wait_until_shown(self.runs[found.group(1)], int(found.group(2)))
         locks = [self.locks[r] for r in self.runs if r in named]  # in the viewer's order: no two pages deadlock
         for lock in locks:
             lock.acquire()
@@ -195,6 +198,16 @@ class Site:
                 reader.start()
         if reader is not None:
             reader.join(READ_SECONDS)
+
+    def _wait_until_shown(self, run: RunView, n: int) -> None:
+        """A problem page of a run being read: wait (without locks) for the reading thread until the
+        problem is shown, so that its page does not read the run itself while holding them."""
+        reader = self._readers[run.id]
+        while reader.is_alive():
+            with self.locks[run.id]:
+                if run.reading is None or n < len(self._caught(lambda: ready(sources(run)))[0]):
+                    return
+            reader.join(0.2)
 
     def _read(self, run: RunView) -> None:
         """The reading thread: one slice at a time under the run's lock, each followed by the table of

@@ -191,7 +191,8 @@ class Site:
         ``READ_SECONDS`` at most (without the run's lock, which the thread takes slice by slice)."""
         with self.locks[run.id]:
             reader = self._readers.get(run.id)
-            if (reader is None or not reader.is_alive()) and run.reading is None and run.unread() > BIG:
+            # a reading left unfinished (its thread stopped on an error) is taken up again
+            if (reader is None or not reader.is_alive()) and (run.reading is not None or run.unread() > BIG):
                 run.start_reading()
                 reader = self._readers[run.id] = threading.Thread(target=self._read, args=(run,), daemon=True,
                                                                   name=f"viewer-read-{run.id}")

@@ -275,3 +275,20 @@ def test_the_served_viewer_reads_a_big_run_slice_by_slice_and_the_bundle_whole(
     (page,) = (tmp_path / "out" / "runs").glob("*/index.html")
     text = page.read_text(encoding="utf-8")
     assert text.count("<tr data-row") == 30 and "still reading" not in text and 'http-equiv="refresh"' not in text
+
+
+def test_a_field_the_regexes_might_miss_is_read_by_json(tmp_path: Path) -> None:
+    """Rows whose head is in the store's layout but whose optional fields are elsewhere or spelt
+    otherwise (a grading_id before a space or a carriage return, a verifier_version after the steps),
+    and a broken line whose number the regex would take: each reads as json reads it."""
+    grade = to_row(Grade("g/1", 0, "g", 2, True, answer="4", grading_id="gid"))
+    text = json.dumps(grade)
+    grades = (text[:-1] + " }\n" + text.replace('"sample_idx": 0', '"sample_idx": 1')[:-1] + "}\r\n"
+              + text.replace('"sample_idx": 0', '"sample_idx": 2') + "\n").encode()
+    block = read_block(grades, 0, "grades", Codes(), tags := Codes())
+    assert [tags.values[c] for c in block.columns["tag"]] == [(2, "gid")] * 3 and list(block.idx) == [0, 1, 2]
+    score = {"schema": 1, "problem_id": "s/1", "sample_idx": 0, "verifier": "v", "score": 0.5, "steps": None,
+             "verifier_version": 3, "verifier_fingerprint": "fp"}
+    broken = '{"schema": 1, "problem_id": "s/1", "sample_idx": 1, "verifier": "v", "score": 1-2}\n'
+    block = read_block((json.dumps(score) + "\n" + broken).encode(), 0, "scores", Codes(), tags := Codes())
+    assert [tags.values[c] for c in block.columns["tag"]] == [(3, "fp")] and block.bad == 1

@@ -15,7 +15,10 @@ string), and a quote inside a string is always escaped, so ``"n_tokens": `` is a
 head match starts at a row's first byte, so its keys are top-level; the samples tail ends with the
 row's closing brace and holds only numbers, null and whole strings, so its keys are top-level too.
 A block is read by the regexes alone only when every line has its head (and for samples its tail):
-the matches are then the rows, in order; otherwise each line without a match is parsed.
+the matches are then the rows, in order; otherwise each line without a match is parsed. A field
+that may be missing (a grade's last field, ``grading_id``; a score's ``verifier_version``) is read
+as missing only when its key occurs nowhere else in the block (or the line), and a number the regex
+took that ``float`` refuses sends the block line by line to ``json``.
 
 What it does not do: open files, keep an index (``row_index``) or decide what a field means.
 """
@@ -165,18 +168,38 @@ def read_block(block: bytes, base: int, kind: str, codes: Codes, tags: Codes) ->
     lines = block.count(b"\n")
     # a grade's grading_id ends its row, a sample's tail too: both keyed by where their row ends
     grading = {m.end(): m.group(1) for m in _GRADING_ID.finditer(block)} if kind == "grades" else {}
+    tails = _SAMPLE_TAIL.findall(block) if kind == "samples" else []
+    whole = len(found) == lines and (kind != "samples" or len(tails) == lines)
+    # a field that may be missing is read as missing only where its key is nowhere in the block: every
+    # grading_id key is a row's last field, every verifier_version one is in its row's head
+    if kind == "grades":
+        whole = whole and block.count(b'"grading_id"') == len(grading)
+    if kind == "scores":
+        versions = sum(f[4] is not None for f in found)
+        whole = whole and block.count(b'"verifier_version"') == block.count(b'"verifier_fingerprint"') == versions
+    if whole:
+        cols = list(zip(*found, strict=True))
+        ends = [*cols[0][1:], len(block)] if cols else []  # every line matched: the next row's start ends each row
+        try:
+            columns = _fast_fields(kind, cols, tails, [grading.get(e, b'""') for e in ends] if grading else None,
+                                   codes, tags)
+            return _block(base, cols[:3] if cols else [(), (), ()], dict(zip(FIELDS[kind], columns, strict=True)), 0)
+        except ValueError:  # a number the regex took that is not one (a broken line): each line on its own
+            pass
+    rows, values, bad = _mixed(block, kind, found, codes, tags, grading)
+    return _columns(kind, base, rows, values, bad)
+
+
+def _sure(kind: str, line: bytes, found: tuple[Any, ...], end: int, grading: dict[int, bytes],
+          tail_at: dict[int, bytes]) -> bool:
+    """Whether the regexes read every field of this line (else json reads it)."""
     if kind == "samples":
-        tails = _SAMPLE_TAIL.findall(block)
-        whole = len(found) == lines and len(tails) == lines
-    else:
-        tails, whole = [], len(found) == lines
-    if not whole:
-        rows, values, bad = _mixed(block, kind, found, codes, tags, grading)
-        return _columns(kind, base, rows, values, bad)
-    cols = list(zip(*found, strict=True))
-    ends = [*cols[0][1:], len(block)] if cols else []  # every line matched: the next row's start ends each row
-    columns = _fast_fields(kind, cols, tails, [grading.get(e, b'""') for e in ends] if grading else None, codes, tags)
-    return _block(base, cols[:3] if cols else [(), (), ()], dict(zip(FIELDS[kind], columns, strict=True)), 0)
+        return end in tail_at
+    if kind == "grades":
+        return end in grading or b'"grading_id"' not in line
+    if kind == "scores":
+        return found[4] is not None or (b'"verifier_version"' not in line and b'"verifier_fingerprint"' not in line)
+    return True
 
 
 def _mixed(block: bytes, kind: str, found: list[tuple[Any, ...]], codes: Codes, tags: Codes,
@@ -190,10 +213,15 @@ def _mixed(block: bytes, kind: str, found: list[tuple[Any, ...]], codes: Codes, 
     while start < len(block):
         end = block.index(b"\n", start) + 1
         f = by_start.get(start)
-        if f is not None and (kind != "samples" or end in tail_at):
+        got = None
+        if f is not None and _sure(kind, block[start:end], f, end, grading, tail_at):
+            try:
+                got = _fast_fields(kind, [(v,) for v in f], [tail_at[end]] if kind == "samples" else [],
+                                   [grading.get(end, b'""')], codes, tags)
+            except ValueError:
+                got = None
+        if f is not None and got is not None:
             rows.append((start, f[1], f[2]))
-            got = _fast_fields(kind, [(v,) for v in f], [tail_at[end]] if kind == "samples" else [],
-                               [grading.get(end, b'""')], codes, tags)
             values.append(tuple(c[0] for c in got))
         elif block[start:end].strip():
             try:

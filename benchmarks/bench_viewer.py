@@ -51,6 +51,9 @@ def pad(run: Path, chars: int) -> None:
     os.replace(tmp, src)
 
 
+RELOAD = 1.0  # seconds: templates/page.html.j2's refresh
+
+
 def timed(site: Site, address: str) -> float:
     start = time.perf_counter()
     assert site.render(address) is not None, address
@@ -72,6 +75,7 @@ def measure(out: Path) -> None:
           f"rows read){' (the whole table)' if site.runs[rid].reading is None else ''}")
     reloads = 0
     while site.runs[rid].reading is not None:
+        time.sleep(RELOAD)  # the page's <meta http-equiv="refresh">: the browser waits, then asks again
         page = site.render(address)
         reloads += 1
     assert page is not None

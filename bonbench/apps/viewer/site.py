@@ -58,7 +58,7 @@ _COMPARE = re.compile(r"compare/([A-Za-z0-9_-]+)/([A-Za-z0-9_-]+)/(?:index\.html
 _COMPARE_PROBLEM = re.compile(r"compare/([A-Za-z0-9_-]+)/([A-Za-z0-9_-]+)/problems/(0|[1-9][0-9]{0,8})\.html")
 _CHECKPOINT = re.compile(r"checkpoints/([A-Za-z0-9_-]+)/(?:index\.html)?")
 N_BOOT = 1000  # paired-bootstrap resamples of a comparison
-READ_SECONDS = 1.0  # how long a run page waits for a big run's reading before it shows the problems read so far
+READ_SECONDS = 0.8  # how long a run page waits for a big run's reading before it shows the problems read so far
 BIG = 64 << 20  # bytes of rows not indexed yet past which a served run is read a slice at a time
 SLICE = 0.02  # the share of each row file one step of that reading takes
 

@@ -292,3 +292,26 @@ def test_a_field_the_regexes_might_miss_is_read_by_json(tmp_path: Path) -> None:
     broken = '{"schema": 1, "problem_id": "s/1", "sample_idx": 1, "verifier": "v", "score": 1-2}\n'
     block = read_block((json.dumps(score) + "\n" + broken).encode(), 0, "scores", Codes(), tags := Codes())
     assert [tags.values[c] for c in block.columns["tag"]] == [(3, "fp")] and block.bad == 1
+
+
+def test_rows_the_store_writes_are_read_by_the_regexes_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the pipeline writes (every field of today's records: prompt and reasoning tokens, a
+    grader's error, detail and grading id, a PRM's steps and a verifier's version and fingerprint)
+    never needs json: the fast path is the path real runs take."""
+    store = RunStore(tmp_path / "run")
+    store.samples.append([Sample("m/1", i, "Let $x=\\frac{1}{2}$.\n\"Quoted\" \\boxed{é}", 7, "length", -3.5, 12, 4)
+                          for i in range(3)])
+    store.grades("math").append([Grade("m/1", i, "math", 4, i == 1, answer="\\frac{1}{2}", error="timeout" if i else None,
+                                       detail={"sandbox": {"stdout": "ok\n", "correct": True}}, grading_id="g1")
+                                 for i in range(3)])
+    store.scores("prm").append([Score("m/1", i, "prm", 0.25 * i, 2, "fp", steps=(0.1, 0.9), aggregation="min",
+                                      tokens=33, calls=1) for i in range(3)])
+    monkeypatch.setattr(row_scan, "_mixed", lambda *a: pytest.fail("a store row went to json"))
+    samples = RowIndex(store.root / "samples.jsonl", kind="samples").refresh()
+    grades = RowIndex(store.root / "grades" / "math.jsonl", kind="grades").refresh()
+    scores = RowIndex(store.root / "scores" / "prm.jsonl", kind="scores").refresh()
+    assert list(samples.problems["m/1"].numbers) == [7.0] * 3
+    rows = grades.problems["m/1"]
+    assert list(rows.columns["correct"]) == [0, 1, 0] and {grades.tags.values[t] for t in rows.columns["tag"]} == {(4, "g1")}
+    assert grades.answers.values == ["\\frac{1}{2}"]
+    assert list(scores.problems["m/1"].columns["score"]) == [0.0, 0.25, 0.5] and scores.tags.values == [(2, "fp")]

@@ -48,6 +48,7 @@ from bonbench import __version__
 from bonbench.apps.trainer import signals
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.distributed import Comm, RankError, env_world, start, stop
+from bonbench.apps.trainer.evaluate import Evaluation
 from bonbench.apps.trainer.hooks import Callback, Callbacks, Progress, SignalWarnings, StepCallback
 from bonbench.apps.trainer.policy import Policy
 from bonbench.apps.trainer.setup import NOTICES, Prepared, before_start, prepare_training
@@ -78,9 +79,13 @@ class Trainer:
         # the learned value head, when the objective reads Group.value (baseline / p from the value)
         self.value = (ValueHead(self.policy.hidden_size, cfg.value_lr, self.policy.device)
                       if "value" in self.objective.needs else None)
-        # the hooks run on rank 0 (progress, the no-signal warnings, the caller's), after the built-in ones
-        self.hooks = Callbacks(([Progress(on_step)] if on_step is not None else []) + list(callbacks)
-                               if self.comm.is_main else [])
+        # the hooks run on rank 0: progress, the caller's, the held-out evaluation (and the no-signal
+        # warnings, added first by train once the log of a resumed run is read)
+        hooks: list[Callback] = [Progress(on_step)] if on_step is not None else []
+        hooks += callbacks
+        if cfg.eval_task is not None:
+            hooks.append(Evaluation(cfg, self.policy, self.ckpt.root, prep.model.fingerprint, prep.model.is_chat))
+        self.hooks = Callbacks(hooks if self.comm.is_main else [])
 
     # ---------------------------------------------------------------- the run
 

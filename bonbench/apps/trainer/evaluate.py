@@ -86,7 +86,7 @@ class Evaluation(Callback):
         cfg = self.cfg
         sampler = HFSampler.from_loaded(self.policy.lm, self.policy.tokenizer, name=f"{cfg.name}-step{step}",
                                         fingerprint=policy_fingerprint(self.base_fingerprint, cfg.training_hash(), step),
-                                        is_chat=self.is_chat, seed=cfg.seed, batch_size=cfg.micro_batch * cfg.group)
+                                        is_chat=self.is_chat, seed=cfg.seed)
         try:
             with own_randomness(), torch.no_grad():
                 result = execute(plan(eval_request(cfg, self.out), sampler=sampler))

@@ -1,7 +1,7 @@
 """Held-out evaluation during training (``apps/trainer/evaluate.py``) on a tiny random Gemma 3:
 every evaluated step is a normal run of the runner under CHECKPOINT/evals/ (step 0's samples are
-those of `bonbench run` on the base model with the same seed), one run directory per step, and a
-run with evaluation ends at exactly the weights of the same run without it; bad evaluation
+those of `bonbench run` on the base model with the same seed), one run directory per step, each paired to step 0 in
+CHECKPOINT/evals.jsonl, and a run with evaluation ends at exactly the weights of the same run without it; bad evaluation
 settings are one `error:` line before training starts."""
 
 from __future__ import annotations
@@ -57,6 +57,17 @@ def test_evaluation_is_a_normal_run_per_step_and_leaves_training_alone(tiny: str
         assert config["task_args"] == {} and config["backend"] == "hf" and config["seed"] == 0
         rows = (path.parent / "samples.jsonl").read_text().splitlines()
         assert len(rows) == 3 * 3  # the test split's 3 problems x --eval-n 3, independent of --group 4
+    # evals.jsonl: one row per evaluated step, each metric paired to step 0 on the same problems
+    evals = [json.loads(line) for line in (watched / "evals.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in evals] == [0, 2, 4] and "vs_step0" not in evals[0]
+    docs = {e["step"]: json.loads((Path(e["run"]) / "metrics.json").read_text()) for e in evals}
+    for e in evals[1:]:
+        assert e["metrics"]["pass@2"] == docs[e["step"]]["metrics"]["pass@2"]
+        for name in ("pass@1", "pass@2"):
+            now, then = docs[e["step"]]["per_problem"][name], docs[0]["per_problem"][name]
+            paired = e["vs_step0"][name]
+            assert paired["diff"] == pytest.approx(sum(now[p] - then[p] for p in now) / len(now))
+            assert paired["lo"] <= paired["diff"] <= paired["hi"] and paired["n_problems"] == 3
     # step 0 is the base model (LoRA starts at zero): the samples of `bonbench run` on it, same seed
     assert main(["run", "--task", "tiny_train", "--model", tiny, "--backend", "hf", "--dtype", "float32", "--n", "3",
                  "--metric", "pass@1,2", "--out", str(tmp_path / "base")]) == 0

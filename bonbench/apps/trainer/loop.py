@@ -84,7 +84,7 @@ class Trainer:
         hooks: list[Callback] = [Progress(on_step)] if on_step is not None else []
         hooks += callbacks
         if cfg.eval_task is not None:
-            hooks.append(Evaluation(cfg, self.policy, self.ckpt.root, prep.model.fingerprint, prep.model.is_chat))
+            hooks.append(Evaluation(cfg, self.policy, self.ckpt, prep.model.fingerprint, prep.model.is_chat))
         self.hooks = Callbacks(hooks if self.comm.is_main else [])
 
     # ---------------------------------------------------------------- the run

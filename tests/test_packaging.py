@@ -37,9 +37,10 @@ def test_a_wheel_ships_the_report_templates(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
                     str(src)], check=True, capture_output=True)
     (wheel,) = tmp_path.glob("bonbench-*.whl")
-    templates = REPO / "bonbench" / "apps" / "analysis" / "templates"
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {f"bonbench/apps/analysis/templates/{p.name}" for p in templates.iterdir()} <= names
+    for app in ("analysis", "viewer"):  # report.html's and `bonbench view`'s
+        templates = REPO / "bonbench" / "apps" / app / "templates"
+        assert {f"bonbench/apps/{app}/templates/{p.name}" for p in templates.iterdir()} <= names
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     # bonbench from the unpacked wheel, not from this checkout (whose editable install a meta path finder serves)

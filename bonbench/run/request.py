@@ -20,6 +20,7 @@ from bonbench.pipeline.shard import Coverage, ShardSpec, parse_shard
 
 if TYPE_CHECKING:  # names of Plan's fields only: `bonbench run --help` (RunRequest's flags) loads none of them
     from bonbench.api.metric.grammar import MetricSpec
+    from bonbench.api.sampler import Sampler
     from bonbench.core import models, ray_cluster
     from bonbench.pipeline.readers import ImportedSamples
 
@@ -114,6 +115,9 @@ class Plan:
     facts: Mapping[str, Any] | None = None  # top-level facts for each run's metrics.json (a merge's shards)
     verifier_note: str | None = None  # "verifier: NAME (why)", shown to the user when bon@k is scored
     never_sample: bool = False  # a reopened run: missing samples are an error naming the fix, not drawn
+    # a sampler object handed to ``plan`` (the trainer's live policy): ``execute`` samples with it instead
+    # of building one by name, and leaves closing it to its owner
+    sampler: Sampler | None = None
 
     @property
     def is_sweep(self) -> bool:

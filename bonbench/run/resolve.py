@@ -116,6 +116,13 @@ def sampled_model(backend: str, name: str | None, options: Any) -> models.Resolv
     return models.resolve_model(name)
 
 
+def given_model(sampler: Sampler) -> models.ResolvedModel:
+    """The model of a sampler object handed to the runner, as a resolved model's fields: its name and
+    fingerprint (what the run id hashes), its chat style; no folder (``path`` is its name)."""
+    return models.ResolvedModel(name=sampler.model, path=sampler.model, is_chat=sampler.is_chat,
+                                fingerprint=sampler.fingerprint, revision=None)
+
+
 def build_sampler(backend: str, model: models.ResolvedModel | None, *, seed: int, options: Any,
                   ray: ray_cluster.RayOptions | None = None) -> Sampler:
     """The sampler of ``backend`` (``ray``: one actor per worker, each with that backend)."""

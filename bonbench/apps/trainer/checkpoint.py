@@ -8,6 +8,7 @@ Layout::
     log.jsonl              one row per optimiser step (reward, KL, entropy, grad norm/variance, speed)
     rollouts.jsonl         every rollout sample, keyed (step, problem_id, sample_idx), with reward and weight
     ref_samples.jsonl      M reference samples per prompt with rewards (vBoN), keyed (problem_id, sample_idx)
+    evals.jsonl, evals/    held-out evaluations (--eval-task): one row per evaluated step, and its run directories
     config.json of the model, *.safetensors, tokenizer files, bonbench_manifest.json   (the export)
 
 The training state is written to a temporary folder (every file fsynced) and renamed into place,
@@ -76,6 +77,7 @@ class CheckpointDir:
         self.log_path = self.root / "log.jsonl"
         self.rollouts_path = self.root / "rollouts.jsonl"
         self.ref_samples_path = self.root / "ref_samples.jsonl"
+        self.evals_path = self.root / "evals.jsonl"  # one row per evaluated step (evaluate.py)
         self.manifest_path = self.root / CHECKPOINT_MANIFEST
 
     def check_writable(self, out: str) -> None:
@@ -117,7 +119,7 @@ class CheckpointDir:
         if write:
             self.root.mkdir(parents=True, exist_ok=True)
             if restarted:  # rows of a run that saved nothing, drawn under other settings (reference samples too)
-                for rows in (self.log_path, self.rollouts_path, self.ref_samples_path):
+                for rows in (self.log_path, self.rollouts_path, self.ref_samples_path, self.evals_path):
                     rows.unlink(missing_ok=True)
             atomic_write_json(path, cfg.to_json())
         return restarted

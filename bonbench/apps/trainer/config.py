@@ -24,7 +24,9 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.settings import setting
 
 # settings that may change between a run and its resumption without changing what is trained
-RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress", "endpoints", "unsafe_no_sandbox", "ray")
+RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress", "endpoints", "unsafe_no_sandbox", "ray",
+             # the held-out evaluation reads the policy and never changes it (evaluate.py)
+             "eval_task", "eval_task_args", "eval_every", "eval_metrics", "eval_n", "eval_limit")
 # settings added after the first release; their default reproduces the behaviour before them, and at
 # that default they stay out of the training hash, so checkpoints written before them still resume
 LATER = ("kl_schedule", "kl_coef_end", "kl_anneal_steps", "kl_anneal_delay", "value_lr", "adv_norm", "rationalize",
@@ -115,6 +117,20 @@ class TrainConfig:
         (), flag="--endpoint", metavar="URL",
         help="rollout server (repeatable): VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve BASE --enable-lora")
     sync_every: int = setting(1, range=flags.AT_LEAST_1, help="optimiser steps between adapter syncs to the servers")
+    # held-out evaluation through the runner (evaluate.py): a normal run directory per evaluated step
+    eval_task: str | None = setting(
+        None, help="evaluate the live policy on this task (its test split) at step 0, every --eval-every steps and at the "
+                   "end, each a normal run under CHECKPOINT/evals/")
+    eval_task_args: Mapping[str, str] = setting(default_factory=dict, flag="--eval-task-arg", metavar="KEY=VALUE",
+                                                help="argument of the evaluation task, repeatable")
+    eval_every: int | None = setting(None, range=flags.AT_LEAST_1, metavar="K",
+                                     help="optimiser steps between evaluations (default: at step 0 and at the end only)")
+    eval_metrics: tuple[str, ...] = setting((), flag="--eval-metric",
+                                            help="metrics of each evaluation, as `bonbench run --metric` (default: the "
+                                                 "task's); repeatable; list form pass@1,4")
+    eval_n: int | None = setting(None, range=flags.AT_LEAST_1,
+                                 help="samples per evaluation problem (default: the largest k; independent of --group)")
+    eval_limit: int | None = setting(None, range=flags.AT_LEAST_1, help="evaluate only the first N problems")
     seed: int = setting(0, range=flags.AT_LEAST_0, help="seed of prompt order, sampling and initialisation")
     # None: after every step, unless saving took more than a tenth of the time since the last save
     # (watch.SaveSchedule), so a kill loses little and saving costs little
@@ -149,6 +165,10 @@ class TrainConfig:
              "--rollout-backend openai syncs LoRA adapters to the server; drop --full-finetune or use --rollout-backend hf"),
             (bool(self.name) and "/" not in self.name and not self.name.startswith("."),
              "--name must be a plain folder name (it becomes results/checkpoints/NAME)"),
+            (self.eval_task is not None or (self.eval_every is None and not self.eval_metrics and self.eval_n is None
+                                            and self.eval_limit is None and not self.eval_task_args),
+             "--eval-every, --eval-metric, --eval-n, --eval-limit and --eval-task-arg set up an evaluation: add "
+             "--eval-task TASK"),
         ]
         for ok, message in checks:
             if not ok:

@@ -1,4 +1,4 @@
-"""The rollout loop: prompts -> G samples each from the live policy -> the task's own grades (and
+"""The training loop: prompts -> G samples each from the live policy -> the task's own grades (and
 verifier scores, reference log-probabilities, reference rewards where the objective needs them)
 -> per-sample weights from the objective -> one or more optimiser steps -> log, save, export.
 
@@ -21,80 +21,192 @@ Under a launcher (torchrun, accelerate launch) the step's prompt groups are spli
 the global counts, the gradients are summed over ranks, so the update is the one-process update of
 the same global batch; logged metrics are reduced over ranks and only rank 0 writes files.
 
-This module runs the steps (resume, save, export; ``train``); one step is ``step.RolloutStep``'s.
-The checks before a run starts are ``setup``'s (before the process group starts and any model
-loads). This module does not take the optimiser step (``update``) or lay out the checkpoint's files
-(``checkpoint``), and it prints nothing: progress goes to the ``on_step`` callback, warnings
-through ``warnings`` (``TrainingWarning``), notices to the ``setup.NOTICES`` logger (``command``
-shows them). Evaluating the exported model is ``bonbench run``'s.
+``Trainer`` is composed of parts that each own their state: the ``policy.Policy``, its
+``update.Update`` (AdamW, schedule, loss scale), the ``value.ValueHead`` where the objective reads
+it, and ``step.Sampling`` (the rollout backends and reference rewards). ``Trainer.train`` reads top
+to bottom: resume, then each step (``Trainer.step``: collect the rollouts, their ``signals``, the
+objective's weights, the value head's step, the optimiser steps, the log row), its row appended,
+the state saved when due, the hooks told (``hooks.Callback``: progress, warnings, and whatever the
+caller adds; one may stop the run), then the export. The checks before a run starts are ``setup``'s
+(before the process group starts and any model loads). This module does not lay out the
+checkpoint's files (``checkpoint``) and prints nothing: progress goes to the ``on_step`` callback,
+warnings through ``warnings`` (``TrainingWarning``), notices to the ``setup.NOTICES`` logger
+(``command`` shows them). Evaluating the exported model is ``bonbench run``'s.
 """
 
 from __future__ import annotations
 
 import time
-import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from bonbench import __version__
+from bonbench.apps.trainer import signals
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.distributed import Comm, RankError, env_world, start, stop
+from bonbench.apps.trainer.evaluate import Evaluation
+from bonbench.apps.trainer.hooks import Callback, Callbacks, Progress, SignalWarnings, StepCallback
 from bonbench.apps.trainer.policy import Policy
-from bonbench.apps.trainer.rollout_server import AdapterPublisher
-from bonbench.apps.trainer.setup import Prepared, before_start, prepare_training
-from bonbench.apps.trainer.step import RolloutStep
+from bonbench.apps.trainer.setup import NOTICES, Prepared, before_start, prepare_training
+from bonbench.apps.trainer.step import Sampling
+from bonbench.apps.trainer.update import Update
 from bonbench.apps.trainer.value import ValueHead
-from bonbench.apps.trainer.watch import SaveSchedule, SignalWatch, TrainingWarning
+from bonbench.apps.trainer.vllm_rollout import VLLMRollouts
+from bonbench.apps.trainer.watch import SaveSchedule
 from bonbench.core.errors import BonbenchError
 from bonbench.core.provenance import git_sha
 from bonbench.run.resolve import build_verifier
 
-StepCallback = Callable[[int, int, Mapping[str, Any]], None]  # (steps done, total, last log row)
 
+class Trainer:
+    """One training run (see the module docstring): ``train`` is the whole of it, ``step`` one step."""
 
-class Trainer(RolloutStep):
-    """One training run (``train`` is the whole of it; a step is ``step.RolloutStep``'s, its optimiser steps
-    ``update.PolicyUpdate``'s)."""
-
-    def __init__(self, prep: Prepared, on_step: StepCallback | None = None, comm: Comm | None = None) -> None:
+    def __init__(self, prep: Prepared, on_step: StepCallback | None = None, comm: Comm | None = None,
+                 callbacks: Sequence[Callback] = ()) -> None:
         self.p, self.cfg, self.task, self.objective, self.ckpt = prep, prep.cfg, prep.task, prep.objective, prep.ckpt
+        cfg = self.cfg
         self.comm = comm or Comm()
-        self.on_step = on_step if self.comm.is_main else None
-        self.saves = SaveSchedule(self.cfg.save_every)
-        self.style = "chat" if prep.model.is_chat else "base"
-        self.max_tokens = self.cfg.max_new_tokens or self.task.max_tokens
-        self.verifier = build_verifier(self.cfg.verifier, self.cfg.data_dir) if self.cfg.verifier else None
-        self.policy = Policy(prep.model, self.cfg, device=self.comm.device)
-        self.optimizer = torch.optim.AdamW(self.policy.trainable(), lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
-        warm = self.cfg.warmup
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
-        # fp16's loss scaling (update.py); off, and every call a no-op, in bf16 and float32
-        self.scaler = torch.amp.GradScaler(self.policy.device.type, enabled=self.cfg.dtype == "float16")
-        self.ref_rewards: dict[str, list[float]] = {}
-        self.publisher = None  # the rollout servers (--rollout-backend openai)
-        if self.cfg.rollout_backend == "openai":
-            self.publisher = AdapterPublisher(self.cfg.name, prep.ckpt.root, self.cfg.endpoints, prep.model.is_chat)
-        self.rollouts = None  # the vLLM rollout engine (--rollout-backend vllm), started on first use
+        self.saves = SaveSchedule(cfg.save_every)
+        verifier = build_verifier(cfg.verifier, cfg.data_dir) if cfg.verifier else None
+        self.policy = Policy(prep.model, cfg, device=self.comm.device)
+        self.update = Update(cfg, self.policy, self.comm)
+        self.sampling = Sampling(cfg, self.task, self.policy, self.comm, self.ckpt, needs=self.objective.needs,
+                                 verifier=verifier, is_chat=prep.model.is_chat)
         # the learned value head, when the objective reads Group.value (baseline / p from the value)
-        self.value = ValueHead(self.policy.hidden_size, self.cfg.value_lr, self.policy.device) \
-            if "value" in self.objective.needs else None
+        self.value = (ValueHead(self.policy.hidden_size, cfg.value_lr, self.policy.device)
+                      if "value" in self.objective.needs else None)
+        # the hooks run on rank 0: progress, the caller's, the held-out evaluation (and the no-signal
+        # warnings, added first by train once the log of a resumed run is read)
+        hooks: list[Callback] = [Progress(on_step)] if on_step is not None else []
+        hooks += callbacks
+        if cfg.eval_task is not None:
+            hooks.append(Evaluation(cfg, self.policy, self.ckpt, prep.model.fingerprint, prep.model.is_chat))
+        self.hooks = Callbacks(hooks if self.comm.is_main else [])
 
     # ---------------------------------------------------------------- the run
 
+    def train(self) -> Path:
+        """Train from the saved state (or step 0) to ``--steps``, or until a hook stops the run; export."""
+        cfg, ck, comm = self.cfg, self.ckpt, self.comm
+        start = self._resume()
+        if comm.is_main:
+            self.hooks.callbacks.insert(0, SignalWarnings(history=ck.read_rows(ck.log_path)))
+        self.hooks.on_train_begin(start, cfg.steps)
+        self.saves.start()
+        done = start
+        try:
+            if start < cfg.steps:
+                self.sampling.sync_servers(start)
+            for step in range(start, cfg.steps):
+                row = self.step(step)
+                done = step + 1
+                if comm.is_main:
+                    ck.append_rows(ck.log_path, [row])
+                self.hooks.on_step_end(done, row)
+                reason = self._stop_reason()
+                if comm.is_main and (self.saves.due(done, cfg.steps) or reason):
+                    self._save(done)
+                    self.hooks.on_checkpoint(done)
+                if done < cfg.steps and done % cfg.sync_every == 0 and not reason:
+                    self.sampling.sync_servers(done)
+                if reason:
+                    NOTICES.info(f"stopping after step {done} of {cfg.steps}: {reason}")
+                    break
+        finally:
+            self.sampling.close()
+        self.hooks.on_train_end(done)
+        if comm.is_main and (start < cfg.steps or ck.exported_step() != ck.saved_step()):
+            self.export()
+        comm.barrier()  # the job ends when the export is complete
+        return ck.root
+
+    def step(self, step: int) -> dict[str, Any]:
+        """One optimiser step (or ``ppo_epochs`` of them) on fresh rollouts; returns its log row."""
+        cfg, comm = self.cfg, self.comm
+        t0 = time.perf_counter()
+        r = self.sampling.collect(step)
+        sig = signals.signals(self.policy, {p.id: self.sampling.prompt(p) for p in r.mine}, r, self.objective.needs,
+                              self.value, log_kl=cfg.log_kl)
+        groups, weights = signals.weights(self.objective, r, sig, self.sampling.ref_rewards, cfg.adv_norm, comm)
+        value_stats = signals.value_step(self.value, self.objective, r, groups, sig, comm)
+        lr, kl_coef = self.update.lr, cfg.kl_at(step)  # the rate and coefficient this step's update uses
+        # the loss divides by the step's groups and rows over all ranks (1/P, 1/R of the module docstring)
+        n_rows = int(comm.sum([len(sig.pairs)])[0])
+        stats = self._optimise(sig.pairs, weights, [groups[p.id][0] for p in r.mine], kl_coef, (len(r.everyone), n_rows))
+        self.policy.update_ema()
+        token_logprobs = stats.pop("_token_logprobs")
+        row, rollouts = signals.log_row(step, r, sig, weights, groups, token_logprobs, t0, lr=lr, kl_coef=kl_coef,
+                                        n_rows=n_rows, rationalize=cfg.rationalize, comm=comm)
+        if comm.is_main:
+            self.ckpt.append_rows(self.ckpt.rollouts_path, rollouts)
+        return {**row, **value_stats, **stats}
+
+    # ---------------------------------------------------------------- the update (tests watch it here)
+
+    def _optimise(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
+                  groups: Sequence[Sequence[int]], kl_coef: float, totals: tuple[int, int] | None = None) -> dict[str, Any]:
+        """``update.Update.optimise``: ``step`` calls it through here, so a test can see what it trains on."""
+        return self.update.optimise(pairs, weights, groups, kl_coef, totals)
+
+    def _optimise_grads(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
+                        groups: Sequence[Sequence[int]], step: int = 0,
+                        totals: tuple[int, int] | None = None) -> dict[str, Any]:
+        """``update.Update.first_pass_grads`` (the exactness tests read the gradient it leaves)."""
+        return self.update.first_pass_grads(pairs, weights, groups, step, totals)
+
+    # the parts' state, as tests and benchmarks read it off the trainer
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self.update.optimizer
+
+    @property
+    def scheduler(self) -> Any:
+        return self.update.scheduler
+
+    @property
+    def scaler(self) -> torch.amp.GradScaler:
+        return self.update.scaler
+
+    @property
+    def style(self) -> str:
+        return self.sampling.style
+
+    @property
+    def rollouts(self) -> VLLMRollouts | None:
+        """The vLLM rollout engine (``--rollout-backend vllm``), once the first step started it."""
+        return self.sampling.engine
+
+    # ---------------------------------------------------------------- resume, stop, save, export
+
+    def _resume(self) -> int:
+        """Check the recorded config, load the saved state (every rank the same), drop rows of steps it
+        does not cover, and read the reference rewards drawn so far; returns the steps it covers."""
+        ck, comm = self.ckpt, self.comm
+        # every rank checks (the same error everywhere, no rank left waiting); rank 0 alone writes
+        ck.check_or_write_config(self.cfg, write=comm.is_main)
+        # rank 0 first: loading repairs a state folder a kill left half-renamed
+        start = self._restore() if comm.is_main else 0
+        comm.barrier()
+        if not comm.is_main:
+            start = self._restore()
+        comm.broadcast(self.policy.trainable() + list((self.policy.ema or {}).values())
+                       + (list(self.value.head.parameters()) if self.value is not None else []))
+        if comm.is_main:
+            ck.truncate_after(start)  # rows of steps the saved state does not cover; never earlier ones
+        self.sampling.load_reference_rewards()
+        return start
+
     def _restore(self) -> int:
         """Load the saved state, if any; returns the steps it covers."""
-        ck = self.p.ckpt
-        if ck.saved_step() == 0:
+        if self.ckpt.saved_step() == 0:
             return 0
-        state = ck.load_state()
+        state = self.ckpt.load_state()
         self.policy.load_trainable_state(state["weights"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
-        if state.get("scaler"):  # float16 runs; a state saved before the scaler existed starts it afresh
-            self.scaler.load_state_dict(state["scaler"])
+        self.update.load(state)
         if self.policy.ema is not None and state.get("ema") is not None:
             self.policy.ema = {k: v.to(self.policy.device) for k, v in state["ema"].items()}
         if self.value is not None:
@@ -103,88 +215,22 @@ class Trainer(RolloutStep):
             self.value.load_state_dict(state["value"])
         return int(state["step"])
 
-    def train(self) -> Path:
-        ck, cfg, comm = self.p.ckpt, self.cfg, self.comm
-        # every rank checks (the same error everywhere, no rank left waiting); rank 0 alone writes
-        ck.check_or_write_config(cfg, write=comm.is_main)
-        # rank 0 first: loading repairs a state folder a kill left half-renamed
-        start = self._restore() if comm.is_main else 0
-        comm.barrier()
-        if not comm.is_main:
-            start = self._restore()
-        comm.broadcast([p for p in self.policy.trainable()] + list((self.policy.ema or {}).values())
-                       + (list(self.value.head.parameters()) if self.value is not None else []))
-        if comm.is_main:
-            ck.truncate_after(start)  # rows of steps the saved state does not cover; never earlier ones
-        self._load_ref_rewards()
-        # rank 0 watches for steps without a learning signal, counting the logged steps of a resumed run
-        watch = SignalWatch(history=ck.read_rows(ck.log_path)) if comm.is_main else None
-        last: Mapping[str, Any] = {}
-        if self.on_step is not None:
-            self.on_step(start, cfg.steps, last)
-        self.saves.start()
-        try:
-            if start < cfg.steps:
-                self._sync_rollout_servers(start)
-            for step in range(start, cfg.steps):
-                last = self.step(step)
-                done = step + 1
-                if watch is not None:
-                    ck.append_rows(ck.log_path, [last])
-                    if self.saves.due(done, cfg.steps):
-                        self._save(done)
-                    self._warn(watch.update(last))
-                if done < cfg.steps and done % cfg.sync_every == 0:
-                    self._sync_rollout_servers(done)
-                if self.on_step is not None:
-                    self.on_step(done, cfg.steps, last)
-        finally:
-            if self.rollouts is not None:
-                self.rollouts.close()
-                self.rollouts = None
-        if watch is not None and start < cfg.steps:
-            self._warn(watch.finish())
-        if comm.is_main and (start < cfg.steps or ck.exported_step() != ck.saved_step()):
-            self.export()
-        comm.barrier()  # the job ends when the export is complete
-        return ck.root
+    def _stop_reason(self) -> str | None:
+        """A hook's reason to stop (rank 0's), the decision shared with every rank."""
+        reason = self.hooks.should_stop()
+        if self.comm.active and self.comm.sum([1.0 if reason else 0.0])[0] > 0:
+            return reason or "rank 0 stopped the run"
+        return reason
 
     def _save(self, done: int) -> None:
         t = time.perf_counter()
-        self.p.ckpt.save_state(done, self.policy.trainable_state(), self.optimizer, self.scheduler, self.policy.ema,
-                               self.value.state_dict() if self.value is not None else None, self.scaler.state_dict())
+        up = self.update
+        self.ckpt.save_state(done, self.policy.trainable_state(), up.optimizer, up.scheduler, self.policy.ema,
+                             self.value.state_dict() if self.value is not None else None, up.scaler.state_dict())
         self.saves.saved(time.perf_counter() - t)
 
-    @staticmethod
-    def _warn(message: str | None) -> None:
-        if message:
-            warnings.warn(message, TrainingWarning, stacklevel=2)
-
-    def _load_ref_rewards(self) -> None:
-        """Reference rewards drawn before (a resumed run), in file order, one per key (problem_id,
-        sample_idx); a prompt with fewer than M (a kill mid-append) is drawn again: the same samples,
-        since their seeds derive from (seed, problem, index)."""
-        seen: dict[tuple[str, int], float] = {}
-        for row in self.p.ckpt.read_rows(self.p.ckpt.ref_samples_path):
-            seen.setdefault((str(row["problem_id"]), int(row["sample_idx"])), float(row["reward"]))
-        drawn: dict[str, list[float]] = {}
-        for (pid, _), reward in seen.items():
-            drawn.setdefault(pid, []).append(reward)
-        self.ref_rewards = {pid: r for pid, r in drawn.items() if len(r) >= self.cfg.ref_samples}
-
-    def _sync_rollout_servers(self, step: int) -> None:
-        """``--rollout-backend openai``: rank 0 loads the adapters as of ``step`` into the servers; no
-        rank samples before they are there."""
-        if self.publisher is None:
-            return
-        if self.comm.is_main:
-            self.publisher.publish(self.policy.lm, step)
-        else:
-            self.publisher.use(step)
-        self.comm.barrier()
-
     def export(self) -> None:
-        ck, cfg, m = self.p.ckpt, self.cfg, self.p.model
+        ck, cfg, m = self.ckpt, self.cfg, self.p.model
         ck.clear_export()
         sha = self.policy.export(ck.root)
         ck.write_manifest({
@@ -208,10 +254,11 @@ class Trainer(RolloutStep):
         })
 
 
-def train(cfg: TrainConfig, on_step: StepCallback | None = None) -> Path:
+def train(cfg: TrainConfig, on_step: StepCallback | None = None, callbacks: Sequence[Callback] = ()) -> Path:
     """Train (or resume) ``cfg``; returns the checkpoint folder. Bad input raises BonbenchError first.
-    One-line notices (resuming, already complete) go to the ``bonbench.apps.trainer`` logger at INFO,
-    warnings through ``warnings`` as ``TrainingWarning``. Under a launcher (WORLD_SIZE > 1) this
+    One-line notices (resuming, already complete, stopped) go to the ``bonbench.apps.trainer`` logger at
+    INFO, warnings through ``warnings`` as ``TrainingWarning``; ``on_step(done, total, row)`` and
+    ``callbacks`` (``hooks.Callback``) are called on rank 0. Under a launcher (WORLD_SIZE > 1) this
     process is one data-parallel rank (``distributed``)."""
     # before the process group starts: bad input is the same error on every rank, and none waits
     prep = prepare_training(cfg)
@@ -222,7 +269,7 @@ def train(cfg: TrainConfig, on_step: StepCallback | None = None) -> Path:
     comm, started = start(cfg.prompts_per_step)
     try:
         torch.manual_seed(cfg.seed)
-        return Trainer(prep, on_step, comm).train()
+        return Trainer(prep, on_step, comm, callbacks).train()
     except BonbenchError as exc:
         if comm.active and not isinstance(exc, RankError):
             raise RankError(f"rank {comm.rank}: {exc}") from exc

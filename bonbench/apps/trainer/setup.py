@@ -1,7 +1,8 @@
 """Everything a training run checks before its model loads: the objective and its needs, the task's
 train split, the verifier, the batch split over ranks, the base model's files (``prepare_training``); then
 the checkpoint folder (``before_start``): the recorded settings, the saved state's files, whether
-the run is already complete, a writable ``--out``; and the run's one-line notices (resuming,
+the run is already complete, a writable ``--out``; the held-out evaluation's run (``check_evaluation``,
+planned with the base model, writing nothing); and the run's one-line notices (resuming,
 already complete, starting over), logged to ``NOTICES`` (the CLI prints them on stderr).
 
 All bad input found here is a ``BonbenchError`` naming the fix, the same on every rank of a
@@ -33,6 +34,8 @@ from bonbench.core.engines import import_vllm
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel, resolve_model
 from bonbench.core.records import Problem
+from bonbench.run.plan import plan
+from bonbench.run.request import RunRequest
 from bonbench.run.resolve import check_verifier, load_task
 
 NOTICES = logging.getLogger("bonbench.apps.trainer")  # one line each: resuming, already complete, starting over
@@ -76,6 +79,28 @@ def expert_completion(task: Task, problem: Problem) -> str:
     return " " + str(text).strip()
 
 
+def eval_request(cfg: TrainConfig, out: Path, model: str | None = None) -> RunRequest:
+    """The run each held-out evaluation makes (``evaluate``; ``model``: the base model's name, to check
+    the request before training)."""
+    assert cfg.eval_task is not None, "only runs with --eval-task evaluate"
+    # float32: the live policy's master weights, which the hf sampler runs as they are (no autocast)
+    return RunRequest(task=cfg.eval_task, task_args=dict(cfg.eval_task_args), metrics=cfg.eval_metrics, n=cfg.eval_n,
+                      limit=cfg.eval_limit, model=model, backend="hf", seed=cfg.seed, dtype="float32",
+                      verifier=cfg.verifier, data_dir=cfg.data_dir, out=out, unsafe_no_sandbox=cfg.unsafe_no_sandbox)
+
+
+def check_evaluation(cfg: TrainConfig, base_model: str) -> None:
+    """Plan the evaluation of step 0 with the base model by name: an unknown task, a metric that does
+    not parse or fit ``--eval-n``, a verifier of another family are one error before training starts.
+    Writes nothing and loads no model."""
+    if cfg.eval_task is None:
+        return
+    try:
+        plan(eval_request(cfg, Path(cfg.out), model=base_model))
+    except BonbenchError as exc:
+        raise BonbenchError(f"--eval-task {cfg.eval_task}: {exc}") from None
+
+
 def prepare_training(cfg: TrainConfig) -> Prepared:
     """Check everything a run needs, load nothing heavy (the model is resolved, not loaded)."""
     objective = make_objective(cfg.objective, **dict(cfg.objective_options))
@@ -106,6 +131,7 @@ def prepare_training(cfg: TrainConfig) -> Prepared:
     model = resolve_model(cfg.model)
     check_weight_files(model)
     check_verifier(cfg.verifier, cfg.data_dir, task=task.name, model_path=model.path)
+    check_evaluation(cfg, model.name)
     return Prepared(cfg, task, objective, model, ckpt)
 
 

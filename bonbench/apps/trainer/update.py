@@ -10,9 +10,9 @@ scaled before the backward pass and the gradients unscaled after the all-reduce 
 ``GradScaler``): fp16's range is narrow, and without scaling the small gradients of a real model
 underflow to exactly 0 (seen on an H100, Gemma 3 270M shape: gradient norm 0.0088 in bf16, 0.0 in
 fp16). A step whose scaled gradients overflow is skipped and the scale halved, as in torch's AMP
-recipe. bf16 and float32 leave the scaler off (every call a no-op). ``PolicyUpdate`` is a mixin of
-``loop.Trainer``: it reads the trainer's config, policy, optimiser, scheduler, scaler and ``Comm``. It
-samples nothing and writes no files.
+recipe. bf16 and float32 leave the scaler off (every call a no-op). ``Update`` owns the policy's
+AdamW, its learning-rate schedule (linear warm-up) and the loss scaler; it is handed the config, the
+policy and the ``Comm``. It samples nothing and writes no files (``checkpoint`` saves its state).
 """
 
 from __future__ import annotations
@@ -30,18 +30,32 @@ from bonbench.apps.trainer.distributed import Comm
 from bonbench.apps.trainer.policy import Policy
 
 
-class PolicyUpdate:
+class Update:
     """Optimiser steps on one rollout batch (see the module docstring)."""
 
-    cfg: TrainConfig
-    policy: Policy
-    optimizer: torch.optim.Optimizer
-    scheduler: Any
-    scaler: torch.amp.GradScaler  # enabled for float16 only
-    comm: Comm
+    def __init__(self, cfg: TrainConfig, policy: Policy, comm: Comm) -> None:
+        self.cfg, self.policy, self.comm = cfg, policy, comm
+        self.optimizer = torch.optim.AdamW(policy.trainable(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        warm = cfg.warmup
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer,
+                                                           lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+        # fp16's loss scaling (the module docstring); off, and every call a no-op, in bf16 and float32
+        self.scaler = torch.amp.GradScaler(policy.device.type, enabled=cfg.dtype == "float16")
 
-    def _optimise(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
-                  groups: Sequence[Sequence[int]], kl_coef: float, totals: tuple[int, int] | None = None) -> dict[str, Any]:
+    @property
+    def lr(self) -> float:
+        """The learning rate the next optimiser step uses."""
+        return float(self.scheduler.get_last_lr()[0])
+
+    def load(self, state: dict[str, Any]) -> None:
+        """Restore ``checkpoint.load_state``'s optimiser, scheduler and (float16) scaler state."""
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if state.get("scaler"):  # float16 runs; a state saved before the scaler existed starts it afresh
+            self.scaler.load_state_dict(state["scaler"])
+
+    def optimise(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
+                 groups: Sequence[Sequence[int]], kl_coef: float, totals: tuple[int, int] | None = None) -> dict[str, Any]:
         """``ppo_epochs`` optimiser steps on one rollout batch; returns the logged statistics. ``kl_coef``:
         the step's scheduled KL coefficient; ``totals``: (prompt groups, rows) of the global batch
         (default: these, one process)."""
@@ -81,9 +95,9 @@ class PolicyUpdate:
             stats["allreduce_s"] = comm_s
         return stats
 
-    def _optimise_grads(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
-                        groups: Sequence[Sequence[int]], step: int = 0,
-                        totals: tuple[int, int] | None = None) -> dict[str, Any]:
+    def first_pass_grads(self, pairs: Sequence[tuple[list[int], list[int]]], weights: np.ndarray,
+                         groups: Sequence[Sequence[int]], step: int = 0,
+                         totals: tuple[int, int] | None = None) -> dict[str, Any]:
         """The first pass's gradients of step ``step``, summed over ranks and left in ``.grad`` without
         a step (tests, diagnostics)."""
         totals = totals or (len(groups), len(pairs))

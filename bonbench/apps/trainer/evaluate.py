@@ -1,0 +1,144 @@
+"""Held-out evaluation while training: every ``--eval-every`` steps (and at step 0 and at the end)
+the live policy samples ``--eval-task`` through the runner's sampler seam (``run.plan.plan(req,
+sampler=...)``), and the runner grades, verifies and scores it as it does any run, into a normal run
+directory under ``CHECKPOINT/evals/`` (re-scorable with ``bonbench score``, readable by ``report``).
+
+Each evaluated step is its own run: the sampler's model is named ``NAME-stepK`` and its fingerprint
+hashes the base model's, the training hash and the step, so two steps never share a run id. The
+evaluation seed is fixed (the run's ``--seed``) and the same at every step, so step K and step 0
+draw each key with the same per-sample seed and differ only by the weights (common random numbers
+make a paired comparison sharper); its randomness is the sampler's own per-sample generators, and
+the global RNGs are forked around it, so training draws exactly what it would without evaluation.
+A resumed run evaluates its first step again when it is due: the runner samples only the keys a
+kill left missing. ``CHECKPOINT/evals.jsonl`` sums each evaluated step up: its run directory, its
+metrics, and each metric's paired bootstrap difference to step 0 on the same problems. The samples
+come from the live weights through the hf sampler whatever ``--rollout-backend`` is.
+
+This module defines no metric and no run format (the runner's), and it trains nothing; the
+evaluation's settings are checked before training starts (``setup.check_evaluation``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import random
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bonbench.apps.trainer.checkpoint import CheckpointDir
+from bonbench.apps.trainer.config import TrainConfig
+from bonbench.apps.trainer.hooks import Callback
+from bonbench.apps.trainer.policy import Policy
+from bonbench.apps.trainer.setup import NOTICES, eval_request
+from bonbench.core import outputs
+from bonbench.core.store import read_run_json
+from bonbench.metrics.bootstrap import paired_bootstrap_diff
+from bonbench.plugins.samplers.hf import HFSampler
+from bonbench.run.execute import execute
+from bonbench.run.plan import plan
+from bonbench.run.request import RunResult
+
+EVAL_DIR = "evals"  # CHECKPOINT/evals/runs/<task>/<NAME-stepK>/<run id>/
+
+
+def policy_fingerprint(base_fingerprint: str, training_hash: str, step: int) -> str:
+    """The identity of the live weights after ``step`` steps of this training run."""
+    return hashlib.sha256(f"{base_fingerprint}:{training_hash}:{step}".encode()).hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def own_randomness() -> Iterator[None]:
+    """Python's, numpy's and torch's global RNGs as they were before (a grader or verifier drawing from
+    them must not move what training draws next)."""
+    py, npy = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []):
+        try:
+            yield
+        finally:
+            random.setstate(py)
+            np.random.set_state(npy)
+
+
+class Evaluation(Callback):
+    """The evaluation hook (see the module docstring); ``results`` keeps each evaluated step's run."""
+
+    def __init__(self, cfg: TrainConfig, policy: Policy, ckpt: CheckpointDir, base_fingerprint: str,
+                 is_chat: bool) -> None:
+        self.cfg, self.policy, self.out, self.log = cfg, policy, ckpt.root / EVAL_DIR, ckpt.evals_path
+        self.base_fingerprint, self.is_chat = base_fingerprint, is_chat
+        self.results: dict[int, RunResult] = {}
+        self.total = 0
+
+    def due(self, done: int) -> bool:
+        every = self.cfg.eval_every
+        return done == 0 or done == self.total or (every is not None and done % every == 0)
+
+    def on_train_begin(self, start: int, total: int) -> None:
+        self.total = total
+        if start < total and self.due(start):
+            self.evaluate(start)
+
+    def on_step_end(self, done: int, row: Mapping[str, Any]) -> None:
+        if self.due(done):
+            self.evaluate(done)
+
+    def evaluate(self, step: int) -> RunResult:
+        """Sample, grade, verify and score the evaluation task with the weights after ``step`` steps."""
+        cfg = self.cfg
+        sampler = HFSampler.from_loaded(self.policy.lm, self.policy.tokenizer, name=f"{cfg.name}-step{step}",
+                                        fingerprint=policy_fingerprint(self.base_fingerprint, cfg.training_hash(), step),
+                                        is_chat=self.is_chat, seed=cfg.seed)
+        try:
+            with own_randomness(), torch.no_grad():
+                result = execute(plan(eval_request(cfg, self.out), sampler=sampler))
+        finally:
+            sampler.close()
+        self.results[step] = result
+        row = self.record(step, result)
+        shown = "  ".join(f"{name} {m['value']:.3f}" + (f" ({row['vs_step0'][name]['diff']:+.3f} vs step 0)"
+                                                         if name in row.get("vs_step0", {}) else "")
+                          for name, m in row["metrics"].items())
+        NOTICES.info(f"evaluation at step {step}: {shown} ({result.runs[0].store.root})")
+        return result
+
+    def record(self, step: int, result: RunResult) -> dict[str, Any]:
+        """The step's row of ``CHECKPOINT/evals.jsonl``: its run, its metrics and each metric's paired
+        difference to step 0 on the problems both scored (``paired_to``). The file holds one row per
+        evaluated step, rewritten atomically (a step evaluated again after a resume replaces its row)."""
+        doc = result.docs[0]
+        metrics = {name: m for name, m in doc.get("metrics", {}).items()
+                   if isinstance(m, dict) and isinstance(m.get("value"), float)}
+        row: dict[str, Any] = {"step": step, "run": str(result.runs[0].store.root), "metrics": metrics}
+        rows = {int(r["step"]): r for r in outputs.read_jsonl_log(self.log, skip_torn=True)} if self.log.exists() else {}
+        base = rows.get(0)
+        if step > 0 and base is not None:
+            base_doc = read_run_json(Path(base["run"]) / "metrics.json")
+            # as many resamples as the run's own intervals
+            row["vs_step0"] = paired_to(doc, base_doc, n_boot=eval_request(self.cfg, self.out).n_boot, seed=self.cfg.seed)
+        rows[step] = row
+        outputs.write_text(self.log, "".join(json.dumps(rows[k], sort_keys=True) + "\n" for k in sorted(rows)))
+        return row
+
+
+def paired_to(doc: Mapping[str, Any], base: Mapping[str, Any], n_boot: int, seed: int) -> dict[str, dict[str, float]]:
+    """Each metric's paired bootstrap difference (``metrics.bootstrap.paired_bootstrap_diff``) of one
+    evaluation to another, over the problems both have a per-problem value for: ``diff`` (the mean
+    difference), its 95% interval ``lo``..``hi`` and ``p``, the bootstrap share of differences <= 0."""
+    out: dict[str, dict[str, float]] = {}
+    theirs = base.get("per_problem", {})
+    for name, mine in doc.get("per_problem", {}).items():
+        other = theirs.get(name)
+        pids = sorted(set(mine) & set(other or {}))
+        if not pids or other is None:
+            continue
+        diff, lo, hi, p = paired_bootstrap_diff(np.array([mine[i] for i in pids], dtype=np.float64),
+                                                np.array([other[i] for i in pids], dtype=np.float64),
+                                                n_boot=n_boot, seed=seed)
+        out[name] = {"diff": diff, "lo": lo, "hi": hi, "p": p, "n_problems": len(pids)}
+    return out

@@ -12,7 +12,7 @@ of them (``Score.aggregation``), the tokens the PRM read and its forward passes 
 ``calls``: 1 per scored sample, 0 for a completion with no step). The verifier's name leaves the
 aggregation out, and its fingerprint puts it in: a run with another ``agg`` finds the rows of the
 same model under another fingerprint and re-aggregates their steps without loading the model
-(``rederive``, called by the verify stage). Aggregations: ``family.AGGREGATIONS``.
+(``rederive``, called by the verify stage). Aggregations: ``bonbench.api.steps.AGGREGATIONS``.
 
 The engine is chosen by ``backend``: ``hf`` (transformers, ``hf``) or ``vllm`` (vLLM's pooling runner,
 ``pooling``; the qwen and math-shepherd families only, refused for the others when the verifier is
@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from bonbench.api.steps import Aggregation, aggregate
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
 from bonbench.core.registry import coerce_kwargs
@@ -39,7 +40,7 @@ from bonbench.core.torch_device import resolve_device
 from bonbench.plugins.rewards.base import reward_prompt
 from bonbench.plugins.rewards.hf import resolve_source
 from bonbench.plugins.rewards.prm.encode import StepEncoder
-from bonbench.plugins.rewards.prm.family import FAMILIES, Aggregation, FamilyName, PRMFamily, aggregate, detect_family
+from bonbench.plugins.rewards.prm.family import FAMILIES, FamilyName, PRMFamily, detect_family
 from bonbench.plugins.rewards.prm.hf import HFStepScorer, needs_remote_code
 from bonbench.plugins.rewards.prm.pooling import VllmStepScorer, check_served
 

@@ -327,3 +327,16 @@ def test_a_scorer_that_cannot_score_partial_steps_is_one_line() -> None:
 
     with pytest.raises(BonbenchError, match="returned 1 step scores for 2 steps: it must score every step"):
         run("beam", TreeSampler([2, 2, 2]), Final(lambda p: 0.5), 2, width=1)
+
+
+def test_a_blank_step_ends_the_solution_and_scores_nothing_new() -> None:
+    class Blank(TreeSampler):
+        def continue_prefixes(self, prefixes):  # type: ignore[no-untyped-def]  # the second step is blank
+            return [type(c)(" " if len(p.steps) == 1 else c.text, c.finish, c.tokens, c.prompt_tokens)
+                    for p, c in zip(prefixes, super().continue_prefixes(prefixes), strict=True)]
+
+    scorer = TableScorer(lambda p: hashed_score(p, "blank"))
+    got = run("beam", Blank([2, 2, 2]), scorer, 2, width=1)
+    assert all(c.finish == "step" and len(c.steps) == 1 for c in got.candidates)
+    assert all(got.tree[c.leaf].step == " " and got.tree[c.leaf].score == c.step_scores[-1] for c in got.candidates)
+    assert scorer.asked == [("0",), ("1",)]

@@ -4,12 +4,13 @@
 sampler for one continuation of each parent (a parent may be given several times: that many
 children), optionally looks ahead greedily, scores the new paths in one scorer call and returns
 the new leaves. A continuation that runs to the end is cut on the delimiter into a chain of step
-nodes (empty pieces dropped), so every candidate's steps are what the scorer read.
+nodes (blank pieces dropped, as a PRM family's split drops them), so every candidate's steps are
+what the scorer read.
 
 Scores are cached per step list: a prefix the scorer has seen is never sent again (search-and-learn
 re-scores every full prefix at every iteration); ``SearchCost.cached_scores`` counts the reuses.
-An empty continuation (the model ended the solution, or emitted the delimiter at once) adds a node
-with no step: its path and scores are its parent's, and it is finished.
+A blank continuation (the model ended the solution, or emitted the delimiter at once) adds a node
+whose step is no step: its path and scores are its parent's, and it is finished.
 
 Seeds: the k-th continuation a search asks for is sampled from ``sample_seed(seed, problem_id, k)``,
 so a search is deterministic given its seed and what the sampler and scorer answer, whatever the
@@ -103,7 +104,7 @@ class Search:
         if node is None:
             return False
         draft = self.nodes[node]
-        return draft.finish != "step" or not draft.step
+        return draft.finish != "step" or not draft.step.strip()
 
     def next_seed(self) -> int:
         self.draws += 1
@@ -129,14 +130,14 @@ class Search:
         return leaves
 
     def _add(self, parent: int | None, cont: Continuation, to_end: bool) -> list[int]:
-        pieces = [p for p in cont.text.split(self.sampler.delimiter) if p] if to_end else [cont.text]
-        pieces = pieces or [""]
+        pieces = [p for p in cont.text.split(self.sampler.delimiter) if p.strip()] if to_end else [cont.text]
+        pieces = pieces or [cont.text]
         chain: list[int] = []
         for i, piece in enumerate(pieces):
             last = i == len(pieces) - 1
             base = chain[-1] if chain else parent
             depth = 1 if base is None else self.nodes[base].depth + 1
-            path = self.path(base) + ((piece,) if piece else ())
+            path = self.path(base) + ((piece,) if piece.strip() else ())
             self.nodes.append(_Draft(base, depth, piece, path, cont.finish if last else "step",
                                      cont.tokens if last else 0))
             chain.append(len(self.nodes) - 1)
@@ -153,9 +154,9 @@ class Search:
                         for i in active]
             still = []
             for i, cont in zip(active, self._sample(prefixes), strict=True):
-                if cont.text:
+                if cont.text.strip():
                     extra[i] = extra[i] + (cont.text,)
-                if cont.text and cont.finish == "step":
+                if cont.text.strip() and cont.finish == "step":
                     still.append(i)
             active = still
         return extra

@@ -76,13 +76,13 @@ class PRMFamily:
 
     def steps(self, completion: str) -> list[str]:
         """The completion's steps (module docstring)."""
-        out = []
-        for piece in completion.split(self.split):
-            if self.marker in ("separator", "tag") and self.mark.strip():
-                piece = piece.replace(self.mark.strip(), "")
-            if piece.strip():
-                out.append(piece.strip())
-        return out
+        return [step for step in map(self.clean, completion.split(self.split)) if step]
+
+    def clean(self, step: str) -> str:
+        """One step as the model reads it: stripped, its own copies of the marker text removed."""
+        if self.marker in ("separator", "tag") and self.mark.strip():
+            step = step.replace(self.mark.strip(), "")
+        return step.strip()
 
 
 FAMILIES: dict[str, PRMFamily] = {f.name: f for f in (

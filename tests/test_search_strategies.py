@@ -18,9 +18,10 @@ import pytest
 from search_scripts import DELIMITER, SeededSampler, TableScorer, TreeSampler, hashed_score
 
 from bonbench.api.sampler import sample_seed
-from bonbench.api.search.contract import make_strategy
+from bonbench.api.search.contract import make_strategy, partial_scorer
 from bonbench.api.search.records import Prefix, SearchProblem, SearchResult
 from bonbench.api.steps import aggregate
+from bonbench.api.verifier import get_verifier
 from bonbench.core.errors import BonbenchError
 from bonbench.plugins.strategies.particles import resample, resampling_probabilities
 
@@ -340,3 +341,11 @@ def test_a_blank_step_ends_the_solution_and_scores_nothing_new() -> None:
     assert all(c.finish == "step" and len(c.steps) == 1 for c in got.candidates)
     assert all(got.tree[c.leaf].step == " " and got.tree[c.leaf].score == c.step_scores[-1] for c in got.candidates)
     assert scorer.asked == [("0",), ("1",)]
+
+
+def test_a_verifier_that_scores_only_whole_solutions_is_refused_in_one_line() -> None:
+    scorer = TableScorer(lambda p: 0.5)
+    assert partial_scorer(scorer, "table") is scorer
+    with pytest.raises(BonbenchError, match=r"^verifier 'oracle' cannot score partial solutions, which a search ranks: "
+                                            r"use a process reward model \(--verifier prm:SOURCE"):
+        partial_scorer(get_verifier("oracle"), "oracle")

@@ -54,6 +54,15 @@ class PartialScorer(Protocol):
     def score_steps(self, questions: Sequence[str], steps: Sequence[Sequence[str]]) -> list[StepScores]: ...
 
 
+def partial_scorer(verifier: object, name: str) -> PartialScorer:
+    """``verifier`` as the scorer of a search, or the one-line error for a verifier that scores only
+    whole solutions (``name``: how the user named it)."""
+    if not isinstance(verifier, PartialScorer):
+        raise BonbenchError(f"verifier {name!r} cannot score partial solutions, which a search ranks: "
+                            "use a process reward model (--verifier prm:SOURCE, docs/verifiers.md)")
+    return verifier
+
+
 class Strategy(Protocol):
     """A search strategy with its options bound (the keyword arguments of its class).
 

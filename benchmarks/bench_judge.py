@@ -67,7 +67,7 @@ def bare(url: str, prompts: list[str], concurrency: int) -> Callable[[], int]:
             async with gate:
                 out = await api.completions.create(model=SERVED, prompt=text, max_tokens=1, temperature=1.0,
                                                    logprobs=20, seed=0)
-            top = out.choices[0].logprobs.top_logprobs[0]  # type: ignore[union-attr,index]
+            top = out.choices[0].logprobs.top_logprobs[0]  # type: ignore[union-attr,index] logprobs asked for, so present
             return p_yes(list(top.items()), 0.0)[0]
 
         try:

@@ -33,16 +33,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
 
-from gpu_check import record  # noqa: E402  (scripts/ and tests/ are put on the path just above)
-from judge_models import build_tiny_judge, reference_p_yes  # noqa: E402
-from orm_models import build_llama3_rm  # noqa: E402
-from prm_models import FAMILY_MODELS  # noqa: E402
+from gpu_check import record  # noqa: E402 scripts/ and tests/ are put on the path just above
+from judge_models import build_tiny_judge, reference_p_yes  # noqa: E402 after the path is set above
+from orm_models import build_llama3_rm  # noqa: E402 after the path is set above
+from prm_models import FAMILY_MODELS  # noqa: E402 after the path is set above
 
-from bonbench.api.reward import get_reward_model  # noqa: E402
-from bonbench.api.verifier import get_verifier  # noqa: E402
-from bonbench.core.records import Problem, Sample  # noqa: E402
-from bonbench.plugins.rewards.prm.verifier import PRMVerifier  # noqa: E402
-from bonbench.plugins.verifiers.judge import JudgeVerifier  # noqa: E402
+from bonbench.api.reward import get_reward_model  # noqa: E402 after the path is set above
+from bonbench.api.verifier import get_verifier  # noqa: E402 after the path is set above
+from bonbench.core.records import Problem, Sample  # noqa: E402 after the path is set above
+from bonbench.plugins.rewards.prm.verifier import PRMVerifier  # noqa: E402 after the path is set above
+from bonbench.plugins.verifiers.judge import JudgeVerifier  # noqa: E402 after the path is set above
 
 QUESTION = "Find x if 2x + 3 = 11."
 COMPLETIONS = [

@@ -68,7 +68,7 @@ def write_run(root: Path, *, task: str = "toy", model: str = "org/model", answer
 def toy(root: Path, **kw: object) -> Path:
     return write_run(root, answers={"p/1": ["7", "8", "7"], "p/2": ["3", "3", None]},
                      right={"p/1": [True, False, True], "p/2": [False, False, False]},
-                     scores={"p/1": [0.1, 0.9, 0.2], "p/2": [0.5, 0.4, 0.3]}, **kw)  # type: ignore[arg-type]
+                     scores={"p/1": [0.1, 0.9, 0.2], "p/2": [0.5, 0.4, 0.3]}, **kw)  # type: ignore[arg-type] the tests pass keyword options loosely
 
 
 class Markup(HTMLParser):
@@ -104,7 +104,7 @@ def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def client(*roots: Path, **kw: object) -> TestClient:
     """The app `bonbench view ROOTS` serves (its runs and checkpoints, as the command finds them)."""
     runs, checkpoints = selected(ViewRequest(paths=roots))
-    site = Site(runs, TaskTexts(None), checkpoints=checkpoints, **kw)  # type: ignore[arg-type]
+    site = Site(runs, TaskTexts(None), checkpoints=checkpoints, **kw)  # type: ignore[arg-type] the tests pass keyword options loosely
     return TestClient(app(site), base_url="http://127.0.0.1:7580")
 
 

@@ -21,6 +21,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,9 +34,9 @@ if CHROMIUM is None or DRIVER is None:
     pytest.skip("Debian's chromium and chromium-driver are not installed (scripts/install.sh installs them)",
                 allow_module_level=True)
 
-from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select  # noqa: E402
+from selenium.common.exceptions import NoAlertPresentException  # noqa: E402 only once the skips above have passed
+from selenium.webdriver.common.by import By  # noqa: E402 only once the skips above have passed
+from selenium.webdriver.support.ui import Select  # noqa: E402 only once the skips above have passed
 
 PROBLEMS = ("test/algebra/1.json", "test/algebra/2.json")
 # Each payload, were it markup, would set window.pwned or open an alert.
@@ -71,7 +72,7 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
+def browser() -> Iterator[Any]:
     from selenium.webdriver.chrome.options import Options
     from selenium.webdriver.chrome.service import Service
 
@@ -91,21 +92,21 @@ def _rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def _assert_nothing_ran(driver: object) -> None:
-    assert driver.execute_script("return window.pwned === undefined")  # type: ignore[attr-defined]
+def _assert_nothing_ran(driver: Any) -> None:
+    assert driver.execute_script("return window.pwned === undefined")
     with pytest.raises(NoAlertPresentException):
-        driver.switch_to.alert.text  # type: ignore[attr-defined]  # noqa: B018
-    assert not driver.find_elements(By.CSS_SELECTOR, "img, textarea, #jsl")  # type: ignore[attr-defined]
+        driver.switch_to.alert.text  # noqa: B018 reading the alert's text is what raises
+    assert not driver.find_elements(By.CSS_SELECTOR, "img, textarea, #jsl")
 
 
-def _check_problem(driver: object, run_dir: Path, data_dir: Path) -> None:
+def _check_problem(driver: Any, run_dir: Path, data_dir: Path) -> None:
     """The problem page shows the run directory's samples, grades and pick, and the dataset's prompt."""
-    pid = driver.find_element(By.TAG_NAME, "h1").text  # type: ignore[attr-defined]
+    pid = driver.find_element(By.TAG_NAME, "h1").text
     assert pid in {r["problem_id"] for r in _rows(run_dir / "samples.jsonl")}
     samples = {r["sample_idx"]: r for r in _rows(run_dir / "samples.jsonl") if r["problem_id"] == pid}
     grades = {r["sample_idx"]: r for r in _rows(run_dir / "grades" / "math.jsonl") if r["problem_id"] == pid}
     scores = {r["sample_idx"]: r["score"] for r in _rows(run_dir / "scores" / "logprob.jsonl") if r["problem_id"] == pid}
-    shown = driver.find_elements(By.CSS_SELECTOR, "details[data-sample]")  # type: ignore[attr-defined]
+    shown = driver.find_elements(By.CSS_SELECTOR, "details[data-sample]")
     assert [int(d.get_attribute("data-sample")) for d in shown] == sorted(samples)
     for d in shown:
         i = int(d.get_attribute("data-sample"))
@@ -115,39 +116,39 @@ def _check_problem(driver: object, run_dir: Path, data_dir: Path) -> None:
         assert d.find_element(By.CSS_SELECTOR, "code[data-answer]").text == (grades[i]["answer"] or "—")
         assert ("right" if grades[i]["correct"] else "wrong") in d.find_element(By.TAG_NAME, "summary").text
     pick = max(scores, key=lambda i: (scores[i], -i))
-    picked = driver.find_elements(By.CSS_SELECTOR, "details.pick")  # type: ignore[attr-defined]
+    picked = driver.find_elements(By.CSS_SELECTOR, "details.pick")
     assert [int(d.get_attribute("data-sample")) for d in picked] == [pick]
     problem = next(p for p in get_task("math", data_dir=str(data_dir)).problems if p.id == pid)
-    prompt = driver.find_element(By.CSS_SELECTOR, "pre[data-prompt]").text  # type: ignore[attr-defined]
+    prompt = driver.find_element(By.CSS_SELECTOR, "pre[data-prompt]").text
     assert problem.input.split("\n")[0] in prompt  # the prompt the run's task renders, statement included
-    assert driver.find_element(By.CSS_SELECTOR, "pre[data-gold]").text == problem.target  # type: ignore[attr-defined]
+    assert driver.find_element(By.CSS_SELECTOR, "pre[data-gold]").text == problem.target
 
 
-def _compare(driver: object, run_dir: Path) -> None:
+def _compare(driver: Any, run_dir: Path) -> None:
     """From the base run's page to the comparison, to the flipped problem, both runs' samples side by side."""
-    driver.find_element(By.LINK_TEXT, "math / base.jsonl").click()  # type: ignore[attr-defined]
-    driver.find_element(By.PARTIAL_LINK_TEXT, "tuned.jsonl").click()  # type: ignore[attr-defined]
-    flips = driver.find_elements(By.CSS_SELECTOR, "tr[data-flip='solved']")  # type: ignore[attr-defined]
+    driver.find_element(By.LINK_TEXT, "math / base.jsonl").click()
+    driver.find_element(By.PARTIAL_LINK_TEXT, "tuned.jsonl").click()
+    flips = driver.find_elements(By.CSS_SELECTOR, "tr[data-flip='solved']")
     assert [f.text for f in flips] == [f"{PROBLEMS[1]} some sample right right → wrong"]
     tuned = next(p for p in run_dir.parents[1].glob("tuned.jsonl/*") if (p / "samples.jsonl").is_file())
     a, b = (json.loads((r / "metrics.json").read_text())["metrics"]["pass@2"]["value"] for r in (run_dir, tuned))
-    diff = driver.find_element(By.CSS_SELECTOR, "tr[data-diff='pass@2']").text  # type: ignore[attr-defined]
+    diff = driver.find_element(By.CSS_SELECTOR, "tr[data-diff='pass@2']").text
     assert diff.startswith(f"pass@2 {a:.4f} {b:.4f} {b - a:.4f} [") and b < a  # the runs' own pass@2, paired
-    Select(driver.find_element(By.CSS_SELECTOR, "select[data-flag]")).select_by_value("flipped")  # type: ignore[attr-defined]
-    shown = [r.get_attribute("data-id") for r in driver.find_elements(By.CSS_SELECTOR, "tr[data-row]")  # type: ignore[attr-defined]
+    Select(driver.find_element(By.CSS_SELECTOR, "select[data-flag]")).select_by_value("flipped")
+    shown = [r.get_attribute("data-id") for r in driver.find_elements(By.CSS_SELECTOR, "tr[data-row]")
              if r.is_displayed()]
     assert shown == [PROBLEMS[1]]
     flips[0].find_element(By.TAG_NAME, "a").click()
     for side, run in (("A", run_dir), ("B", tuned)):
-        texts = [e.text for e in driver.find_elements(  # type: ignore[attr-defined]
+        texts = [e.text for e in driver.find_elements(
             By.CSS_SELECTOR, f"[data-side='{side}'] pre[data-completion]") if e.text]
         wanted = [r["completion"].strip() for r in _rows(run / "samples.jsonl") if r["problem_id"] == PROBLEMS[1]]
         assert texts == wanted[:len(texts)] and texts  # the picked (open) sample at least, each run's own
     _assert_nothing_ran(driver)
-    assert driver.save_screenshot(str(run_dir.parents[4] / "compare.png"))  # type: ignore[attr-defined]
+    assert driver.save_screenshot(str(run_dir.parents[4] / "compare.png"))
 
 
-def test_a_browser_clicks_through_a_served_run(run_dir: Path, data_dir: Path, browser: object, tmp_path: Path) -> None:
+def test_a_browser_clicks_through_a_served_run(run_dir: Path, data_dir: Path, browser: Any, tmp_path: Path) -> None:
     driver = browser
     results = run_dir.parents[3]  # both runs
     proc = subprocess.Popen([sys.executable, "-m", "bonbench", "view", str(results), "--port", "0", "--data-dir",
@@ -157,50 +158,50 @@ def test_a_browser_clicks_through_a_served_run(run_dir: Path, data_dir: Path, br
         assert proc.stdout is not None
         url = re.search(r"http://127\.0\.0\.1:\d+/", proc.stdout.readline())
         assert url
-        driver.get(url.group(0))  # type: ignore[attr-defined]
-        driver.find_element(By.LINK_TEXT, "math").click()  # type: ignore[attr-defined]
-        count = driver.find_element(By.CSS_SELECTOR, "[data-count]")  # type: ignore[attr-defined]
+        driver.get(url.group(0))
+        driver.find_element(By.LINK_TEXT, "math").click()
+        count = driver.find_element(By.CSS_SELECTOR, "[data-count]")
         assert count.text == "rows 1–2 of 2"  # table.js ran (the CSP let it) and counted the rows
-        flag = Select(driver.find_element(By.CSS_SELECTOR, "select[data-flag]"))  # type: ignore[attr-defined]
+        flag = Select(driver.find_element(By.CSS_SELECTOR, "select[data-flag]"))
         flag.select_by_value("unsolved")  # both problems have a right sample
-        assert count.text == "no rows match" and not any(r.is_displayed() for r in driver.find_elements(  # type: ignore[attr-defined]
+        assert count.text == "no rows match" and not any(r.is_displayed() for r in driver.find_elements(
             By.CSS_SELECTOR, "tr[data-row]"))
         flag.select_by_value("solved")
         assert count.text == "rows 1–2 of 2"
-        search = driver.find_element(By.CSS_SELECTOR, "input[data-search]")  # type: ignore[attr-defined]
+        search = driver.find_element(By.CSS_SELECTOR, "input[data-search]")
         search.send_keys("algebra/2")
-        visible = [r for r in driver.find_elements(By.CSS_SELECTOR, "tr[data-row]") if r.is_displayed()]  # type: ignore[attr-defined]
+        visible = [r for r in driver.find_elements(By.CSS_SELECTOR, "tr[data-row]") if r.is_displayed()]
         assert [r.get_attribute("data-id") for r in visible] == [PROBLEMS[1]] and count.text == "rows 1–1 of 1 (of 2)"
         visible[0].find_element(By.TAG_NAME, "a").click()
         _check_problem(driver, run_dir, data_dir)
         _assert_nothing_ran(driver)
         shot = tmp_path / "problem.png"
-        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000  # type: ignore[attr-defined]
+        assert driver.save_screenshot(str(shot)) and shot.stat().st_size > 10_000
         _compare(driver, run_dir)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
 
 
-def test_the_static_bundle_works_from_file_urls(run_dir: Path, data_dir: Path, browser: object, tmp_path: Path) -> None:
+def test_the_static_bundle_works_from_file_urls(run_dir: Path, data_dir: Path, browser: Any, tmp_path: Path) -> None:
     driver = browser
     out = tmp_path / "bundle"
     assert main(["view", str(run_dir), "--static", str(out), "--data-dir", str(data_dir), "--no-cache"]) == 0
-    driver.get((out / "index.html").as_uri())  # type: ignore[attr-defined]
-    driver.find_element(By.LINK_TEXT, "math").click()  # type: ignore[attr-defined]
-    header = driver.find_element(By.CSS_SELECTOR, "th[data-sort='id']")  # type: ignore[attr-defined]
+    driver.get((out / "index.html").as_uri())
+    driver.find_element(By.LINK_TEXT, "math").click()
+    header = driver.find_element(By.CSS_SELECTOR, "th[data-sort='id']")
     header.click()
     header.click()  # sorted by id, descending
-    first = next(r for r in driver.find_elements(By.CSS_SELECTOR, "tr[data-row]") if r.is_displayed())  # type: ignore[attr-defined]
+    first = next(r for r in driver.find_elements(By.CSS_SELECTOR, "tr[data-row]") if r.is_displayed())
     assert first.get_attribute("data-id") == PROBLEMS[1]
     first.find_element(By.TAG_NAME, "a").click()
     _check_problem(driver, run_dir, data_dir)
     _assert_nothing_ran(driver)
-    assert driver.save_screenshot(str(tmp_path / "bundle.png"))  # type: ignore[attr-defined]
+    assert driver.save_screenshot(str(tmp_path / "bundle.png"))
 
 
 @pytest.mark.slow
-def test_a_run_of_the_embedded_model_in_the_browser(data_dir: Path, browser: object, tmp_path: Path) -> None:
+def test_a_run_of_the_embedded_model_in_the_browser(data_dir: Path, browser: Any, tmp_path: Path) -> None:
     """The embedded model (Gemma 3 270M, the hf backend: ~2 minutes on 2 CPU cores) samples 2 MATH
     problems 4 times; the browser opens the run's second problem and checks it against the run."""
     driver = browser
@@ -211,10 +212,10 @@ def test_a_run_of_the_embedded_model_in_the_browser(data_dir: Path, browser: obj
     out = tmp_path / "bundle"
     # --no-cache: $BONBENCH_CACHE holds the converted model here, and the viewer keeps nothing of this run
     assert main(["view", str(tmp_path / "results"), "--static", str(out), "--data-dir", str(data_dir), "--no-cache"]) == 0
-    driver.get((out / "index.html").as_uri())  # type: ignore[attr-defined]
-    driver.find_element(By.LINK_TEXT, "math").click()  # type: ignore[attr-defined]
-    rows = [r for r in driver.find_elements(By.CSS_SELECTOR, "tr[data-row]") if r.is_displayed()]  # type: ignore[attr-defined]
+    driver.get((out / "index.html").as_uri())
+    driver.find_element(By.LINK_TEXT, "math").click()
+    rows = [r for r in driver.find_elements(By.CSS_SELECTOR, "tr[data-row]") if r.is_displayed()]
     assert len(rows) == 2
     rows[1].find_element(By.TAG_NAME, "a").click()
     _check_problem(driver, run, data_dir)
-    assert driver.save_screenshot(str(tmp_path / "embedded.png"))  # type: ignore[attr-defined]
+    assert driver.save_screenshot(str(tmp_path / "embedded.png"))

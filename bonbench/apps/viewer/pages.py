@@ -70,6 +70,11 @@ def page(title: str, template: str, depth: int, crumbs: Sequence[tuple[str, str]
         script=Markup(script()) if with_script else "") + "\n"
 
 
+def _verdict_css(right: bool | None) -> str:
+    """The CSS class of a right / wrong verdict; none when there is no verdict."""
+    return "" if right is None else ("right" if right else "wrong")
+
+
 def _num(x: float | None, digits: int = 3) -> str:
     return fmt_value(None if x is None else float(x), digits)
 
@@ -143,10 +148,10 @@ def _problem_cells(i: int, p: ProblemRow, values: Sequence[float], text: str) ->
             "majority": "—" if p.majority is None else p.majority + (f" (tie of {p.majority_ties})"
                                                                     if p.majority_ties > 1 else ""),
             "share": _num(p.majority_share, 2),
-            "majority_css": {True: "right", False: "wrong"}.get(p.majority_right, ""),  # type: ignore[arg-type]
+            "majority_css": _verdict_css(p.majority_right),
             "pick": "—" if p.pick is None else f"#{p.pick}" + (f" ({_num(p.pick_value)})" if p.rewards else ""),
             "pick_sort": "" if p.pick is None else p.pick,
-            "pick_css": {True: "right", False: "wrong"}.get(p.pick_right, ""),  # type: ignore[arg-type]
+            "pick_css": _verdict_css(p.pick_right),
             "score": _num(p.pick_score), "tokens": _num(p.mean_tokens, 1)}
 
 

@@ -23,7 +23,7 @@ _DOTTED = re.compile(r"\b(bonbench(?:_tasks|_sandbox)?(?:\.[A-Za-z_]\w*)+)(?::([
 _PATH = re.compile(r"^(?:bonbench|tasks|sandbox)/[\w./-]*$")
 _IMPORT = re.compile(r"^\s*from (bonbench(?:_tasks|_sandbox)?(?:\.\w+)*) import (\([^)]*\)|[\w, ]+)", re.M)
 _GROUPS = {"bonbench.tasks", "bonbench.verifiers", "bonbench.reward_models", "bonbench.samplers",
-           "bonbench.objectives"}  # entry-point group names, not modules
+           "bonbench.objectives", "bonbench.strategies"}  # entry-point group names, not modules
 
 
 class Names:

@@ -10,7 +10,9 @@ parameter, reading verifier scores; ``coin@k``, a Monte Carlo estimate). Each is
 command line: ``list``, ``run --backend toy`` with the verifier, the scheme and ``rm:toy-rm``,
 ``train --objective toy_obj`` on a tiny random model, the metrics through ``run``, ``score``,
 ``report``, ``leaderboard``, ``gate`` and ``plot`` (report.html), and the one-line errors of ``-T`` /
-``-O`` values of the wrong type and of bad metric names.
+``-O`` values of the wrong type and of bad metric names. A search strategy (``first_steps``) has no
+command yet (docs/search.md): it is found through ``make_strategy`` in a subprocess, with its option
+coerced and a wrong value refused in one line.
 """
 
 from __future__ import annotations
@@ -175,6 +177,32 @@ def _coin(outcomes, ks, param, seed):
     return SampledCurve(values, var, draws)
 
 
+@dataclass(frozen=True)
+class FirstSteps:
+    """first_steps: n first steps, each scored alone (a throw-away search strategy)."""
+
+    bonus: float = 0.0
+    name = "first_steps"
+
+    def check(self, n):
+        pass
+
+    def options(self):
+        return (("bonus", self.bonus),)
+
+    def search(self, problem, sampler, scorer, *, n, seed):
+        from bonbench.api.search.records import Candidate, Node, Prefix, SearchCost, SearchResult
+
+        conts = sampler.continue_prefixes([Prefix(problem.prompt, (), seed + i) for i in range(n)])
+        scored = scorer.score_steps([problem.question] * n, [[c.text] for c in conts])
+        values = [s.scores[0] + self.bonus for s in scored]
+        tree = tuple(Node(None, 1, c.text, s.scores[0], v, c.finish, c.tokens, True)
+                     for c, s, v in zip(conts, scored, values))
+        candidates = tuple(Candidate(i, c.text, (c.text,), s.scores, v, c.finish)
+                           for i, (c, s, v) in enumerate(zip(conts, scored, values)))
+        return SearchResult(problem.problem_id, self.name, self.options(), n, seed, candidates, tree, SearchCost())
+
+
 HIT = MetricKind("hit", "pass@k among the samples the verifier scores at least t", reads=frozenset({"grades", "scores"}),
                  per_problem=_hit, param=Param("t", 0.0, 5.0, example=0.5), order=25, color="#8c564b")
 COIN = MetricKind("coin", "pass@k from 64 random k-subsets", reads=frozenset({"grades"}), curve=_coin,
@@ -204,6 +232,9 @@ toyplug = toyplug
 hit = toyplug:HIT
 coin = toyplug:COIN
 hat^ = toyplug:HAT
+
+[bonbench.strategies]
+first_steps = toyplug:FirstSteps
 """
 
 
@@ -248,6 +279,40 @@ def test_list_shows_every_plugin(site: Path) -> None:
     assert "toy-rm" in rms and "Length of the completion plus a bonus" in rms
     objectives = bonbench(site, "list", "objectives").stdout
     assert "toy_obj" in objectives and "scale=1.0" in objectives
+
+
+SEARCH = """
+import json
+from bonbench.api import make_strategy, strategy_names
+from bonbench.api.search.records import Continuation, SearchProblem, StepScores
+from bonbench.core.errors import BonbenchError
+
+class Sampler:
+    delimiter = "\\n\\n"
+    def continue_prefixes(self, prefixes):
+        return [Continuation("step %d" % (p.seed % 3), "end", 2) for p in prefixes]
+
+class Scorer:
+    def score_steps(self, questions, steps):
+        return [StepScores(tuple(0.1 * int(s[-1][-1]) for _ in s), 1, 1) for s in steps]
+
+got = make_strategy("first_steps", bonus="0.5").search(SearchProblem("p", "Q:", "Q"), Sampler(), Scorer(), n=3, seed=0)
+try:
+    make_strategy("first_steps", bonus="lots")
+except BonbenchError as exc:
+    error = str(exc)
+print(json.dumps({"names": strategy_names(), "values": [c.value for c in got.candidates], "error": error}))
+"""
+
+
+def test_a_plugin_strategy_searches_with_its_options_coerced(site: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-c", SEARCH], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    assert out["names"] == ["beam", "best_of_n", "dvts", "first_steps", "particle_filtering"]
+    assert out["values"] == pytest.approx([0.5, 0.6, 0.7])
+    assert out["error"] == "strategy 'first_steps' option bonus takes float, got 'lots'"
 
 
 def test_run_with_the_plugin_backend_verifiers_and_reward_model(site: Path, tiny: str, tmp_path: Path) -> None:

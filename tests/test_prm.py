@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from prm_models import FAMILY_MODELS, build_trl
 
+from bonbench.api.steps import EMPTY_SCORE, aggregate
 from bonbench.api.task import Task
 from bonbench.api.verifier import get_verifier
 from bonbench.core.config import RunConfig
@@ -15,7 +16,6 @@ from bonbench.core.records import Grade, Problem, Prompt, Sample
 from bonbench.pipeline import stages as pipeline
 from bonbench.pipeline.prepared import open_run, prepare
 from bonbench.plugins.rewards.prm import verifier as prm
-from bonbench.plugins.rewards.prm.family import EMPTY_SCORE, aggregate
 
 QUESTION = "Find x if 2x + 3 = 11."
 COMPLETIONS = [

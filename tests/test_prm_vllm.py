@@ -19,12 +19,13 @@ from prm_models import (
     ref_qwen,
 )
 
+from bonbench.api.steps import aggregate
 from bonbench.api.verifier import get_verifier
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Problem, Sample
 from bonbench.plugins.rewards.prm import pooling
 from bonbench.plugins.rewards.prm.encode import StepEncoder
-from bonbench.plugins.rewards.prm.family import FAMILIES, aggregate
+from bonbench.plugins.rewards.prm.family import FAMILIES
 from bonbench.plugins.rewards.prm.pooling import VllmStepScorer, serves
 
 QUESTION = "Find x if 2x + 3 = 11."

@@ -9,12 +9,14 @@ an entry point in its package's metadata, one group per kind:
 - sampler backend: ``@register_sampler(name, options=Options)``; group ``bonbench.samplers``
 - objective: ``@register_objective(name, paper=...)``; group ``bonbench.objectives`` (modules)
 - metric kind: ``register_metric(MetricKind(...))``; group ``bonbench.metrics`` (records or modules)
+- search strategy: ``@register_strategy(name)`` on a class whose keyword arguments are its options;
+  group ``bonbench.strategies`` (``name = "module:Class"``)
 
 Factory keyword arguments are the plugin's CLI options (``-T`` for tasks, ``-O`` for objectives,
 ``?key=value`` for reward models), coerced by annotation.
 
 This package is a documented facade: it hands on the decorators, protocols and lookups of its
-modules (``task``, ``verifier``, ``reward``, ``sampler``, ``objective``, ``metric``) so that a plugin author
+modules (``task``, ``verifier``, ``reward``, ``sampler``, ``objective``, ``metric``, ``search``) so that a plugin author
 writes ``from bonbench.api import register_task``. Nothing inside bonbench or bonbench_tasks imports
 through it: they import each name from the module that defines it (``tests/layer_rules.py`` FACADES).
 
@@ -27,6 +29,14 @@ from bonbench.api.metric.kind import MetricKind, Param, register_metric
 from bonbench.api.objective import Group, Objective, make_objective, register_objective
 from bonbench.api.reward import RewardModel, get_reward_model, register_reward_model, reward_model_names
 from bonbench.api.sampler import Sampler, SampleRequest, SamplingParams, register_sampler, sampler_names
+from bonbench.api.search.contract import (
+                                          PartialScorer,
+                                          StepSampler,
+                                          Strategy,
+                                          make_strategy,
+                                          register_strategy,
+                                          strategy_names,
+)
 from bonbench.api.task import (
                                Grader,
                                GraderOptions,
@@ -40,8 +50,9 @@ from bonbench.api.task import (
 )
 from bonbench.api.verifier import Verifier, get_verifier, register_verifier, verifier_names
 
-__all__ = ["Grader", "GraderOptions", "Group", "MetricKind", "Objective", "Param", "PromptStyle", "RewardModel",
-           "SampleRequest", "Sampler", "SamplingParams", "Task", "Verifier", "family_tasks", "get_reward_model", "get_task",
-           "get_verifier", "make_objective", "register_metric", "register_objective", "register_reward_model",
-           "register_sampler", "register_task", "register_verifier", "reward_model_names", "sampler_names", "task_family",
+__all__ = ["Grader", "GraderOptions", "Group", "MetricKind", "Objective", "Param", "PartialScorer", "PromptStyle",
+           "RewardModel", "SampleRequest", "Sampler", "SamplingParams", "StepSampler", "Strategy", "Task", "Verifier",
+           "family_tasks", "get_reward_model", "get_task", "get_verifier", "make_objective", "make_strategy",
+           "register_metric", "register_objective", "register_reward_model", "register_sampler", "register_strategy",
+           "register_task", "register_verifier", "reward_model_names", "sampler_names", "strategy_names", "task_family",
            "task_names", "verifier_names"]

@@ -54,6 +54,7 @@ class _Row:
     problem_id: str
     sample_idx: int
     stop: tuple[str, ...]
+    seed: int  # its own random stream: ``sample_seed`` of its key, or a search's seed of one continuation
 
 
 def policy_logits(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
@@ -167,11 +168,26 @@ class HFSampler:
         for chunk in _chunks(requests, self.batch_size):
             prompts = [self._encode(req.prompt) for req, _ in chunk]
             rows = [
-                _Row(pos, req.problem_id, idx, tuple(dict.fromkeys(params.stop + req.prompt.stop)))
+                _Row(pos, req.problem_id, idx, tuple(dict.fromkeys(params.stop + req.prompt.stop)),
+                     sample_seed(self.seed, req.problem_id, idx))
                 for pos, (req, idxs) in enumerate(chunk)
                 for idx in idxs
             ]
-            yield self._run(prompts, rows, params)
+            yield self._run(prompts, rows, params)[0]
+
+    def continue_texts(self, texts: Sequence[str], seeds: Sequence[int],
+                       params: SamplingParams) -> list[tuple[Sample, bool]]:
+        """Continue raw ``texts`` (a search's prefixes: a base prompt and the steps so far), row i
+        drawn from ``seeds[i]``; each sample comes with whether it stopped at one of ``params.stop``
+        (else at EOS or max tokens). The samples' keys are ("search", i)."""
+        out: list[tuple[Sample, bool]] = []
+        for start in range(0, len(texts), self.batch_size):
+            chunk = texts[start:start + self.batch_size]
+            prompts = [list(self.tokenizer(t, add_special_tokens=True)["input_ids"]) for t in chunk]
+            rows = [_Row(i, "search", start + i, params.stop, seeds[start + i]) for i in range(len(chunk))]
+            samples, at_stop = self._run(prompts, rows, params)
+            out += zip(samples, at_stop, strict=True)
+        return out
 
     def close(self) -> None:
         self.lm = None
@@ -225,13 +241,16 @@ class HFSampler:
         return out.logits[:, -1, :], mask
 
     @torch.inference_mode()
-    def _run(self, prompts: list[list[int]], rows: list[_Row], params: SamplingParams) -> list[Sample]:
+    def _run(self, prompts: list[list[int]], rows: list[_Row], params: SamplingParams) -> tuple[list[Sample], list[bool]]:
+        """Every row's sample, and whether it stopped at a stop string (``continue_texts``)."""
         dev = self.device
         if params.max_tokens <= 0:
-            return [Sample(r.problem_id, r.sample_idx, "", 0, "length", 0.0, len(prompts[r.prompt_pos])) for r in rows]
+            return ([Sample(r.problem_id, r.sample_idx, "", 0, "length", 0.0, len(prompts[r.prompt_pos])) for r in rows],
+                    [False] * len(rows))
         cache, logits, mask, next_pos = self._prefill(prompts, [r.prompt_pos for r in rows])
 
-        gens = [torch.Generator().manual_seed(sample_seed(self.seed, r.problem_id, r.sample_idx)) for r in rows]
+        gens = [torch.Generator().manual_seed(r.seed) for r in rows]
+        at_stop = [False] * len(rows)
         tokens: list[list[int]] = [[] for _ in rows]
         logps = [0.0] * len(rows)
         done: dict[int, Sample] = {}
@@ -266,7 +285,7 @@ class HFSampler:
                     continue
                 text = self.tokenizer.decode(tokens[i], skip_special_tokens=True)
                 if cut is not None:
-                    text = text[:cut]
+                    text, at_stop[i] = text[:cut], True
                 r = rows[i]
                 done[i] = Sample(r.problem_id, r.sample_idx, text, len(tokens[i]), reason, logps[i],
                                  prompt_tokens=len(prompts[r.prompt_pos]),
@@ -281,7 +300,7 @@ class HFSampler:
             logits, mask = self._step(cache, new, mask, next_pos)
             next_pos = next_pos + 1
         assert len(done) == len(rows), "every row of a chunk must finish"
-        return [done[i] for i in range(len(rows))]
+        return [done[i] for i in range(len(rows))], at_stop
 
 
 def _chunks(requests: Sequence[SampleRequest], size: int) -> Iterator[list[tuple[SampleRequest, tuple[int, ...]]]]:

@@ -21,7 +21,7 @@ right. The presets follow each model card:
 
 Steps: the completion is cut on the family's ``split`` text; pieces are stripped and empty ones
 dropped, and a step's own copies of the marker text are removed (they would read as extra steps).
-A completion with no step scores ``EMPTY_SCORE`` (0.0, the floor of a probability: an empty answer
+A completion with no step scores ``bonbench.api.steps.EMPTY_SCORE`` (0.0, the floor of a probability: an empty answer
 loses to any scored one) with no forward pass.
 
 This module imports neither torch nor transformers; ``encode`` and ``hf`` use the record.
@@ -29,9 +29,7 @@ This module imports neither torch nor transformers; ``encode`` and ``hf`` use th
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,10 +39,8 @@ Marker = Literal["separator", "tag", "turn", "pieces"]
 Head = Literal["classes", "lm_tokens", "value"]
 Squash = Literal["softmax", "sigmoid"]
 Loader = Literal["token_classifier", "causal_lm", "backbone"]
-Aggregation = Literal["min", "prod", "last", "mean"]
 FamilyName = Literal["qwen", "math-shepherd", "rlhflow", "skywork", "trl"]
 
-EMPTY_SCORE = 0.0  # a completion with no step (module docstring)
 QWEN_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 
 
@@ -80,13 +76,13 @@ class PRMFamily:
 
     def steps(self, completion: str) -> list[str]:
         """The completion's steps (module docstring)."""
-        out = []
-        for piece in completion.split(self.split):
-            if self.marker in ("separator", "tag") and self.mark.strip():
-                piece = piece.replace(self.mark.strip(), "")
-            if piece.strip():
-                out.append(piece.strip())
-        return out
+        return [step for step in map(self.clean, completion.split(self.split)) if step]
+
+    def clean(self, step: str) -> str:
+        """One step as the model reads it: stripped, its own copies of the marker text removed."""
+        if self.marker in ("separator", "tag") and self.mark.strip():
+            step = step.replace(self.mark.strip(), "")
+        return step.strip()
 
 
 FAMILIES: dict[str, PRMFamily] = {f.name: f for f in (
@@ -126,17 +122,3 @@ def detect_family(source: str, config: Any) -> PRMFamily:
                         f"{', '.join(archs) or 'none'}; no step marker known for it): pass "
                         f"?family={'|'.join(FAMILIES)}, e.g. prm:{source}?family=trl")
 
-
-AGGREGATIONS: Mapping[str, Callable[[Sequence[float]], float]] = {
-    "min": min,
-    "prod": math.prod,
-    "last": lambda steps: steps[-1],
-    "mean": lambda steps: math.fsum(steps) / len(steps),
-}
-
-
-def aggregate(steps: Sequence[float], how: str) -> float:
-    """One score of per-step scores (``EMPTY_SCORE`` for none); ``how`` is a key of ``AGGREGATIONS``."""
-    if how not in AGGREGATIONS:
-        raise BonbenchError(f"unknown step aggregation {how!r}: use agg={'|'.join(AGGREGATIONS)}")
-    return float(AGGREGATIONS[how](steps)) if steps else EMPTY_SCORE

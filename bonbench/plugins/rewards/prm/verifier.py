@@ -12,7 +12,7 @@ of them (``Score.aggregation``), the tokens the PRM read and its forward passes 
 ``calls``: 1 per scored sample, 0 for a completion with no step). The verifier's name leaves the
 aggregation out, and its fingerprint puts it in: a run with another ``agg`` finds the rows of the
 same model under another fingerprint and re-aggregates their steps without loading the model
-(``rederive``, called by the verify stage). Aggregations: ``family.AGGREGATIONS``.
+(``rederive``, called by the verify stage). Aggregations: ``bonbench.api.steps.AGGREGATIONS``.
 
 The engine is chosen by ``backend``: ``hf`` (transformers, ``hf``) or ``vllm`` (vLLM's pooling runner,
 ``pooling``; the qwen and math-shepherd families only, refused for the others when the verifier is
@@ -20,6 +20,9 @@ built). Both read the same tokens (``encode``) and give the same ``step_scores``
 ``tokens`` and ``calls`` mean the same on either; the backend is part of the fingerprint. So is
 ``max_length`` (default: the PRM's positions; more is refused): a longer input loses the start of its
 question, never a step (``encode``).
+
+``score_steps`` makes the verifier a partial-solution scorer for search strategies
+(``bonbench.api.search.contract.PartialScorer``): lists of steps scored as given, no answer needed.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from bonbench.api.search.records import StepScores
+from bonbench.api.steps import Aggregation, aggregate
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
 from bonbench.core.registry import coerce_kwargs
@@ -39,7 +44,7 @@ from bonbench.core.torch_device import resolve_device
 from bonbench.plugins.rewards.base import reward_prompt
 from bonbench.plugins.rewards.hf import resolve_source
 from bonbench.plugins.rewards.prm.encode import StepEncoder
-from bonbench.plugins.rewards.prm.family import FAMILIES, Aggregation, FamilyName, PRMFamily, aggregate, detect_family
+from bonbench.plugins.rewards.prm.family import FAMILIES, FamilyName, PRMFamily, detect_family
 from bonbench.plugins.rewards.prm.hf import HFStepScorer, needs_remote_code
 from bonbench.plugins.rewards.prm.pooling import VllmStepScorer, check_served
 
@@ -167,6 +172,18 @@ class PRMVerifier:
         return [Score(s.problem_id, s.sample_idx, self.name, aggregate(values, agg), steps=values, aggregation=agg,
                       tokens=tokens, calls=1 if values else 0)
                 for s, (values, tokens) in zip(samples, results, strict=True)]
+
+
+    def score_steps(self, questions: Sequence[str], steps: Sequence[Sequence[str]]) -> list[StepScores]:
+        """Every step's score of partial solutions, for a search (``api.search.contract.PartialScorer``).
+
+        Each list is read as given, one score per step (each step cleaned as ``family.clean`` does),
+        whether or not it reaches an answer; ``questions[i]`` is the problem text (``reward_prompt``).
+        A list with no step reads nothing and costs no call.
+        """
+        lists = [[self.family.clean(s) for s in ss] for ss in steps]
+        results = self.load().step_scores(questions, lists) if any(lists) else [((), 0)] * len(lists)
+        return [StepScores(values, tokens, 1 if values else 0) for values, tokens in results]
 
 
 def prm_verifier(spec: str) -> PRMVerifier:

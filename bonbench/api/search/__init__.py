@@ -1,0 +1,1 @@
+"""The search contract: step samplers, partial-solution scorers, strategies, and their records."""

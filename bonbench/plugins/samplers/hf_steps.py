@@ -1,0 +1,52 @@
+"""A step sampler over the transformers backend: continue a search's prefixes to the next step delimiter.
+
+``HFStepSampler`` wraps an ``HFSampler`` (its model, batching and per-row random streams) as a
+``bonbench.api.search.contract.StepSampler``. A prefix's text is the prompt followed by the steps
+so far, each ended by the delimiter; the continuation stops at the next delimiter (finish
+``"step"``, the delimiter cut off), at EOS (``"end"``) or at max tokens (``"length"``); a ``to_end``
+prefix runs with no stop string, a ``greedy`` one at temperature 0. Row i is drawn from its
+prefix's seed, so a continuation does not depend on its batch.
+
+What it does not do: chat prompts (a prefix is plain text: a base model's prompt), or reuse a
+prefix's KV cache between calls: every continuation prefills its whole text again, which
+``Continuation.prompt_tokens`` counts (the recomputation vLLM's prefix caching would save).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from bonbench.api.sampler import SamplingParams
+from bonbench.api.search.records import Continuation, Finish, Prefix
+from bonbench.plugins.samplers.hf import HFSampler
+
+
+class HFStepSampler:
+    """The step sampler over ``sampler`` with ``params`` (temperature, top_p, max_tokens per step) (module docstring)."""
+
+    def __init__(self, sampler: HFSampler, params: SamplingParams, delimiter: str = "\n\n") -> None:
+        if not delimiter:
+            raise ValueError("a step sampler needs a non-empty step delimiter")
+        self.sampler, self.params, self.delimiter = sampler, params, delimiter
+
+    def text(self, prefix: Prefix) -> str:
+        """What the model continues: the prompt and the steps so far, each ended by the delimiter."""
+        return prefix.prompt + "".join(step + self.delimiter for step in prefix.steps)
+
+    def continue_prefixes(self, prefixes: Sequence[Prefix]) -> list[Continuation]:
+        out: list[Continuation | None] = [None] * len(prefixes)
+        for to_end in (False, True):
+            for greedy in (False, True):
+                group = [i for i, p in enumerate(prefixes) if p.to_end == to_end and p.greedy == greedy]
+                if not group:
+                    continue
+                params = replace(self.params, stop=() if to_end else (self.delimiter,),
+                                 temperature=0.0 if greedy else self.params.temperature)
+                got = self.sampler.continue_texts([self.text(prefixes[i]) for i in group],
+                                                  [prefixes[i].seed for i in group], params)
+                for i, (sample, at_stop) in zip(group, got, strict=True):
+                    finish: Finish = "step" if at_stop else ("length" if sample.finish_reason == "length" else "end")
+                    out[i] = Continuation(sample.completion, finish, sample.n_tokens, sample.prompt_tokens or 0)
+        assert all(c is not None for c in out), "every prefix is in one group"
+        return [c for c in out if c is not None]

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bonbench.apps.analysis.leaderboard import DOWN, UP, build_leaderboard, render_markdown, write_leaderboard
+from bonbench.apps.analysis.leaderboard import DOWN, UP, build_leaderboard
+from bonbench.apps.analysis.leaderboard_write import render_markdown, write_leaderboard
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 from bonbench.core.errors import BonbenchError
 
@@ -189,7 +190,7 @@ def test_kl_columns_lower_is_better_closed_form_without_interval(tmp_path: Path)
     row = next(line for line in md_text.splitlines() if line.startswith("| org--ckpt"))
     assert "| 0.636 |" in row  # no "±", no Δ
     assert "can fall below 0" in md_text and "Lower is better for kl, kl_bon@4" in md_text
-    from bonbench.apps.analysis.leaderboard import render_html
+    from bonbench.apps.analysis.leaderboard_write import render_html
 
     page = render_html(board)
     kl_td = next(td for td in page.split("<td") if "Δ +" in td and UP in td)

@@ -114,7 +114,8 @@ def test_plot_puts_base_and_checkpoint_k_curves_on_shared_axes(tmp_path: Path) -
 
 
 def test_leaderboard_draws_base_and_checkpoints_on_shared_axes(tmp_path: Path) -> None:
-    from bonbench.apps.analysis.leaderboard import build_leaderboard, write_leaderboard
+    from bonbench.apps.analysis.leaderboard import build_leaderboard
+    from bonbench.apps.analysis.leaderboard_write import write_leaderboard
 
     p = 0.1 + 0.6 * np.random.default_rng(3).random(60)
     write_synthetic_run(tmp_path, p, n=8, task="t", model="org/base", seed=1, metrics=("pass@1",), n_boot=50)

@@ -25,7 +25,8 @@ from bonbench.apps.analysis.analysis_flags import (
 from bonbench.apps.analysis.baseline import load_baseline, load_gate_run, save_baseline
 from bonbench.apps.analysis.gate import format_report, run_gate, write_report_json
 from bonbench.apps.analysis.html import write_report
-from bonbench.apps.analysis.leaderboard import build_leaderboard, write_leaderboard
+from bonbench.apps.analysis.leaderboard import build_leaderboard
+from bonbench.apps.analysis.leaderboard_write import write_leaderboard
 from bonbench.core import outputs, settings
 from bonbench.core.errors import BonbenchError
 

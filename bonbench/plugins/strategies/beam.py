@@ -25,8 +25,7 @@ from typing import ClassVar
 
 from bonbench.api.search.contract import PartialScorer, StepSampler
 from bonbench.api.search.records import SearchProblem, SearchResult
-from bonbench.api.steps import Aggregation
-from bonbench.plugins.strategies.engine import Search, check_multiple, check_positive, option_pairs, top
+from bonbench.plugins.strategies.engine import Search, TreeOptions, top
 
 
 def refill(nodes: list[int], n: int) -> list[int]:
@@ -35,25 +34,10 @@ def refill(nodes: list[int], n: int) -> list[int]:
 
 
 @dataclass(frozen=True)
-class BeamSearch:
+class BeamSearch(TreeOptions):
     """beam: keep the n/width best partial solutions each step, each expanded width times (module docstring)."""
 
-    width: int = 4
-    max_iterations: int = 40
-    lookahead: int = 0
-    agg: Aggregation = "last"
     name: ClassVar[str] = "beam"
-
-    def __post_init__(self) -> None:
-        check_positive(width=self.width, max_iterations=self.max_iterations)
-        if self.lookahead < 0:
-            raise ValueError(f"option lookahead={self.lookahead} must be 0 or more")
-
-    def check(self, n: int) -> None:
-        check_multiple(self.name, n, self.width)
-
-    def options(self) -> tuple[tuple[str, object], ...]:
-        return option_pairs(self)
 
     def search(self, problem: SearchProblem, sampler: StepSampler, scorer: PartialScorer, *,
                n: int, seed: int) -> SearchResult:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from bonbench.api.sampler import sample_seed
 from bonbench.api.search.contract import PartialScorer, StepSampler
@@ -36,7 +36,7 @@ from bonbench.api.search.records import (
     SearchProblem,
     SearchResult,
 )
-from bonbench.api.steps import EMPTY_SCORE, aggregate
+from bonbench.api.steps import EMPTY_SCORE, Aggregation, aggregate
 from bonbench.core.errors import BonbenchError
 
 
@@ -71,6 +71,30 @@ def check_multiple(strategy: str, n: int, width: int) -> None:
     if n < width or n % width:
         raise BonbenchError(f"strategy {strategy!r} needs n a multiple of its width {width} (got n={n}): "
                             f"pass n={max(width, n - n % width)} or width= a divisor of {n}")
+
+
+@dataclass(frozen=True)
+class TreeOptions:
+    """The options beam search and DVTS share, checked once: ``width`` (children per kept node; n must
+    be a multiple of it), ``max_iterations``, ``lookahead`` (greedy steps rolled out before ranking)
+    and ``agg`` (how a path's step scores make its value). A strategy adds its ``name`` and ``search``."""
+
+    width: int = 4
+    max_iterations: int = 40
+    lookahead: int = 0
+    agg: Aggregation = "last"
+    name: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        check_positive(width=self.width, max_iterations=self.max_iterations)
+        if self.lookahead < 0:
+            raise ValueError(f"option lookahead={self.lookahead} must be 0 or more")
+
+    def check(self, n: int) -> None:
+        check_multiple(self.name, n, self.width)
+
+    def options(self) -> tuple[tuple[str, object], ...]:
+        return option_pairs(self)
 
 
 def top(search: Search, nodes: Sequence[int], k: int) -> list[int]:

@@ -159,6 +159,20 @@ def test_hf_bad_label_and_missing_label_are_one_line_errors(tiny: Path) -> None:
     if not __import__("torch").cuda.is_available():
         with pytest.raises(BonbenchError, match="no CUDA device: use device=cpu"):
             get_reward_model(f"hf:{tiny}?label=1&device=cuda")
+    # device and dtype are resolved by core.torch_device, as for prm: and judge:
+    with pytest.raises(BonbenchError, match="device='tpu' is not auto, cpu, cuda"):
+        get_reward_model(f"hf:{tiny}?label=1&device=tpu")
+    with pytest.raises(BonbenchError, match="dtype='int8' is not auto or one of"):
+        get_reward_model(f"hf:{tiny}?label=1&dtype=int8")
+    if not __import__("torch").backends.mps.is_available():
+        with pytest.raises(BonbenchError, match="no MPS device: use device=cpu"):
+            get_reward_model(f"hf:{tiny}?label=1&device=mps")
+
+
+def test_hf_dtype_auto_on_cpu_is_float32_with_the_same_fingerprint(tiny: Path) -> None:
+    auto, explicit = (get_reward_model(f"hf:{tiny}?label=1&dtype={d}") for d in ("auto", "float32"))
+    assert auto.fingerprint == explicit.fingerprint  # what runs is hashed, not how it was asked for
+    assert auto.score(PROMPTS, COMPLETIONS) == explicit.score(PROMPTS, COMPLETIONS)
 
 
 def test_one_head_reward_model_reads_its_logit(tmp_path: Path) -> None:

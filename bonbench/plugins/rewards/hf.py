@@ -16,7 +16,8 @@ which its code also returns as ``logits``). Options (see ``HFClassifierOptions``
   BOS), ``concat`` (prompt + completion as one text: what TRL's sentiment and TL;DR reward scripts
   feed), ``completion`` (completion alone) or ``pair`` (a tokenizer text pair, for cross-encoders).
   Default: ``chat`` when the tokenizer has a chat template, else ``concat`` (``rewards.chat``).
-- ``max_length``, ``batch_size``, ``device`` (``auto``/``cpu``/``cuda``), ``dtype``,
+- ``max_length``, ``batch_size``, ``device`` (``auto``/``cpu``/``cuda``/``mps``), ``dtype`` (``float32``,
+  the default, ``bfloat16``, ``float16`` or ``auto``: ``core.torch_device``),
   ``trust_remote_code`` (run the model's own modelling code: ArmoRM).
 
 Texts longer than ``max_length`` tokens lose their *beginning* (left truncation; for ``pair`` the
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bonbench.core.errors import BonbenchError
+from bonbench.core.torch_device import resolve_device
 from bonbench.plugins.rewards.base import check_scores
 from bonbench.plugins.rewards.chat import InputMode, encode, resolve_input, template_hash
 
@@ -204,14 +206,8 @@ class HFClassifierReward:
         self.name = name
         path, weights = resolve_source(source)
         check_head(source, raw_config(path), options.trust_remote_code)
-        device = options.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        elif device.startswith("cuda") and not torch.cuda.is_available():
-            raise BonbenchError(f"reward model option device={device} but torch sees no CUDA device: use device=cpu (or auto)")
-        dtype = getattr(torch, options.dtype, None)
-        if not isinstance(dtype, torch.dtype):
-            raise BonbenchError(f"reward model option dtype={options.dtype!r} is not a torch dtype (float32, bfloat16, float16)")
+        device, dtype_name = resolve_device(options.device, options.dtype, "reward model option")
+        dtype = getattr(torch, dtype_name)
         trust = options.trust_remote_code
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
@@ -242,7 +238,7 @@ class HFClassifierReward:
         self.tokenizer.truncation_side = "left"  # keep the completion, drop the start of the prompt
         self.max_length = options.max_length or _max_length(self.tokenizer, self.model.config)
         resolved: dict[str, Any] = {"weights": weights, "label": self.index, "read": self.read, "input": self.input,
-                                    "max_length": self.max_length, "dtype": options.dtype}
+                                    "max_length": self.max_length, "dtype": dtype_name}
         if self.input == "chat":  # other modes keep the fingerprint their rows were stored under
             resolved["template"] = template_hash(self.tokenizer)
         self.fingerprint = "sha256:" + hashlib.sha256(json.dumps(resolved, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,171 @@
+"""Two-stage adaptive sampling: allocate samples from a pilot, estimate without bias.
+
+The design (pre-registered; docs/adaptive.md proves what is claimed here). Every problem first gets
+``pilot`` samples. From the pilots' correct counts, ``allocate`` gives each problem a table
+``second[s1]`` (how many more samples it gets after ``s1`` pilot successes) and a weight ``w``. A
+problem's table and weight are computed from the *other* problems' pilots only: given them, its
+second-stage size is a fixed function of its own pilot, and ``w`` does not depend on its own pilot.
+
+The estimate of any metric at k (pass@k, bon@k, maj@k, ...) is
+
+    w * (the fixed-n estimate on the pilot) + (1 - w) * (the fixed-n estimate on the second stage).
+
+Both parts are unbiased: the pilot is a fixed-size i.i.d. draw; the second stage is one too once the
+pilot is given, its size having been decided before it was drawn (E[second | pilot] = the metric, so
+E[second] = the metric). A weight fixed before the pilot is seen keeps the sum unbiased; the two
+parts are uncorrelated (E[pilot * second] = E[pilot * E[second | pilot]]), so the weight
+``allocate`` picks minimises the expected variance under the fitted prior. The plain mean over all
+samples would be biased (the second stage's size depends on the pilot's outcomes: tested).
+
+What it does not do: draw samples or store rounds (the runner), the per-part fixed-n estimators
+(``bonbench.metrics.pass_bon``, ``maj``), or bootstrap (``bonbench.metrics.bootstrap``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TwoStage:
+    """One problem's design: ``pilot`` first samples, ``second[s1]`` more after ``s1`` pilot successes,
+    and the weight of the pilot's estimate in the final one."""
+
+    pilot: int
+    second: tuple[int, ...]
+    weight: float
+
+    def __post_init__(self) -> None:
+        if self.pilot < 1:
+            raise ValueError(f"a two-stage design needs a pilot of at least 1 sample, got {self.pilot}")
+        if len(self.second) != self.pilot + 1 or any(m < 0 for m in self.second):
+            raise ValueError(f"second must give a size >= 0 for each of 0..{self.pilot} pilot successes, "
+                             f"got {self.second}")
+        if not 0.0 <= self.weight <= 1.0:
+            raise ValueError(f"the pilot's weight must be in [0, 1], got {self.weight}")
+
+    def size(self, successes: int) -> int:
+        """Samples drawn in all after ``successes`` pilot successes."""
+        return self.pilot + self.second[successes]
+
+    def check_k(self, k: int) -> None:
+        """A metric at k needs k samples in each part that carries weight."""
+        if self.weight > 0 and k > self.pilot:
+            raise ValueError(f"k={k} is above the pilot ({self.pilot}): use a pilot of at least k, or weight 0")
+        if self.weight < 1 and k > min(self.second):
+            raise ValueError(f"k={k} is above the smallest second stage ({min(self.second)}): allocate with floor >= k")
+
+    def estimate(self, pilot_value: float, second_value: float) -> float:
+        """The unbiased estimate from the two parts' fixed-n estimates (module docstring)."""
+        if self.weight == 1.0:
+            return pilot_value
+        if self.weight == 0.0:
+            return second_value
+        return self.weight * pilot_value + (1 - self.weight) * second_value
+
+
+# ----------------------------------------------------------------------------------------------
+# allocation
+
+
+def pilot_prior(counts: np.ndarray, pilot: int) -> tuple[float, float]:
+    """Beta(a, b) of the problems' success probabilities: the beta-binomial maximum likelihood of the
+    pilot counts ``counts[s]`` (problems with s successes), on a grid of means (1e-4 .. 1 - 1e-4,
+    logit-spaced) and sizes a + b (0.05 .. 10^4, log-spaced), refined once around the best point.
+    Jeffreys' Beta(1/2, 1/2) where the pilots cannot say (fewer than two problems, a pilot of one).
+    (A method-of-moments fit was tried first: with pilots of two it often found no overdispersion
+    and so no reason to adapt.)"""
+    from scipy.special import betaln
+
+    if counts.sum() < 2 or pilot < 2:
+        return 0.5, 0.5
+    s = np.arange(pilot + 1)
+    logit, log_size = np.linspace(-9.2, 9.2, 93), np.linspace(math.log(0.05), math.log(1e4), 93)
+    for _ in range(2):
+        mean = 1 / (1 + np.exp(-logit))[:, None, None]
+        size = np.exp(log_size)[None, :, None]
+        a, b = mean * size, (1 - mean) * size
+        ll = (counts * (betaln(s + a, pilot - s + b) - betaln(a, b))).sum(axis=2)
+        i, j = np.unravel_index(int(np.argmax(ll)), ll.shape)
+        best = float(a[i, j, 0]), float(b[i, j, 0])
+        step_l, step_s = logit[1] - logit[0], log_size[1] - log_size[0]
+        logit = np.linspace(logit[i] - step_l, logit[i] + step_l, 41)
+        log_size = np.linspace(log_size[j] - step_s, log_size[j] + step_s, 41)
+    return best
+
+
+def _weight(a: float, b: float, pilot: int, second: np.ndarray) -> float:
+    """The pilot's weight minimising the expected variance of the estimate of pass@1 for a problem
+    drawn from Beta(a, b): Var(second stage) / (Var(pilot) + Var(second stage)), each averaged over
+    the prior (and, for the second stage, over the pilot that fixes its size)."""
+    if second.min() == 0:
+        return 1.0  # an empty second stage has no estimate: the pilot alone
+    log_beta = math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    spread = a * b / ((a + b) * (a + b + 1))  # E[p (1 - p)]
+    v_second = 0.0
+    for s, m in enumerate(second):
+        # E[p (1 - p) 1{S1 = s}] = C(pilot, s) B(a + s + 1, b + pilot - s + 1) / B(a, b)
+        log_term = (math.lgamma(pilot + 1) - math.lgamma(s + 1) - math.lgamma(pilot - s + 1)
+                    + math.lgamma(a + s + 1) + math.lgamma(b + pilot - s + 1) - math.lgamma(a + b + pilot + 2) - log_beta)
+        v_second += math.exp(log_term) / m
+    return v_second / (spread / pilot + v_second)
+
+
+def _design(others: np.ndarray, pilot: int, budget_each: float, floor: int, cap: int) -> TwoStage:
+    """One problem's design, from the other problems' pilot counts only (module docstring)."""
+    a, b = pilot_prior(others, pilot)
+    s = np.arange(pilot + 1)
+    post_a, post_b = a + s, b + pilot - s
+    # E[p (1 - p) | s]: the variance one more sample of this problem carries, on average
+    spread = np.sqrt(post_a * post_b / ((post_a + post_b) * (post_a + post_b + 1)))
+
+    def sizes(scale: float) -> np.ndarray:
+        # Neyman: a problem's total samples in proportion to its spread, the pilot already spent
+        return np.clip(np.rint(scale * spread) - pilot, floor, cap).astype(int)
+
+    target = budget_each * others.sum()
+    lo, hi = 0.0, 1.0
+    while others @ sizes(hi) < target and hi < 1e12:
+        hi *= 2
+    for _ in range(60):  # bisection on the scale: the others' second stages spend the budget
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if others @ sizes(mid) < target else (lo, mid)
+    second = sizes(hi)
+    return TwoStage(pilot, tuple(int(m) for m in second), float(_weight(a, b, pilot, second)))
+
+
+def allocate(pilot_successes: Sequence[int], pilot: int, budget: int, *, floor: int = 1,
+             cap: int | None = None) -> list[TwoStage]:
+    """Each problem's design after the pilot: ``budget`` more samples in all (a target: sizes are
+    rounded and clipped to ``floor``..``cap``; a metric at k needs ``floor`` >= k), spread in
+    proportion to each problem's expected spread sqrt(E[p (1 - p) | its pilot]) under a beta prior
+    fitted to the other problems' pilots, and the pilot's weight (``_weight``).
+
+    A problem's design is computed without its own pilot, so its second-stage size is a fixed
+    function of its own successes and its weight does not depend on them: what keeps the estimate
+    unbiased. Problems with the same pilot count share one design (removing either from the counts
+    leaves the same others).
+    """
+    if pilot < 1 or budget < 0 or floor < 1:
+        raise ValueError("need pilot >= 1, budget >= 0 and floor >= 1 (an empty second stage has no estimate)")
+    top = cap if cap is not None else max(floor, budget)
+    if top < floor:
+        raise ValueError(f"cap {cap} is below floor {floor}")
+    got = np.asarray(pilot_successes, dtype=int)
+    if got.size and (got.min() < 0 or got.max() > pilot):
+        raise ValueError(f"pilot successes must be between 0 and the pilot ({pilot})")
+    if got.size == 1:  # no other problem to learn from: the whole budget, whatever the pilot shows
+        size = np.full(pilot + 1, min(max(budget, floor), top))
+        return [TwoStage(pilot, tuple(int(m) for m in size), float(_weight(0.5, 0.5, pilot, size)))]
+    counts = np.bincount(got, minlength=pilot + 1)
+    each = budget / max(got.size, 1)
+    tables = {}
+    for s1 in np.unique(got):
+        others = counts.copy()
+        others[s1] -= 1
+        tables[int(s1)] = _design(others, pilot, each, floor, top)
+    return [tables[int(s1)] for s1 in got]

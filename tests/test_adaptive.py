@@ -1,0 +1,146 @@
+"""Two-stage adaptive sampling (bonbench.metrics.adaptive): exact expectations by enumeration.
+
+Unbiasedness is checked without Monte Carlo: every outcome sequence the design can produce is
+enumerated with its probability, and the estimate's expectation must equal the metric of i.i.d.
+draws to 1e-12, for pass@k, bon@k (with score ties) and maj@k. The same enumeration shows the plain
+estimator on all samples pooled biased under the same designs, so the check can fail.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Iterator, Sequence
+
+import numpy as np
+import pytest
+
+from bonbench.metrics.adaptive import TwoStage, allocate, pilot_prior
+from bonbench.metrics.maj import maj_at_k
+from bonbench.metrics.pass_bon import bon_at_k, pass_at_k
+
+# (score, correct, answer) outcomes: a verifier that ties a right and a wrong answer at 0.5 and ranks
+# one wrong answer first; two wrong answers that can outvote the right one
+OUTCOMES = [(0.5, 1, "7"), (0.9, 1, "7"), (0.5, 0, "8"), (0.95, 0, "9"), (0.1, 0, "8")]
+PROBS = [0.2, 0.15, 0.3, 0.1, 0.25]
+DESIGNS = [TwoStage(2, (2, 4, 3), 0.3), TwoStage(2, (3, 2, 2), 0.0), TwoStage(2, (2, 2, 3), 1.0),
+           TwoStage(3, (2, 3, 2, 2), 0.55)]
+
+Outcome = tuple[float, int, str]
+Metric = Callable[[list[Outcome], int], float]
+
+
+def _pass(xs: list[Outcome], k: int) -> float:
+    return pass_at_k([c for _, c, _ in xs], k)
+
+
+def _bon(xs: list[Outcome], k: int) -> float:
+    return bon_at_k([s for s, _, _ in xs], [c for _, c, _ in xs], k)
+
+
+def _maj(xs: list[Outcome], k: int) -> float:
+    return maj_at_k([a for _, _, a in xs], [c for _, c, _ in xs], k)
+
+
+METRICS: dict[str, Metric] = {"pass": _pass, "bon": _bon, "maj": _maj}
+
+
+def _runs(design: TwoStage, outcomes: Sequence[Outcome],
+          probs: Sequence[float]) -> Iterator[tuple[float, list[Outcome], list[Outcome]]]:
+    """Every (pilot, second stage) the design can draw from i.i.d. outcomes, with its probability;
+    orders within a part are summed into one (the fixed-n estimators read a part's multiset)."""
+    runs: dict[tuple[tuple[int, ...], tuple[int, ...]], float] = {}
+    for head in itertools.product(range(len(outcomes)), repeat=design.pilot):
+        s1 = sum(outcomes[i][1] for i in head)
+        for tail in itertools.product(range(len(outcomes)), repeat=design.second[s1]):
+            key = (tuple(sorted(head)), tuple(sorted(tail)))
+            runs[key] = runs.get(key, 0.0) + math.prod(probs[i] for i in head + tail)
+    for (head, tail), w in runs.items():
+        yield w, [outcomes[i] for i in head], [outcomes[i] for i in tail]
+
+
+def _truth(metric: Metric, outcomes: Sequence[Outcome], probs: Sequence[float], k: int) -> float:
+    """The metric at k of k i.i.d. draws, by enumerating the k-tuples (a k-tuple is its own only subset)."""
+    return sum(math.prod(probs[i] for i in t) * metric([outcomes[i] for i in t], k)
+               for t in itertools.product(range(len(outcomes)), repeat=k))
+
+
+@pytest.mark.parametrize("design", DESIGNS, ids=str)
+@pytest.mark.parametrize("name", sorted(METRICS))
+def test_the_two_stage_estimate_is_exactly_unbiased(design: TwoStage, name: str) -> None:
+    metric = METRICS[name]
+    for k in range(1, 3):
+        design.check_k(k)
+        expect = sum(w * design.estimate(metric(head, k), metric(tail, k)) for w, head, tail in _runs(design, OUTCOMES, PROBS))
+        assert expect == pytest.approx(_truth(metric, OUTCOMES, PROBS, k), abs=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(METRICS))
+def test_pooling_every_sample_is_biased_under_the_same_design(name: str) -> None:
+    metric, design = METRICS[name], DESIGNS[0]
+    pooled = sum(w * metric(head + tail, 2) for w, head, tail in _runs(design, OUTCOMES, PROBS))
+    assert abs(pooled - _truth(metric, OUTCOMES, PROBS, 2)) > 1e-3
+    fixed = TwoStage(2, (3, 3, 3), 0.4)  # a design that does not adapt: pooling is unbiased there
+    pooled = sum(w * metric(head + tail, 2) for w, head, tail in _runs(fixed, OUTCOMES, PROBS))
+    assert pooled == pytest.approx(_truth(metric, OUTCOMES, PROBS, 2), abs=1e-12)
+
+
+def test_designs_refuse_what_they_cannot_estimate() -> None:
+    with pytest.raises(ValueError, match="above the pilot"):
+        TwoStage(2, (4, 4, 4), 0.5).check_k(3)
+    TwoStage(2, (4, 4, 4), 0.0).check_k(3)  # the pilot carries no weight: only the second stage needs k
+    with pytest.raises(ValueError, match="allocate with floor >= k"):
+        TwoStage(3, (1, 5, 5, 5), 0.5).check_k(2)
+    with pytest.raises(ValueError, match="a size >= 0 for each of 0..3"):
+        TwoStage(3, (1, 2), 0.5)
+    with pytest.raises(ValueError, match=r"weight must be in \[0, 1\]"):
+        TwoStage(1, (1, 1), 1.5)
+    with pytest.raises(ValueError, match="floor >= 1"):
+        allocate([0, 1], 2, 10, floor=0)
+    with pytest.raises(ValueError, match="between 0 and the pilot"):
+        allocate([5], 4, 10)
+
+
+def test_a_problems_design_is_the_rule_it_was_allocated_by() -> None:
+    # unbiasedness needs: with the other problems' pilots fixed, a problem's second stage is
+    # second[s1] for whatever s1 it had, and its weight the same. Re-run with each pilot changed.
+    rng = np.random.default_rng(3)
+    pilots = [int(x) for x in rng.binomial(4, rng.beta(0.3, 4, 60))]
+    designs = allocate(pilots, 4, 600, floor=2, cap=40)
+    for i in (0, 7, 31, 59):
+        for s in range(5):
+            again = allocate(pilots[:i] + [s] + pilots[i + 1:], 4, 600, floor=2, cap=40)[i]
+            assert again.second[s] == designs[i].second[s] and again.weight == designs[i].weight
+    spent = sum(d.second[s] for d, s in zip(designs, pilots, strict=True))
+    assert 0.8 * 600 <= spent <= 1.2 * 600  # the budget is a target, rounding moves it a little
+    assert all(2 <= m <= 40 for d in designs for m in d.second)
+
+
+def test_allocation_gives_more_to_problems_whose_pilot_is_mixed() -> None:
+    pilots = [0] * 80 + [2] * 10 + [4] * 10
+    designs = allocate(pilots, 4, 1000)
+    m = {s: designs[pilots.index(s)].second[s] for s in (0, 2, 4)}
+    assert m[2] > m[0] and m[2] > m[4]
+    assert 0.0 < designs[0].weight < 1.0
+
+
+def test_the_weight_minimises_the_expected_variance_under_the_fitted_prior() -> None:
+    pilots = [0] * 40 + [1] * 15 + [2] * 5
+    design = allocate(pilots, 2, 300, floor=1)[0]
+    others = np.bincount(pilots[1:], minlength=3)  # problem 0's design comes from the others
+    a, b = pilot_prior(others, 2)
+    ps = np.linspace(1e-4, 1 - 1e-4, 20001)
+    log_pdf = (a - 1) * np.log(ps) + (b - 1) * np.log1p(-ps)
+    dens = np.exp(log_pdf - log_pdf.max())
+    dens /= dens.sum()
+    pilot_of = [math.comb(2, s) * ps ** s * (1 - ps) ** (2 - s) for s in range(3)]
+    v_pilot = float(dens @ (ps * (1 - ps) / 2))
+    v_second = float(dens @ sum(q * ps * (1 - ps) / design.second[s] for s, q in enumerate(pilot_of)))
+
+    def variance(w: float) -> float:  # the two parts are uncorrelated (module docstring)
+        return w * w * v_pilot + (1 - w) ** 2 * v_second
+
+    grid = np.linspace(0, 1, 2001)
+    best = float(grid[int(np.argmin([variance(w) for w in grid]))])
+    assert design.weight == pytest.approx(best, abs=2e-3)
+    assert variance(design.weight) < min(variance(0.0), variance(1.0), variance(0.5))

@@ -317,21 +317,26 @@ def per_problem_curves(run: RunData, kind: str, ks: Sequence[int], grader: str |
     spec = curve_spec(kind)
     if spec is None:
         raise BonbenchError(f"per-problem curves need a metric kind with a curve (pass, bon, maj, ...), not {kind!r}")
+    outcomes = run_outcomes(run, grader, verifier, scored="scores" in metric_kind(spec.kind).reads)
+    mat = curve_values(outcomes, kind, [int(k) for k in ks], seed=run.seed)
+    return {o.problem_id: mat[i] for i, o in enumerate(outcomes)}
+
+
+def run_outcomes(run: RunData, grader: str | None = None, verifier: str | None = None,
+                 scored: bool = False) -> list[ProblemOutcome]:
+    """Each problem's ``ProblemOutcome`` (problem-id order, each its own n) rebuilt from the row files:
+    0/1 verdicts, answer classes (``vote_answers``) and, with ``scored``, the scores of ``verifier``
+    (an unscored sample gets -inf: it can never be picked as best)."""
     rows = _grade_rows(run, grader)
-    ids = sorted(rows)
-    score_rows = None
-    if "scores" in metric_kind(spec.kind).reads:
-        score_rows = run.store().scores(_choose(run, run.verifiers(), "scores", verifier)).read()
+    score_rows = run.store().scores(_choose(run, run.verifiers(), "scores", verifier)).read() if scored else None
     outcomes = []
-    for pid in ids:
+    for pid in sorted(rows):
         idx = sorted(rows[pid])
-        # an unscored sample can never be picked as best, so it gets the lowest possible score
         scores = None if score_rows is None else tuple(score_rows[(pid, i)].score if (pid, i) in score_rows else -math.inf
                                                        for i in idx)
         outcomes.append(ProblemOutcome(pid, tuple(1.0 if rows[pid][i].correct else 0.0 for i in idx),
                                        vote_answers([rows[pid][i] for i in idx]), scores))
-    mat = curve_values(outcomes, kind, [int(k) for k in ks], seed=run.seed)
-    return {pid: mat[i] for i, pid in enumerate(ids)}
+    return outcomes
 
 
 def bon_verifier(run: RunData, wanted: str | None = None) -> str:

@@ -1,0 +1,360 @@
+"""The compute-optimal recipe (``bonbench recipe``): for each budget per problem, the best deployable
+strategy among stored runs, with its CI and the paired difference to the runner-up.
+
+A *strategy* is one run (model or checkpoint, temperature, ``--max-tokens``) with a sample count N
+and a rule: best-of-N under each verifier the run was scored with (``bon``), majority (``maj``),
+weighted majority (``wmaj``) and Best-of-Majority (``bom``) under each verifier. Its accuracy is the
+exact estimator of the rule at k = N on the run's own samples (each problem's own n; N goes up to
+the smallest n, docs/metrics.md), and its cost per problem comes from the run's compute ledger
+(``bonbench.pipeline.ledger``), scaled to N samples:
+
+    cost_i(N) = prompt_i + N * generated_i + N * verifier_i   (verifier_i = 0 for maj)
+
+``prompt_i`` is the prompt's tokens read once (the mean of the samples' ``prompt_tokens``: the
+samplers prefill a problem's prompt once and share it across its samples: hf repeats the KV cache,
+vLLM caches the prefix), ``generated_i`` the problem's mean generated tokens per sample as measured,
+``verifier_i`` the verifier's mean tokens per scored sample as measured. ``--cost flops`` turns
+tokens into 2 x parameters x tokens, the policy's for the first two terms and the verifier's for the
+last. The dataset cost is the mean over problems. pass@N (the oracle's bound: some sample is right)
+and every strategy under the ``oracle`` verifier are shown, never chosen.
+
+What it does not do: sample or score (it reads stored rows), fit curves, or write files
+(``recipe_write``). Search strategies enter as runs whose ledger carries their cost, once they are
+stored as runs (issue 34).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bonbench.api.metric.values import curve_values
+from bonbench.apps.analysis.htmlparts import powers_of_two
+from bonbench.apps.analysis.rundir import RunData, expand_run_dirs, load_run, run_outcomes
+from bonbench.core.errors import BonbenchError
+from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
+from bonbench.metrics.estimators import ProblemOutcome
+from bonbench.pipeline.ledger import Ledger, compute_ledger
+
+ORACLE_VERIFIERS = ("oracle",)  # reads the gold answer: an upper bound, not a deployable verifier
+BINS = 5  # difficulty bins, as Snell et al.
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One deployable (or oracle) strategy and its dataset values over the recipe's problems."""
+
+    run: str
+    model: str
+    temperature: float
+    max_tokens: int | None
+    n: int  # the run's smallest per-problem n
+    N: int
+    rule: str  # bon, maj, wmaj, bom, or pass (the oracle's bound)
+    verifier: str | None
+    cost: float  # mean per problem, in the recipe's unit
+    value: float
+    ci95: tuple[float, float]
+
+    @property
+    def oracle(self) -> bool:
+        return self.rule == "pass"
+
+    @property
+    def name(self) -> str:
+        return f"{self.rule}@{self.N}" + (f" [{self.verifier}]" if self.verifier else "")
+
+    @property
+    def setting(self) -> str:
+        """The run's deployable settings: model, temperature, generation length."""
+        length = "" if self.max_tokens is None else f" len={self.max_tokens}"
+        return f"{self.model} T={self.temperature:g}{length}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.setting} {self.name}"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The best deployable strategy at one budget on one group of problems (``all`` or a difficulty
+    bin), the runner-up and the paired difference best - runner-up ``(diff, lo, hi)``; the oracle's
+    bound is the best pass@N within the budget."""
+
+    budget: float
+    group: str
+    n_problems: int
+    best: Strategy
+    runner_up: Strategy | None
+    diff: tuple[float, float, float] | None
+    oracle_bound: Strategy | None
+
+
+@dataclass(frozen=True)
+class Recipe:
+    task: str
+    unit: str  # "tokens" or "flops" per problem
+    problems: tuple[str, ...]
+    strategies: tuple[Strategy, ...]  # over every problem
+    choices: tuple[Choice, ...]
+    base_run: str | None
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """A strategy's per-problem values and costs (the recipe's problem order), before grouping."""
+
+    run: RunData
+    rule: str
+    verifier: str | None
+    N: int
+    values: np.ndarray
+    fixed: np.ndarray  # per problem: what does not grow with N (the prompt, read once)
+    step: np.ndarray  # per problem: what each further sample costs (its tokens, the verifier's)
+
+    @property
+    def costs(self) -> np.ndarray:
+        return self.fixed + self.N * self.step
+
+    def strategy(self, idx: np.ndarray, n_boot: int, seed: int) -> Strategy:
+        v = self.values[idx]
+        lo, hi = bootstrap_ci(v, n_boot=n_boot, seed=seed)
+        max_tokens = self.run.config.get("max_tokens")
+        return Strategy(str(self.run.path), self.run.model, self.run.temperature,
+                        None if max_tokens is None else int(max_tokens), self.run.n, self.N, self.rule, self.verifier,
+                        float(self.costs[idx].mean()), float(v.mean()), (float(lo), float(hi)))
+
+
+def parse_params(values: Sequence[str]) -> dict[str, float]:
+    """``--params NAME=COUNT`` values (``gemma-3-270m=2.68e8``) as a mapping; one line on a bad one."""
+    out: dict[str, float] = {}
+    for item in values:
+        name, sep, count = item.rpartition("=")
+        try:
+            value = float(count)
+        except ValueError:
+            value = math.nan
+        if not sep or not name or not value > 0 or not math.isfinite(value):
+            raise BonbenchError(f"--params {item!r}: expected NAME=COUNT with a positive count, e.g. gemma-3-270m=2.68e8")
+        out[name] = value
+    return out
+
+
+def _runs(results: Sequence[Path], task: str | None) -> tuple[str, list[RunData]]:
+    runs = [load_run(p) for p in expand_run_dirs(results)]
+    tasks = sorted({r.task for r in runs})
+    if task is None and len(tasks) > 1:
+        raise BonbenchError(f"the runs are of several tasks ({', '.join(tasks)}); choose one with --task")
+    chosen = task or tasks[0]
+    runs = [r for r in runs if r.task == chosen]
+    if not runs:
+        raise BonbenchError(f"no scored run of task {chosen!r} (have: {', '.join(tasks)}); pass --task with one of them")
+    return chosen, runs
+
+
+def _per_sample(ledger: Ledger, run: RunData) -> tuple[dict[str, tuple[float, float]], dict[str, dict[str, float]]]:
+    """problem -> (prompt tokens once, mean generated tokens per sample), and verifier -> problem ->
+    its mean tokens per scored sample; one line when a count the cost needs is missing."""
+    policy: dict[str, tuple[float, float]] = {}
+    for p in ledger.problems:
+        if p.prompt_tokens is None:
+            raise BonbenchError(f"{run.path}: its samples carry no prompt token counts (prompt_tokens; imported files "
+                                "and runs sampled before bonbench counted them), so their cost is unknown; sample the "
+                                f"run again with `bonbench run --task {run.task} --model {run.model}` or leave it out")
+        policy[p.problem_id] = (p.prompt_tokens / p.samples, p.generated_tokens / p.samples)
+    verifiers: dict[str, dict[str, float]] = {}
+    for name in _verifiers(run):
+        per: dict[str, float] = {}
+        for p in ledger.problems:
+            cost = p.verifier(name)
+            if cost is None:
+                continue
+            if cost.tokens is None:
+                raise BonbenchError(f"{run.path}: verifier {name!r} recorded no token counts, so its cost is unknown; "
+                                    f"score the run again with `bonbench score {run.path} --verifier {name}`")
+            per[p.problem_id] = cost.tokens / cost.samples
+        verifiers[name] = per
+    return policy, verifiers
+
+
+def _verifiers(run: RunData) -> list[str]:
+    """The deployable verifiers the run was scored with (config.json's list; not the oracle, not the
+    log-probability scorers of a KL)."""
+    files = run.verifiers()
+    named = [v for v in run.scored_with if v in files] if run.scored_with else [f for f in files if not f.startswith("lp-")]
+    return [v for v in named if v not in ORACLE_VERIFIERS]
+
+
+def _grid(n: int) -> list[int]:
+    return sorted(set(powers_of_two(n)) | {n})
+
+
+def _params_of(name: str, params: Mapping[str, float], what: str) -> float:
+    if name not in params:
+        raise BonbenchError(f"--cost flops needs the parameter count of {what} {name!r}; pass --params {name}=COUNT")
+    return params[name]
+
+
+def _candidates(run: RunData, ids: Sequence[str], unit: str, params: Mapping[str, float], bom_share: float,
+                notes: list[str]) -> list[_Candidate]:
+    """Every strategy of one run over problems ``ids`` (which it must all have)."""
+    policy, verifier_tokens = _per_sample(compute_ledger(run.path), run)
+    base = {o.problem_id: o for o in run_outcomes(run)}
+    n_min = min(len(base[pid].correct) for pid in ids)
+    ks = _grid(n_min)
+    prompt = np.array([policy[pid][0] for pid in ids])
+    gen = np.array([policy[pid][1] for pid in ids])
+    scale_p = 2 * _params_of(run.model, params, "model") if unit == "flops" else 1.0
+    outcomes = [base[pid] for pid in ids]
+    out: list[_Candidate] = []
+
+    def add(rule: str, verifier: str | None, rows: Sequence[ProblemOutcome], key: str, per_ver: np.ndarray) -> None:
+        try:
+            mat = curve_values(rows, key, ks, seed=run.seed)
+        except BonbenchError as exc:  # e.g. wmaj on negative scores: this rule does not apply to the run
+            notes.append(f"{run.path}: {rule} under {verifier} left out ({exc})")
+            return
+        for j, N in enumerate(ks):
+            out.append(_Candidate(run, rule, verifier, N, mat[:, j], scale_p * prompt, scale_p * gen + per_ver))
+
+    zero = np.zeros(len(ids))
+    add("pass", None, outcomes, "pass", zero)
+    if any(a is not None for o in outcomes for a in o.answers):
+        add("maj", None, outcomes, "maj", zero)
+    for name, per in verifier_tokens.items():
+        missing = [pid for pid in ids if pid not in per]
+        if missing:
+            notes.append(f"{run.path}: verifier {name!r} scored no sample of {missing[0]!r}; its strategies left out")
+            continue
+        scale_v = 2 * _params_of(name, params, "verifier") if unit == "flops" else 1.0
+        ver = scale_v * np.array([per[pid] for pid in ids])
+        scored = {o.problem_id: o for o in run_outcomes(run, verifier=name, scored=True)}
+        rows = [scored[pid] for pid in ids]
+        add("bon", name, rows, "bon", ver)
+        if any(a is not None for o in rows for a in o.answers):
+            add("wmaj", name, rows, "wmaj", ver)
+            add("bom", name, rows, f"bom:{bom_share:g}", ver)
+    return out
+
+
+def _base_run(runs: Sequence[RunData], wanted: Path | None) -> RunData:
+    """The run whose pass@1 bins problems by difficulty: ``--base-run``, else the run with the largest
+    n (the most precise pass@1), ties to the lowest temperature (the model's own distribution at its
+    most likely), then the path."""
+    if wanted is not None:
+        for r in runs:
+            if r.path.resolve() == Path(wanted).resolve():
+                return r
+        raise BonbenchError(f"--base-run {wanted} is not one of the recipe's runs; pass one of its run directories")
+    return min(runs, key=lambda r: (-r.n, r.temperature if math.isfinite(r.temperature) else math.inf, str(r.path)))
+
+
+def difficulty_bins(pass1: Mapping[str, float], ids: Sequence[str], bins: int = BINS) -> dict[str, list[int]]:
+    """Problem positions per bin: ``difficulty 1`` (easiest: highest pass@1) to ``difficulty BINS``,
+    equal counts by rank of pass@1 (ties by problem id, so every problem is in one bin)."""
+    order = sorted(range(len(ids)), key=lambda i: (-pass1[ids[i]], ids[i]))
+    out: dict[str, list[int]] = {}
+    for rank, i in enumerate(order):
+        out.setdefault(f"difficulty {rank * bins // len(ids) + 1}", []).append(i)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def _coverage_error(budget: float, deployable: Sequence[_Candidate], task: str, unit: str) -> BonbenchError | None:
+    """None when ``budget`` lies within the deployable strategies' costs, else the line naming the
+    `bonbench run` that would cover it."""
+    costs = [c.costs.mean() for c in deployable]
+    lo, hi = min(costs), max(costs)
+    tol = 1e-9 * max(1.0, hi)
+    if lo - tol <= budget <= hi + tol:
+        return None
+    if budget < lo:
+        cheap = deployable[int(np.argmin(costs))]
+        r = cheap.run
+        return BonbenchError(f"budget {budget:g} {unit} per problem is below the cheapest strategy "
+                             f"({cheap.rule}@{cheap.N} of {r.model}: {lo:.4g}); cover it with shorter generations: "
+                             f"`bonbench run --task {task} --model {r.model} --temperature {r.temperature:g} --n 1 "
+                             f"--max-tokens {max(1, int((r.config.get('max_tokens') or 0) * budget / lo))}`")
+    # the strategy best at the top of what the runs cover; its cost is linear in N
+    tops = [c for c in deployable if c.N == max(d.N for d in deployable if d.run is c.run)]
+    top = max(tops, key=lambda c: float(c.values.mean()))
+    need = max(top.N + 1, math.ceil((budget - float(top.fixed.mean())) / float(top.step.mean())))
+    verifier = f" --verifier {top.verifier}" if top.verifier else ""
+    r = top.run
+    return BonbenchError(f"budget {budget:g} {unit} per problem is above the costliest strategy the runs cover "
+                         f"({hi:.4g}); cover it with more samples: `bonbench run --task {task} --model {r.model} "
+                         f"--temperature {r.temperature:g} --max-tokens {r.config.get('max_tokens')} --n {need}{verifier}`")
+
+
+def _choose(budget: float, group: str, idx: np.ndarray, cands: Sequence[_Candidate], n_boot: int,
+            seed: int) -> Choice | None:
+    """The best deployable strategy within ``budget`` on problems ``idx`` (None when none fits)."""
+    tol = 1e-9 * max(1.0, budget)
+    fits = [c for c in cands if float(c.costs[idx].mean()) <= budget + tol]
+    deploy = sorted((c for c in fits if c.rule != "pass"),
+                    key=lambda c: (-float(c.values[idx].mean()), float(c.costs[idx].mean()), c.N, str(c.run.path),
+                                   c.rule, c.verifier or ""))
+    if not deploy:
+        return None
+    best, runner = deploy[0], (deploy[1] if len(deploy) > 1 else None)
+    diff = None
+    if runner is not None:
+        d, lo, hi, _ = paired_bootstrap_diff(best.values[idx], runner.values[idx], n_boot=n_boot, seed=seed)
+        diff = (d, lo, hi)
+    oracle = max((c for c in fits if c.rule == "pass"), key=lambda c: float(c.values[idx].mean()), default=None)
+    return Choice(budget, group, int(idx.size), best.strategy(idx, n_boot, seed),
+                  None if runner is None else runner.strategy(idx, n_boot, seed), diff,
+                  None if oracle is None else oracle.strategy(idx, n_boot, seed))
+
+
+def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | None = None, cost: str = "tokens",
+                 params: Mapping[str, float] | None = None, by: str | None = None, base_run: Path | None = None,
+                 bom_share: float = 0.5, n_boot: int = 1000, seed: int = 0) -> Recipe:
+    """The recipe of the scored runs under ``results`` for every budget (module docstring)."""
+    bad = [b for b in budgets if not b > 0 or not math.isfinite(b)]
+    if not budgets or bad:
+        raise BonbenchError(f"--budget must be positive {cost} per problem, got {bad[0] if bad else 'none'}; "
+                            "e.g. --budget 2000,8000")
+    if cost not in ("tokens", "flops"):
+        raise BonbenchError(f"--cost must be tokens or flops, not {cost!r}")
+    chosen, runs = _runs(results, task)
+    notes: list[str] = []
+    grades = {str(r.path): {o.problem_id for o in run_outcomes(r)} for r in runs}
+    ids = sorted(set.intersection(*grades.values()))
+    if not ids:
+        raise BonbenchError(f"the runs of {chosen} share no problem; pass runs of the same problems")
+    for path, have in grades.items():
+        if len(have) > len(ids):
+            notes.append(f"{path}: {len(have) - len(ids)} problems not in every run left out ({len(ids)} shared)")
+    cands = [c for r in runs for c in _candidates(r, ids, cost, params or {}, bom_share, notes)]
+    deployable = [c for c in cands if c.rule != "pass"]
+    if not deployable:
+        raise BonbenchError("no deployable strategy: the runs have no answers to vote on and no verifier scores; "
+                            "score them with --verifier NAME")
+    for b in budgets:
+        err = _coverage_error(b, deployable, chosen, cost)
+        if err is not None:
+            raise err
+    every = np.arange(len(ids))
+    groups: dict[str, np.ndarray] = {"all": every}
+    base = None
+    if by == "difficulty":
+        base = _base_run(runs, base_run)
+        pass1 = {o.problem_id: float(np.mean(o.correct)) for o in run_outcomes(base)}
+        groups.update({g: np.array(v) for g, v in difficulty_bins(pass1, ids).items()})
+    elif by is not None:
+        raise BonbenchError(f"--by takes difficulty, not {by!r}")
+    choices = []
+    for group, idx in groups.items():
+        for b in budgets:
+            got = _choose(b, group, idx, cands, n_boot, seed)
+            if got is None:
+                notes.append(f"{group}: no strategy costs {b:g} {cost} or less on these problems")
+            else:
+                choices.append(got)
+    return Recipe(chosen, cost, tuple(ids), tuple(c.strategy(every, n_boot, seed) for c in cands), tuple(choices),
+                  None if base is None else str(base.path), tuple(notes))

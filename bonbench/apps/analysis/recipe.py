@@ -54,7 +54,7 @@ class Strategy:
     max_tokens: int | None
     n: int  # the run's smallest per-problem n
     N: int
-    rule: str  # bon, maj, wmaj, bom, or pass (the oracle's bound)
+    rule: str  # single (N = 1: one sample, no rule), bon, maj, wmaj, bom; or pass (the oracle's bound)
     verifier: str | None
     cost: float  # mean per problem, in the recipe's unit
     value: float
@@ -66,6 +66,8 @@ class Strategy:
 
     @property
     def name(self) -> str:
+        if self.rule == "single":
+            return "1 sample"
         return f"{self.rule}@{self.N}" + (f" [{self.verifier}]" if self.verifier else "")
 
     @property
@@ -213,19 +215,22 @@ def _candidates(run: RunData, ids: Sequence[str], unit: str, params: Mapping[str
     outcomes = [base[pid] for pid in ids]
     out: list[_Candidate] = []
 
-    def add(rule: str, verifier: str | None, rows: Sequence[ProblemOutcome], key: str, per_ver: np.ndarray) -> None:
+    def add(rule: str, verifier: str | None, rows: Sequence[ProblemOutcome], key: str, per_ver: np.ndarray,
+            grid: Sequence[int]) -> None:
         try:
-            mat = curve_values(rows, key, ks, seed=run.seed)
+            mat = curve_values(rows, key, grid, seed=run.seed)
         except BonbenchError as exc:  # e.g. wmaj on negative scores: this rule does not apply to the run
             notes.append(f"{run.path}: {rule} under {verifier} left out ({exc})")
             return
-        for j, N in enumerate(ks):
+        for j, N in enumerate(grid):
             out.append(_Candidate(run, rule, verifier, N, mat[:, j], scale_p * prompt, scale_p * gen + per_ver))
 
     zero = np.zeros(len(ids))
-    add("pass", None, outcomes, "pass", zero)
+    add("pass", None, outcomes, "pass", zero, ks)
+    add("single", None, outcomes, "pass", zero, [1])  # one sample: every rule at N = 1 is this, at no verifier cost
+    ks = [k for k in ks if k >= 2]
     if any(a is not None for o in outcomes for a in o.answers):
-        add("maj", None, outcomes, "maj", zero)
+        add("maj", None, outcomes, "maj", zero, ks)
     for name, per in verifier_tokens.items():
         missing = [pid for pid in ids if pid not in per]
         if missing:
@@ -235,10 +240,10 @@ def _candidates(run: RunData, ids: Sequence[str], unit: str, params: Mapping[str
         ver = scale_v * np.array([per[pid] for pid in ids])
         scored = {o.problem_id: o for o in run_outcomes(run, verifier=name, scored=True)}
         rows = [scored[pid] for pid in ids]
-        add("bon", name, rows, "bon", ver)
+        add("bon", name, rows, "bon", ver, ks)
         if any(a is not None for o in rows for a in o.answers):
-            add("wmaj", name, rows, "wmaj", ver)
-            add("bom", name, rows, f"bom:{bom_share:g}", ver)
+            add("wmaj", name, rows, "wmaj", ver, ks)
+            add("bom", name, rows, f"bom:{bom_share:g}", ver, ks)
     return out
 
 

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from bonbench.apps.analysis.plotkit import save_figure
+from bonbench.apps.analysis.plotkit import plain_log_axis, save_figure
 from bonbench.apps.analysis.recipe import Choice, Recipe, Strategy
 from bonbench.core import outputs
 
@@ -91,7 +91,7 @@ def plot_frontier(recipe: Recipe, out: Path) -> Path:
     for c in chosen:
         ax.axvline(c.budget, color="0.8", linestyle=":", linewidth=1)
         ax.annotate(f"{c.best.name}", (c.best.cost, c.best.value), textcoords="offset points", xytext=(4, 6), fontsize=7)
-    ax.set_xscale("log")
+    plain_log_axis(ax, [s.cost for s in recipe.strategies], base=2 if recipe.unit == "tokens" else 10)
     ax.set_xlabel(f"cost per problem ({recipe.unit}, log scale)")
     ax.set_ylabel("accuracy")
     ax.set_title(f"{recipe.task}: accuracy vs cost ({len(recipe.problems)} problems)")

@@ -34,7 +34,7 @@ import numpy as np
 
 from bonbench.api.metric.values import curve_values
 from bonbench.apps.analysis.htmlparts import powers_of_two
-from bonbench.apps.analysis.rundir import RunData, expand_run_dirs, load_run, run_outcomes
+from bonbench.apps.analysis.rundir import RunData, expand_run_dirs, load_run, outcomes_by_verifier
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
 from bonbench.metrics.estimators import ProblemOutcome
@@ -120,6 +120,10 @@ class _Candidate:
     step: np.ndarray  # per problem: what each further sample costs (its tokens, the verifier's)
 
     @property
+    def name(self) -> str:
+        return "1 sample" if self.rule == "single" else f"{self.rule}@{self.N}"
+
+    @property
     def costs(self) -> np.ndarray:
         return self.fixed + self.N * self.step
 
@@ -202,11 +206,13 @@ def _params_of(name: str, params: Mapping[str, float], what: str) -> float:
     return params[name]
 
 
-def _candidates(run: RunData, ids: Sequence[str], unit: str, params: Mapping[str, float], bom_share: float,
-                notes: list[str]) -> list[_Candidate]:
-    """Every strategy of one run over problems ``ids`` (which it must all have)."""
+def _candidates(run: RunData, by_verifier: Mapping[str | None, Sequence[ProblemOutcome]], ids: Sequence[str],
+                unit: str, params: Mapping[str, float], bom_share: float, notes: list[str]) -> list[_Candidate]:
+    """Every strategy of one run over problems ``ids`` (which it must all have), from its outcomes
+    without scores (key None) and under each of its verifiers (``rundir.outcomes_by_verifier``)."""
     policy, verifier_tokens = _per_sample(compute_ledger(run.path), run)
-    base = {o.problem_id: o for o in run_outcomes(run)}
+    base = {o.problem_id: o for o in by_verifier[None]}
+    scored = {name: {o.problem_id: o for o in got} for name, got in by_verifier.items() if name is not None}
     n_min = min(len(base[pid].correct) for pid in ids)
     ks = _grid(n_min)
     prompt = np.array([policy[pid][0] for pid in ids])
@@ -238,8 +244,7 @@ def _candidates(run: RunData, ids: Sequence[str], unit: str, params: Mapping[str
             continue
         scale_v = 2 * _params_of(name, params, "verifier") if unit == "flops" else 1.0
         ver = scale_v * np.array([per[pid] for pid in ids])
-        scored = {o.problem_id: o for o in run_outcomes(run, verifier=name, scored=True)}
-        rows = [scored[pid] for pid in ids]
+        rows = [scored[name][pid] for pid in ids]
         add("bon", name, rows, "bon", ver, ks)
         if any(a is not None for o in rows for a in o.answers):
             add("wmaj", name, rows, "wmaj", ver, ks)
@@ -281,7 +286,7 @@ def _coverage_error(budget: float, deployable: Sequence[_Candidate], task: str, 
         cheap = deployable[int(np.argmin(costs))]
         r = cheap.run
         return BonbenchError(f"budget {budget:g} {unit} per problem is below the cheapest strategy "
-                             f"({cheap.rule}@{cheap.N} of {r.model}: {lo:.4g}); cover it with shorter generations: "
+                             f"({cheap.name} of {r.model}: {lo:.4g}); cover it with shorter generations: "
                              f"`bonbench run --task {task} --model {r.model} --temperature {r.temperature:g} --n 1 "
                              f"--max-tokens {max(1, int((r.config.get('max_tokens') or 0) * budget / lo))}`")
     # the strategy best at the top of what the runs cover; its cost is linear in N
@@ -328,14 +333,15 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
         raise BonbenchError(f"--cost must be tokens or flops, not {cost!r}")
     chosen, runs = _runs(results, task)
     notes: list[str] = []
-    grades = {str(r.path): {o.problem_id for o in run_outcomes(r)} for r in runs}
+    outcomes = {str(r.path): outcomes_by_verifier(r, _verifiers(r)) for r in runs}  # each row file read once
+    grades = {path: {o.problem_id for o in got[None]} for path, got in outcomes.items()}
     ids = sorted(set.intersection(*grades.values()))
     if not ids:
         raise BonbenchError(f"the runs of {chosen} share no problem; pass runs of the same problems")
     for path, have in grades.items():
         if len(have) > len(ids):
             notes.append(f"{path}: {len(have) - len(ids)} problems not in every run left out ({len(ids)} shared)")
-    cands = [c for r in runs for c in _candidates(r, ids, cost, params or {}, bom_share, notes)]
+    cands = [c for r in runs for c in _candidates(r, outcomes[str(r.path)], ids, cost, params or {}, bom_share, notes)]
     deployable = [c for c in cands if c.rule != "pass"]
     if not deployable:
         raise BonbenchError("no deployable strategy: the runs have no answers to vote on and no verifier scores; "
@@ -349,7 +355,7 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
     base = None
     if by == "difficulty":
         base = _base_run(runs, base_run)
-        pass1 = {o.problem_id: float(np.mean(o.correct)) for o in run_outcomes(base)}
+        pass1 = {o.problem_id: float(np.mean(o.correct)) for o in outcomes[str(base.path)][None]}
         groups.update({g: np.array(v) for g, v in difficulty_bins(pass1, ids).items()})
     elif by is not None:
         raise BonbenchError(f"--by takes difficulty, not {by!r}")

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bonbench.apps.analysis.model_params import known_params, parse_params, safetensors_params
 from bonbench.apps.analysis.recipe import build_recipe, difficulty_bins
 from bonbench.apps.analysis.recipe_write import frontier
 from bonbench.apps.analysis.synthetic import VERIFIER, write_synthetic_run
@@ -188,3 +189,37 @@ def test_mixed_tasks_and_missing_token_counts_are_one_error_line(tmp_path: Path,
     assert main(["recipe", str(bare), "--budget", "600"]) == 1
     err = capsys.readouterr().err.strip()
     assert "no prompt token counts (prompt_tokens" in err and "\n" not in err
+
+
+def test_parameter_counts_come_from_the_weights_when_they_are_here(tmp_path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    model = tmp_path / "tiny-model"
+    model.mkdir()
+    save_file({"a": np.zeros((3, 4), dtype=np.float32), "b": np.zeros(5, dtype=np.float32)}, str(model / "model.safetensors"))
+    save_file({"c": np.zeros((2, 2), dtype=np.float32)}, str(model / "model-2.safetensors"))
+    assert safetensors_params(model) == 12 + 5 + 4
+    verifier = tmp_path / "results" / "verifiers" / "head"
+    verifier.mkdir(parents=True)
+    save_file({"w": np.zeros(7, dtype=np.float32)}, str(verifier / "head.safetensors"))
+    (verifier / "bonbench_verifier.json").write_text(json.dumps({"base": {"path": str(model), "name": "x"}}))
+    assert known_params("learned:head", [tmp_path / "results"]) == 21 + 7  # backbone + head
+    assert known_params("learned:nowhere") is None and known_params("no/such/model") is None
+    # a run sampled from a model folder: --cost flops counts its weights, --params still wins
+    uncounted = tmp_path / "uncounted"
+    write_synthetic_run(uncounted, [0.5] * 4, n=2, model=str(model), problem_ids=IDS[:4], n_tokens=10, prompt_tokens=5,
+                        verifier_tokens=None, answers=True, n_boot=10)
+    with pytest.raises(BonbenchError, match="verifier 'synthetic' recorded no token counts"):
+        build_recipe([uncounted], [100.0])
+    root = tmp_path / "counted"
+    write_synthetic_run(root, [0.5] * 4, n=2, model=str(model), problem_ids=IDS[:4], n_tokens=10, prompt_tokens=5,
+                        verifier_tokens=3, answers=True, n_boot=10)
+    with pytest.raises(BonbenchError, match="parameter count of verifier 'synthetic'.*--params synthetic=COUNT"):
+        build_recipe([root], [2 * 21 * 25], cost="flops")
+    recipe = build_recipe([root], [2 * 21 * 25], cost="flops", params={"synthetic": 100.0}, n_boot=10)
+    costs = {(s.rule, s.N): s.cost for s in recipe.strategies}
+    assert costs[("single", 1)] == 2 * 21 * 15 and costs[("bon", 2)] == 2 * 21 * 25 + 2 * 100 * 2 * 3
+    assert parse_params(["m=1e9", "learned:v=2.5e8"]) == {"m": 1e9, "learned:v": 2.5e8}
+    for bad in ("m", "=3", "m=0", "m=-1", "m=x", "m=inf"):
+        with pytest.raises(BonbenchError, match="expected NAME=COUNT"):
+            parse_params([bad])

@@ -29,7 +29,8 @@ from bonbench.apps.analysis.gate import format_report, run_gate, write_report_js
 from bonbench.apps.analysis.html import write_report
 from bonbench.apps.analysis.leaderboard import build_leaderboard
 from bonbench.apps.analysis.leaderboard_write import write_leaderboard
-from bonbench.apps.analysis.recipe import build_recipe, parse_params
+from bonbench.apps.analysis.model_params import parse_params
+from bonbench.apps.analysis.recipe import build_recipe
 from bonbench.apps.analysis.recipe_write import format_table, recipe_json, write_recipe
 from bonbench.core import outputs, settings
 from bonbench.core.errors import BonbenchError

@@ -15,8 +15,9 @@ samplers prefill a problem's prompt once and share it across its samples: hf rep
 vLLM caches the prefix), ``generated_i`` the problem's mean generated tokens per sample as measured,
 ``verifier_i`` the verifier's mean tokens per scored sample as measured. ``--cost flops`` turns
 tokens into 2 x parameters x tokens, the policy's for the first two terms and the verifier's for the
-last. The dataset cost is the mean over problems. pass@N (the oracle's bound: some sample is right)
-and every strategy under the ``oracle`` verifier are shown, never chosen.
+last; a parameter count is ``--params``' or counted from the weights where they are on this machine
+(``model_params.known_params``). The dataset cost is the mean over problems. pass@N (the oracle's
+bound: some sample is right) and every strategy under the ``oracle`` verifier are shown, never chosen.
 
 What it does not do: sample or score (it reads stored rows), fit curves, or write files
 (``recipe_write``). Search strategies enter as runs whose ledger carries their cost, once they are
@@ -34,6 +35,7 @@ import numpy as np
 
 from bonbench.api.metric.values import curve_values
 from bonbench.apps.analysis.htmlparts import powers_of_two
+from bonbench.apps.analysis.model_params import known_params
 from bonbench.apps.analysis.rundir import RunData, expand_run_dirs, load_run, outcomes_by_verifier
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
@@ -136,21 +138,6 @@ class _Candidate:
                         float(self.costs[idx].mean()), float(v.mean()), (float(lo), float(hi)))
 
 
-def parse_params(values: Sequence[str]) -> dict[str, float]:
-    """``--params NAME=COUNT`` values (``gemma-3-270m=2.68e8``) as a mapping; one line on a bad one."""
-    out: dict[str, float] = {}
-    for item in values:
-        name, sep, count = item.rpartition("=")
-        try:
-            value = float(count)
-        except ValueError:
-            value = math.nan
-        if not sep or not name or not value > 0 or not math.isfinite(value):
-            raise BonbenchError(f"--params {item!r}: expected NAME=COUNT with a positive count, e.g. gemma-3-270m=2.68e8")
-        out[name] = value
-    return out
-
-
 def _runs(results: Sequence[Path], task: str | None) -> tuple[str, list[RunData]]:
     runs = [load_run(p) for p in expand_run_dirs(results)]
     tasks = sorted({r.task for r in runs})
@@ -200,10 +187,15 @@ def _grid(n: int) -> list[int]:
     return sorted(set(powers_of_two(n)) | {n})
 
 
-def _params_of(name: str, params: Mapping[str, float], what: str) -> float:
-    if name not in params:
-        raise BonbenchError(f"--cost flops needs the parameter count of {what} {name!r}; pass --params {name}=COUNT")
-    return params[name]
+def _params_of(name: str, params: Mapping[str, float], what: str, roots: Sequence[Path]) -> float:
+    """``--params`` first, else the files (``known_params``), else one line naming the flag to add."""
+    if name in params:
+        return params[name]
+    found = known_params(name, roots)
+    if found is None:
+        raise BonbenchError(f"--cost flops needs the parameter count of {what} {name!r} (its weights are not here to "
+                            f"count); pass --params {name}=COUNT")
+    return found
 
 
 def _candidates(run: RunData, by_verifier: Mapping[str | None, Sequence[ProblemOutcome]], ids: Sequence[str],
@@ -217,7 +209,8 @@ def _candidates(run: RunData, by_verifier: Mapping[str | None, Sequence[ProblemO
     ks = _grid(n_min)
     prompt = np.array([policy[pid][0] for pid in ids])
     gen = np.array([policy[pid][1] for pid in ids])
-    scale_p = 2 * _params_of(run.model, params, "model") if unit == "flops" else 1.0
+    roots = [run.path.parents[3]] if len(run.path.parents) > 3 else []  # results/runs/<task>/<model>/<hash>
+    scale_p = 2 * _params_of(run.model, params, "model", roots) if unit == "flops" else 1.0
     outcomes = [base[pid] for pid in ids]
     out: list[_Candidate] = []
 
@@ -242,7 +235,7 @@ def _candidates(run: RunData, by_verifier: Mapping[str | None, Sequence[ProblemO
         if missing:
             notes.append(f"{run.path}: verifier {name!r} scored no sample of {missing[0]!r}; its strategies left out")
             continue
-        scale_v = 2 * _params_of(name, params, "verifier") if unit == "flops" else 1.0
+        scale_v = 2 * _params_of(name, params, "verifier", roots) if unit == "flops" else 1.0
         ver = scale_v * np.array([per[pid] for pid in ids])
         rows = [scored[name][pid] for pid in ids]
         add("bon", name, rows, "bon", ver, ks)

@@ -223,3 +223,17 @@ def test_parameter_counts_come_from_the_weights_when_they_are_here(tmp_path: Pat
     for bad in ("m", "=3", "m=0", "m=-1", "m=x", "m=inf"):
         with pytest.raises(BonbenchError, match="expected NAME=COUNT"):
             parse_params([bad])
+
+
+def test_a_served_run_reads_the_prompt_once_per_sample(tmp_path: Path) -> None:
+    """hf and vLLM prefill a problem's prompt once; the openai backend sends one request per sample."""
+    runs = write_runs(tmp_path / "results")
+    config = runs["small"] / "config.json"
+    doc = json.loads(config.read_text())
+    doc["config"]["backend"] = "openai"
+    config.write_text(json.dumps(doc))
+    recipe = build_recipe([tmp_path / "results"], [1000.0], n_boot=10)
+    for s in recipe.strategies:
+        gen, verifier = RUNS[s.model][1], (VTOK if s.rule in ("bon", "bom", "wmaj") else 0)
+        prompt = PROMPT * s.N if s.model == "small" else PROMPT
+        assert s.cost == pytest.approx(prompt + s.N * (gen + verifier))

@@ -12,7 +12,8 @@ the smallest n, docs/metrics.md), and its cost per problem comes from the run's 
 
 ``prompt_i`` is the prompt's tokens read once (the mean of the samples' ``prompt_tokens``: the
 samplers prefill a problem's prompt once and share it across its samples: hf repeats the KV cache,
-vLLM caches the prefix), ``generated_i`` the problem's mean generated tokens per sample as measured,
+vLLM caches the prefix), or N times for a run of the ``openai`` backend, which sends one request per
+sample (``PROMPT_PER_SAMPLE``), ``generated_i`` the problem's mean generated tokens per sample as measured,
 ``verifier_i`` the verifier's mean tokens per scored sample as measured. ``--cost flops`` turns
 tokens into 2 x parameters x tokens, the policy's for the first two terms and the verifier's for the
 last; a parameter count is ``--params``' or counted from the weights where they are on this machine
@@ -42,6 +43,8 @@ from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
 from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.pipeline.ledger import Ledger, compute_ledger
 
+# backends that send one request per sample, so a served model reads (and an API bills) the prompt N times
+PROMPT_PER_SAMPLE = ("openai",)
 ORACLE_VERIFIERS = ("oracle",)  # reads the gold answer: an upper bound, not a deployable verifier
 BINS = 5  # difficulty bins, as Snell et al.
 
@@ -209,6 +212,8 @@ def _candidates(run: RunData, by_verifier: Mapping[str | None, Sequence[ProblemO
     ks = _grid(n_min)
     prompt = np.array([policy[pid][0] for pid in ids])
     gen = np.array([policy[pid][1] for pid in ids])
+    if run.config.get("backend") in PROMPT_PER_SAMPLE:  # each sample re-reads the prompt: it grows with N
+        prompt, gen = np.zeros(len(ids)), gen + prompt
     roots = [run.path.parents[3]] if len(run.path.parents) > 3 else []  # results/runs/<task>/<model>/<hash>
     scale_p = 2 * _params_of(run.model, params, "model", roots) if unit == "flops" else 1.0
     outcomes = [base[pid] for pid in ids]

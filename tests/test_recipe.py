@@ -18,7 +18,7 @@ from bonbench.apps.analysis.recipe_write import frontier
 from bonbench.apps.analysis.synthetic import VERIFIER, write_synthetic_run
 from bonbench.apps.cli import main
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.bootstrap import paired_bootstrap_diff
+from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
 from bonbench.metrics.estimators import ProblemOutcome
 from tests.test_ragged_n import brute, s_bom, s_bon, s_maj, s_pass
 
@@ -66,6 +66,13 @@ def brute_strategies(runs: dict[str, Path]) -> list[tuple[float, float, str, int
     return out
 
 
+@pytest.fixture(autouse=True)
+def recipe_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test keeps its recipe tables in its own folder, never the user's cache."""
+    monkeypatch.setenv("BONBENCH_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "recipe"
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return write_runs(tmp_path_factory.mktemp("recipe") / "results")
@@ -86,6 +93,7 @@ def test_the_chosen_point_is_the_brute_force_best_within_the_budget(runs: dict[s
         assert best[0] == min(s[0] for s in fits if abs(s[1] - fits[0][1]) < 1e-12)
         assert choice.best.value == pytest.approx(best[1], abs=1e-12) and choice.best.cost == pytest.approx(best[0])
         assert choice.best.cost <= budget
+        assert choice.best.ci95 == pytest.approx(bootstrap_ci(best[5], n_boot=200, seed=0), abs=1e-12)
         if len(fits) == 1:  # nothing else fits: no runner-up, no difference
             assert choice.runner_up is None and choice.diff is None
             continue
@@ -237,3 +245,36 @@ def test_a_served_run_reads_the_prompt_once_per_sample(tmp_path: Path) -> None:
         gen, verifier = RUNS[s.model][1], (VTOK if s.rule in ("bon", "bom", "wmaj") else 0)
         prompt = PROMPT * s.N if s.model == "small" else PROMPT
         assert s.cost == pytest.approx(prompt + s.N * (gen + verifier))
+
+
+def test_tables_are_kept_until_a_runs_files_change(runs: dict[str, Path], recipe_cache: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from bonbench.apps.analysis import recipe_table
+    from bonbench.apps.analysis.recipe_write import recipe_json
+
+    root = runs["small"].parents[2]
+    first = recipe_json(build_recipe([root], [600.0, 1000.0], n_boot=50))
+    assert len(list(recipe_cache.glob("*.npz"))) == 2
+    computed: list[Path] = []
+    real = recipe_table.compute_table
+
+    def counting(run: object, share: float) -> recipe_table.RunTable:
+        computed.append(run.path)  # type: ignore[attr-defined]  # a RunData
+        return real(run, share)  # type: ignore[arg-type]  # a RunData
+
+    monkeypatch.setattr(recipe_table, "compute_table", counting)
+    assert recipe_json(build_recipe([root], [600.0, 1000.0], n_boot=50)) == first and computed == []
+    # a damaged kept file is computed again, and so is a run whose rows changed
+    sorted(recipe_cache.glob("*.npz"))[0].write_bytes(b"not a table")
+    build_recipe([root], [600.0], n_boot=10)
+    assert len(computed) == 1
+    scores = runs["big"] / "scores" / f"{VERIFIER}.jsonl"
+    scores.write_text(scores.read_text() + "\n")
+    build_recipe([root], [600.0], n_boot=10)
+    assert computed[-1] == runs["big"] and len(computed) == 2
+    # a cache that cannot be written costs only the speed
+    blocker = recipe_cache.parent.parent / "blocked"
+    blocker.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("BONBENCH_CACHE", str(blocker))
+    with pytest.warns(UserWarning, match="cannot keep the recipe table"):
+        assert recipe_json(build_recipe([root], [600.0, 1000.0], n_boot=50))["choices"] == first["choices"]

@@ -18,11 +18,11 @@ sample (``PROMPT_PER_SAMPLE``), ``generated_i`` the problem's mean generated tok
 tokens into 2 x parameters x tokens, the policy's for the first two terms and the verifier's for the
 last; a parameter count is ``--params``' or counted from the weights where they are on this machine
 (``model_params.known_params``). The dataset cost is the mean over problems. pass@N (the oracle's
-bound: some sample is right) and every strategy under the ``oracle`` verifier are shown, never chosen.
+bound: some sample is right) is shown, never chosen; the ``oracle`` verifier is left out.
 
-What it does not do: sample or score (it reads stored rows), fit curves, or write files
-(``recipe_write``). Search strategies enter as runs whose ledger carries their cost, once they are
-stored as runs (issue 34).
+What it does not do: sample or score, read rows (``recipe_table``: each run's per-problem values
+and token counts, kept between calls), fit curves, or write files (``recipe_write``). Search
+strategies enter as runs whose ledger carries their cost, once they are stored as runs (issue 34).
 """
 
 from __future__ import annotations
@@ -34,18 +34,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bonbench.api.metric.values import curve_values
-from bonbench.apps.analysis.htmlparts import powers_of_two
 from bonbench.apps.analysis.model_params import known_params
-from bonbench.apps.analysis.rundir import RunData, expand_run_dirs, load_run, outcomes_by_verifier
+from bonbench.apps.analysis.recipe_table import RunTable, run_table
+from bonbench.apps.analysis.rundir import RunData, expand_run_dirs, load_run
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
-from bonbench.metrics.estimators import ProblemOutcome
-from bonbench.pipeline.ledger import Ledger, compute_ledger
 
 # backends that send one request per sample, so a served model reads (and an API bills) the prompt N times
 PROMPT_PER_SAMPLE = ("openai",)
-ORACLE_VERIFIERS = ("oracle",)  # reads the gold answer: an upper bound, not a deployable verifier
 BINS = 5  # difficulty bins, as Snell et al.
 
 
@@ -63,7 +59,7 @@ class Strategy:
     verifier: str | None
     cost: float  # mean per problem, in the recipe's unit
     value: float
-    ci95: tuple[float, float]
+    ci95: tuple[float, float] | None  # the chosen ones' (best, runner-up, oracle bound); None in the full list
 
     @property
     def oracle(self) -> bool:
@@ -132,13 +128,16 @@ class _Candidate:
     def costs(self) -> np.ndarray:
         return self.fixed + self.N * self.step
 
-    def strategy(self, idx: np.ndarray, n_boot: int, seed: int) -> Strategy:
+    def strategy(self, idx: np.ndarray, n_boot: int, seed: int, ci: bool = True) -> Strategy:
+        """The strategy's record on problems ``idx``; ``ci``: with its bootstrap CI (a thousand
+        resamples of every problem, so only for the strategies a choice names)."""
         v = self.values[idx]
-        lo, hi = bootstrap_ci(v, n_boot=n_boot, seed=seed)
+        lo, hi = bootstrap_ci(v, n_boot=n_boot, seed=seed) if ci else (None, None)
         max_tokens = self.run.config.get("max_tokens")
         return Strategy(str(self.run.path), self.run.model, self.run.temperature,
                         None if max_tokens is None else int(max_tokens), self.run.n, self.N, self.rule, self.verifier,
-                        float(self.costs[idx].mean()), float(v.mean()), (float(lo), float(hi)))
+                        float(self.costs[idx].mean()), float(v.mean()),
+                        None if lo is None or hi is None else (float(lo), float(hi)))
 
 
 def _runs(results: Sequence[Path], task: str | None) -> tuple[str, list[RunData]]:
@@ -153,43 +152,6 @@ def _runs(results: Sequence[Path], task: str | None) -> tuple[str, list[RunData]
     return chosen, runs
 
 
-def _per_sample(ledger: Ledger, run: RunData) -> tuple[dict[str, tuple[float, float]], dict[str, dict[str, float]]]:
-    """problem -> (prompt tokens once, mean generated tokens per sample), and verifier -> problem ->
-    its mean tokens per scored sample; one line when a count the cost needs is missing."""
-    policy: dict[str, tuple[float, float]] = {}
-    for p in ledger.problems:
-        if p.prompt_tokens is None:
-            raise BonbenchError(f"{run.path}: its samples carry no prompt token counts (prompt_tokens; imported files "
-                                "and runs sampled before bonbench counted them), so their cost is unknown; sample the "
-                                f"run again with `bonbench run --task {run.task} --model {run.model}` or leave it out")
-        policy[p.problem_id] = (p.prompt_tokens / p.samples, p.generated_tokens / p.samples)
-    verifiers: dict[str, dict[str, float]] = {}
-    for name in _verifiers(run):
-        per: dict[str, float] = {}
-        for p in ledger.problems:
-            cost = p.verifier(name)
-            if cost is None:
-                continue
-            if cost.tokens is None:
-                raise BonbenchError(f"{run.path}: verifier {name!r} recorded no token counts, so its cost is unknown; "
-                                    f"score the run again with `bonbench score {run.path} --verifier {name}`")
-            per[p.problem_id] = cost.tokens / cost.samples
-        verifiers[name] = per
-    return policy, verifiers
-
-
-def _verifiers(run: RunData) -> list[str]:
-    """The deployable verifiers the run was scored with (config.json's list; not the oracle, not the
-    log-probability scorers of a KL)."""
-    files = run.verifiers()
-    named = [v for v in run.scored_with if v in files] if run.scored_with else [f for f in files if not f.startswith("lp-")]
-    return [v for v in named if v not in ORACLE_VERIFIERS]
-
-
-def _grid(n: int) -> list[int]:
-    return sorted(set(powers_of_two(n)) | {n})
-
-
 def _params_of(name: str, params: Mapping[str, float], what: str, roots: Sequence[Path]) -> float:
     """``--params`` first, else the files (``known_params``), else one line naming the flag to add."""
     if name in params:
@@ -201,52 +163,28 @@ def _params_of(name: str, params: Mapping[str, float], what: str, roots: Sequenc
     return found
 
 
-def _candidates(run: RunData, by_verifier: Mapping[str | None, Sequence[ProblemOutcome]], ids: Sequence[str],
-                unit: str, params: Mapping[str, float], bom_share: float, notes: list[str]) -> list[_Candidate]:
-    """Every strategy of one run over problems ``ids`` (which it must all have), from its outcomes
-    without scores (key None) and under each of its verifiers (``rundir.outcomes_by_verifier``)."""
-    policy, verifier_tokens = _per_sample(compute_ledger(run.path), run)
-    base = {o.problem_id: o for o in by_verifier[None]}
-    scored = {name: {o.problem_id: o for o in got} for name, got in by_verifier.items() if name is not None}
-    n_min = min(len(base[pid].correct) for pid in ids)
-    ks = _grid(n_min)
-    prompt = np.array([policy[pid][0] for pid in ids])
-    gen = np.array([policy[pid][1] for pid in ids])
+def _candidates(run: RunData, table: RunTable, ids: Sequence[str], unit: str, params: Mapping[str, float],
+                notes: list[str]) -> list[_Candidate]:
+    """Every strategy of one run over problems ``ids`` (which its table must all have)."""
+    pos = {pid: i for i, pid in enumerate(table.ids)}
+    at = np.array([pos[pid] for pid in ids])
+    prompt, gen = table.prompt[at], table.gen[at]
     if run.config.get("backend") in PROMPT_PER_SAMPLE:  # each sample re-reads the prompt: it grows with N
         prompt, gen = np.zeros(len(ids)), gen + prompt
     roots = [run.path.parents[3]] if len(run.path.parents) > 3 else []  # results/runs/<task>/<model>/<hash>
     scale_p = 2 * _params_of(run.model, params, "model", roots) if unit == "flops" else 1.0
-    outcomes = [base[pid] for pid in ids]
     out: list[_Candidate] = []
-
-    def add(rule: str, verifier: str | None, rows: Sequence[ProblemOutcome], key: str, per_ver: np.ndarray,
-            grid: Sequence[int]) -> None:
-        try:
-            mat = curve_values(rows, key, grid, seed=run.seed)
-        except BonbenchError as exc:  # e.g. wmaj on negative scores: this rule does not apply to the run
-            notes.append(f"{run.path}: {rule} under {verifier} left out ({exc})")
-            return
-        for j, N in enumerate(grid):
-            out.append(_Candidate(run, rule, verifier, N, mat[:, j], scale_p * prompt, scale_p * gen + per_ver))
-
-    zero = np.zeros(len(ids))
-    add("pass", None, outcomes, "pass", zero, ks)
-    add("single", None, outcomes, "pass", zero, [1])  # one sample: every rule at N = 1 is this, at no verifier cost
-    ks = [k for k in ks if k >= 2]
-    if any(a is not None for o in outcomes for a in o.answers):
-        add("maj", None, outcomes, "maj", zero, ks)
-    for name, per in verifier_tokens.items():
-        missing = [pid for pid in ids if pid not in per]
-        if missing:
-            notes.append(f"{run.path}: verifier {name!r} scored no sample of {missing[0]!r}; its strategies left out")
-            continue
-        scale_v = 2 * _params_of(name, params, "verifier", roots) if unit == "flops" else 1.0
-        ver = scale_v * np.array([per[pid] for pid in ids])
-        rows = [scored[name][pid] for pid in ids]
-        add("bon", name, rows, "bon", ver, ks)
-        if any(a is not None for o in rows for a in o.answers):
-            add("wmaj", name, rows, "wmaj", ver, ks)
-            add("bom", name, rows, f"bom:{bom_share:g}", ver, ks)
+    for (rule, verifier), (Ns, mat) in table.values.items():
+        per_ver = np.zeros(len(ids))
+        if verifier is not None:
+            tokens = table.verifier_tokens[verifier][at]
+            if np.isnan(tokens).any():
+                notes.append(f"{run.path}: verifier {verifier!r} scored no sample of "
+                             f"{ids[int(np.flatnonzero(np.isnan(tokens))[0])]!r}; its {rule} strategies left out")
+                continue
+            per_ver = tokens * (2 * _params_of(verifier, params, "verifier", roots) if unit == "flops" else 1.0)
+        for j, N in enumerate(Ns):
+            out.append(_Candidate(run, rule, verifier, N, mat[at, j], scale_p * prompt, scale_p * gen + per_ver))
     return out
 
 
@@ -330,16 +268,16 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
     if cost not in ("tokens", "flops"):
         raise BonbenchError(f"--cost must be tokens or flops, not {cost!r}")
     chosen, runs = _runs(results, task)
-    notes: list[str] = []
-    outcomes = {str(r.path): outcomes_by_verifier(r, _verifiers(r)) for r in runs}  # each row file read once
-    grades = {path: {o.problem_id for o in got[None]} for path, got in outcomes.items()}
+    tables = {str(r.path): run_table(r, bom_share) for r in runs}
+    notes: list[str] = [n for t in tables.values() for n in t.notes]
+    grades = {path: set(t.ids) for path, t in tables.items()}
     ids = sorted(set.intersection(*grades.values()))
     if not ids:
         raise BonbenchError(f"the runs of {chosen} share no problem; pass runs of the same problems")
     for path, have in grades.items():
         if len(have) > len(ids):
             notes.append(f"{path}: {len(have) - len(ids)} problems not in every run left out ({len(ids)} shared)")
-    cands = [c for r in runs for c in _candidates(r, outcomes[str(r.path)], ids, cost, params or {}, bom_share, notes)]
+    cands = [c for r in runs for c in _candidates(r, tables[str(r.path)], ids, cost, params or {}, notes)]
     deployable = [c for c in cands if c.rule != "pass"]
     if not deployable:
         raise BonbenchError("no deployable strategy: the runs have no answers to vote on and no verifier scores; "
@@ -353,7 +291,8 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
     base = None
     if by == "difficulty":
         base = _base_run(runs, base_run)
-        pass1 = {o.problem_id: float(np.mean(o.correct)) for o in outcomes[str(base.path)][None]}
+        table = tables[str(base.path)]
+        pass1 = dict(zip(table.ids, table.values[("single", None)][1][:, 0].tolist(), strict=True))
         groups.update({g: np.array(v) for g, v in difficulty_bins(pass1, ids).items()})
     elif by is not None:
         raise BonbenchError(f"--by takes difficulty, not {by!r}")
@@ -365,5 +304,5 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
                 notes.append(f"{group}: no strategy costs {b:g} {cost} or less on these problems")
             else:
                 choices.append(got)
-    return Recipe(chosen, cost, tuple(ids), tuple(c.strategy(every, n_boot, seed) for c in cands), tuple(choices),
+    return Recipe(chosen, cost, tuple(ids), tuple(c.strategy(every, n_boot, seed, ci=False) for c in cands), tuple(choices),
                   None if base is None else str(base.path), tuple(notes))

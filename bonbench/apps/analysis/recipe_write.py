@@ -20,7 +20,7 @@ JSON_NAME, PLOT_NAME = "recipe.json", "recipe-frontier.png"
 
 
 def _ci(s: Strategy) -> str:
-    return f"{s.value:.3f} [{s.ci95[0]:.3f}, {s.ci95[1]:.3f}]"
+    return f"{s.value:.3f}" if s.ci95 is None else f"{s.value:.3f} [{s.ci95[0]:.3f}, {s.ci95[1]:.3f}]"
 
 
 def _row(c: Choice) -> list[str]:

@@ -161,8 +161,9 @@ def test_cli_writes_table_json_and_plot(runs: dict[str, Path], tmp_path: Path, c
     assert [c["budget"] for c in doc["choices"]] == [600.0, 1200.0]
     assert (tmp_path / "r" / "recipe-frontier.png").stat().st_size > 5000
     assert main(["recipe", str(root), "--budget", "600", "--json", "--n-boot", "20", "--out", str(tmp_path / "s")]) == 0
-    printed = capsys.readouterr().out
-    assert json.loads(printed[:printed.rindex("}") + 1])["choices"][0]["best"]["rule"] in ("single", "bon", "maj", "bom")
+    printed = capsys.readouterr()
+    assert json.loads(printed.out)["choices"][0]["best"]["rule"] in ("single", "bon", "maj", "bom")  # stdout: JSON alone
+    assert str(tmp_path / "s" / "recipe.json") in printed.err
 
 
 @pytest.mark.parametrize(("budget", "needle"), [
@@ -278,3 +279,17 @@ def test_tables_are_kept_until_a_runs_files_change(runs: dict[str, Path], recipe
     monkeypatch.setenv("BONBENCH_CACHE", str(blocker))
     with pytest.warns(UserWarning, match="cannot keep the recipe table"):
         assert recipe_json(build_recipe([root], [600.0, 1000.0], n_boot=50))["choices"] == first["choices"]
+
+
+def test_runs_of_other_problems_are_compared_on_the_shared_ones(runs: dict[str, Path], tmp_path: Path) -> None:
+    root = tmp_path / "results"
+    write_runs(root)
+    write_synthetic_run(root, [0.9] * 8, n=4, model="partial", problem_ids=IDS[:8], n_tokens=100, prompt_tokens=PROMPT,
+                        verifier_tokens=VTOK, answers=True, n_boot=10)
+    recipe = build_recipe([root], [600.0], n_boot=10)
+    assert recipe.problems == tuple(IDS[:8])
+    assert sum("4 problems not in every run left out (8 shared)" in n for n in recipe.notes) == 2
+    with pytest.raises(BonbenchError, match="--base-run .* is not one of the recipe's runs"):
+        build_recipe([root], [600.0], by="difficulty", base_run=tmp_path)
+    with pytest.raises(BonbenchError, match="--by takes difficulty"):
+        build_recipe([root], [600.0], by="level")

@@ -108,6 +108,6 @@ def cmd_recipe(args: argparse.Namespace) -> int:
     with outputs.staged_dir(out) as stage:
         written = write_recipe(recipe, stage)
     print(json.dumps(recipe_json(recipe), indent=2) if req.json else format_table(recipe))
-    for path in written:
-        print(out / path.name)
+    for path in written:  # with --json, stdout is the document alone (for jq and friends)
+        print(out / path.name, file=sys.stderr if req.json else sys.stdout)
     return 0

@@ -267,6 +267,8 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
                             "e.g. --budget 2000,8000")
     if cost not in ("tokens", "flops"):
         raise BonbenchError(f"--cost must be tokens or flops, not {cost!r}")
+    if by not in (None, "difficulty"):
+        raise BonbenchError(f"--by takes difficulty, not {by!r}")
     chosen, runs = _runs(results, task)
     tables = {str(r.path): run_table(r, bom_share) for r in runs}
     notes: list[str] = [n for t in tables.values() for n in t.notes]
@@ -294,8 +296,6 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
         table = tables[str(base.path)]
         pass1 = dict(zip(table.ids, table.values[("single", None)][1][:, 0].tolist(), strict=True))
         groups.update({g: np.array(v) for g, v in difficulty_bins(pass1, ids).items()})
-    elif by is not None:
-        raise BonbenchError(f"--by takes difficulty, not {by!r}")
     choices = []
     for group, idx in groups.items():
         for b in budgets:

@@ -167,8 +167,8 @@ def test_cli_writes_table_json_and_plot(runs: dict[str, Path], tmp_path: Path, c
 
 
 @pytest.mark.parametrize(("budget", "needle"), [
-    ("0", "--budget must be positive"), ("-5", "--budget must be positive"),
-    ("10", "below the cheapest strategy"), ("1e6", "above the costliest strategy"),
+    ("0", "--budget must be positive"), ("-5", "--budget must be positive"), ("30", "below the cheapest run's prompt"),
+    ("120", "below the cheapest strategy"), ("1e6", "above the costliest strategy"),
 ])
 def test_bad_budgets_are_one_error_line(runs: dict[str, Path], capsys: pytest.CaptureFixture[str], budget: str,
                                         needle: str) -> None:
@@ -178,8 +178,8 @@ def test_bad_budgets_are_one_error_line(runs: dict[str, Path], capsys: pytest.Ca
     if "costliest" in needle:  # names the run that would cover it: N from the measured cost per sample
         per_n = 400 + VTOK
         assert f"--n {math.ceil((1e6 - PROMPT) / per_n)}" in err and "bonbench run --task synthetic --model big" in err
-    if "cheapest" in needle:
-        assert "--max-tokens" in err and "--n 1" in err
+    if "cheapest strategy" in needle:  # a length no sample can exceed: prompt + max tokens <= budget
+        assert f"--max-tokens {120 - PROMPT}`" in err and "--n 1" in err and "--model small" in err
 
 
 def test_mixed_tasks_and_missing_token_counts_are_one_error_line(tmp_path: Path,

@@ -53,7 +53,7 @@ class Strategy:
     model: str
     temperature: float
     max_tokens: int | None
-    n: int  # the run's smallest per-problem n
+    n: int  # the run's n (config.json; N stops at its problems' smallest n)
     N: int
     rule: str  # single (N = 1: one sample, no rule), bon, maj, wmaj, bom; or pass (the oracle's bound)
     verifier: str | None
@@ -119,6 +119,8 @@ class _Candidate:
     values: np.ndarray
     fixed: np.ndarray  # per problem: what does not grow with N (the prompt, read once)
     step: np.ndarray  # per problem: what each further sample costs (its tokens, the verifier's)
+    prompt: np.ndarray  # per problem: one sample's prompt, in the recipe's unit
+    per_token: float  # what one policy token costs in the recipe's unit (1, or 2 x the policy's parameters)
 
     @property
     def name(self) -> str:
@@ -169,10 +171,12 @@ def _candidates(run: RunData, table: RunTable, ids: Sequence[str], unit: str, pa
     pos = {pid: i for i, pid in enumerate(table.ids)}
     at = np.array([pos[pid] for pid in ids])
     prompt, gen = table.prompt[at], table.gen[at]
+    once = prompt
     if run.config.get("backend") in PROMPT_PER_SAMPLE:  # each sample re-reads the prompt: it grows with N
         prompt, gen = np.zeros(len(ids)), gen + prompt
     roots = [run.path.parents[3]] if len(run.path.parents) > 3 else []  # results/runs/<task>/<model>/<hash>
     scale_p = 2 * _params_of(run.model, params, "model", roots) if unit == "flops" else 1.0
+    prompt_cost = scale_p * once
     out: list[_Candidate] = []
     for (rule, verifier), (Ns, mat) in table.values.items():
         per_ver = np.zeros(len(ids))
@@ -184,7 +188,8 @@ def _candidates(run: RunData, table: RunTable, ids: Sequence[str], unit: str, pa
                 continue
             per_ver = tokens * (2 * _params_of(verifier, params, "verifier", roots) if unit == "flops" else 1.0)
         for j, N in enumerate(Ns):
-            out.append(_Candidate(run, rule, verifier, N, mat[at, j], scale_p * prompt, scale_p * gen + per_ver))
+            out.append(_Candidate(run, rule, verifier, N, mat[at, j], scale_p * prompt, scale_p * gen + per_ver,
+                                  prompt_cost, scale_p))
     return out
 
 
@@ -220,11 +225,16 @@ def _coverage_error(budget: float, deployable: Sequence[_Candidate], task: str, 
         return None
     if budget < lo:
         cheap = deployable[int(np.argmin(costs))]
-        r = cheap.run
+        r, prompt = cheap.run, float(cheap.prompt.mean())
+        if budget - prompt < cheap.per_token:
+            return BonbenchError(f"budget {budget:g} {unit} per problem is below the cheapest run's prompt alone "
+                                 f"({prompt:.4g}, {r.model}); no run with these prompts covers it: raise --budget")
+        # no sample generates more than --max-tokens, so one sample of this length costs the budget at most
+        shorter = int((budget - prompt) // cheap.per_token)
         return BonbenchError(f"budget {budget:g} {unit} per problem is below the cheapest strategy "
                              f"({cheap.name} of {r.model}: {lo:.4g}); cover it with shorter generations: "
                              f"`bonbench run --task {task} --model {r.model} --temperature {r.temperature:g} --n 1 "
-                             f"--max-tokens {max(1, int((r.config.get('max_tokens') or 0) * budget / lo))}`")
+                             f"--max-tokens {shorter}`")
     # the strategy best at the top of what the runs cover; its cost is linear in N
     tops = [c for c in deployable if c.N == max(d.N for d in deployable if d.run is c.run)]
     top = max(tops, key=lambda c: float(c.values.mean()))
@@ -280,10 +290,7 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
         if len(have) > len(ids):
             notes.append(f"{path}: {len(have) - len(ids)} problems not in every run left out ({len(ids)} shared)")
     cands = [c for r in runs for c in _candidates(r, tables[str(r.path)], ids, cost, params or {}, notes)]
-    deployable = [c for c in cands if c.rule != "pass"]
-    if not deployable:
-        raise BonbenchError("no deployable strategy: the runs have no answers to vote on and no verifier scores; "
-                            "score them with --verifier NAME")
+    deployable = [c for c in cands if c.rule != "pass"]  # never empty: every run has its 1-sample strategy
     for b in budgets:
         err = _coverage_error(b, deployable, chosen, cost)
         if err is not None:

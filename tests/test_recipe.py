@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bonbench.apps.analysis.model_params import known_params, parse_params, safetensors_params
-from bonbench.apps.analysis.recipe import build_recipe, difficulty_bins
+from bonbench.apps.analysis.recipe import RULES, build_recipe, difficulty_bins
 from bonbench.apps.analysis.recipe_write import frontier
 from bonbench.apps.analysis.synthetic import VERIFIER, write_synthetic_run
 from bonbench.apps.cli import main
@@ -91,6 +91,8 @@ def test_the_chosen_point_is_the_brute_force_best_within_the_budget(runs: dict[s
         best = by_key[(choice.best.model, choice.best.N, choice.best.rule)]
         assert best[1] == pytest.approx(fits[0][1], abs=1e-12)
         assert best[0] == min(s[0] for s in fits if abs(s[1] - fits[0][1]) < 1e-12)
+        tied = [s for s in fits if abs(s[1] - best[1]) < 1e-12 and s[0] == best[0] and s[3] == best[3]]
+        assert best[4] == min((s[4] for s in tied), key=RULES.index)  # of exact equals, the simplest rule
         assert choice.best.value == pytest.approx(best[1], abs=1e-12) and choice.best.cost == pytest.approx(best[0])
         assert choice.best.cost <= budget
         assert choice.best.ci95 == pytest.approx(bootstrap_ci(best[5], n_boot=200, seed=0), abs=1e-12)
@@ -225,6 +227,11 @@ def test_parameter_counts_come_from_the_weights_when_they_are_here(tmp_path: Pat
                         verifier_tokens=3, answers=True, n_boot=10)
     with pytest.raises(BonbenchError, match="parameter count of verifier 'synthetic'.*--params synthetic=COUNT"):
         build_recipe([root], [2 * 21 * 25], cost="flops")
+    free = tmp_path / "free"  # a verifier that reads no tokens (logprob) needs no parameter count
+    write_synthetic_run(free, [0.5] * 4, n=2, model=str(model), problem_ids=IDS[:4], n_tokens=10, prompt_tokens=5,
+                        verifier_tokens=0, answers=True, n_boot=10)
+    assert {s.cost for s in build_recipe([free], [2 * 21 * 25], cost="flops", n_boot=10).strategies
+            if s.rule == "bon"} == {2 * 21 * 25}
     recipe = build_recipe([root], [2 * 21 * 25], cost="flops", params={"synthetic": 100.0}, n_boot=10)
     costs = {(s.rule, s.N): s.cost for s in recipe.strategies}
     assert costs[("single", 1)] == 2 * 21 * 15 and costs[("bon", 2)] == 2 * 21 * 25 + 2 * 100 * 2 * 3

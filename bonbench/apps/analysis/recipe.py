@@ -42,6 +42,8 @@ from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
 
 # backends that send one request per sample, so a served model reads (and an API bills) the prompt N times
 PROMPT_PER_SAMPLE = ("openai",)
+# the deployable rules, simplest first: of equally accurate, equally costly strategies the simpler is chosen
+RULES = ("single", "maj", "bon", "wmaj", "bom")
 BINS = 5  # difficulty bins, as Snell et al.
 
 
@@ -186,7 +188,9 @@ def _candidates(run: RunData, table: RunTable, ids: Sequence[str], unit: str, pa
                 notes.append(f"{run.path}: verifier {verifier!r} scored no sample of "
                              f"{ids[int(np.flatnonzero(np.isnan(tokens))[0])]!r}; its {rule} strategies left out")
                 continue
-            per_ver = tokens * (2 * _params_of(verifier, params, "verifier", roots) if unit == "flops" else 1.0)
+            # a verifier that reads no tokens (logprob: the sampler's own log-probabilities) costs nothing in any unit
+            flops = unit == "flops" and bool(tokens.any())
+            per_ver = tokens * (2 * _params_of(verifier, params, "verifier", roots) if flops else 1.0)
         for j, N in enumerate(Ns):
             out.append(_Candidate(run, rule, verifier, N, mat[at, j], scale_p * prompt, scale_p * gen + per_ver,
                                   prompt_cost, scale_p))
@@ -252,8 +256,8 @@ def _choose(budget: float, group: str, idx: np.ndarray, cands: Sequence[_Candida
     tol = 1e-9 * max(1.0, budget)
     fits = [c for c in cands if float(c.costs[idx].mean()) <= budget + tol]
     deploy = sorted((c for c in fits if c.rule != "pass"),
-                    key=lambda c: (-float(c.values[idx].mean()), float(c.costs[idx].mean()), c.N, str(c.run.path),
-                                   c.rule, c.verifier or ""))
+                    key=lambda c: (-float(c.values[idx].mean()), float(c.costs[idx].mean()), c.N, RULES.index(c.rule),
+                                   str(c.run.path), c.verifier or ""))
     if not deploy:
         return None
     best, runner = deploy[0], (deploy[1] if len(deploy) > 1 else None)

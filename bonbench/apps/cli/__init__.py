@@ -1,6 +1,6 @@
 """The ``bonbench`` command: the subcommands' parsers, one handler call, errors as one line.
 
-Subcommands: run, score, merge, report, list (``evaluation``), sandbox, leaderboard, gate, plot
+Subcommands: run, score, merge, report, list (``evaluation``), sandbox, leaderboard, gate, plot, recipe
 (``bonbench.apps.analysis.analysis_flags``), train (``bonbench.apps.trainer.train_flags``), train-verifier and
 eval-verifier (``verifiers``), view (``bonbench.apps.viewer.viewer_flags``). The flags of every command but
 ``sandbox run`` are the fields of its settings dataclasses (``bonbench.core.settings``), and every command takes

@@ -1,0 +1,80 @@
+"""Benchmark ``bonbench recipe`` (issue 35): 20 runs of 5,000 problems x 64 samples in under 30 s.
+
+Writes the synthetic runs (``bonbench.apps.analysis.synthetic``: the store's layout, with token
+counts, answers and a verifier with scores in [0, 1]) into a temporary folder, then times
+``build_recipe`` over all of them for three budgets, cold (every run's rows read and its estimators
+computed) and warm (the tables ``recipe_table`` keeps); the writing is not timed. Prints both times,
+their ratios to the 30 s target, and where the time went (reading rows, the estimators, the rest), from
+cProfile's cumulative times. ``--problems``/``--runs``/``--n`` shrink it for a quick look.
+Not a test: it prints figures; run it by hand (`python benchmarks/bench_recipe.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bonbench.apps.analysis.recipe import build_recipe
+from bonbench.apps.analysis.synthetic import write_synthetic_run
+
+TARGET_S = 30.0
+
+
+def write_runs(root: Path, runs: int, problems: int, n: int) -> None:
+    rng = np.random.default_rng(0)
+    ids = [f"p{i:05d}" for i in range(problems)]
+    base = rng.beta(0.7, 0.8, size=problems)
+    for r in range(runs):
+        skill = 0.6 + 0.8 * r / max(runs - 1, 1)  # weaker to stronger models / checkpoints
+        p = np.clip(base * skill, 0.0, 1.0)
+        corr = (rng.random((problems, n)) < p[:, None]).astype(float)
+        scores = np.clip(0.5 * corr + 0.5 * rng.random((problems, n)), 0.0, 1.0)  # a verifier in [0, 1]
+        write_synthetic_run(root, p, n=n, model=f"model-{r // 4}", temperature=0.2 + 0.2 * (r % 4), seed=r,
+                            problem_ids=ids, correct=corr, extra_scores={"verifier": scores}, metrics=("pass@1",),
+                            n_boot=10, n_tokens=rng.integers(50, 400, size=(problems, n)), prompt_tokens=120,
+                            verifier_tokens=200, answers=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--problems", type=int, default=5000)
+    parser.add_argument("--n", type=int, default=64)
+    parser.add_argument("--profile", action="store_true", help="print the 15 costliest calls")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "results"
+        t0 = time.perf_counter()
+        write_runs(root, args.runs, args.problems, args.n)
+        print(f"wrote {args.runs} runs of {args.problems} problems x {args.n} samples in "
+              f"{time.perf_counter() - t0:.1f} s (not timed)")
+        os.environ["BONBENCH_CACHE"] = str(Path(tmp) / "cache")  # cold: no table kept yet
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.enable()
+        recipe = build_recipe([root], [400.0, 1500.0, 6000.0], n_boot=1000)
+        prof.disable()
+        took = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        build_recipe([root], [400.0, 1500.0, 6000.0], n_boot=1000)  # warm: the kept tables
+        warm = time.perf_counter() - t0
+    scale = 20 * 5000 * 64 / (args.runs * args.problems * args.n)
+    size = "" if scale == 1 else f"; {scale:g} times smaller than the target's size"
+    for what, secs in (("cold (rows read, estimators computed)", took), ("warm (tables kept)", warm)):
+        print(f"recipe {what}: {len(recipe.strategies)} strategies, {len(recipe.choices)} choices in {secs:.2f} s "
+              f"({secs / TARGET_S:.3f} of the {TARGET_S:.0f} s target{size})")
+    for c in recipe.choices:
+        print(f"  budget {c.budget:g}: {c.best.label} {c.best.value:.3f} at {c.best.cost:.0f} tokens")
+    if args.profile:
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(15)
+
+
+if __name__ == "__main__":
+    main()

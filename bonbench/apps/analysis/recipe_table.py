@@ -1,0 +1,182 @@
+"""One run's recipe table: for every problem of the run, the exact value of each rule at each N of
+the grid, and the measured token counts its cost is made of. ``bonbench recipe`` builds its
+strategies from these tables (``recipe``).
+
+Reading a big run's rows and computing its estimators takes most of a recipe's time, and a table
+depends only on the run's files, so ``run_table`` keeps each table under
+``$BONBENCH_CACHE/recipe`` (``~/.cache/bonbench/recipe``), named by the identity of the files it was
+computed from (path, size, modification time and inode of config.json, metrics.json, samples.jsonl
+and every grades and scores file), the bonbench version, the Best-of-Majority share and the run's
+seed. A rescored, regraded or resumed run has other files and gets a new table. A cache that cannot
+be written costs only the speed (one warning). Nothing is written into a run directory.
+
+What it does not do: choose, bootstrap or convert tokens to FLOPs (``recipe``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from bonbench import __version__
+from bonbench.api.metric.values import curve_values
+from bonbench.apps.analysis.htmlparts import powers_of_two
+from bonbench.apps.analysis.rundir import RunData, outcomes_by_verifier
+from bonbench.core.cache import cache_dir
+from bonbench.core.errors import BonbenchError
+from bonbench.pipeline.ledger import compute_ledger
+
+FORMAT = 1
+ORACLE_VERIFIERS = ("oracle",)  # reads the gold answer: an upper bound, not a deployable verifier
+
+
+@dataclass(frozen=True)
+class RunTable:
+    """A run's per-problem values and token counts (module docstring), problems in id order.
+
+    ``values[(rule, verifier)]`` is ``(Ns, [P, len(Ns)] values)``: ``pass`` (the oracle's bound) and
+    ``single`` (N = 1) without a verifier, ``maj``, and ``bon``, ``wmaj``, ``bom`` under each verifier.
+    ``verifier_tokens[name]`` is NaN where the verifier scored none of a problem's samples."""
+
+    ids: tuple[str, ...]
+    n: int  # the smallest per-problem n: the grid's top
+    prompt: np.ndarray  # the prompt's tokens (the mean of its samples' prompt_tokens)
+    gen: np.ndarray  # mean generated tokens per sample
+    verifier_tokens: Mapping[str, np.ndarray]
+    values: Mapping[tuple[str, str | None], tuple[tuple[int, ...], np.ndarray]]
+    notes: tuple[str, ...]
+
+
+def deployable_verifiers(run: RunData) -> list[str]:
+    """The verifiers the run was scored with (config.json's list; not the oracle, not the
+    log-probability scorers of a KL)."""
+    files = run.verifiers()
+    named = [v for v in run.scored_with if v in files] if run.scored_with else [f for f in files if not f.startswith("lp-")]
+    return [v for v in named if v not in ORACLE_VERIFIERS]
+
+
+def grid(n: int) -> list[int]:
+    """The Ns a run's strategies take: the powers of two up to n, and n."""
+    return sorted(set(powers_of_two(n)) | {n})
+
+
+def _tokens(run: RunData, verifiers: list[str]) -> tuple[dict[str, tuple[float, float]], dict[str, dict[str, float]]]:
+    """problem -> (prompt tokens, mean generated tokens per sample), and verifier -> problem -> its
+    mean tokens per scored sample; one line when a count the cost needs is missing."""
+    ledger = compute_ledger(run.path)
+    policy: dict[str, tuple[float, float]] = {}
+    for p in ledger.problems:
+        if p.prompt_tokens is None:
+            raise BonbenchError(f"{run.path}: its samples carry no prompt token counts (prompt_tokens; imported files "
+                                "and runs sampled before bonbench counted them), so their cost is unknown; sample the "
+                                f"run again with `bonbench run --task {run.task} --model {run.model}` or leave it out")
+        policy[p.problem_id] = (p.prompt_tokens / p.samples, p.generated_tokens / p.samples)
+    per_verifier: dict[str, dict[str, float]] = {}
+    for name in verifiers:
+        per: dict[str, float] = {}
+        for p in ledger.problems:
+            cost = p.verifier(name)
+            if cost is None:
+                continue
+            if cost.tokens is None:
+                raise BonbenchError(f"{run.path}: verifier {name!r} recorded no token counts, so its cost is unknown; "
+                                    f"score the run again with `bonbench score {run.path} --verifier {name}`")
+            per[p.problem_id] = cost.tokens / cost.samples
+        per_verifier[name] = per
+    return policy, per_verifier
+
+
+def compute_table(run: RunData, bom_share: float) -> RunTable:
+    """The table of ``run`` from its rows (no cache)."""
+    verifiers = deployable_verifiers(run)
+    policy, verifier_tokens = _tokens(run, verifiers)
+    by_verifier = outcomes_by_verifier(run, verifiers)
+    plain = by_verifier[None]
+    ids = tuple(o.problem_id for o in plain)
+    missing = [pid for pid in ids if pid not in policy]
+    if missing:
+        raise BonbenchError(f"{run.path}: problem {missing[0]!r} is graded but has no sample rows; rerun "
+                            "`bonbench run` with the same settings")
+    n = min(len(o.correct) for o in plain)
+    ks = grid(n)
+    multi = tuple(k for k in ks if k >= 2)
+    values: dict[tuple[str, str | None], tuple[tuple[int, ...], np.ndarray]] = {}
+    notes: list[str] = []
+    answers = any(a is not None for o in plain for a in o.answers)
+    todo: list[tuple[str, str | None, str, tuple[int, ...]]] = [("pass", None, "pass", tuple(ks)), ("single", None, "pass", (1,))]
+    todo += [("maj", None, "maj", multi)] if answers else []
+    for name in verifiers:
+        todo += [("bon", name, "bon", multi)] + ([("wmaj", name, "wmaj", multi), ("bom", name, f"bom:{bom_share:g}", multi)]
+                                                if answers else [])
+    for rule, verifier, key, Ns in todo:
+        try:
+            values[(rule, verifier)] = (Ns, curve_values(by_verifier[verifier], key, Ns, seed=run.seed))
+        except BonbenchError as exc:  # e.g. wmaj on negative scores: this rule does not apply to the run
+            notes.append(f"{run.path}: {rule} under {verifier} left out ({exc})")
+    tokens = {name: np.array([per.get(pid, np.nan) for pid in ids]) for name, per in verifier_tokens.items()}
+    return RunTable(ids, n, np.array([policy[pid][0] for pid in ids]), np.array([policy[pid][1] for pid in ids]),
+                    tokens, values, tuple(notes))
+
+
+def table_key(run: RunData, bom_share: float) -> str:
+    """The name of ``run``'s kept table: the identity of every file it is computed from (module docstring)."""
+    files = [run.path / "config.json", run.path / "metrics.json", run.path / "samples.jsonl",
+             *sorted((run.path / "grades").glob("*.jsonl")), *sorted((run.path / "scores").glob("*.jsonl"))]
+    stats = []
+    for f in files:
+        st = f.stat()
+        stats.append([f.name, f.parent.name, st.st_size, st.st_mtime_ns, st.st_ino])
+    doc = [FORMAT, __version__, str(run.path.resolve()), bom_share, run.seed, stats]
+    return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:32]
+
+
+def _save(table: RunTable, path: Path) -> None:
+    keys = list(table.values)
+    meta = {"ids": list(table.ids), "n": table.n, "verifiers": list(table.verifier_tokens),
+            "values": [[rule, verifier, list(table.values[(rule, verifier)][0])] for rule, verifier in keys],
+            "notes": list(table.notes)}
+    arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), "prompt": table.prompt, "gen": table.gen}
+    arrays.update({f"v{i}": table.verifier_tokens[name] for i, name in enumerate(table.verifier_tokens)})
+    arrays.update({f"m{i}": table.values[key][1] for i, key in enumerate(keys)})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as one array-like: each is one
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _load(path: Path) -> RunTable:
+    with np.load(path, allow_pickle=False) as z:
+        meta = json.loads(z["meta"].tobytes().decode())
+        values = {(rule, verifier): (tuple(ks), z[f"m{i}"]) for i, (rule, verifier, ks) in enumerate(meta["values"])}
+        return RunTable(tuple(meta["ids"]), int(meta["n"]), z["prompt"], z["gen"],
+                        {name: z[f"v{i}"] for i, name in enumerate(meta["verifiers"])}, values, tuple(meta["notes"]))
+
+
+def run_table(run: RunData, bom_share: float) -> RunTable:
+    """``run``'s table: the kept one when its files are the same, else computed and kept."""
+    path = cache_dir("recipe") / f"{table_key(run, bom_share)}.npz"
+    if path.is_file():
+        try:
+            return _load(path)
+        except (OSError, ValueError, KeyError):  # a damaged or foreign file: computed again below
+            pass
+    table = compute_table(run, bom_share)
+    try:
+        _save(table, path)
+    except OSError as exc:
+        warnings.warn(f"cannot keep the recipe table of {run.path} in {path.parent} ({exc.strerror or exc}); "
+                      "the next recipe computes it again", stacklevel=2)
+    return table

@@ -1,0 +1,193 @@
+"""Search runs are runs (issue 34, point 3): ``bonbench run --strategy`` on real MATH problems with a
+tiny base policy (``search_models``) and a tiny Math-Shepherd PRM (``prm_models``), its candidates
+stored as samples with their tree beside them, its run id, its refusals, and a search killed
+mid-way that resumes to the bytes of an uninterrupted one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from prm_models import build_math_shepherd
+from search_models import build_policy
+
+from bonbench.apps.cli import main
+
+TESTS = Path(__file__).parent
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("search-run")
+    return {"policy": build_policy(root / "policy"),
+            "prm": build_math_shepherd(root / "math-shepherd-mistral-7b-prm")}
+
+
+def run_args(models: dict[str, Path], data_dir: Path, out: Path, *extra: str, strategy: str = "beam",
+             n: int = 4) -> list[str]:
+    return ["run", "--task", "math", "-T", "fewshot=0", "--limit", "2", "--n", str(n), "--strategy", strategy,
+            "--verifier", f"prm:{models['prm']}", "--backend", "hf", "--model", str(models["policy"]),
+            "--max-tokens", "16", "--dtype", "float32", "--data-dir", str(data_dir), "--out", str(out),
+            "--n-boot", "20", *extra]
+
+
+def run_dir(out: Path) -> Path:
+    (cfg,) = out.glob("runs/math/*/*/config.json")
+    return cfg.parent
+
+
+def rows(path: Path) -> list[dict]:  # type: ignore[type-arg]  # JSON rows
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def one_error(code: int, err: str) -> str:
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code != 0 and len(errors) == 1 and "Traceback" not in err, err
+    return errors[0]
+
+
+@pytest.mark.parametrize("strategy", ["beam", "dvts", "particle_filtering"])
+def test_a_search_run_stores_its_candidates_tree_and_ledger(strategy: str, models: dict[str, Path], data_dir: Path,
+                                                             tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    args = run_args(models, data_dir, out, "-S", "max_iterations=3", *(["-S", "width=2"] if strategy != "particle_filtering"
+                                                                      else []), strategy=strategy)
+    assert main(args) == 0
+    root = run_dir(out)
+    config = json.loads((root / "config.json").read_text())
+    search = config["hashed"]["search"]
+    assert search["strategy"] == strategy and search["n"] == 4 and search["delimiter"] == "\n\n"
+    assert search["options"]["max_iterations"] == 3
+    samples = rows(root / "samples.jsonl")
+    assert sorted((s["problem_id"], s["sample_idx"]) for s in samples) == sorted(
+        (pid, j) for pid in {s["problem_id"] for s in samples} for j in range(4)) and len(samples) == 8
+    trees = {(t["problem_id"], t["sample_idx"]): t for t in rows(root / "search" / "trees.jsonl")}
+    for s in samples:
+        tree = trees[(s["problem_id"], 0)]
+        (cand,) = [c for c in tree["candidates"] if c["sample_idx"] == s["sample_idx"]]
+        assert s["completion"] == "\n\n".join(cand["steps"]) and len(cand["step_scores"]) == len(cand["steps"])
+        node, path = cand["leaf"], []  # the candidate's steps are the path of kept nodes from the root to its leaf
+        while node is not None:
+            assert tree["nodes"][node]["kept"]
+            path.append(tree["nodes"][node]["step"])
+            node = tree["nodes"][node]["parent"]
+        assert [p for p in reversed(path) if p.strip()] == cand["steps"]
+    ledger = rows(root / "search" / "ledger.jsonl")
+    assert len(ledger) == 2 and all(r["cost"]["generated_tokens"] > 0 and r["cost"]["verifier_calls"] > 0 for r in ledger)
+    metrics = json.loads((root / "metrics.json").read_text())
+    assert set(metrics["metrics"]) == {"pass@4", "bon@4", "maj@4", "wmaj@4"}  # k = n only; no pass@1
+    assert metrics["search"]["strategy"] == strategy and json.loads((root / "curves.json").read_text()) == {}
+    # the selection read the PRM's scores of the candidates' steps (the verify stage scored the stored samples)
+    scores = rows(next((root / "scores").glob("prm-*.jsonl")))
+    assert len(scores) == 8 and all(r["steps"] is not None for r in scores)
+    capsys.readouterr()
+    assert main(["report", str(root)]) == 0
+    assert "wmaj@4" in capsys.readouterr().out
+
+
+def test_the_strategy_and_its_options_name_the_run(models: dict[str, Path], data_dir: Path, tmp_path: Path) -> None:
+    from bonbench.run.plan import plan
+    from bonbench.run.request import RunRequest
+
+    def run_id(**kw: object) -> str:
+        base = dict(task="math", task_args={"fewshot": "0"}, limit=2, n=4, strategy="beam", verifier=f"prm:{models['prm']}",
+                    backend="hf", model=str(models["policy"]), dtype="float32", data_dir=str(data_dir), out=tmp_path)
+        return plan(RunRequest(**{**base, **kw})).runs[0].run_hash  # type: ignore[arg-type]  # test values
+
+    beam = run_id()
+    assert run_id(strategy_args={"width": "4"}) == beam  # the default written out is the same search
+    assert run_id(strategy_args={"width": "2"}) != beam  # two widths never share a folder
+    assert run_id(n=8) != beam  # n is the budget
+    assert run_id(strategy="dvts") != beam
+    assert run_id(seeds=3) == beam  # more seeds add repetitions to the same run
+    sampling = run_id(strategy=None)
+    assert run_id(strategy="best_of_n") not in (sampling, beam)  # best_of_n is a search run, not plain sampling
+
+
+REFUSED = [
+    (["--strategy", "nope"], "unknown strategy"),
+    (["--strategy", "beam", "-S", "width=3"], "needs n a multiple of its width 3"),
+    (["--strategy", "beam", "-S", "nope=1"], "no option 'nope'"),
+    (["--strategy", "beam", "--metric", "bon@2"], "assume(s) exchangeable draws"),
+    (["--strategy", "beam", "--verifier", "oracle"], "cannot score partial solutions"),
+    (["--strategy", "beam", "--task", "mbpp"], "has no step structure"),
+    (["--strategy", "beam", "--temperature", "0"], "sample with --temperature > 0"),
+    (["-S", "width=2"], "add --strategy NAME"),
+]
+
+
+@pytest.mark.parametrize(("extra", "says"), REFUSED)
+def test_bad_search_requests_fail_before_sampling(extra: list[str], says: str, models: dict[str, Path], data_dir: Path,
+                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = run_args(models, data_dir, tmp_path / "out")
+    args = args[:args.index("--strategy")] + args[args.index("--strategy") + 2:]  # the case gives its own
+    args = [a for a in args if a not in ("-T", "fewshot=0")] if "mbpp" in extra else args
+    if "--verifier" in extra:
+        i = args.index("--verifier")
+        args = args[:i] + args[i + 2:]
+    line = one_error(main([*args, *extra]), capsys.readouterr().err)
+    assert says in line, line
+    assert not list((tmp_path / "out").glob("runs/**/samples.jsonl"))
+
+
+def test_a_backend_without_a_step_sampler_is_one_line(models: dict[str, Path], data_dir: Path, tmp_path: Path) -> None:
+    from bonbench.api.sampler import SamplingParams
+    from bonbench.plugins.samplers.scripted import ScriptedSampler
+    from bonbench.plugins.samplers.steps import step_sampler
+
+    with pytest.raises(ValueError, match="backend 'scripted' has no step sampler.*--backend hf"):
+        step_sampler(ScriptedSampler([]), SamplingParams(), "\n\n")
+
+
+def test_best_of_n_keeps_every_k(models: dict[str, Path], data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert main(run_args(models, data_dir, out, "--metric", "pass@1,bon@2", strategy="best_of_n")) == 0
+    metrics = json.loads((run_dir(out) / "metrics.json").read_text())
+    assert {"pass@1", "bon@2", "maj@2", "pass@2"} <= set(metrics["metrics"])
+
+
+KILLER = textwrap.dedent("""
+    import os, signal, sys
+    from bonbench.core import store
+    from bonbench.apps.cli import main
+
+    calls = 0
+    append = store.JsonlTable.append
+
+    def killing_append(self, records):
+        global calls
+        got = append(self, records)
+        if self.path.name == "progress.jsonl":
+            calls += 1
+            if calls == int(os.environ["KILL_AFTER"]):
+                os.kill(os.getpid(), signal.SIGKILL)  # as a killed job dies: no cleanup, no flush
+        return got
+
+    store.JsonlTable.append = killing_append
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+def test_a_killed_search_resumes_to_the_same_bytes(models: dict[str, Path], data_dir: Path, tmp_path: Path) -> None:
+    args = run_args(models, data_dir, tmp_path / "whole", "-S", "width=2", "-S", "max_iterations=3")
+    assert main(args) == 0
+    whole = run_dir(tmp_path / "whole")
+    calls = len(rows(whole / "search" / "progress.jsonl"))
+    assert calls > 4  # several steps per problem: the kill below lands mid-search
+    killed = [a if a != str(tmp_path / "whole") else str(tmp_path / "killed") for a in args]
+    env = {**os.environ, "KILL_AFTER": str(calls // 2 + 1), "PYTHONPATH": str(TESTS.parent)}
+    proc = subprocess.run([sys.executable, "-c", KILLER, *killed], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    resumed = run_dir(tmp_path / "killed")
+    assert len(rows(resumed / "search" / "progress.jsonl")) == calls // 2 + 1  # it died mid-search
+    assert main(killed) == 0
+    for name in ("samples.jsonl", "search/trees.jsonl", "search/progress.jsonl"):
+        assert (resumed / name).read_bytes() == (whole / name).read_bytes(), name
+    # resuming never grows the budget: the same command again samples nothing and n stays the run's
+    assert main(killed) == 0
+    assert (resumed / "samples.jsonl").read_bytes() == (whole / "samples.jsonl").read_bytes()

@@ -14,6 +14,7 @@ What it does not do: run a search (``bonbench.pipeline.search``) or pick metrics
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,3 +74,16 @@ def search_scorer(verifier: str | None, data_dir: str | None) -> PartialScorer:
                             "(docs/verifiers.md)")
     base, _ = split_think(verifier)
     return partial_scorer(bare_verifier(base, data_dir), verifier)
+
+
+def stored_search(cfg_json: Mapping[str, Any], n: int | None) -> SearchChoice | None:
+    """The search a stored run's config records (None: a sampling run), for rescoring it
+    (``bonbench score RUN_DIR``); its n is its budget, which no rescoring changes."""
+    name = cfg_json.get("strategy")
+    if name is None:
+        return None
+    budget = int(cfg_json["n"])
+    if n is not None and n != budget:
+        raise BonbenchError(f"n={budget} is this search run's budget, not a count of draws: drop --n (a search of "
+                            "another budget is another run: `bonbench run --n N`)")
+    return SearchChoice(make_strategy(str(name), **dict(cfg_json.get("strategy_options") or {})), budget)

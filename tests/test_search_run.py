@@ -195,3 +195,70 @@ def test_a_killed_search_resumes_to_the_same_bytes(models: dict[str, Path], data
     # resuming never grows the budget: the same command again samples nothing and n stays the run's
     assert main(killed) == 0
     assert (resumed / "samples.jsonl").read_bytes() == (whole / "samples.jsonl").read_bytes()
+
+
+def test_seeds_repeat_the_search_and_metrics_average_them(models: dict[str, Path], data_dir: Path, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+
+    from bonbench.metrics.bootstrap import bootstrap_ci
+
+    out = tmp_path / "out"
+    args = run_args(models, data_dir, out, "-S", "width=2", "-S", "max_iterations=2")
+    assert main(args) == 0
+    root = run_dir(out)
+    first = (root / "samples.jsonl").read_bytes()
+    assert main([*args, "--seeds", "2"]) == 0  # the same run, its second repetitions added
+    assert run_dir(out) == root and (root / "samples.jsonl").read_bytes().startswith(first)
+    samples = rows(root / "samples.jsonl")
+    pids = sorted({s["problem_id"] for s in samples})
+    assert sorted((s["problem_id"], s["sample_idx"]) for s in samples) == [(p, j) for p in pids for j in range(8)]
+    trees = rows(root / "search" / "trees.jsonl")
+    assert sorted((t["problem_id"], t["sample_idx"]) for t in trees) == [(p, r) for p in pids for r in (0, 4)]
+    assert len({t["seed"] for t in trees}) == 2  # repetition 1 searched under another seed
+    # verdicts made up, so that the repetitions differ: problem 0 is solved in repetition 0 only,
+    # problem 1 in both; the grades are reused by `score` (same grader and settings)
+    solved = {(pids[0], 1), (pids[1], 0), (pids[1], 5)}
+    grades = rows(root / "grades" / "math.jsonl")
+    for g in grades:
+        g["correct"] = (g["problem_id"], g["sample_idx"]) in solved
+    (root / "grades" / "math.jsonl").write_text("".join(json.dumps(g) + "\n" for g in grades))
+    capsys.readouterr()
+    assert main(["score", str(root), "--data-dir", str(data_dir), "--n-boot", "50"]) == 0
+    assert "mean over the seeds' searches per problem; CI: bootstrap over problems" in capsys.readouterr().out
+    metrics = json.loads((root / "metrics.json").read_text())
+    assert metrics["per_problem"]["pass@4"] == {pids[0]: 0.5, pids[1]: 1.0}
+    assert metrics["metrics"]["pass@4"]["value"] == 0.75
+    lo, hi = bootstrap_ci(np.array([0.5, 1.0]), n_boot=50, seed=0)
+    assert metrics["metrics"]["pass@4"]["ci95"] == [lo, hi]
+    # bon@4 per problem: the mean over repetitions of the verdict of the PRM's pick (ties shared)
+    scores = {(r["problem_id"], r["sample_idx"]): r["score"] for r in rows(next((root / "scores").glob("prm-*.jsonl")))}
+    for pid in pids:
+        picks = []
+        for r in (0, 1):
+            keys = [(pid, r * 4 + j) for j in range(4)]
+            best = max(scores[k] for k in keys)
+            top = [k for k in keys if scores[k] == best]
+            picks.append(sum(k in solved for k in top) / len(top))
+        assert metrics["per_problem"]["bon@4"][pid] == pytest.approx(sum(picks) / 2)
+    assert metrics["search"]["seeds"] == 2
+
+
+def test_plot_puts_searches_and_sampling_on_one_axis(models: dict[str, Path], data_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert main(run_args(models, data_dir, out, "-S", "width=2", "-S", "max_iterations=2")) == 0
+    sampling = run_args(models, data_dir, out, "--metric", "bon@4")
+    i = sampling.index("--strategy")
+    assert main(sampling[:i] + sampling[i + 2:]) == 0
+    assert main(["plot", str(out), "--out", str(tmp_path / "plot")]) == 0
+    (section,) = json.loads((tmp_path / "plot" / "report.json").read_text())["compute"]
+    points = {p["strategy"]: p for p in section["points"]}
+    assert set(points) == {"beam", "sampling"} and not section["left_out"]
+    for strategy, p in points.items():
+        from bonbench.pipeline.ledger import compute_ledger
+
+        total = compute_ledger(p["run"]).total()
+        spent = total.prompt_tokens + total.generated_tokens + sum(v.tokens for v in total.verifiers)
+        assert p["tokens"] == spent / 2 and (strategy == "beam") == (p["curve"] == [])
+    assert len(points["sampling"]["curve"]) == 4 and points["sampling"]["curve"][-1][0] == points["sampling"]["tokens"]
+    assert (tmp_path / "plot" / "compute00_math.png").is_file()

@@ -87,7 +87,12 @@ def test_a_search_run_stores_its_candidates_tree_and_ledger(strategy: str, model
     assert len(scores) == 8 and all(r["steps"] is not None for r in scores)
     capsys.readouterr()
     assert main(["report", str(root)]) == 0
-    assert "wmaj@4" in capsys.readouterr().out
+    shown = capsys.readouterr().out
+    assert "wmaj@4" in shown and f"search {strategy}(" in shown and "verifier: search" in shown
+    # rescoring keeps the budget and the refusals
+    rescore = ["score", str(root), "--data-dir", str(data_dir)]
+    assert "assume(s) exchangeable draws" in one_error(main([*rescore, "--metric", "pass@1"]), capsys.readouterr().err)
+    assert "this search run's budget" in one_error(main([*rescore, "--n", "8"]), capsys.readouterr().err)
 
 
 def test_the_strategy_and_its_options_name_the_run(models: dict[str, Path], data_dir: Path, tmp_path: Path) -> None:
@@ -118,6 +123,7 @@ REFUSED = [
     (["--strategy", "beam", "--task", "mbpp"], "has no step structure"),
     (["--strategy", "beam", "--temperature", "0"], "sample with --temperature > 0"),
     (["-S", "width=2"], "add --strategy NAME"),
+    (["--strategy", "beam", "--no-verifier"], "add --verifier prm:SOURCE"),
 ]
 
 
@@ -127,9 +133,10 @@ def test_bad_search_requests_fail_before_sampling(extra: list[str], says: str, m
     args = run_args(models, data_dir, tmp_path / "out")
     args = args[:args.index("--strategy")] + args[args.index("--strategy") + 2:]  # the case gives its own
     args = [a for a in args if a not in ("-T", "fewshot=0")] if "mbpp" in extra else args
-    if "--verifier" in extra:
+    if "--verifier" in extra or "--no-verifier" in extra:
         i = args.index("--verifier")
         args = args[:i] + args[i + 2:]
+        extra = [e for e in extra if e != "--no-verifier"]
     line = one_error(main([*args, *extra]), capsys.readouterr().err)
     assert says in line, line
     assert not list((tmp_path / "out").glob("runs/**/samples.jsonl"))

@@ -81,7 +81,7 @@ def plan(req: RunRequest, sampler: Sampler | None = None) -> Plan:
     # a served model and a given sampler have no model folder here to read
     check_verifier(verifier, req.data_dir, task=task.name, model_path=None if served or sampler else resolved.path)
     style = req.prompt_style if req.prompt_style != "auto" else ("chat" if resolved.is_chat else "base")
-    scorer = None if search is None else search_scorer(verifier, req.data_dir)
+    scorer = None if search is None else search_scorer(verifier if req.verifier else None, req.data_dir)
     if search is not None and style == "chat":
         raise BonbenchError(f"{resolved.name} is an instruct model, and a search continues plain-text prompts: "
                             "pass --prompt-style base")

@@ -269,3 +269,38 @@ def test_plot_puts_searches_and_sampling_on_one_axis(models: dict[str, Path], da
         assert p["tokens"] == spent / 2 and (strategy == "beam") == (p["curve"] == [])
     assert len(points["sampling"]["curve"]) == 4 and points["sampling"]["curve"][-1][0] == points["sampling"]["tokens"]
     assert (tmp_path / "plot" / "compute00_math.png").is_file()
+
+
+class ReplySampler:
+    """Stands in for an ``HFSampler``: answers each text with the completion scripted for its ending."""
+
+    def __init__(self, replies: dict[str, tuple[str, bool, str]]) -> None:
+        self.replies = replies
+        self.stops: list[tuple[str, ...]] = []
+
+    def continue_texts(self, texts, seeds, params):  # type: ignore[no-untyped-def]  # HFSampler's signature
+        from bonbench.core.records import Sample
+
+        self.stops.append(params.stop)
+        out = []
+        for t in texts:
+            completion, at_stop, reason = next(v for k, v in self.replies.items() if t.endswith(k))
+            out.append((Sample("search", 0, completion, 3, reason, prompt_tokens=len(t)), at_stop))
+        return out
+
+
+def test_the_tasks_stop_strings_end_a_searched_solution() -> None:
+    from bonbench.api.sampler import SamplingParams
+    from bonbench.api.search.records import Prefix
+    from bonbench.plugins.samplers.hf_steps import HFStepSampler
+
+    fake = ReplySampler({"Solution:": ("x = 2", True, "stop"),  # a step
+                         "x = 2\n\n": ("Problem: what is 3+3?", True, "stop"),  # the next few-shot problem begins
+                         "x = 3\n\n": ("so \\boxed{3}\nProblem: next", True, "stop"),  # one ends mid-step
+                         "y\n\n": ("the end", True, "stop")})  # to_end: stopped at a task stop string
+    sampler = HFStepSampler(fake, SamplingParams(stop=("\n\nProblem:", "\nProblem:")), "\n\n")  # type: ignore[arg-type]  # the stand-in
+    got = sampler.continue_prefixes([Prefix("Solution:", (), 0), Prefix("Solution:", ("x = 2",), 1),
+                                     Prefix("Solution:", ("x = 3",), 2), Prefix("Solution:", ("y",), 3, to_end=True)])
+    assert [(c.text, c.finish) for c in got] == [("x = 2", "step"), ("", "end"), ("so \\boxed{3}", "end"),
+                                                 ("the end", "end")]
+    assert fake.stops == [("\n\n",), ("\n\nProblem:", "\nProblem:")]  # steps stop at the delimiter, to_end at the task's

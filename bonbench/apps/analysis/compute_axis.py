@@ -3,7 +3,8 @@
 A point is a run's best-of-N accuracy (``bon@N``, with its 95% CI, N the run's n) at the tokens
 it spent per problem: the policy's prompt and generated tokens plus every token a verifier read
 (``pipeline.ledger.compute_ledger``: a search run's own ledger, its scorer's tokens included, plus
-the selection's scoring; a sampling run's samples and scores). A best-of-N run whose curves.json
+the selection's scoring; a sampling run's samples and scores; of the verifiers, only the one bon@N
+selected with). A best-of-N run whose curves.json
 holds the ``bon`` curve also gets its line: bon@k at k/N of its tokens, since its samples are
 independent and k of them cost k/N of n (a search's candidates are not, so a search is one point).
 A run whose prompt tokens were not counted (imported samples) has no point, and the section says so.
@@ -25,7 +26,7 @@ from matplotlib.figure import Figure
 from bonbench.apps.analysis.htmlparts import Table, figure, fmt_value, render
 from bonbench.apps.analysis.plotkit import save_figure, yerr
 from bonbench.apps.analysis.rundir import RunData
-from bonbench.pipeline.ledger import compute_ledger
+from bonbench.pipeline.ledger import SEARCH_SCORER, compute_ledger
 
 
 @dataclass(frozen=True)
@@ -43,13 +44,15 @@ class ComputePoint:
     curve: tuple[tuple[float, float], ...] = ()
 
 
-def tokens_per_problem(run: RunData) -> float | None:
-    """Prompt + generated + verifier tokens per problem (None when some were not counted)."""
+def tokens_per_problem(run: RunData, verifier: str | None) -> float | None:
+    """Prompt + generated + verifier tokens per problem (None when some were not counted): the tokens
+    of ``verifier`` (the one bon@N selected with) and of a search's scorer, not of other verifiers
+    the run was also scored with."""
     ledger = compute_ledger(run.path)
     if not ledger.problems:
         return None
     total = ledger.total()
-    read = [v.tokens for v in total.verifiers]
+    read = [v.tokens for v in total.verifiers if v.verifier in (SEARCH_SCORER, verifier)]
     if total.prompt_tokens is None or any(t is None for t in read):
         return None
     return (total.prompt_tokens + total.generated_tokens + sum(t or 0 for t in read)) / len(ledger.problems)
@@ -59,7 +62,7 @@ def compute_point(run: RunData) -> ComputePoint | None:
     """``run`` on the compute axis, or None (no bon@N, or tokens not counted)."""
     n = int(run.meta.get("n") or run.config.get("n") or 0)
     metric = run.metrics.get(f"bon@{n}")
-    tokens = tokens_per_problem(run) if metric is not None else None
+    tokens = tokens_per_problem(run, metric.notes.get("verifier")) if metric is not None else None
     if metric is None or tokens is None:
         return None
     strategy = str(run.config.get("strategy") or "sampling")

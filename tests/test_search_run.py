@@ -169,7 +169,7 @@ KILLER = textwrap.dedent("""
     def killing_append(self, records):
         global calls
         got = append(self, records)
-        if self.path.name == "progress.jsonl":
+        if self.path.parent.name == "progress":
             calls += 1
             if calls == int(os.environ["KILL_AFTER"]):
                 os.kill(os.getpid(), signal.SIGKILL)  # as a killed job dies: no cleanup, no flush
@@ -180,28 +180,49 @@ KILLER = textwrap.dedent("""
 """)
 
 
-def test_a_killed_search_resumes_to_the_same_bytes(models: dict[str, Path], data_dir: Path, tmp_path: Path) -> None:
+def counting_journal(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the calls searches ask the model live (each is appended to its journal)."""
+    from bonbench.core.store import JsonlTable
+
+    asked = [0]
+    append = JsonlTable.append
+
+    def counted(self, records):  # type: ignore[no-untyped-def]  # JsonlTable.append's signature
+        asked[0] += self.path.parent.name == "progress"
+        return append(self, records)
+
+    monkeypatch.setattr(JsonlTable, "append", counted)
+    return asked
+
+
+def test_a_killed_search_resumes_to_the_same_bytes(models: dict[str, Path], data_dir: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     args = run_args(models, data_dir, tmp_path / "whole", "-S", "width=2", "-S", "max_iterations=3")
+    asked = counting_journal(monkeypatch)
     assert main(args) == 0
-    whole = run_dir(tmp_path / "whole")
-    calls = len(rows(whole / "search" / "progress.jsonl"))
+    whole, calls = run_dir(tmp_path / "whole"), asked[0]
     assert calls > 4  # several steps per problem: the kill below lands mid-search
+    assert not list((whole / "search").glob("progress/*"))  # a finished search keeps no journal
     killed = [a if a != str(tmp_path / "whole") else str(tmp_path / "killed") for a in args]
     env = {**os.environ, "KILL_AFTER": str(calls // 2 + 1), "PYTHONPATH": str(TESTS.parent)}
     proc = subprocess.run([sys.executable, "-c", KILLER, *killed], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == -9, proc.stderr[-2000:]
     resumed = run_dir(tmp_path / "killed")
-    assert len(rows(resumed / "search" / "progress.jsonl")) == calls // 2 + 1  # it died mid-search
+    (journal,) = (resumed / "search").glob("progress/*.jsonl")  # the search it died in
+    assert rows(journal)  # mid-search: some of its calls are recorded
+    asked[0] = 0
     assert main(killed) == 0
+    assert asked[0] == calls - (calls // 2 + 1)  # every recorded call replayed, none asked again
     for name in ("samples.jsonl", "search/trees.jsonl"):
         assert (resumed / name).read_bytes() == (whole / name).read_bytes(), name
-    # the same calls with the same answers (the seconds each took aside), none asked twice
-    untimed = [[{k: v for k, v in r.items() if k != "seconds"} for r in rows(d / "search" / "progress.jsonl")]
+    untimed = [[{k: v for k, v in r["cost"].items() if not k.endswith("_s")} for r in rows(d / "search" / "ledger.jsonl")]
                for d in (resumed, whole)]
-    assert untimed[0] == untimed[1]
-    # resuming never grows the budget: the same command again samples nothing and n stays the run's
+    assert untimed[0] == untimed[1]  # the same compute, counted as if it had run in one go
+    assert not list((resumed / "search").glob("progress/*"))
+    # resuming never grows the budget: the same command again samples nothing
+    asked[0] = 0
     assert main(killed) == 0
-    assert (resumed / "samples.jsonl").read_bytes() == (whole / "samples.jsonl").read_bytes()
+    assert asked[0] == 0 and (resumed / "samples.jsonl").read_bytes() == (whole / "samples.jsonl").read_bytes()
 
 
 def test_seeds_repeat_the_search_and_metrics_average_them(models: dict[str, Path], data_dir: Path, tmp_path: Path,

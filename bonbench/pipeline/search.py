@@ -11,7 +11,8 @@ tokens are None: a search's prompt and prefix tokens are its ledger's, per probl
 
 The rows beside the samples (tree, ledger, the journal of calls a killed search resumes from) are
 ``bonbench.pipeline.search_rows``'. A search is done when its n samples are stored; the tree and
-ledger rows are written before them, so a search whose samples exist has both.
+ledger rows are written before them, so a search whose samples exist has both, and its journal is
+deleted after them.
 
 What it does not do: choose the strategy, the sampler or the scorer (``bonbench.run`` does), or
 grade and score (``bonbench.pipeline.stages``).
@@ -25,18 +26,18 @@ from bonbench.api.sampler import sample_seed
 from bonbench.api.search.contract import PartialScorer, StepSampler, Strategy
 from bonbench.api.search.records import SearchProblem, SearchResult
 from bonbench.core.errors import BonbenchError
-from bonbench.core.records import Problem, Sample, from_row
+from bonbench.core.records import Problem, Sample
 from bonbench.pipeline.prepared import PreparedRun, open_run
 from bonbench.pipeline.progress import Progress, no_progress
 from bonbench.pipeline.search_rows import (
     Journal,
     JournaledSampler,
     JournaledScorer,
-    SearchCall,
     SearchLedger,
     SearchTree,
     ledger_table,
     progress_table,
+    recorded_calls,
     tree_table,
 )
 from bonbench.plugins.rewards.base import reward_prompt
@@ -58,18 +59,6 @@ def missing_searches(run: PreparedRun) -> list[tuple[Problem, int]]:
             if any((p.id, r * n + j) not in have for j in range(n))]
 
 
-def _recorded_calls(run: PreparedRun) -> dict[tuple[str, int], list[SearchCall]]:
-    calls: dict[tuple[str, int], dict[int, SearchCall]] = {}
-    for row in progress_table(run.store.root).rows():
-        call = from_row(SearchCall, row)
-        calls.setdefault(call.key, {}).setdefault(call.call, call)
-    out = {}
-    for key, by_index in calls.items():
-        ordered = [by_index[i] for i in sorted(by_index)]
-        out[key] = [c for i, c in enumerate(ordered) if c.call == i]  # a gap ends the usable record
-    return out
-
-
 def search(run: PreparedRun, strategy: Strategy, sampler: StepSampler, scorer: PartialScorer,
            progress: Progress = no_progress) -> int:
     """Run every missing search of ``run`` and store it; returns the samples written (module docstring)."""
@@ -80,13 +69,13 @@ def search(run: PreparedRun, strategy: Strategy, sampler: StepSampler, scorer: P
         return 0
     progress("search", 0, len(todo))
     root, n = run.store.root, run.cfg.n
-    recorded = _recorded_calls(run)
     trees, ledgers = set(tree_table(root).read()), set(ledger_table(root).read())
     have = set(run.store.samples.read())
     written = 0
     for problem, r in todo:
         first = r * n
-        journal = Journal(progress_table(root), problem.id, first, recorded.get((problem.id, first), []))
+        table = progress_table(root, problem.id, first)
+        journal = Journal(table, problem.id, first, recorded_calls(table))
         prompt = run.task.render(problem, run.cfg.prompt_style)  # type: ignore[arg-type]  # the style is resolved when planned
         if prompt.text is None:
             raise BonbenchError("a search continues a plain-text prompt: pass --prompt-style base")
@@ -102,6 +91,7 @@ def search(run: PreparedRun, strategy: Strategy, sampler: StepSampler, scorer: P
             ledger_table(root).append([ledger_row(result, first, journal.replayed_s)])
         samples = [s for s in candidate_samples(result, first) if s.key not in have]
         written += run.store.samples.append(samples)
+        table.path.unlink(missing_ok=True)  # done: its tree and ledger are stored (search_rows)
         progress("search", 1, len(todo))
     return written
 

@@ -4,11 +4,13 @@ makes a killed search resume with the same decisions.
 Every row is keyed ``(problem_id, sample_idx)`` like every row on disk; a search's rows carry the
 first sample index of its repetition (``r * n`` for repetition r of ``--seeds``):
 
-- ``progress.jsonl`` (``SearchCall``): every call a problem's search made to the step sampler and
-  the scorer, in order, with a digest of what was asked and what came back, appended (and
-  fsynced) as each call returns. A resumed search replays these answers instead of asking the
-  model again, so it takes the same decisions and goes on live from the first call not recorded:
-  the last completed step of each problem.
+- ``progress/<problem>-<sample_idx>.jsonl`` (``SearchCall``), one file per unfinished search: every
+  call it made to the step sampler and the scorer, in order, with a digest of what was asked and
+  what came back, appended (and fsynced) as each call returns. A resumed search replays these
+  answers instead of asking the model again, so it takes the same decisions and goes on live from
+  the first call not recorded: the last completed step of each problem. A finished search's file
+  is deleted once its samples are stored (its tree and ledger keep what it decided and spent), so
+  the journals on disk are those of the searches in flight, not the whole run's text again.
 - ``trees.jsonl`` (``SearchTree``): the finished search's tree (parent, step text, step score,
   value, finish, tokens, kept or pruned) and its N candidates (sample index, leaf, steps, step
   scores, value). Nothing timed, so a resumed run's tree is byte for byte an uninterrupted one's.
@@ -32,6 +34,7 @@ from typing import Any
 from bonbench.api.search.contract import PartialScorer, StepSampler
 from bonbench.api.search.records import Continuation, Prefix, StepScores
 from bonbench.core.errors import BonbenchError
+from bonbench.core.records import from_row
 from bonbench.core.store import JsonlTable
 
 
@@ -90,8 +93,22 @@ def search_folder(root: Path) -> Path:
     return Path(root) / "search"
 
 
-def progress_table(root: Path) -> JsonlTable[SearchCall]:
-    return JsonlTable(search_folder(root) / "progress.jsonl", SearchCall)
+def progress_table(root: Path, problem_id: str, sample_idx: int) -> JsonlTable[SearchCall]:
+    """The journal of one search (named by a digest of its problem id, which may hold any character)."""
+    name = f"{digest(problem_id)}-{sample_idx}.jsonl"
+    return JsonlTable(search_folder(root) / "progress" / name, SearchCall)
+
+
+def recorded_calls(table: JsonlTable[SearchCall]) -> list[SearchCall]:
+    """A journal's calls in call order, up to the first gap (a torn last row is redone)."""
+    by_index: dict[int, SearchCall] = {}
+    for row in table.rows():
+        call = from_row(SearchCall, row)
+        by_index.setdefault(call.call, call)
+    out: list[SearchCall] = []
+    while len(out) in by_index:
+        out.append(by_index[len(out)])
+    return out
 
 
 def tree_table(root: Path) -> JsonlTable[SearchTree]:

@@ -177,6 +177,10 @@ def math_render(fewshot: int = 4) -> Callable[[Problem, PromptStyle], Prompt]:
     return render
 
 
+# a MATH-style solution's steps are its paragraphs (the split of the process reward models' training data)
+MATH_STEP_DELIMITER = "\n\n"
+
+
 def math_style_task(name: str, version: int, problems: tuple[Problem, ...], fingerprint: str, fewshot: int,
                     description: str, max_tokens: int = 512, extra_metrics: Callable[..., Any] | None = None,
                     breakdowns: Mapping[str, Callable[[Problem], str | None]] | None = None,
@@ -203,6 +207,7 @@ def math_style_task(name: str, version: int, problems: tuple[Problem, ...], fing
         extra_metrics=extra_metrics,
         description=description,
         family=MATH_FAMILY,
+        step_delimiter=MATH_STEP_DELIMITER,
     )
 
 

@@ -10,9 +10,10 @@ parameter, reading verifier scores; ``coin@k``, a Monte Carlo estimate). Each is
 command line: ``list``, ``run --backend toy`` with the verifier, the scheme and ``rm:toy-rm``,
 ``train --objective toy_obj`` on a tiny random model, the metrics through ``run``, ``score``,
 ``report``, ``leaderboard``, ``gate`` and ``plot`` (report.html), and the one-line errors of ``-T`` /
-``-O`` values of the wrong type and of bad metric names. A search strategy (``first_steps``) has no
-command yet (docs/search.md): it is found through ``make_strategy`` in a subprocess, with its option
-coerced and a wrong value refused in one line.
+``-O`` values of the wrong type and of bad metric names. A search strategy (``first_steps``) runs from
+``bonbench run --strategy`` only on a backend with a step sampler (hf; the toy backend has none), so
+it is found through ``make_strategy`` in a subprocess, with its option coerced and a wrong value
+refused in one line (``tests/test_search_run.py`` runs the built-in strategies from the command line).
 """
 
 from __future__ import annotations

@@ -111,6 +111,10 @@ class Task:
     # (``register_task(name, family=...)``, readable without loading data) and filled in by
     # ``get_task``; empty means the task's own name (a family of one).
     family: str = ""
+    # Where a solution's steps end, for a search (``bonbench run --strategy``): the step sampler stops
+    # a continuation there and the verifier scores the steps ("\n\n" for MATH-style solutions, the
+    # split of the process reward models). Empty: the task's solutions have no step structure.
+    step_delimiter: str = ""
 
     def __post_init__(self) -> None:
         if not self.family:

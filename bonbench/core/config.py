@@ -6,6 +6,14 @@ temperature, top-p, max tokens, stop strings, seed. Left out: n, limit and probl
 (one pool of samples grows and is shared), graders, verifiers and metrics (one pool serves all),
 batch sizes, parallelism, output root. The scheme version is recorded in ``config.json``.
 
+A search run (``strategy`` set: ``bonbench run --strategy beam -S width=4``) hashes one more entry,
+``search``: the strategy, its options (every option, defaults included, so ``-S width=4`` and no
+``-S`` at the default name one run), the step delimiter and n, which for a search is the budget
+that decides every candidate, not a count of independent draws that grows. ``seeds`` (repetitions
+of the search under derived seeds) is not hashed: repetition r is the same search whatever their
+number, so more seeds add repetitions to the same run as a larger n adds samples to a sampling run.
+A run without a strategy hashes exactly what it did before (its run id is unchanged).
+
 This module does not touch the disk or load anything.
 """
 
@@ -61,10 +69,18 @@ class RunConfig:
     verifier: str | None = None
     limit: int | None = None
     engine_args: Mapping[str, Any] = field(default_factory=dict)
+    strategy: str | None = None  # a search run's strategy (None: independent sampling)
+    strategy_options: Mapping[str, Any] = field(default_factory=dict)  # all its options, defaults included
+    step_delimiter: str = ""  # where a search's steps end (the task's)
+    seeds: int = 1  # repetitions of the search per problem, under seeds derived from ``seed``
 
     def hashed(self) -> dict[str, Any]:
         d = asdict(self)
-        return {k: d[k] for k in HASHED_FIELDS}
+        out = {k: d[k] for k in HASHED_FIELDS}
+        if self.strategy is not None:  # module docstring: only search runs hash it, so other run ids stay
+            out["search"] = {"strategy": self.strategy, "options": dict(sorted(self.strategy_options.items())),
+                             "delimiter": self.step_delimiter, "n": self.n}
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -28,13 +28,21 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from bonbench.core import outputs
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Sample, Score, from_row, to_row
 
-R = TypeVar("R", Sample, Grade, Score)
+
+class Keyed(Protocol):
+    """A frozen row record keyed by (problem_id, sample_idx): samples, grades, scores, a search's rows."""
+
+    @property
+    def key(self) -> tuple[str, int]: ...
+
+
+R = TypeVar("R", bound=Keyed)
 
 
 def atomic_write_json(path: Path, obj: Any) -> None:

@@ -13,6 +13,13 @@ new aggregation appends its rows after the old ones), over the samples the run h
 re-derived under another aggregation carries the tokens and forward passes that made its steps,
 so the ledger says what scoring a sample with that verifier costs, not what this machine spent.
 
+A search run (``bonbench run --strategy``) spends its compute in the search, not per sample: its
+policy tokens are the searches' own (``search/ledger.jsonl``: the prompt and prefix tokens read
+on every continuation, the tokens generated, pruned branches included), the search's scorer is
+the ledger entry ``search`` (the tokens the verifier read and its calls while ranking partial
+solutions), and ``wall_s`` the searches' wall time; the ``scores/`` files add what selecting among
+the final candidates read, as for any run. A best-of-N run has no wall time stored (None).
+
 Unknown stays unknown: a sum over rows of which one is None (a scripted or imported sample's
 prompt, a verifier that does not count, a row written before the fields existed) is None, never a
 guess. The records are frozen; ``to_json`` is their file form. ``bonbench report`` prints them
@@ -21,13 +28,15 @@ guess. The records are frozen; ``to_json`` is their file form. ``bonbench report
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from bonbench.core.records import Sample, Score, from_row
 from bonbench.core.store import RunStore
+from bonbench.pipeline.search_rows import ledger_table
 
 Key = tuple[str, int]
 
@@ -63,6 +72,7 @@ class ProblemCost:
     generated_tokens: int
     verifiers: tuple[VerifierCost, ...] = ()
     reasoning_tokens: int | None = None
+    wall_s: float | None = None  # a search run's searches (None where not stored)
 
     @property
     def policy_tokens(self) -> int | None:
@@ -88,7 +98,8 @@ class Ledger:
                            sum(p.generated_tokens for p in self.problems),
                            tuple(_sum_costs(name, [c for p in self.problems if (c := p.verifier(name)) is not None])
                                  for name in self.verifiers),
-                           add_known(p.reasoning_tokens for p in self.problems))
+                           add_known(p.reasoning_tokens for p in self.problems),
+                           None if any(p.wall_s is None for p in self.problems) else sum(p.wall_s or 0.0 for p in self.problems))
 
     def to_json(self) -> dict[str, Any]:
         return {"run_dir": self.run_dir, "verifiers": list(self.verifiers),
@@ -131,4 +142,29 @@ def compute_ledger(run_dir: Path | str) -> Ledger:
         problems.append(ProblemCost(pid, len(rows), add_known(s.prompt_tokens for s in rows),
                                     sum(int(s.n_tokens) for s in rows), tuple(costs),
                                     add_known(s.reasoning_tokens for s in rows)))
+    searched = _search_costs(store)
+    if searched:
+        names = (SEARCH_SCORER, *names)
+        problems = [searched[p.problem_id](p) if p.problem_id in searched else p for p in problems]
     return Ledger(str(store.root), names, tuple(problems))
+
+
+SEARCH_SCORER = "search"  # the ledger entry of a search's scorer (module docstring)
+
+
+def _search_costs(store: RunStore) -> dict[str, Any]:
+    """For each searched problem, the function that turns its sample-based cost into the search's own."""
+    costs: dict[str, list[dict[str, Any]]] = {}
+    for row in ledger_table(store.root).rows():
+        costs.setdefault(str(row["problem_id"]), []).append(row["cost"])
+
+    def searched(rows: list[dict[str, Any]]) -> Any:
+        def cost(p: ProblemCost) -> ProblemCost:
+            scorer = VerifierCost(SEARCH_SCORER, p.samples, sum(int(c["verifier_tokens"]) for c in rows),
+                                  sum(int(c["verifier_calls"]) for c in rows))
+            return replace(p, prompt_tokens=sum(int(c["prompt_tokens"]) for c in rows),
+                           generated_tokens=sum(int(c["generated_tokens"]) for c in rows),
+                           verifiers=(scorer, *p.verifiers), wall_s=math.fsum(float(c["wall_s"]) for c in rows))
+        return cost
+
+    return {pid: searched(rows) for pid, rows in costs.items()}

@@ -26,8 +26,8 @@ Progress = Callable[[str, int, int], None]  # (stage, advance, total)
 
 INTERVAL_S = 10.0  # at most one line per stage this often (its first and last line aside)
 INTERVAL_ENV = "BONBENCH_PROGRESS_INTERVAL"  # seconds, overriding INTERVAL_S (tests use a short one)
-LABELS = {"sample": "sampling", "grade": "grading", "verify": "verifying"}  # a stage's name as shown
-UNITS = {"lora": "steps"}  # what a stage counts, where it is not samples
+LABELS = {"sample": "sampling", "grade": "grading", "verify": "verifying", "search": "searching"}  # a stage's name as shown
+UNITS = {"lora": "steps", "search": "trees"}  # what a stage counts, where it is not samples
 
 
 def no_progress(stage: str, advance: int, total: int) -> None:

@@ -82,9 +82,16 @@ def print_metrics(doc: Mapping[str, Any], console: Console | None = None, path: 
         title += f" · shard {doc['shard'].get('label')} only"
     if (doc.get("shards") or {}).get("partial"):
         title += f" · partial: shards {', '.join(doc['shards'].get('missing', []))} missing"
+    search = doc.get("search") if isinstance(doc.get("search"), Mapping) else None
+    if search:  # a search run: its strategy and options, and how a value over seeds is made
+        options = ", ".join(f"{k}={v}" for k, v in sorted((search.get("options") or {}).items()))
+        title += f" · search {search.get('strategy')}({options}) · seeds={search.get('seeds', 1)}"
     console.print(metrics_table(doc, title=title))
     for note in footnotes(doc["metrics"]):  # what a negative kl or a closed-form value means
         console.print(escape(note), style="dim")
+    if search:
+        console.print(escape(f"search: n={search.get('n')} is the budget of each search; {search.get('estimate')}"),
+                      style="dim")
 
 
 def _count(x: int | None) -> str:
@@ -99,7 +106,8 @@ def compute_table(ledger: Ledger) -> Table:
     """The run's compute: the policy's prompt and generated tokens and each verifier's tokens and
     calls (forward passes or requests), in all and per problem; "unknown" where rows did not count."""
     total, n = ledger.total(), len(ledger.problems)
-    table = Table(title=f"compute · {n} problems · {total.samples} samples", title_justify="left")
+    searched = "" if total.wall_s is None else f" · searches {total.wall_s:,.1f} s"  # a search run's (pipeline.ledger)
+    table = Table(title=f"compute · {n} problems · {total.samples} samples{searched}", title_justify="left")
     table.add_column("who", no_wrap=True)
     for name in ("samples", "tokens", "tokens/problem", "calls", "calls/problem"):
         table.add_column(name, justify="right")

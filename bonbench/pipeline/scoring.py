@@ -10,6 +10,7 @@ the same problems, n and grading. This module reads no samples and runs no grade
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -25,6 +26,7 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.provenance import git_sha
 from bonbench.core.records import Grade, MetricsPatch, MetricValue, Problem, Sample, Score
 from bonbench.core.store import read_run_json
+from bonbench.metrics.bootstrap import bootstrap_ci
 from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.metrics.names import group_metric_name
 from bonbench.pipeline.prepared import PreparedRun, grading, problem_set_id
@@ -168,9 +170,16 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade
     fingerprint are dropped rather than merged. curves.json holds every default curve the run can
     compute and the curve of every requested kind that has one (``bonbench.api.metric.inputs.curve_keys``).
     """
-    outs = outcomes(run, grades, scores, logprobs if reads_logprobs(specs) else None)
-    values, per_problem = compute_metrics(outs, specs, n_boot=n_boot, seed=run.cfg.seed)
-    by_group, by_group_pp = group_metrics(run.task, run.problems, outs, specs, n_boot=n_boot, seed=run.cfg.seed)
+    read = logprobs if reads_logprobs(specs) else None
+    if run.cfg.strategy is not None:
+        outs = outcomes(run, *_repetition(0, run.cfg.n, grades, scores), read)
+        values, per_problem = search_metrics(run, specs, grades, scores, n_boot, read)
+    else:
+        outs = outcomes(run, grades, scores, read)
+        values, per_problem = compute_metrics(outs, specs, n_boot=n_boot, seed=run.cfg.seed)
+    # a search repeated over seeds has its groups' metrics left out (search_metrics' docstring)
+    by_group, by_group_pp = group_metrics(run.task, run.problems, outs, specs, n_boot=n_boot, seed=run.cfg.seed
+                                          ) if run.cfg.seeds == 1 else ({}, {})
     values.update(by_group)
     per_problem = {**per_problem, **by_group_pp}
     metrics = {name: metric_json(m) for name, m in values.items()}
@@ -192,8 +201,51 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade
                        "dataset_fingerprint": run.task.fingerprint,
                        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
     })
+    if run.cfg.strategy is not None:
+        doc["search"] = {"strategy": run.cfg.strategy, "options": dict(run.cfg.strategy_options), "n": run.cfg.n,
+                         "seeds": run.cfg.seeds, "estimate": SEARCH_ESTIMATE}
     doc.update(facts or {})
     run.store.write_metrics(doc)
     inputs = task_inputs(run.task, scores=scores is not None, logprobs=all(o.logprobs is not None for o in outs))
-    run.store.write_curves(compute_curves(outs, curve_keys(specs, inputs), n_boot=n_boot, seed=run.cfg.seed))
+    # a search's candidates are one draw of n, not n exchangeable ones: no curve over k < n
+    keys = curve_keys(specs, inputs) if run.cfg.strategy is None else []
+    run.store.write_curves(compute_curves(outs, keys, n_boot=n_boot, seed=run.cfg.seed) if keys else {})
     return doc
+
+
+SEARCH_ESTIMATE = "mean over the seeds' searches per problem; CI: bootstrap over problems"
+
+
+def _repetition(r: int, n: int, grades: dict[Key, Grade], scores: dict[Key, Score] | None
+                ) -> tuple[dict[Key, Grade], dict[Key, Score] | None]:
+    """The grades and scores of repetition ``r`` of a search run (sample indices r*n .. r*n+n-1)."""
+    lo, hi = r * n, (r + 1) * n
+    return ({k: g for k, g in grades.items() if lo <= k[1] < hi},
+            None if scores is None else {k: sc for k, sc in scores.items() if lo <= k[1] < hi})
+
+
+def search_metrics(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade], scores: dict[Key, Score] | None,
+                   n_boot: int, logprobs: Mapping[Key, float | None] | None
+                   ) -> tuple[dict[str, MetricValue], dict[str, dict[str, float]]]:
+    """A search run's metrics: each metric on each repetition's n candidates (``--seeds``), its
+    per-problem value the mean over the repetitions, its CI the percentile bootstrap over problems
+    of those means (``SEARCH_ESTIMATE``). One repetition is ``compute_metrics`` itself. A Monte
+    Carlo value's SE is the SE of the mean of independent estimates. Left out with several
+    repetitions: the task's per-group metrics (``score`` skips them)."""
+    import numpy as np
+
+    reps = run.cfg.seeds
+    got = [compute_metrics(outcomes(run, *_repetition(r, run.cfg.n, grades, scores), logprobs), specs,
+                           n_boot=n_boot, seed=run.cfg.seed) for r in range(reps)]
+    if reps == 1:
+        return got[0]
+    values: dict[str, MetricValue] = {}
+    per_problem: dict[str, dict[str, float]] = {}
+    for name, first in got[0][0].items():
+        means = {pid: math.fsum(pp[name][pid] for _, pp in got) / reps for pid in got[0][1][name]}
+        lo, hi = bootstrap_ci(np.array(list(means.values())), n_boot=n_boot, seed=run.cfg.seed)
+        ses = [vals[name].mc_se for vals, _ in got]
+        se = None if any(x is None for x in ses) else math.sqrt(math.fsum(x * x for x in ses)) / reps  # type: ignore[operator]  # None excluded
+        values[name] = replace(first, value=math.fsum(means.values()) / len(means), ci95=(float(lo), float(hi)), mc_se=se)
+        per_problem[name] = means
+    return values, per_problem

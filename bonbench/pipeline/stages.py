@@ -125,7 +125,7 @@ def load_samples(run: PreparedRun, *, uneven: bool | None = None,
                                 "to sample them")
         return own
     pids = {p.id for p in run.problems}
-    n = run.cfg.n
+    n = run.cfg.n * run.cfg.seeds  # a search repeated over seeds holds n candidates per repetition
     samples = run.store.samples.read(lambda s: s.problem_id in pids and s.sample_idx < n)
     have: dict[str, int] = {}
     for pid, _ in samples:

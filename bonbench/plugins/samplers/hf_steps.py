@@ -4,8 +4,14 @@
 ``bonbench.api.search.contract.StepSampler``. A prefix's text is the prompt followed by the steps
 so far, each ended by the delimiter; the continuation stops at the next delimiter (finish
 ``"step"``, the delimiter cut off), at EOS (``"end"``) or at max tokens (``"length"``); a ``to_end``
-prefix runs with no stop string, a ``greedy`` one at temperature 0. Row i is drawn from its
-prefix's seed, so a continuation does not depend on its batch.
+prefix runs with no stop string but the task's, a ``greedy`` one at temperature 0. Row i is drawn
+from its prefix's seed, so a continuation does not depend on its batch.
+
+The task's stop strings (``params.stop``: a few-shot base prompt's ``"\n\nProblem:"``) end the
+solution: a continuation is cut where one begins, counting the delimiter the prefix already ends
+with (the delimiter stops a step before ``"Problem:"`` is generated, so the next step would begin
+with it), and its finish is ``"end"``. Without this a base model's search would go on into the next
+few-shot problem, and its last ``\boxed{}`` would be that problem's.
 
 What it does not do: chat prompts (a prefix is plain text: a base model's prompt), or reuse a
 prefix's KV cache between calls: every continuation prefills its whole text again, which
@@ -34,6 +40,15 @@ class HFStepSampler:
         """What the model continues: the prompt and the steps so far, each ended by the delimiter."""
         return prefix.prompt + "".join(step + self.delimiter for step in prefix.steps)
 
+    def cut_at_task_stop(self, prefix: Prefix, text: str) -> tuple[str, bool]:
+        """``text`` up to the first of the task's stop strings, counting the delimiter the prefix ends
+        with, and whether one was found (module docstring)."""
+        lead = self.delimiter if prefix.steps else ""
+        hits = [i for i in ((lead + text).find(s) for s in self.params.stop if s) if i >= 0]
+        if not hits:
+            return text, False
+        return text[:max(0, min(hits) - len(lead))], True
+
     def continue_prefixes(self, prefixes: Sequence[Prefix]) -> list[Continuation]:
         out: list[Continuation | None] = [None] * len(prefixes)
         for to_end in (False, True):
@@ -41,12 +56,14 @@ class HFStepSampler:
                 group = [i for i, p in enumerate(prefixes) if p.to_end == to_end and p.greedy == greedy]
                 if not group:
                     continue
-                params = replace(self.params, stop=() if to_end else (self.delimiter,),
+                params = replace(self.params, stop=self.params.stop if to_end else (self.delimiter,),
                                  temperature=0.0 if greedy else self.params.temperature)
                 got = self.sampler.continue_texts([self.text(prefixes[i]) for i in group],
                                                   [prefixes[i].seed for i in group], params)
                 for i, (sample, at_stop) in zip(group, got, strict=True):
-                    finish: Finish = "step" if at_stop else ("length" if sample.finish_reason == "length" else "end")
-                    out[i] = Continuation(sample.completion, finish, sample.n_tokens, sample.prompt_tokens or 0)
+                    finish: Finish = ("step" if at_stop and not to_end else
+                                      "length" if sample.finish_reason == "length" else "end")
+                    text, ended = self.cut_at_task_stop(prefixes[i], sample.completion)
+                    out[i] = Continuation(text, "end" if ended else finish, sample.n_tokens, sample.prompt_tokens or 0)
         assert all(c is not None for c in out), "every prefix is in one group"
         return [c for c in out if c is not None]

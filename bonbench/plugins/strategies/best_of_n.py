@@ -24,6 +24,8 @@ class BestOfN:
 
     agg: Aggregation = "last"
     name: ClassVar[str] = "best_of_n"
+    # its candidates are independent draws: a run may report pass@k / bon@k / maj@k for k < n (bonbench.run.rules)
+    exchangeable: ClassVar[bool] = True
 
     def check(self, n: int) -> None:
         """Any n >= 1 (the registry's callers check n's range)."""

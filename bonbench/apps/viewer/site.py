@@ -14,7 +14,9 @@ A served site (``progressive``) opens a big run that is not indexed yet without 
 whole pass over its rows: its run page starts a thread that reads the run a slice at a time, waits
 for it ``READ_SECONDS`` at most, then shows the problems read so far (``ready``: whole in every file,
 as far as anyone can tell before the end) with the share read, and reloads itself until the table
-is whole. The thread takes the run's lock slice by slice, so the run's pages are answered between
+is whole. A run whose ``problems.json`` (the pipeline's, written when it scored) is current shows
+its whole table at once from that file; its thread then starts once the page is rendered and reads
+the rows only for the problem pages. The thread takes the run's lock slice by slice, so the run's pages are answered between
 slices. Every other page (and the bundle) reads the run to its end first, in its own thread,
 except a problem page of a problem already shown.
 
@@ -48,9 +50,12 @@ from bonbench.apps.viewer.problems import (
     problem_ids,
     problem_row,
     sources,
+    summary_current,
+    summary_rows,
 )
 from bonbench.apps.viewer.prompts import TaskTexts
 from bonbench.apps.viewer.runs import RunView
+from bonbench.pipeline.problem_summary import SUMMARY
 
 _RUN = re.compile(r"runs/([A-Za-z0-9_-]+)/(?:index\.html)?")
 _PROBLEM = re.compile(r"runs/([A-Za-z0-9_-]+)/problems/(0|[1-9][0-9]{0,8})\.html")
@@ -72,6 +77,12 @@ class _Table:
 def pause() -> None:
     """Between two slices of a reading: let a page waiting for the run's lock take it (a lock is not fair)."""
     time.sleep(0.002)
+
+
+def read_to_end(run: RunView) -> None:
+    """Read a run being read slice by slice to its end now."""
+    while not run.read_more(SLICE):
+        pass
 
 
 def ready(src: Sources) -> list[str]:
@@ -117,6 +128,7 @@ class Site:
         # pages of other runs do not; pages of two runs take both, in the viewer's order
         self.locks = {run_id: threading.RLock() for run_id in self.runs}
         self._readers: dict[str, threading.Thread] = {}  # run id -> the thread reading it slice by slice
+        self._summaries: dict[str, tuple[dict[str, Any], list[ProblemRow]]] = {}  # run id -> (problems.json, its rows)
 
     def _caught(self, fn: Callable[[], Any]) -> tuple[Any, list[str]]:
         # catch_warnings swaps the process's warning state: one thread at a time (a page, or one slice
@@ -136,10 +148,14 @@ class Site:
         """The run's problems table: kept (in memory, and between starts in ``cache``) and only the
         problems that got rows recomputed, everything when the grading or scoring read changed.
         ``partial_ok``: while a big run is read slice by slice, the problems read so far
-        (``RunView.reading`` says the table is not whole); else the run is read to its end first."""
+        (``RunView.reading`` says the table is not whole); else the run is read to its end first.
+        A run whose ``problems.json`` (written by the pipeline when it scored) is current needs no
+        row read: its table is that file's."""
+        summary = self._summary(run)
+        if summary is not None:
+            return summary[:self.limit]
         if run.reading is not None and not partial_ok:
-            while not run.read_more(SLICE):  # read to the end here (a reading thread stops once it is over)
-                pass
+            read_to_end(run)  # here (a reading thread stops once it is over)
         src = sources(run)
         key = src.key()
         changed = run.take_changes()
@@ -164,16 +180,42 @@ class Site:
             save_table(run.cache, key, rows)
         return list(rows.values())[:self.limit]
 
-    def _ids(self, src: Sources) -> list[str]:
-        return problem_ids(src)[:self.limit]
+    def _summary(self, run: RunView) -> list[ProblemRow] | None:
+        """The run's table from its current ``problems.json`` (``summary_rows``), kept while the file is unchanged."""
+        doc = run.json_file(SUMMARY)  # the same document while the file is unchanged
+        kept = self._summaries.get(run.id)
+        if kept is not None and kept[0] is doc and summary_current(run, doc):
+            return kept[1]
+        rows = summary_rows(run)
+        if rows is None:
+            self._summaries.pop(run.id, None)
+            return None
+        self._summaries[run.id] = (doc, rows)
+        return rows
+
+    def _ids(self, run: RunView, src: Sources | None = None) -> list[str]:
+        """The run's problems in the table's order (the numbers of their pages)."""
+        summary = self._summary(run)
+        if summary is not None:
+            return [r.problem_id for r in summary][:self.limit]
+        return problem_ids(src if src is not None else sources(run))[:self.limit]
+
+    def _shown(self, run: RunView, n: int) -> bool:
+        """Whether problem ``n`` of a run being read slice by slice has all its rows read (its page opens)."""
+        shown = ready(sources(run))
+        summary = self._summary(run)
+        if summary is None:
+            return n < len(shown)
+        return n < len(summary) and summary[n].problem_id in set(shown)
 
     def render(self, address: str) -> str | None:
         """The page at ``address`` (relative, no leading slash), or None when there is none. Safe to
         call from several threads: the pages of one run are rendered one at a time."""
         named = [r for r in self.runs if f"/{r}/" in f"/{address}"]
         found = _RUN.fullmatch(address)
+        pending = None
         if self.progressive and found and found.group(1) in self.runs:
-            self._wait_for_reading(self.runs[found.group(1)])
+            pending = self._wait_for_reading(self.runs[found.group(1)])
         found = _PROBLEM.fullmatch(address)
         if found and found.group(1) in self._readers:
             self._wait_until_shown(self.runs[found.group(1)], int(found.group(2)))
@@ -185,20 +227,29 @@ class Site:
         finally:
             for lock in reversed(locks):
                 lock.release()
+            if pending is not None:
+                pending.start()
 
-    def _wait_for_reading(self, run: RunView) -> None:
+    def _wait_for_reading(self, run: RunView) -> threading.Thread | None:
         """Start reading a big run not indexed yet in a thread of its own, and wait for it
-        ``READ_SECONDS`` at most (without the run's lock, which the thread takes slice by slice)."""
+        ``READ_SECONDS`` at most (without the run's lock, which the thread takes slice by slice).
+        A run whose table is its current ``problems.json`` waits for nothing: its reading (for the
+        problem pages) is returned to be started once its page is rendered, so that the page does not
+        share the processor with it."""
         with self.locks[run.id]:
             reader = self._readers.get(run.id)
             # a reading left unfinished (its thread stopped on an error) is taken up again
-            if (reader is None or not reader.is_alive()) and (run.reading is not None or run.unread() > BIG):
+            stopped = reader is None or (reader.ident is not None and not reader.is_alive())
+            if stopped and (run.reading is not None or run.unread() > BIG):
                 run.start_reading()
                 reader = self._readers[run.id] = threading.Thread(target=self._read, args=(run,), daemon=True,
                                                                   name=f"viewer-read-{run.id}")
+                if self._summary(run) is not None:
+                    return reader
                 reader.start()
-        if reader is not None:
+        if reader is not None and reader.ident is not None and self._summary(run) is None:
             reader.join(READ_SECONDS)
+        return None
 
     def _wait_until_shown(self, run: RunView, n: int) -> None:
         """A problem page of a run being read: wait (without locks) for the reading thread until the
@@ -206,7 +257,7 @@ class Site:
         reader = self._readers[run.id]
         while reader.is_alive():
             with self.locks[run.id]:
-                if run.reading is None or n < len(self._caught(lambda: ready(sources(run)))[0]):
+                if run.reading is None or self._caught(lambda: self._shown(run, n))[0]:
                     return
             reader.join(0.2)
 
@@ -285,7 +336,10 @@ class Site:
     def _run_page(self, run: RunView) -> str:
         rows, lines = self._caught(lambda: self.table(run, partial_ok=True))
         reading = None
-        if run.reading is not None:
+        if run.reading is not None and self._summary(run) is not None:
+            lines = [f"reading this run's rows for the problem pages: {run.read_share():.0%} read; the table is whole "
+                     "(the pipeline's problems.json), and a problem's page opens once its rows are read", *lines]
+        elif run.reading is not None:
             reading = run.read_share()
             lines = [f"still reading this run's rows: {reading:.0%} read; the table shows the {len(rows):,} problems "
                      "read so far and fills in as this page reloads", *lines]
@@ -297,11 +351,12 @@ class Site:
                         self._compare_links(run), checkpoint, reload=reading is not None)
 
     def _problem_page(self, run: RunView, n: int) -> str | None:
-        if run.reading is not None and n >= len(ready(sources(run))):
-            self._caught(lambda: self.table(run))  # not shown yet: read the run to its end
+        if run.reading is not None and not self._shown(run, n):
+            # not shown yet (its reading stopped): read the run to its end
+            self._caught(lambda: read_to_end(run))
         src, lines = self._caught(lambda: other_scores(run, sources(run)))
         lines += _notes(src)
-        ids = self._ids(src)
+        ids = self._ids(run, src)
         if n >= len(ids):
             return None
         pid = ids[n]
@@ -316,7 +371,7 @@ class Site:
         out = ["index.html", *(f"checkpoints/{c}/index.html" for c in self.checkpoints)]
         for run in self.runs.values():
             out.append(f"runs/{run.id}/index.html")
-            out += [f"runs/{run.id}/problems/{n}.html" for n in range(len(self._ids(sources(run))))]
+            out += [f"runs/{run.id}/problems/{n}.html" for n in range(len(self._ids(run)))]
         for run in self.runs.values():
             for _, address in self._compare_links(run):
                 if address.startswith(f"compare/{run.id}/"):  # each pair once

@@ -296,7 +296,7 @@ def test_a_field_the_regexes_might_miss_is_read_by_json(tmp_path: Path) -> None:
 
 def test_rows_the_store_writes_are_read_by_the_regexes_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the pipeline writes (every field of today's records: prompt and reasoning tokens, a
-    grader's error, detail and grading id, a PRM's steps and a verifier's version and fingerprint)
+    grader's error, detail and grading id, a PRM's steps, a judge's rationales and a verifier's version and fingerprint)
     never needs json: the fast path is the path real runs take."""
     store = RunStore(tmp_path / "run")
     store.samples.append([Sample("m/1", i, "Let $x=\\frac{1}{2}$.\n\"Quoted\" \\boxed{é}", 7, "length", -3.5, 12, 4)
@@ -305,7 +305,7 @@ def test_rows_the_store_writes_are_read_by_the_regexes_alone(tmp_path: Path, mon
                                        detail={"sandbox": {"stdout": "ok\n", "correct": True}}, grading_id="g1")
                                  for i in range(3)])
     store.scores("prm").append([Score("m/1", i, "prm", 0.25 * i, 2, "fp", steps=(0.1, 0.9), aggregation="min",
-                                      tokens=33, calls=1) for i in range(3)])
+                                      tokens=33, calls=1, rationales=('a judge\'s "why"\n}', "2")) for i in range(3)])
     monkeypatch.setattr(row_scan, "_mixed", lambda *a: pytest.fail("a store row went to json"))
     samples = RowIndex(store.root / "samples.jsonl", kind="samples").refresh()
     grades = RowIndex(store.root / "grades" / "math.jsonl", kind="grades").refresh()

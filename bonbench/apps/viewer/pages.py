@@ -196,6 +196,9 @@ def _sample_cells(s: SampleView) -> dict[str, Any]:
             "vote": "abstains" if s.vote is None else s.vote, "score": "—" if sc is None else _num(sc.score, 4),
             "steps": ", ".join(_num(v, 3) for v in sc.steps) if sc is not None and sc.steps else "",
             "aggregation": (sc.aggregation or "") if sc is not None else "",
+            # the judge's rationales (judge:...?k=K), each beside the P(Yes) read after it
+            "rationales": list(zip(sc.steps or [None] * len(sc.rationales), sc.rationales, strict=False))
+            if sc is not None and sc.rationales else [],
             "logprob": _num(s.logprob, 2), "tokens": "—" if s.n_tokens is None else s.n_tokens,
             "finish": s.finish_reason or "—", "error": s.grade.error if s.grade is not None else None,
             "detail": json.dumps(detail, indent=1, ensure_ascii=False, default=str) if detail else "",

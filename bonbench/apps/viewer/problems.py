@@ -157,6 +157,8 @@ def _score(row: Mapping[str, Any]) -> Score:
     kwargs = {k: v for k, v in row.items() if k in _SCORE_FIELDS}
     if kwargs.get("steps") is not None:
         kwargs["steps"] = tuple(float(v) for v in kwargs["steps"])
+    if kwargs.get("rationales") is not None:
+        kwargs["rationales"] = tuple(str(v) for v in kwargs["rationales"])
     return Score(**kwargs)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from bonbench.apps.viewer import site as site_module
 from bonbench.apps.viewer.problems import problem_row, problem_table, sources, summary_rows
 from bonbench.apps.viewer.prompts import TaskTexts
 from bonbench.apps.viewer.runs import find_runs
-from bonbench.apps.viewer.site import Site
+from bonbench.apps.viewer.site import Site, caught
 from bonbench.core import row_index
 from bonbench.core.records import Sample
 from bonbench.core.store import RunStore
@@ -112,3 +113,51 @@ def test_a_big_run_with_its_summary_opens_whole_while_its_rows_are_read(tmp_path
     (run,) = scanned.runs.values()
     assert served.table(served.runs[rid]) == problem_table(run)  # the file's table is the rows' table
     assert sorted(p.name for p in run_dir.rglob("*")) == before
+
+
+def test_a_comparison_of_big_runs_not_read_yet_reloads_while_their_reading_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison of two big runs not indexed yet reads neither in the request: it shows the
+    paired metrics, says how far each reading got and reloads; once both are read it lists the problems."""
+    big_run(tmp_path / "a")
+    big_run(tmp_path / "b")
+    monkeypatch.setattr(site_module, "BIG", 1000)
+    monkeypatch.setattr(site_module, "SLICE", 0.1)
+    monkeypatch.setattr(row_index, "_BLOCK", 2000)
+    monkeypatch.setattr("bonbench.apps.viewer.runs.MIN_SLICE", 1500)
+    slices = threading.Semaphore(0)
+    monkeypatch.setattr(site_module, "pause", slices.acquire)
+    served = Site(find_runs([tmp_path / "a", tmp_path / "b"], keep=False), TaskTexts(None), progressive=True)
+    a, b = served.runs
+    address = f"compare/{a}/{b}/index.html"
+    first = served.render(address) or ""
+    assert f"still reading run {a}" in first and f"still reading run {b}" in first and 'http-equiv="refresh"' in first
+    assert "Flipped problems (0)" in first and served.runs[a].reading is not None and served.runs[b].reading is not None
+    for _ in range(400):
+        slices.release()
+    for rid in (a, b):
+        served._readers[rid].join(30)
+    last = served.render(address) or ""
+    assert "still reading" not in last and 'http-equiv="refresh"' not in last
+    assert last.count('href="problems/') >= 30  # every shared problem listed
+
+
+def test_warnings_are_captured_per_thread_without_a_shared_lock() -> None:
+    """One thread's capture (a page, or a slice of a reading) does not wait for another's, and each
+    gets its own warnings."""
+    inside, release = threading.Event(), threading.Event()
+    got: dict[str, list[str]] = {}
+
+    def slow() -> None:
+        warnings.warn("slow's own", stacklevel=1)
+        inside.set()
+        release.wait(10)
+
+    worker = threading.Thread(target=lambda: got.setdefault("slow", caught(slow)[1]))
+    worker.start()
+    assert inside.wait(10)
+    _, lines = caught(lambda: warnings.warn("quick's own", stacklevel=1))  # while slow's capture is open
+    assert lines == ["quick's own"]
+    release.set()
+    worker.join(10)
+    assert got["slow"] == ["slow's own"]

@@ -265,8 +265,10 @@ def _verdict_cell(right: bool | None) -> tuple[str, str]:
 
 
 def compare_page(a: RunView, b: RunView, diffs: Sequence[MetricDiff], flipped: Sequence[Flip],
-                 pairs: Sequence[tuple[ProblemRow, ProblemRow]], n_boot: int) -> str:
-    """Two runs of one task: settings, paired metric differences, flipped problems, every shared problem."""
+                 pairs: Sequence[tuple[ProblemRow, ProblemRow]], n_boot: int, warnings: Sequence[str] = (),
+                 reload: bool = False) -> str:
+    """Two runs of one task: settings, paired metric differences, flipped problems, every shared problem;
+    ``reload``: a run is still being read (the problems are not listed yet), the page reloads itself."""
     ca, cb = a.config(), b.config()
     settings = [(k, _setting(ca.get(k, "—")), _setting(cb.get(k, "—"))) for k in SETTINGS if k in ca or k in cb]
     settings += [("grader", *_versions(a)[:1], *_versions(b)[:1]), ("verifier (bon@k)", _versions(a)[1], _versions(b)[1])]
@@ -283,7 +285,8 @@ def compare_page(a: RunView, b: RunView, diffs: Sequence[MetricDiff], flipped: S
                 for n, (x, y) in enumerate(pairs)]
     return page(f"{a.task}: {a.model} vs {b.model}", "compare.html.j2", 3, a=a, b=b, settings=settings, diffs=rows,
                 flips=flips, shared=len(pairs), n_boot=n_boot, a_href=f"../../../runs/{a.id}/index.html",
-                b_href=f"../../../runs/{b.id}/index.html", problems=problems, filters=FILTERS, with_script=True)
+                b_href=f"../../../runs/{b.id}/index.html", problems=problems, filters=FILTERS, with_script=True,
+                warnings=warnings, reload=reload)
 
 
 def compare_problem_page(n: int, count: int, sides: Sequence[tuple[RunView, ProblemRow, Sequence[SampleView]]],

@@ -79,6 +79,45 @@ def pause() -> None:
     time.sleep(0.002)
 
 
+_sinks = threading.local()  # each thread's stack of lists its warnings go to (``caught``)
+_installing = threading.Lock()
+
+
+def _show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+    """``warnings.showwarning`` while a viewer runs: a warning goes to its thread's innermost ``caught``
+    list, or where warnings went before (``forward``) when its thread captures none."""
+    stack = getattr(_sinks, "stack", None)
+    if stack:
+        stack[-1].append(str(message))
+    else:
+        _show.forward(message, category, filename, lineno, file, line)  # type: ignore[attr-defined]  # set by _install
+
+
+def _install() -> None:
+    # once per process (again if a test harness restored its own): every warning is shown ("always",
+    # so a page meets its warning each time, not once per process), through _show
+    with _installing:
+        if warnings.showwarning is not _show:
+            _show.forward = warnings.showwarning  # type: ignore[attr-defined]  # the hook's one attribute
+            warnings.showwarning = _show
+        if not warnings.filters or warnings.filters[0][0] != "always":
+            warnings.simplefilter("always")
+
+
+def caught(fn: Callable[[], Any]) -> tuple[Any, list[str]]:
+    """``fn()`` and the distinct warnings it met in this thread. Unlike ``warnings.catch_warnings``,
+    which swaps the process's warning state on the way in and out (one thread at a time), this keeps
+    one hook installed and a list per thread, so threads capture at once."""
+    _install()
+    stack = _sinks.__dict__.setdefault("stack", [])
+    stack.append([])
+    try:
+        value = fn()
+    finally:
+        lines = stack.pop()
+    return value, list(dict.fromkeys(lines))
+
+
 def read_to_end(run: RunView) -> None:
     """Read a run being read slice by slice to its end now."""
     while not run.read_more(SLICE):
@@ -123,7 +162,7 @@ class Site:
         self.progressive = progressive  # a big run's page shows what is read so far (the server; not the bundle)
         self._tables: dict[str, _Table] = {}
         self._reported: set[str] = set()
-        self._reporting = threading.RLock()
+        self._reporting = threading.Lock()  # guards _reported only (held for no reading)
         # one lock per run: pages of one run wait for each other (its indexes and table are not thread-safe),
         # pages of other runs do not; pages of two runs take both, in the viewer's order
         self.locks = {run_id: threading.RLock() for run_id in self.runs}
@@ -131,13 +170,9 @@ class Site:
         self._summaries: dict[str, tuple[dict[str, Any], list[ProblemRow]]] = {}  # run id -> (problems.json, its rows)
 
     def _caught(self, fn: Callable[[], Any]) -> tuple[Any, list[str]]:
-        # catch_warnings swaps the process's warning state: one thread at a time (a page, or one slice
-        # of a reading: never a whole first pass over a big run)
+        """``fn()`` and the warnings it met (this thread's alone: pages and readings of other runs go on)."""
+        value, lines = caught(fn)
         with self._reporting:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                value = fn()
-            lines = list(dict.fromkeys(str(w.message) for w in caught))
             fresh = [line for line in lines if line not in self._reported]
             self._reported.update(fresh)
         for line in fresh:
@@ -213,9 +248,12 @@ class Site:
         call from several threads: the pages of one run are rendered one at a time."""
         named = [r for r in self.runs if f"/{r}/" in f"/{address}"]
         found = _RUN.fullmatch(address)
-        pending = None
+        pending = []
         if self.progressive and found and found.group(1) in self.runs:
-            pending = self._wait_for_reading(self.runs[found.group(1)])
+            pending.append(self._wait_for_reading(self.runs[found.group(1)]))
+        found = _COMPARE.fullmatch(address)
+        if self.progressive and found and self._pair(found.group(1), found.group(2)) is not None:
+            pending += [self._wait_for_reading(self.runs[r], wait=False) for r in found.groups()]
         found = _PROBLEM.fullmatch(address)
         if found and found.group(1) in self._readers:
             self._wait_until_shown(self.runs[found.group(1)], int(found.group(2)))
@@ -227,10 +265,11 @@ class Site:
         finally:
             for lock in reversed(locks):
                 lock.release()
-            if pending is not None:
-                pending.start()
+            for reader in pending:
+                if reader is not None:
+                    reader.start()
 
-    def _wait_for_reading(self, run: RunView) -> threading.Thread | None:
+    def _wait_for_reading(self, run: RunView, wait: bool = True) -> threading.Thread | None:
         """Start reading a big run not indexed yet in a thread of its own, and wait for it
         ``READ_SECONDS`` at most (without the run's lock, which the thread takes slice by slice).
         A run whose table is its current ``problems.json`` waits for nothing: its reading (for the
@@ -247,7 +286,7 @@ class Site:
                 if self._summary(run) is not None:
                     return reader
                 reader.start()
-        if reader is not None and reader.ident is not None and self._summary(run) is None:
+        if wait and reader is not None and reader.ident is not None and self._summary(run) is None:
             reader.join(READ_SECONDS)
         return None
 
@@ -316,6 +355,12 @@ class Site:
         return out
 
     def _compare_page(self, a: RunView, b: RunView) -> str:
+        reading = [r for r in (a, b) if r.reading is not None and self._summary(r) is None]
+        if self.progressive and reading:
+            # a big run not read yet: its reading thread goes on, this page shows the metrics and reloads
+            lines = [f"still reading run {r.id}'s rows: {r.read_share():.0%} read; the flipped and shared problems "
+                     "are listed once both runs are read, as this page reloads" for r in reading]
+            return compare_page(a, b, paired_metrics(a, b, n_boot=N_BOOT), [], [], N_BOOT, warnings=lines, reload=True)
         rows_a = {r.problem_id: r for r in self.table(a)}
         rows_b = {r.problem_id: r for r in self.table(b)}
         pairs = [(rows_a[pid], rows_b[pid]) for pid in shared_problems(rows_a, rows_b)]

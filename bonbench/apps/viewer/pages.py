@@ -23,13 +23,15 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
+from bonbench.api.metric.grammar import metric_sort_key
 from bonbench.apps.analysis.htmlparts import fmt_value
-from bonbench.apps.viewer.checkpoints import CheckpointView, log_plots
+from bonbench.apps.viewer.checkpoints import CheckpointView, eval_plots, log_plots
 from bonbench.apps.viewer.compare import FILTERS, VERDICTS, Flip, MetricDiff, flip_flags
 from bonbench.apps.viewer.curves import curve_plot
 from bonbench.apps.viewer.problems import FLAGS, REWARD_FLAGS, ProblemRow, SampleView
@@ -127,17 +129,60 @@ def runs_page(runs: Sequence[RunView], checkpoints: Sequence[tuple[CheckpointVie
                 models=sorted({r["model"] for r in rows}), with_script=True, checkpoints=boxes)
 
 
-def checkpoint_page(c: CheckpointView, runs: Sequence[RunView]) -> str:
-    """A checkpoint: its training settings, the runs that evaluated it, its log by step."""
+def checkpoint_page(c: CheckpointView, runs: Sequence[RunView], known: Sequence[RunView] = ()) -> str:
+    """A checkpoint: its training settings, the runs that evaluated it, the evaluations made during
+    training (evals.jsonl, each linked to its run where ``known`` holds it) with the kept step and a
+    guard's stop, and its log by step."""
     cfg, log = c.train_config(), c.log()
     keys = ("task", "model", "objective", "objective_options", "steps", "group", "k", "lr", "lora_rank", "seed")
     settings = [(k, _setting(cfg[k])) for k in keys if k in cfg] + [("folder", str(c.path))]
     trained = c.manifest().get("training_hash")
     if trained:
         settings.append(("training hash", str(trained)))
+    kept, stopped = c.kept(), c.stopped()
+    evals = c.evals()
     return page(f"checkpoint {c.path.name}", "checkpoint.html.j2", 2, name=c.path.name, id=c.id, settings=settings,
                 runs=[(f"{r.task} / {r.model} ({r.id})", f"../../runs/{r.id}/index.html") for r in runs],
-                path=str(c.path), steps=len(log), plots=log_plots(log))
+                path=str(c.path), steps=len(log), plots=log_plots(log),
+                eval_plots=eval_plots(evals, float(kept["step"]) if kept else None), evals=_eval_rows(evals, kept, known),
+                eval_names=_eval_names(evals),
+                kept=", ".join(f"{k} {_setting(kept[k])}" for k in ("metric", "step", "rule") if k in kept),
+                stopped=", ".join(f"{k} {_setting(stopped[k])}" for k in ("step", "rule", "reason") if k in stopped))
+
+
+def _any(x: Any) -> str:
+    """A number read from a file as the tables show it; anything else as missing."""
+    return _num(float(x)) if isinstance(x, (int, float)) and not isinstance(x, bool) else "—"
+
+
+def _eval_names(evals: Sequence[Mapping[str, Any]]) -> list[str]:
+    names: dict[str, None] = {}
+    for row in evals:
+        names.update({n: None for n in row["metrics"] if "[" not in n})
+    return sorted(names, key=metric_sort_key)
+
+
+def _eval_rows(evals: Sequence[Mapping[str, Any]], kept: Mapping[str, Any], known: Sequence[RunView]) -> list[dict[str, Any]]:
+    """Each evaluated step: its run (linked when the viewer shows it), each metric with its CI and its
+    paired difference to step 0."""
+    by_path = {r.path.resolve(): r for r in known}
+    out = []
+    for row in evals:
+        run = by_path.get(Path(str(row.get("run", ""))).resolve()) if row.get("run") else None
+        cells = []
+        for name in _eval_names(evals):
+            m = row["metrics"].get(name)
+            m = m if isinstance(m, Mapping) else {}
+            ci = m.get("ci95")
+            lo, hi = ci if isinstance(ci, list) and len(ci) == 2 else (None, None)
+            vs_step0 = row.get("vs_step0")
+            d = vs_step0.get(name) if isinstance(vs_step0, Mapping) else None
+            vs = f"{_any(d.get('diff'))} [{_any(d.get('lo'))}, {_any(d.get('hi'))}]" if isinstance(d, Mapping) else ""
+            cells.append({"value": _any(m.get("value")), "ci": f"[{_any(lo)}, {_any(hi)}]", "vs": vs})
+        out.append({"step": _setting(row["step"]), "kept": bool(kept) and float(kept["step"]) == float(row["step"]),
+                    "href": f"../../runs/{run.id}/index.html" if run is not None else "", "run": str(row.get("run", "")),
+                    "cells": cells})
+    return out
 
 
 def _problem_cells(i: int, p: ProblemRow, values: Sequence[float], text: str) -> dict[str, Any]:

@@ -322,7 +322,8 @@ class Site:
         found = _CHECKPOINT.fullmatch(address)
         if found and found.group(1) in self.checkpoints:
             c = self.checkpoints[found.group(1)]
-            return self._caught(lambda: checkpoint_page(c, evaluated_by(c, list(self.runs.values()))))[0]
+            known = list(self.runs.values())
+            return self._caught(lambda: checkpoint_page(c, evaluated_by(c, known), known))[0]
         found = _RUN.fullmatch(address)
         if found and found.group(1) in self.runs:
             run = self.runs[found.group(1)]

@@ -37,6 +37,7 @@ from bonbench.apps.viewer.curves import curve_plot
 from bonbench.apps.viewer.problems import FLAGS, REWARD_FLAGS, ProblemRow, SampleView
 from bonbench.apps.viewer.prompts import ProblemTexts
 from bonbench.apps.viewer.runs import RunView
+from bonbench.apps.viewer.shards import ShardedRun
 
 SETTINGS = ("task", "model", "backend", "n", "temperature", "top_p", "max_tokens", "prompt_style", "seed", "task_args",
             "verifier")
@@ -106,7 +107,8 @@ def _last_row(row: Mapping[str, Any]) -> str:
                      and not isinstance(v, bool))[:200]
 
 
-def runs_page(runs: Sequence[RunView], checkpoints: Sequence[tuple[CheckpointView, int]] = ()) -> str:
+def runs_page(runs: Sequence[RunView], checkpoints: Sequence[tuple[CheckpointView, int]] = (),
+              sharded: Sequence[ShardedRun] = ()) -> str:
     rows = []
     for run in runs:
         cfg = run.config()
@@ -125,8 +127,13 @@ def runs_page(runs: Sequence[RunView], checkpoints: Sequence[tuple[CheckpointVie
         boxes.append({"name": c.path.name, "href": f"checkpoints/{c.id}/index.html", "task": cfg.get("task", ""),
                       "objective": cfg.get("objective", ""), "steps": len(log), "last": _last_row(log[-1]) if log else "",
                       "runs": n_runs})
+    shards = [{"path": str(r.path), "task": r.task, "model": r.model, "n": r.n, "found": len(r.shards), "count": r.count,
+               "shards": [{"label": s.label, "problems": "—" if s.problems is None else s.problems,
+                           "mb": f"{s.sample_bytes / 1e6:.1f}",
+                           "metrics": ", ".join(f"{name} {_num(v)}" for name, v in s.metrics) or "not scored yet"}
+                          for s in r.shards]} for r in sharded]
     return page("bonbench runs", "runs.html.j2", 0, runs=rows, tasks=sorted({r["task"] for r in rows}),
-                models=sorted({r["model"] for r in rows}), with_script=True, checkpoints=boxes)
+                models=sorted({r["model"] for r in rows}), with_script=True, checkpoints=boxes, sharded=shards)
 
 
 def checkpoint_page(c: CheckpointView, runs: Sequence[RunView], known: Sequence[RunView] = ()) -> str:

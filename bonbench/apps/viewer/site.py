@@ -55,6 +55,7 @@ from bonbench.apps.viewer.problems import (
 )
 from bonbench.apps.viewer.prompts import TaskTexts
 from bonbench.apps.viewer.runs import RunView
+from bonbench.apps.viewer.shards import ShardedRun
 from bonbench.pipeline.problem_summary import SUMMARY
 
 _RUN = re.compile(r"runs/([A-Za-z0-9_-]+)/(?:index\.html)?")
@@ -153,9 +154,11 @@ class Site:
     """The pages of the runs given, rendered on demand."""
 
     def __init__(self, runs: Sequence[RunView], texts: TaskTexts, report: Callable[[str], None] = lambda line: None,
-                 limit: int | None = None, checkpoints: Sequence[CheckpointView] = (), progressive: bool = False) -> None:
+                 limit: int | None = None, checkpoints: Sequence[CheckpointView] = (), progressive: bool = False,
+                 sharded: Sequence[ShardedRun] = ()) -> None:
         self.runs = {run.id: run for run in runs}
         self.checkpoints = {c.id: c for c in checkpoints}
+        self.sharded = list(sharded)  # runs whose shards are not merged yet: listed, with the merge command
         self.limit = limit  # show only the first `limit` problems of each run (the bundle's --limit)
         self.texts = texts
         self.report = report  # where a warning goes once (the server's stderr)
@@ -318,7 +321,7 @@ class Site:
     def _render(self, address: str) -> str | None:
         if address in ("", "index.html"):
             boxes = [(c, len(evaluated_by(c, list(self.runs.values())))) for c in self.checkpoints.values()]
-            return self._caught(lambda: runs_page(list(self.runs.values()), boxes))[0]
+            return self._caught(lambda: runs_page(list(self.runs.values()), boxes, self.sharded))[0]
         found = _CHECKPOINT.fullmatch(address)
         if found and found.group(1) in self.checkpoints:
             c = self.checkpoints[found.group(1)]

@@ -13,6 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
+from test_kl import COMPLETIONS
+from test_sampler_hf import build_tiny_model
 
 from bonbench.api.task import get_task
 from bonbench.apps.cli import main
@@ -20,6 +22,11 @@ from bonbench.apps.viewer.problems import problem_table
 from bonbench.apps.viewer.prompts import TaskTexts
 from bonbench.apps.viewer.runs import find_runs
 from bonbench.apps.viewer.site import Site
+from bonbench.plugins.samplers import select
+from bonbench.plugins.samplers.scripted import ScriptedSampler
+from bonbench.run.execute import execute
+from bonbench.run.plan import plan
+from bonbench.run.request import RunRequest
 
 
 def _rows(path: Path) -> list[dict]:
@@ -67,3 +74,29 @@ def test_a_tldr_run_shows_rewards_win_rates_and_kl(tmp_path: Path, data_dir: Pat
     pick = table[0].pick
     assert f"#{pick} (score {scores[(problems[0].id, pick)]:.4f}; reward {rewards[(problems[0].id, pick)]:.3f})" in problem
     assert not math.isnan(table[0].mean_tokens)
+
+
+def test_the_kl_terms_of_a_run_with_a_reference_policy_are_shown_per_sample(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run made by the runner with ``kl`` to a reference policy (tests/test_kl.py's task, its
+    samples replayed; two tiny random models) stores both log-probabilities as scores (lp-*); each
+    sample's page shows both beside its verdict, their difference being the sample's KL term, and the
+    metric table the run's kl."""
+    monkeypatch.setenv("BONBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(select, "get_sampler", lambda *a, **k: ScriptedSampler({f"t/{i}": COMPLETIONS for i in range(3)}))
+    policy, ref = (build_tiny_model(tmp_path / name, seed=seed).path for name, seed in (("a", 0), ("b", 1)))
+    req = RunRequest(task="tiny_kl", model=policy, backend="hf", n=5, metrics=("pass@1", "kl"), ref_model=ref,
+                     dtype="float32", out=tmp_path)
+    doc = execute(plan(req)).docs[0]
+    (run,) = find_runs([tmp_path / "runs"], keep=False)
+    lp = {p.stem: {(r["problem_id"], r["sample_idx"]): r["score"] for r in _rows(p)}
+          for p in (run.path / "scores").glob("lp-*.jsonl")}
+    assert len(lp) == 2
+    site = Site([run], TaskTexts(None))
+    page = site.render(f"runs/{run.id}/index.html") or ""
+    assert re.search(rf'<td class="l">kl</td><td>{doc["metrics"]["kl"]["value"]:.4f}</td>', page)
+    problem = site.render(f"runs/{run.id}/problems/0.html") or ""
+    pid = site.table(run)[0].problem_id
+    for i in range(5):
+        shown = ", ".join(f"{name} {scores[(pid, i)]:.4f}" for name, scores in sorted(lp.items()))
+        assert f"other scores: {shown}" in problem

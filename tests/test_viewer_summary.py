@@ -13,6 +13,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from test_viewer_scan import big_run
 
 from bonbench.apps.cli import main
 from bonbench.apps.viewer import site as site_module
@@ -24,7 +25,6 @@ from bonbench.core import row_index
 from bonbench.core.records import Sample
 from bonbench.core.store import RunStore
 from bonbench.pipeline.problem_summary import SUMMARY, summaries, write_summary
-from tests.test_viewer_scan import big_run
 
 PROBLEMS = ("test/algebra/1.json", "test/algebra/2.json")
 

@@ -133,10 +133,17 @@ def test_a_comparison_of_big_runs_not_read_yet_reloads_while_their_reading_goes_
     first = served.render(address) or ""
     assert f"still reading run {a}" in first and f"still reading run {b}" in first and 'http-equiv="refresh"' in first
     assert "Flipped problems (0)" in first and served.runs[a].reading is not None and served.runs[b].reading is not None
+    later: list[str | None] = []
+    waiting = threading.Thread(target=lambda: later.append(served.render(f"compare/{a}/{b}/problems/0.html")))
+    waiting.start()  # a shared problem's page waits for both readings, holding no lock
+    waiting.join(0.3)
+    assert waiting.is_alive() and served.render(f"runs/{a}/index.html") is not None
     for _ in range(400):
         slices.release()
     for rid in (a, b):
         served._readers[rid].join(30)
+    waiting.join(30)
+    assert later and later[0] is not None and "b/0" in later[0]
     last = served.render(address) or ""
     assert "still reading" not in last and 'http-equiv="refresh"' not in last
     assert last.count('href="problems/') >= 30  # every shared problem listed

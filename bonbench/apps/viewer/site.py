@@ -260,6 +260,12 @@ class Site:
         found = _PROBLEM.fullmatch(address)
         if found and found.group(1) in self._readers:
             self._wait_until_shown(self.runs[found.group(1)], int(found.group(2)))
+        found = _COMPARE_PROBLEM.fullmatch(address)
+        if found:  # its numbers are those of both runs' whole tables: wait for their readings, holding no lock
+            for rid in found.group(1, 2):
+                reader = self._readers.get(rid)
+                if reader is not None and reader.ident is not None:
+                    reader.join()
         locks = [self.locks[r] for r in self.runs if r in named]  # in the viewer's order: no two pages deadlock
         for lock in locks:
             lock.acquire()

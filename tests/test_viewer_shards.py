@@ -25,6 +25,7 @@ def test_a_sharded_run_is_listed_with_the_merge_command_until_merged(tmp_path: P
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("BONBENCH_CACHE", str(tmp_path / "cache"))
     run_dir = run_shards(tmp_path / "results", 2, only=(1,))
+    assert (run_dir / "shards" / "1-of-2" / "problems.json").is_file()  # the shard's own lines (docs/scale-out.md)
     built: list[Site] = []
     monkeypatch.setattr(command, "serve", lambda site, sock: built.append(site))
     capsys.readouterr()
@@ -38,5 +39,6 @@ def test_a_sharded_run_is_listed_with_the_merge_command_until_merged(tmp_path: P
     assert "2 of 2 shards" in page and '<tr data-shard="2/2"><td>2/2</td><td>5</td>' in page
     assert "pass@1 " in page and "maj@4 " in page  # each shard's own metrics
     assert main(["merge", str(run_dir)]) == 0
+    assert (run_dir / "problems.json").is_file()  # written by the merge's scoring
     runs, _ = selected(ViewRequest(paths=(tmp_path / "results",)))
     assert [r.path for r in runs] == [run_dir] and not find_sharded([tmp_path / "results"])

@@ -17,10 +17,11 @@ from test_viewer_scan import big_run
 
 from bonbench.apps.cli import main
 from bonbench.apps.viewer import site as site_module
+from bonbench.apps.viewer.capture import caught
 from bonbench.apps.viewer.problems import problem_row, problem_table, sources, summary_rows
 from bonbench.apps.viewer.prompts import TaskTexts
 from bonbench.apps.viewer.runs import find_runs
-from bonbench.apps.viewer.site import Site, caught
+from bonbench.apps.viewer.site import Site
 from bonbench.core import row_index
 from bonbench.core.records import Sample
 from bonbench.core.store import RunStore

@@ -16,12 +16,14 @@ for it ``READ_SECONDS`` at most, then shows the problems read so far (``ready``:
 as far as anyone can tell before the end) with the share read, and reloads itself until the table
 is whole. A run whose ``problems.json`` (the pipeline's, written when it scored) is current shows
 its whole table at once from that file; its thread then starts once the page is rendered and reads
-the rows only for the problem pages. The thread takes the run's lock slice by slice, so the run's pages are answered between
-slices. Every other page (and the bundle) reads the run to its end first, in its own thread,
-except a problem page of a problem already shown.
+the rows only for the problem pages. The thread takes the run's lock slice by slice, so the run's
+pages are answered between slices. A problem page waits (holding no lock) until its problem is
+read; a comparison of runs being read shows their paired metrics at once and its problems once
+both are read. The bundle reads every run to its end first.
 
 Warnings met while reading (a torn last line, a file linked outside the folders given) are shown
-on the page that met them, and printed once.
+on the page that met them, and printed once; each thread captures its own (``capture.caught``), so
+no lock is shared between runs.
 
 What it does not do: speak HTTP (``server``) or write files (``bundle``).
 """
@@ -31,12 +33,12 @@ from __future__ import annotations
 import re
 import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bonbench.apps.viewer.cache import load_table, save_table
+from bonbench.apps.viewer.capture import caught
 from bonbench.apps.viewer.checkpoints import CheckpointView, evaluated_by
 from bonbench.apps.viewer.compare import comparable, flips, paired_metrics, shared_problems
 from bonbench.apps.viewer.pages import checkpoint_page, compare_page, compare_problem_page, problem_page, run_page, runs_page
@@ -78,45 +80,6 @@ class _Table:
 def pause() -> None:
     """Between two slices of a reading: let a page waiting for the run's lock take it (a lock is not fair)."""
     time.sleep(0.002)
-
-
-_sinks = threading.local()  # each thread's stack of lists its warnings go to (``caught``)
-_installing = threading.Lock()
-
-
-def _show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
-    """``warnings.showwarning`` while a viewer runs: a warning goes to its thread's innermost ``caught``
-    list, or where warnings went before (``forward``) when its thread captures none."""
-    stack = getattr(_sinks, "stack", None)
-    if stack:
-        stack[-1].append(str(message))
-    else:
-        _show.forward(message, category, filename, lineno, file, line)  # type: ignore[attr-defined]  # set by _install
-
-
-def _install() -> None:
-    # once per process (again if a test harness restored its own): every warning is shown ("always",
-    # so a page meets its warning each time, not once per process), through _show
-    with _installing:
-        if warnings.showwarning is not _show:
-            _show.forward = warnings.showwarning  # type: ignore[attr-defined]  # the hook's one attribute
-            warnings.showwarning = _show
-        if not warnings.filters or warnings.filters[0][0] != "always":
-            warnings.simplefilter("always")
-
-
-def caught(fn: Callable[[], Any]) -> tuple[Any, list[str]]:
-    """``fn()`` and the distinct warnings it met in this thread. Unlike ``warnings.catch_warnings``,
-    which swaps the process's warning state on the way in and out (one thread at a time), this keeps
-    one hook installed and a list per thread, so threads capture at once."""
-    _install()
-    stack = _sinks.__dict__.setdefault("stack", [])
-    stack.append([])
-    try:
-        value = fn()
-    finally:
-        lines = stack.pop()
-    return value, list(dict.fromkeys(lines))
 
 
 def read_to_end(run: RunView) -> None:

@@ -109,8 +109,10 @@ def measure(out: Path) -> None:
           f"{'(the whole table' if whole else '(the problems read so far'}; {site.runs[rid].read_share():.0%} of the "
           "rows read)")
     if whole and site.runs[rid].reading is not None:
-        t = timed(site, f"runs/{rid}/problems/0.html")  # the first problem: shown once its rows are read
-        print(f"first start: problem 0's page {t:.2f} s (while the rows are read)")
+        last = shown - 1  # the last problem: its rows are found by a byte search, long before the reading gets there
+        t = timed(site, f"runs/{rid}/problems/{last}.html")
+        print(f"first start: problem {last}'s page {t:.2f} s (while the rows are read: "
+              f"{site.runs[rid].read_share():.0%} read)")
     reloads = 0
     while site.runs[rid].reading is not None:
         time.sleep(RELOAD)  # the page's <meta http-equiv="refresh"> (or a user's next click): the browser asks again

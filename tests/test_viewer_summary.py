@@ -18,7 +18,7 @@ from test_viewer_scan import big_run
 from bonbench.apps.cli import main
 from bonbench.apps.viewer import site as site_module
 from bonbench.apps.viewer.capture import caught
-from bonbench.apps.viewer.problems import problem_row, problem_table, sources, summary_rows
+from bonbench.apps.viewer.problems import found_sources, problem_row, problem_table, sources, summary_rows
 from bonbench.apps.viewer.prompts import TaskTexts
 from bonbench.apps.viewer.runs import find_runs
 from bonbench.apps.viewer.site import Site
@@ -83,8 +83,8 @@ def test_rows_appended_after_scoring_make_the_file_stale(tmp_path: Path, data_di
 def test_a_big_run_with_its_summary_opens_whole_while_its_rows_are_read(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """A served run past BIG bytes not indexed yet, with a current problems.json: its first page shows
-    every problem at once and does not reload; a problem's page waits until its rows are read; the
-    viewer writes nothing into the run."""
+    every problem at once and does not reload; a problem's page opens at once from its rows found by
+    a byte search, the same page as once the rows are read; the viewer writes nothing into the run."""
     run_dir = big_run(tmp_path)
     store = RunStore(run_dir)
     write_summary(store, summaries(store.samples.read(), store.grades("g").read(), store.scores("v").read()), "g", "v")
@@ -100,16 +100,14 @@ def test_a_big_run_with_its_summary_opens_whole_while_its_rows_are_read(tmp_path
     first = served.render(f"runs/{rid}/index.html") or ""
     assert first.count("<tr data-row") == 30 and 'http-equiv="refresh"' not in first
     assert "rows for the problem pages" in first and served.runs[rid].reading is not None
-    later: list[str | None] = []
-    waiting = threading.Thread(target=lambda: later.append(served.render(f"runs/{rid}/problems/29.html")))
-    waiting.start()  # problem 29's rows are not read yet: its page waits for the reading
-    waiting.join(0.3)
-    assert waiting.is_alive()
+    early = served.render(f"runs/{rid}/problems/29.html") or ""  # its rows found by a byte search, not read yet
+    assert "b/29" in early and served.runs[rid].reading is not None and 29 >= len(site_module.ready(
+        sources(served.runs[rid])))
     for _ in range(100):
         slices.release()
     served._readers[rid].join(30)
-    waiting.join(30)
-    assert later and later[0] is not None and "b/29" in later[0]
+    assert served.runs[rid].reading is None
+    assert served.render(f"runs/{rid}/problems/29.html") == early  # the same page once the rows are read
     scanned = Site(find_runs([run_dir], keep=False), TaskTexts(None))
     (run,) = scanned.runs.values()
     assert served.table(served.runs[rid]) == problem_table(run)  # the file's table is the rows' table
@@ -169,3 +167,38 @@ def test_warnings_are_captured_per_thread_without_a_shared_lock() -> None:
     release.set()
     worker.join(10)
     assert got["slow"] == ["slow's own"]
+
+
+def test_a_problem_whose_rows_are_not_all_found_waits_for_the_reading(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row the byte search cannot find (keys in another order: another writer's) leaves the count
+    short of the summary's: the page is not drawn from the found rows, it waits for the reading."""
+    run_dir = big_run(tmp_path)
+    store = RunStore(run_dir)
+    last = store.samples.path.read_text().splitlines(keepends=True)
+    row = json.loads(last[-1])
+    assert row["problem_id"] == "b/29"
+    last[-1] = json.dumps(dict(reversed(list(row.items())))) + "\n"  # the last sample of b/29, keys reversed
+    store.samples.path.write_text("".join(last))
+    write_summary(store, summaries(store.samples.read(), store.grades("g").read(), store.scores("v").read()), "g", "v")
+    monkeypatch.setattr(site_module, "BIG", 1000)
+    monkeypatch.setattr(site_module, "SLICE", 0.1)
+    monkeypatch.setattr(row_index, "_BLOCK", 2000)
+    monkeypatch.setattr("bonbench.apps.viewer.runs.MIN_SLICE", 1500)
+    slices = threading.Semaphore(0)
+    monkeypatch.setattr(site_module, "pause", slices.acquire)
+    served = Site(find_runs([run_dir], keep=False), TaskTexts(None), progressive=True)
+    (rid,) = served.runs
+    assert served.render(f"runs/{rid}/index.html") is not None
+    (run,) = served.runs.values()
+    summary = served.table(run)
+    assert found_sources(run, summary[29]) is None and found_sources(run, summary[28]) is not None
+    later: list[str | None] = []
+    waiting = threading.Thread(target=lambda: later.append(served.render(f"runs/{rid}/problems/29.html")))
+    waiting.start()
+    waiting.join(0.3)
+    for _ in range(100):
+        slices.release()
+    served._readers[rid].join(30)
+    waiting.join(30)
+    assert later and later[0] is not None and later[0].count("data-sample=") == 4  # all four samples, once read

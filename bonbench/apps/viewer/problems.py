@@ -138,6 +138,29 @@ def sources(run: RunView) -> Sources:
                    _scoring(run, verifier) if verifier else None)
 
 
+def found_sources(run: RunView, row: ProblemRow) -> Sources | None:
+    """One problem's rows found by an exact byte search in each row file (``RowIndex.of_problem``),
+    for its page before the run's rows are read; None unless they are all the summary line ``row``
+    counts (a row in another layout is not found: the caller reads the run instead)."""
+    grader, verifier = run.grader(), run.verifier()
+    paths = {"samples": run.file("samples.jsonl"), "grades": run.file(f"grades/{grader}.jsonl") if grader else None,
+             "scores": run.file(f"scores/{verifier}.jsonl") if verifier else None}
+    found = {k: None if p is None else RowIndex.of_problem(p, row.problem_id) for k, p in paths.items()}
+    src = Sources(found["samples"], found["grades"], found["scores"], _grading(run, grader) if grader else None,
+                  _scoring(run, verifier) if verifier else None)
+    pid = row.problem_id
+    samples = set() if src.samples is None else set(src.samples.keyed(pid))
+    grades = set() if src.grades is None else set(src.grades.keyed(pid, src.grade_filter))
+    scores = set() if src.scores is None else set(src.scores.keyed(pid, src.score_filter))
+    # every graded sample has its sample row, and the counts are the summary's (a run's own rows always are)
+    if not grades <= samples or len(samples) != row.n_samples or len(grades) != row.n_graded or (
+            row.pick is not None and row.pick not in scores):
+        return None
+    others = {v: RowIndex.of_problem(p, row.problem_id) for v in run.row_files("scores") if v != verifier
+              and (p := run.file(f"scores/{v}.jsonl")) is not None}
+    return replace(src, others=others)
+
+
 def other_scores(run: RunView, src: Sources) -> Sources:
     """``src`` with the run's other scores files (other verifiers, the log-probabilities of KL metrics)."""
     indexes = {v: run.index(f"scores/{v}.jsonl") for v in run.row_files("scores") if v != run.verifier()}

@@ -46,6 +46,7 @@ from bonbench.apps.viewer.problems import (
     ProblemRow,
     Sources,
     dataset_metrics,
+    found_sources,
     metric_values,
     other_scores,
     problem_detail,
@@ -221,7 +222,8 @@ class Site:
         if self.progressive and found and self._pair(found.group(1), found.group(2)) is not None:
             pending += [self._wait_for_reading(self.runs[r], wait=False) for r in found.groups()]
         found = _PROBLEM.fullmatch(address)
-        if found and found.group(1) in self._readers:
+        # a run with a current problems.json finds a problem's rows at once (``_found_problem_page``)
+        if found and found.group(1) in self._readers and self._summary(self.runs[found.group(1)]) is None:
             self._wait_until_shown(self.runs[found.group(1)], int(found.group(2)))
         found = _COMPARE_PROBLEM.fullmatch(address)
         if found:  # its numbers are those of both runs' whole tables: wait for their readings, holding no lock
@@ -370,7 +372,12 @@ class Site:
 
     def _problem_page(self, run: RunView, n: int) -> str | None:
         if run.reading is not None and not self._shown(run, n):
-            # not shown yet (its reading stopped): read the run to its end
+            summary = self._summary(run)
+            if summary is not None and n < len(summary):
+                page = self._found_problem_page(run, n, summary)
+                if page is not None:
+                    return page
+            # not read yet, and not found at once (or its reading stopped): read the run to its end
             self._caught(lambda: read_to_end(run))
         src, lines = self._caught(lambda: other_scores(run, sources(run)))
         lines += _notes(src)
@@ -382,6 +389,19 @@ class Site:
         metrics = list(zip(columns, metric_values(run, columns, [pid])[0], strict=True))
         texts, missing = self.texts.texts(run.config(), pid)
         return problem_page(run, n, problem_row(src, pid), metrics, problem_detail(src, pid), texts, missing, len(ids),
+                            lines)
+
+    def _found_problem_page(self, run: RunView, n: int, summary: Sequence[ProblemRow]) -> str | None:
+        """Problem ``n``'s page from its rows found by a byte search (``found_sources``), before the
+        run's reading reaches them; None when they are not all found."""
+        row = summary[n]
+        src, lines = self._caught(lambda: found_sources(run, row))
+        if src is None:
+            return None
+        columns = dataset_metrics(run)
+        metrics = list(zip(columns, metric_values(run, columns, [row.problem_id])[0], strict=True))
+        texts, missing = self.texts.texts(run.config(), row.problem_id)
+        return problem_page(run, n, row, metrics, problem_detail(src, row.problem_id), texts, missing, len(summary),
                             lines)
 
     def addresses(self) -> list[str]:

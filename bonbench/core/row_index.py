@@ -12,7 +12,9 @@ indexed from where the last pass stopped, and ``changed`` names the problems tha
 that shrank or was replaced is indexed again. ``refresh(upto=...)`` indexes only so far, so that a
 caller can read a big file a slice at a time (the viewer shows a big run as far as it has read).
 ``save`` and ``load`` keep an index in a file of its own (JSON and raw arrays, never pickle), so
-that a large run is scanned once, not at every start.
+that a large run is scanned once, not at every start. ``RowIndex.of_problem`` finds one problem's
+rows alone by an exact byte search for the row head the store writes (no index needed first; a row
+of another layout is not found, so its caller checks the count).
 
 Rows keep the store's rules (``bonbench.core.store``): a torn final line is left out with a
 warning (a live writer's half-written row is picked up by the next ``refresh``), the first row of a

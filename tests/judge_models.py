@@ -67,6 +67,7 @@ class JudgeServer:
     def __init__(self, slow_s: float = 3.0) -> None:
         self.faults: deque[str] = deque()
         self.nologprobs = False
+        self.rationale = RATIONALE  # the text every rationale request gets
         self.slow_s = slow_s
         self.bodies: list[dict[str, Any]] = []
         self.stopping = threading.Event()
@@ -108,7 +109,8 @@ class JudgeServer:
                     server.stopping.wait(server.slow_s)
                 prompt = str(body.get("prompt", ""))
                 if body.get("logprobs") is None:
-                    choice = {"index": 0, "text": RATIONALE + "\nIs the proposed solution correct? Answer", "logprobs": None}
+                    choice = {"index": 0, "text": server.rationale + "\nIs the proposed solution correct? Answer",
+                              "logprobs": None}
                 else:
                     top = GOOD_TOP if "GOOD" in prompt else BAD_TOP
                     choice = {"index": 0, "text": " No", "logprobs": None if server.nologprobs else {

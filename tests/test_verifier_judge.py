@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from judge_models import RATIONALE, JudgeServer, build_tiny_judge, reference_p_y
 
 from bonbench.api.verifier import get_verifier
 from bonbench.core.errors import BonbenchError
-from bonbench.core.records import Problem, Sample
+from bonbench.core.records import Problem, Sample, to_row
 from bonbench.core.served import EndpointDown
 from bonbench.plugins.samplers.local_server import free_port
 from bonbench.plugins.verifiers.judge import JudgeVerifier
@@ -63,6 +64,7 @@ def test_served_judge_scores_are_p_yes_with_tokens_and_calls(server: JudgeServer
     server.bodies.clear()  # the construction's probe
     good, bad = judge.score(PROBLEMS, SAMPLES, {})
     assert good.score == pytest.approx(expected_good(), abs=1e-12) and (good.calls, good.steps) == (1, None)
+    assert good.rationales is None and "rationales" not in to_row(good)  # no rationale: the row is as before
     assert bad.score == 0.0  # no Yes variant: the floor
     prompt = DIRECT_V1.replace("{problem}", "What is 2 + 2?").replace("{solution}", "GOOD: 2 + 2 = 4")
     assert good.tokens == len(prompt.split()) + 1  # the server's usage: prompt + the one completion token
@@ -97,6 +99,9 @@ def test_cot_samples_k_rationales_and_averages_their_reads(server: JudgeServer) 
     assert good.steps == pytest.approx((expected_good(),) * 2, abs=1e-12) and good.aggregation == "mean"
     assert good.score == pytest.approx(expected_good(), abs=1e-12) and bad.steps == (0.0, 0.0)
     assert good.calls == 4  # 2 rationales + 2 reads
+    # each rationale as the verdict read it (the server's text: it stops short of the stop string)
+    assert good.rationales == (f"{RATIONALE}\nIs the proposed solution correct? Answer",) * 2
+    assert "rationales" in to_row(good) and "rationales" not in to_row(replace(good, rationales=None))
     rationale_asks = [b for b in server.bodies if b.get("logprobs") is None]
     assert len(rationale_asks) == 4 and len({b["seed"] for b in rationale_asks}) == 4  # a seed per rationale
     assert rationale_asks[0]["stop"] == ["Is the proposed solution correct? Answer Yes or No."]

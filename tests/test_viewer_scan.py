@@ -296,7 +296,7 @@ def test_a_field_the_regexes_might_miss_is_read_by_json(tmp_path: Path) -> None:
 
 def test_rows_the_store_writes_are_read_by_the_regexes_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """What the pipeline writes (every field of today's records: prompt and reasoning tokens, a
-    grader's error, detail and grading id, a PRM's steps and a verifier's version and fingerprint)
+    grader's error, detail and grading id, a PRM's steps, a judge's rationales and a verifier's version and fingerprint)
     never needs json: the fast path is the path real runs take."""
     store = RunStore(tmp_path / "run")
     store.samples.append([Sample("m/1", i, "Let $x=\\frac{1}{2}$.\n\"Quoted\" \\boxed{é}", 7, "length", -3.5, 12, 4)
@@ -305,7 +305,7 @@ def test_rows_the_store_writes_are_read_by_the_regexes_alone(tmp_path: Path, mon
                                        detail={"sandbox": {"stdout": "ok\n", "correct": True}}, grading_id="g1")
                                  for i in range(3)])
     store.scores("prm").append([Score("m/1", i, "prm", 0.25 * i, 2, "fp", steps=(0.1, 0.9), aggregation="min",
-                                      tokens=33, calls=1) for i in range(3)])
+                                      tokens=33, calls=1, rationales=('a judge\'s "why"\n}', "2")) for i in range(3)])
     monkeypatch.setattr(row_scan, "_mixed", lambda *a: pytest.fail("a store row went to json"))
     samples = RowIndex(store.root / "samples.jsonl", kind="samples").refresh()
     grades = RowIndex(store.root / "grades" / "math.jsonl", kind="grades").refresh()
@@ -315,3 +315,24 @@ def test_rows_the_store_writes_are_read_by_the_regexes_alone(tmp_path: Path, mon
     assert list(rows.columns["correct"]) == [0, 1, 0] and {grades.tags.values[t] for t in rows.columns["tag"]} == {(4, "g1")}
     assert grades.answers.values == ["\\frac{1}{2}"]
     assert list(scores.problems["m/1"].columns["score"]) == [0.0, 0.25, 0.5] and scores.tags.values == [(2, "fp")]
+
+
+@pytest.mark.parametrize("block", [64, 1000, 8 << 20])
+def test_one_problems_rows_are_found_by_their_head_alone(tmp_path: Path, block: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``RowIndex.of_problem`` finds exactly the rows whose line starts as the store writes one of that
+    problem (in blocks of any size, a completion quoting a row head included), and no other."""
+    run = mixed_run(tmp_path)
+    monkeypatch.setattr(row_index, "_BLOCK", block)
+    for name in ("samples.jsonl", "grades/g.jsonl", "scores/v.jsonl"):
+        path = run / name
+        whole = RowIndex(path).refresh()
+        data = path.read_bytes()
+        for pid in whole.problems:
+            head = b', "problem_id": ' + json.dumps(pid, ensure_ascii=False).encode() + b', "sample_idx": '
+            expected = [o for o in whole.problems[pid].offsets
+                        if data.startswith(b'{"schema": ', o) and data.find(head, o, data.find(b"\n", o)) > o]
+            found = RowIndex.of_problem(path, pid)
+            got = list(found.problems[pid].offsets) if pid in found.problems else []
+            assert got == expected and 0 < len(got) < len(whole.problems[pid].offsets) + 1, (name, pid)
+            assert list(found.problems[pid].idx) == [json.loads(data[o:data.find(b"\n", o)])["sample_idx"] for o in got]

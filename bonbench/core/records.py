@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 SCHEMA_VERSION = 1
+OMIT_NONE = "omit_none"  # a field's metadata key: ``to_row`` leaves the field out of the row while it is None
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,9 @@ class Score:
     aggregation: str | None = None
     tokens: int | None = None
     calls: int | None = None
+    # an LLM judge's rationales (``judge:...?k=K``: one per value of ``steps``); omitted from the row
+    # when None, so rows of every other verifier, and of judges before it existed, are unchanged
+    rationales: tuple[str, ...] | None = field(default=None, metadata={OMIT_NONE: True})
 
     @property
     def key(self) -> tuple[str, int]:
@@ -189,6 +193,9 @@ def to_row(record: Any) -> dict[str, Any]:
     """The JSON row form of a record (schema version first)."""
     row = {"schema": SCHEMA_VERSION}
     row.update(asdict(record))
+    for f in fields(record):
+        if f.metadata.get(OMIT_NONE) and row[f.name] is None:
+            del row[f.name]
     return row
 
 
@@ -202,4 +209,6 @@ def from_row(cls: type, row: Mapping[str, Any]) -> Any:
         kwargs["stop"] = tuple(kwargs["stop"])
     if kwargs.get("steps") is not None:
         kwargs["steps"] = tuple(float(v) for v in kwargs["steps"])
+    if kwargs.get("rationales") is not None:
+        kwargs["rationales"] = tuple(str(v) for v in kwargs["rationales"])
     return cls(**kwargs)

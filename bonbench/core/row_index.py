@@ -12,7 +12,9 @@ indexed from where the last pass stopped, and ``changed`` names the problems tha
 that shrank or was replaced is indexed again. ``refresh(upto=...)`` indexes only so far, so that a
 caller can read a big file a slice at a time (the viewer shows a big run as far as it has read).
 ``save`` and ``load`` keep an index in a file of its own (JSON and raw arrays, never pickle), so
-that a large run is scanned once, not at every start.
+that a large run is scanned once, not at every start. ``RowIndex.of_problem`` finds one problem's
+rows alone by an exact byte search for the row head the store writes (no index needed first; a row
+of another layout is not found, so its caller checks the count).
 
 Rows keep the store's rules (``bonbench.core.store``): a torn final line is left out with a
 warning (a live writer's half-written row is picked up by the next ``refresh``), the first row of a
@@ -29,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import warnings
 from array import array
 from collections.abc import Callable, Iterator
@@ -39,6 +42,8 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.row_scan import FIELDS, KINDS, TYPECODES, Block, Codes, parse_row, read_block
 
 _FORMAT = 2  # of ``save``'s files
+_SCHEMA = re.compile(rb'\{"schema": -?[0-9]+')  # a row's first bytes, before its problem_id (``of_problem``)
+_IDX = re.compile(rb"-?[0-9]+")
 _BLOCK = 8 << 20  # bytes read at once: large enough that the regexes run long, small enough to bound memory
 
 
@@ -185,6 +190,45 @@ class RowIndex:
             if isinstance(idx, int) and (where is None or where(row)):
                 out.setdefault(idx, row)
         return out
+
+    @classmethod
+    def of_problem(cls, path: Path, problem_id: str, kind: str = "key") -> RowIndex:
+        """An index of one problem's rows alone, found without reading the file row by row: every line
+        that starts as the store writes a row of ``problem_id`` (``{"schema": N, "problem_id": ...,
+        "sample_idx": I``), by an exact byte search. A row of another layout is not found, so a caller
+        checks the count against what it expects. Only ``rows`` and ``keyed`` answer from it (its
+        ``kind`` fields are not read); ``whole`` is False."""
+        index = cls(path, kind)
+        rows = Rows(kind)
+        needle = b', "problem_id": ' + json.dumps(problem_id, ensure_ascii=False).encode("utf-8") + b', "sample_idx": '
+        with open(path, "rb") as fh:
+            stat = os.fstat(fh.fileno())
+            index.identity, index.size = (stat.st_dev, stat.st_ino), stat.st_size
+            pos = 0
+            while True:  # whole lines, a block at a time (as ``_scan``): memory stays one block
+                chunk = fh.read(_BLOCK)
+                end = chunk.rfind(b"\n") + 1
+                while end == 0 and chunk:  # one row longer than a block
+                    more = fh.read(_BLOCK)
+                    if not more:
+                        break
+                    chunk += more
+                    end = chunk.rfind(b"\n") + 1
+                if end == 0:  # nothing, or a torn last line
+                    break
+                at = chunk.find(needle, 0, end)
+                while at >= 0:
+                    start = chunk.rfind(b"\n", 0, at) + 1  # the line's first byte
+                    idx = _IDX.match(chunk, at + len(needle))
+                    if _SCHEMA.fullmatch(chunk, start, at) and idx:
+                        rows.offsets.append(pos + start)
+                        rows.idx.append(int(idx.group()))
+                    at = chunk.find(needle, at + len(needle), end)
+                pos += end
+                fh.seek(pos)
+        if len(rows.offsets):
+            index.problems[problem_id] = rows
+        return index
 
     # ---- kept between starts -----------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ from bonbench.pipeline.prepared import (
     record_verifier,
     scorer_id,
 )
+from bonbench.pipeline.problem_summary import summaries, write_summary
 from bonbench.pipeline.progress import Progress, no_progress
 from bonbench.pipeline.scoring import Extras, score
 
@@ -230,6 +231,11 @@ def evaluate(run: PreparedRun, specs: Sequence[MetricSpec], verifier: Verifier |
     logprobs = {k: s.logprob for k, s in samples.items()}  # read only by metrics that read log-probabilities
     if verifier is not None:
         record_verifier(run, verifier.name)
-        return score(run, specs, grades, scores, verifier.name, n_boot=n_boot, scorer=scorer_id(run, verifier), extra=extra,
-                     facts=facts, logprobs=logprobs)
-    return score(run, specs, grades, None, None, n_boot=n_boot, extra=extra, facts=facts, logprobs=logprobs)
+        doc = score(run, specs, grades, scores, verifier.name, n_boot=n_boot, scorer=scorer_id(run, verifier), extra=extra,
+                    facts=facts, logprobs=logprobs)
+    else:
+        doc = score(run, specs, grades, None, None, n_boot=n_boot, extra=extra, facts=facts, logprobs=logprobs)
+    # each problem's line for the run viewer, so that a big run's table opens without reading its rows
+    write_summary(run.store, summaries(samples, grades, scores), run.task.grader.name,
+                  verifier.name if verifier is not None else None)
+    return doc

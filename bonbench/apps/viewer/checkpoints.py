@@ -9,7 +9,12 @@ folders given). ``log_plots`` draws every number the log holds against the step 
 base, entropy, loss, gradient norms, speed: whatever the objective logged, as TensorBoard shows
 every scalar); a torn last line of a run still training is skipped. ``evaluated_by`` links the
 runs whose model is the checkpoint: its folder, or the training hash its manifest records
-(config.json's ``model_training``, for a checkpoint that moved since).
+(config.json's ``model_training``, for a checkpoint that moved since). ``evals`` reads
+``evals.jsonl`` (the evaluations ``bonbench train --eval-task`` made during training: each step's run
+directory under ``CHECKPOINT/evals/``, metrics with CIs, paired differences to step 0), and
+``eval_plots`` draws each metric by step with its band; ``kept`` and ``stopped`` read the manifest's
+``keep_best`` (the step whose weights were kept) and ``stopped`` (a guard ended training), absent in
+older checkpoints.
 
 What it does not do: render (``pages``) or read a run's rows.
 """
@@ -21,12 +26,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from bonbench.api.metric.grammar import metric_sort_key
 from bonbench.apps.viewer.curves import Plot, Series, frame
 from bonbench.apps.viewer.runs import RunView, ids_for
 from bonbench.core.errors import BonbenchError
 from bonbench.core.outputs import read_jsonl_log
 
 COLOR = "#1f77b4"
+KEPT = "#2ca02c"  # the kept step's line
+EVALS = "evals.jsonl"  # the evaluations during training (bonbench.apps.trainer.evaluate)
 SKIP = frozenset({"step", "time", "elapsed", "timestamp", "epoch"})  # the axis and the clock, not quantities
 
 
@@ -49,6 +57,30 @@ class CheckpointView(RunView):
         except BonbenchError:
             return []
         return [r for r in rows if isinstance(r, dict)]
+
+    def evals(self) -> list[dict[str, Any]]:
+        """The rows of evals.jsonl (``bonbench train --eval-task``: one per evaluated step, its run
+        directory, metrics and paired differences to step 0), by step; a torn or non-JSON line skipped."""
+        path = self.file(EVALS)
+        if path is None:
+            return []
+        try:
+            rows = read_jsonl_log(path, "restore evals.jsonl or drop that folder", skip_torn=True)
+        except BonbenchError:
+            return []
+        good = [r for r in rows if isinstance(r, dict) and _number(r.get("step")) and isinstance(r.get("metrics"), Mapping)]
+        return sorted(good, key=lambda r: float(r["step"]))
+
+    def kept(self) -> Mapping[str, Any]:
+        """The manifest's ``keep_best`` (``{"metric", "step", "rule"}``: the step whose weights were kept),
+        or {} (a checkpoint trained without --keep-best, or before it existed)."""
+        kept = self.manifest().get("keep_best")
+        return kept if isinstance(kept, Mapping) and _number(kept.get("step")) else {}
+
+    def stopped(self) -> Mapping[str, Any]:
+        """The manifest's ``stopped`` (``{"rule", "step", "reason"}``: a --stop-if guard ended training), or {}."""
+        stopped = self.manifest().get("stopped")
+        return stopped if isinstance(stopped, Mapping) else {}
 
 
 def find_checkpoints(folders: Sequence[Path], taken: Sequence[str] = ()) -> list[CheckpointView]:
@@ -83,6 +115,38 @@ def log_plots(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, Plot]]:
         plot = frame([Series(key, COLOR, points)], log_x=False, x_label="step", unit_y=False)
         if plot is not None:
             out.append((key, plot))
+    return out
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x))
+
+
+def eval_plots(rows: Sequence[Mapping[str, Any]], kept_step: float | None = None) -> list[tuple[str, Plot]]:
+    """One plot per dataset metric of evals.jsonl, its value by step with the 95% CI band; the kept
+    step (``keep_best``) drawn as a vertical line."""
+    names: dict[str, None] = {}
+    for row in rows:
+        names.update({n: None for n, m in row["metrics"].items() if isinstance(m, Mapping) and "[" not in n})
+    out = []
+    for name in sorted(names, key=metric_sort_key):
+        points, band = [], []
+        for row in rows:
+            m = row["metrics"].get(name)
+            if not isinstance(m, Mapping) or not _number(m.get("value")):
+                continue
+            step = float(row["step"])
+            points.append((step, float(m["value"])))
+            ci = m.get("ci95")
+            if isinstance(ci, list) and len(ci) == 2 and all(_number(v) for v in ci):
+                band.append((step, float(ci[0]), float(ci[1])))
+        series = [Series(name, COLOR, points, band)]
+        if kept_step is not None and points:
+            ys = [y for _, y in points] + [v for _, lo, hi in band for v in (lo, hi)]
+            series.append(Series(f"kept: step {kept_step:g}", KEPT, [(kept_step, min(ys)), (kept_step, max(ys))]))
+        plot = frame(series, log_x=False, x_label="step", unit_y=True)
+        if plot is not None:
+            out.append((name, plot))
     return out
 
 

@@ -23,18 +23,21 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
+from bonbench.api.metric.grammar import metric_sort_key
 from bonbench.apps.analysis.htmlparts import fmt_value
-from bonbench.apps.viewer.checkpoints import CheckpointView, log_plots
+from bonbench.apps.viewer.checkpoints import CheckpointView, eval_plots, log_plots
 from bonbench.apps.viewer.compare import FILTERS, VERDICTS, Flip, MetricDiff, flip_flags
 from bonbench.apps.viewer.curves import curve_plot
 from bonbench.apps.viewer.problems import FLAGS, REWARD_FLAGS, ProblemRow, SampleView
 from bonbench.apps.viewer.prompts import ProblemTexts
 from bonbench.apps.viewer.runs import RunView
+from bonbench.apps.viewer.shards import ShardedRun
 
 SETTINGS = ("task", "model", "backend", "n", "temperature", "top_p", "max_tokens", "prompt_style", "seed", "task_args",
             "verifier")
@@ -104,7 +107,8 @@ def _last_row(row: Mapping[str, Any]) -> str:
                      and not isinstance(v, bool))[:200]
 
 
-def runs_page(runs: Sequence[RunView], checkpoints: Sequence[tuple[CheckpointView, int]] = ()) -> str:
+def runs_page(runs: Sequence[RunView], checkpoints: Sequence[tuple[CheckpointView, int]] = (),
+              sharded: Sequence[ShardedRun] = ()) -> str:
     rows = []
     for run in runs:
         cfg = run.config()
@@ -123,21 +127,69 @@ def runs_page(runs: Sequence[RunView], checkpoints: Sequence[tuple[CheckpointVie
         boxes.append({"name": c.path.name, "href": f"checkpoints/{c.id}/index.html", "task": cfg.get("task", ""),
                       "objective": cfg.get("objective", ""), "steps": len(log), "last": _last_row(log[-1]) if log else "",
                       "runs": n_runs})
+    shards = [{"path": str(r.path), "task": r.task, "model": r.model, "n": r.n, "found": len(r.shards), "count": r.count,
+               "shards": [{"label": s.label, "problems": "—" if s.problems is None else s.problems,
+                           "mb": f"{s.sample_bytes / 1e6:.1f}",
+                           "metrics": ", ".join(f"{name} {_num(v)}" for name, v in s.metrics) or "not scored yet"}
+                          for s in r.shards]} for r in sharded]
     return page("bonbench runs", "runs.html.j2", 0, runs=rows, tasks=sorted({r["task"] for r in rows}),
-                models=sorted({r["model"] for r in rows}), with_script=True, checkpoints=boxes)
+                models=sorted({r["model"] for r in rows}), with_script=True, checkpoints=boxes, sharded=shards)
 
 
-def checkpoint_page(c: CheckpointView, runs: Sequence[RunView]) -> str:
-    """A checkpoint: its training settings, the runs that evaluated it, its log by step."""
+def checkpoint_page(c: CheckpointView, runs: Sequence[RunView], known: Sequence[RunView] = ()) -> str:
+    """A checkpoint: its training settings, the runs that evaluated it, the evaluations made during
+    training (evals.jsonl, each linked to its run where ``known`` holds it) with the kept step and a
+    guard's stop, and its log by step."""
     cfg, log = c.train_config(), c.log()
     keys = ("task", "model", "objective", "objective_options", "steps", "group", "k", "lr", "lora_rank", "seed")
     settings = [(k, _setting(cfg[k])) for k in keys if k in cfg] + [("folder", str(c.path))]
     trained = c.manifest().get("training_hash")
     if trained:
         settings.append(("training hash", str(trained)))
+    kept, stopped = c.kept(), c.stopped()
+    evals = c.evals()
     return page(f"checkpoint {c.path.name}", "checkpoint.html.j2", 2, name=c.path.name, id=c.id, settings=settings,
                 runs=[(f"{r.task} / {r.model} ({r.id})", f"../../runs/{r.id}/index.html") for r in runs],
-                path=str(c.path), steps=len(log), plots=log_plots(log))
+                path=str(c.path), steps=len(log), plots=log_plots(log),
+                eval_plots=eval_plots(evals, float(kept["step"]) if kept else None), evals=_eval_rows(evals, kept, known),
+                eval_names=_eval_names(evals),
+                kept=", ".join(f"{k} {_setting(kept[k])}" for k in ("metric", "step", "rule") if k in kept),
+                stopped=", ".join(f"{k} {_setting(stopped[k])}" for k in ("step", "rule", "reason") if k in stopped))
+
+
+def _any(x: Any) -> str:
+    """A number read from a file as the tables show it; anything else as missing."""
+    return _num(float(x)) if isinstance(x, (int, float)) and not isinstance(x, bool) else "—"
+
+
+def _eval_names(evals: Sequence[Mapping[str, Any]]) -> list[str]:
+    names: dict[str, None] = {}
+    for row in evals:
+        names.update({n: None for n in row["metrics"] if "[" not in n})
+    return sorted(names, key=metric_sort_key)
+
+
+def _eval_rows(evals: Sequence[Mapping[str, Any]], kept: Mapping[str, Any], known: Sequence[RunView]) -> list[dict[str, Any]]:
+    """Each evaluated step: its run (linked when the viewer shows it), each metric with its CI and its
+    paired difference to step 0."""
+    by_path = {r.path.resolve(): r for r in known}
+    out = []
+    for row in evals:
+        run = by_path.get(Path(str(row.get("run", ""))).resolve()) if row.get("run") else None
+        cells = []
+        for name in _eval_names(evals):
+            m = row["metrics"].get(name)
+            m = m if isinstance(m, Mapping) else {}
+            ci = m.get("ci95")
+            lo, hi = ci if isinstance(ci, list) and len(ci) == 2 else (None, None)
+            vs_step0 = row.get("vs_step0")
+            d = vs_step0.get(name) if isinstance(vs_step0, Mapping) else None
+            vs = f"{_any(d.get('diff'))} [{_any(d.get('lo'))}, {_any(d.get('hi'))}]" if isinstance(d, Mapping) else ""
+            cells.append({"value": _any(m.get("value")), "ci": f"[{_any(lo)}, {_any(hi)}]", "vs": vs})
+        out.append({"step": _setting(row["step"]), "kept": bool(kept) and float(kept["step"]) == float(row["step"]),
+                    "href": f"../../runs/{run.id}/index.html" if run is not None else "", "run": str(row.get("run", "")),
+                    "cells": cells})
+    return out
 
 
 def _problem_cells(i: int, p: ProblemRow, values: Sequence[float], text: str) -> dict[str, Any]:
@@ -196,6 +248,9 @@ def _sample_cells(s: SampleView) -> dict[str, Any]:
             "vote": "abstains" if s.vote is None else s.vote, "score": "—" if sc is None else _num(sc.score, 4),
             "steps": ", ".join(_num(v, 3) for v in sc.steps) if sc is not None and sc.steps else "",
             "aggregation": (sc.aggregation or "") if sc is not None else "",
+            # the judge's rationales (judge:...?k=K), each beside the P(Yes) read after it
+            "rationales": list(zip(sc.steps or [None] * len(sc.rationales), sc.rationales, strict=False))
+            if sc is not None and sc.rationales else [],
             "logprob": _num(s.logprob, 2), "tokens": "—" if s.n_tokens is None else s.n_tokens,
             "finish": s.finish_reason or "—", "error": s.grade.error if s.grade is not None else None,
             "detail": json.dumps(detail, indent=1, ensure_ascii=False, default=str) if detail else "",
@@ -262,8 +317,10 @@ def _verdict_cell(right: bool | None) -> tuple[str, str]:
 
 
 def compare_page(a: RunView, b: RunView, diffs: Sequence[MetricDiff], flipped: Sequence[Flip],
-                 pairs: Sequence[tuple[ProblemRow, ProblemRow]], n_boot: int) -> str:
-    """Two runs of one task: settings, paired metric differences, flipped problems, every shared problem."""
+                 pairs: Sequence[tuple[ProblemRow, ProblemRow]], n_boot: int, warnings: Sequence[str] = (),
+                 reload: bool = False) -> str:
+    """Two runs of one task: settings, paired metric differences, flipped problems, every shared problem;
+    ``reload``: a run is still being read (the problems are not listed yet), the page reloads itself."""
     ca, cb = a.config(), b.config()
     settings = [(k, _setting(ca.get(k, "—")), _setting(cb.get(k, "—"))) for k in SETTINGS if k in ca or k in cb]
     settings += [("grader", *_versions(a)[:1], *_versions(b)[:1]), ("verifier (bon@k)", _versions(a)[1], _versions(b)[1])]
@@ -280,7 +337,8 @@ def compare_page(a: RunView, b: RunView, diffs: Sequence[MetricDiff], flipped: S
                 for n, (x, y) in enumerate(pairs)]
     return page(f"{a.task}: {a.model} vs {b.model}", "compare.html.j2", 3, a=a, b=b, settings=settings, diffs=rows,
                 flips=flips, shared=len(pairs), n_boot=n_boot, a_href=f"../../../runs/{a.id}/index.html",
-                b_href=f"../../../runs/{b.id}/index.html", problems=problems, filters=FILTERS, with_script=True)
+                b_href=f"../../../runs/{b.id}/index.html", problems=problems, filters=FILTERS, with_script=True,
+                warnings=warnings, reload=reload)
 
 
 def compare_problem_page(n: int, count: int, sides: Sequence[tuple[RunView, ProblemRow, Sequence[SampleView]]],

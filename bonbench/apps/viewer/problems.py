@@ -8,7 +8,9 @@ wrong answers keep their canonical forms), the verifier's pick (the highest scor
 on a tie) and whether each is right, the mean length from
 samples.jsonl's ``n_tokens``, and the per-problem values of the run's metrics as metrics.json keeps
 them (``per_problem``: the exact estimates the report averaged, never recomputed here). It reads
-one problem's rows at a time, so memory holds the table, not the rows.
+one problem's rows at a time, so memory holds the table, not the rows. The line of a problem is
+``bonbench.pipeline.problem_summary.summarize``'s, the function the pipeline writes ``problems.json``
+with once a run is scored; ``summary_rows`` reads that file instead of the rows while it is current.
 
 ``problem_detail`` gathers every sample of one problem with its grade, score (per-step scores of a
 PRM included), vote class and the pick.
@@ -19,15 +21,15 @@ What it does not do: render (``pages``), or load the task (``prompts``).
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from bonbench.apps.viewer.runs import RunView
 from bonbench.core.records import Grade, Score
 from bonbench.core.row_index import RowIndex
 from bonbench.metrics.names import split_metric_name
+from bonbench.pipeline.problem_summary import SUMMARY, Verdict, read_lines, row_files, summarize, summary_key
 from bonbench.pipeline.votes import vote_answers
 
 FLAGS = ("solved", "unsolved", "verifier_wrong", "majority_wrong")
@@ -136,6 +138,29 @@ def sources(run: RunView) -> Sources:
                    _scoring(run, verifier) if verifier else None)
 
 
+def found_sources(run: RunView, row: ProblemRow) -> Sources | None:
+    """One problem's rows found by an exact byte search in each row file (``RowIndex.of_problem``),
+    for its page before the run's rows are read; None unless they are all the summary line ``row``
+    counts (a row in another layout is not found: the caller reads the run instead)."""
+    grader, verifier = run.grader(), run.verifier()
+    paths = {"samples": run.file("samples.jsonl"), "grades": run.file(f"grades/{grader}.jsonl") if grader else None,
+             "scores": run.file(f"scores/{verifier}.jsonl") if verifier else None}
+    found = {k: None if p is None else RowIndex.of_problem(p, row.problem_id) for k, p in paths.items()}
+    src = Sources(found["samples"], found["grades"], found["scores"], _grading(run, grader) if grader else None,
+                  _scoring(run, verifier) if verifier else None)
+    pid = row.problem_id
+    samples = set() if src.samples is None else set(src.samples.keyed(pid))
+    grades = set() if src.grades is None else set(src.grades.keyed(pid, src.grade_filter))
+    scores = set() if src.scores is None else set(src.scores.keyed(pid, src.score_filter))
+    # every graded sample has its sample row, and the counts are the summary's (a run's own rows always are)
+    if not grades <= samples or len(samples) != row.n_samples or len(grades) != row.n_graded or (
+            row.pick is not None and row.pick not in scores):
+        return None
+    others = {v: RowIndex.of_problem(p, row.problem_id) for v in run.row_files("scores") if v != verifier
+              and (p := run.file(f"scores/{v}.jsonl")) is not None}
+    return replace(src, others=others)
+
+
 def other_scores(run: RunView, src: Sources) -> Sources:
     """``src`` with the run's other scores files (other verifiers, the log-probabilities of KL metrics)."""
     indexes = {v: run.index(f"scores/{v}.jsonl") for v in run.row_files("scores") if v != run.verifier()}
@@ -155,6 +180,8 @@ def _score(row: Mapping[str, Any]) -> Score:
     kwargs = {k: v for k, v in row.items() if k in _SCORE_FIELDS}
     if kwargs.get("steps") is not None:
         kwargs["steps"] = tuple(float(v) for v in kwargs["steps"])
+    if kwargs.get("rationales") is not None:
+        kwargs["rationales"] = tuple(str(v) for v in kwargs["rationales"])
     return Score(**kwargs)
 
 
@@ -168,20 +195,6 @@ def _verdicts(src: Sources, pid: str) -> tuple[dict[int, Grade], dict[int, Score
 def _pick(scores: Mapping[int, Score]) -> int | None:
     finite = [(s.score, -i) for i, s in scores.items() if math.isfinite(s.score)]
     return -max(finite)[1] if finite else None
-
-
-def _majority(votes: Sequence[str | None]) -> tuple[str | None, float, list[str]]:
-    """The most voted class (on a tie, the first in sample order), its share, and every class tied at the top."""
-    counts = Counter(v for v in votes if v is not None)
-    if not counts:
-        return None, 0.0, []
-    top = max(counts.values())
-    tied = [v for v in dict.fromkeys(votes) if v is not None and counts[v] == top]
-    return tied[0], top / len(votes), tied
-
-
-def _right_class(grades: Sequence[Grade], votes: Sequence[str | None]) -> str | None:
-    return next((v for g, v in zip(grades, votes, strict=True) if g.correct is True and v is not None), None)
 
 
 def problem_ids(src: Sources) -> list[str]:
@@ -226,53 +239,43 @@ def _first_rows(index: RowIndex | None, pid: str, wanted: tuple[Any, str] | None
     return out
 
 
-class _Verdict(NamedTuple):
-    """The part of a ``Grade`` the table reads (``vote_answers`` reads ``correct`` and ``answer``)."""
-
-    correct: bool | None
-    score: float | None
-    answer: str | None
-
-    def value(self) -> float:
-        # Grade.value's rule
-        if self.correct is None and self.score is not None:
-            return float(self.score)
-        return 1.0 if self.correct else 0.0
-
-
 def problem_row(src: Sources, pid: str) -> ProblemRow:
     """One problem's line of the table (without the metrics: ``metric_values``), from the indexes'
-    columns: no row is parsed."""
+    columns (no row is parsed), by the rules the pipeline's ``problems.json`` is written with
+    (``bonbench.pipeline.problem_summary.summarize``)."""
     answers = src.grades.answers.values if src.grades is not None else []
     truth = {1: True, 0: False, -1: None}
-    grades = {i: _Verdict(truth[c], None if math.isnan(s) else s, None if a < 0 else answers[a])
+    grades = {i: Verdict(truth[c], None if math.isnan(s) else s, None if a < 0 else answers[a])
               for i, (c, s, a) in _first_rows(src.grades, pid, src.grading, ("correct", "score", "answer")).items()}
     scores = {i: v[0] for i, v in _first_rows(src.scores, pid, src.scoring, ("score",)).items()}
-    order = sorted(grades)
-    graded = [grades[i] for i in order]
-    votes = vote_answers(graded)  # type: ignore[arg-type]  # reads only .correct and .answer
-    majority, share, tied = _majority(votes)
-    right_class = next((v for g, v in zip(graded, votes, strict=True) if g.correct is True and v is not None), None)
-    # a tie that holds the right class is neither right nor wrong (maj@k credits it in part)
-    majority_right = None if majority is None else (right_class in tied and (len(tied) == 1 or None))
-    finite = [(x, -i) for i, x in scores.items() if math.isfinite(x)]
-    pick = -max(finite)[1] if finite else None  # the highest score, the first sample on a tie (``_pick``)
-    pick_grade = grades.get(pick) if pick is not None else None
     rows = src.samples.problems.get(pid) if src.samples is not None else None
     lengths = rows.first_numbers() if rows is not None else {}  # the index keeps n_tokens: no sample is parsed
-    tokens = [x for x in lengths.values() if math.isfinite(x)]
-    values = [g.value() for g in graded]
-    return ProblemRow(
-        problem_id=pid, n_samples=len(set(lengths) | set(grades)), n_graded=len(graded),
-        pass_rate=sum(values) / len(values) if values else math.nan,
-        n_right=sum(g.correct is True for g in graded),
-        majority=majority, majority_share=share,
-        majority_right=majority_right, majority_ties=len(tied),
-        pick=pick, pick_score=scores[pick] if pick is not None else math.nan,
-        pick_right=None if pick_grade is None or pick_grade.correct is None else pick_grade.correct,
-        mean_tokens=sum(tokens) / len(tokens) if tokens else math.nan,
-        rewards=bool(graded) and all(g.correct is None and g.score is not None for g in graded),
-        best=max(values, default=math.nan), pick_value=pick_grade.value() if pick_grade is not None else math.nan)
+    return ProblemRow(**summarize(pid, grades, scores, lengths))
+
+
+def summary_current(run: RunView, doc: Mapping[str, Any]) -> bool:
+    """Whether the pipeline's ``problems.json`` (read: ``doc``) was written from the row files as they are
+    now: same sizes, same grader and verifier as the table would read."""
+    grader, verifier = run.grader(), run.verifier()
+    sizes = {}
+    for name in row_files(grader, verifier):
+        path = run.file(name)
+        if path is not None:
+            sizes[name] = path.stat().st_size
+    return bool(doc) and doc.get("key") == summary_key(sizes, grader, verifier)
+
+
+def summary_rows(run: RunView) -> list[ProblemRow] | None:
+    """The run's table from the pipeline's ``problems.json`` while it is current (``summary_current``);
+    else None (the rows must be read)."""
+    doc = run.json_file(SUMMARY)
+    if not summary_current(run, doc):
+        return None
+    lines = read_lines(doc)
+    try:
+        return None if lines is None else [ProblemRow(**line) for line in lines]
+    except TypeError:  # a line with fields this viewer does not know
+        return None
 
 
 def problem_table(run: RunView) -> list[ProblemRow]:

@@ -14,12 +14,16 @@ A served site (``progressive``) opens a big run that is not indexed yet without 
 whole pass over its rows: its run page starts a thread that reads the run a slice at a time, waits
 for it ``READ_SECONDS`` at most, then shows the problems read so far (``ready``: whole in every file,
 as far as anyone can tell before the end) with the share read, and reloads itself until the table
-is whole. The thread takes the run's lock slice by slice, so the run's pages are answered between
-slices. Every other page (and the bundle) reads the run to its end first, in its own thread,
-except a problem page of a problem already shown.
+is whole. A run whose ``problems.json`` (the pipeline's, written when it scored) is current shows
+its whole table at once from that file; its thread then starts once the page is rendered and reads
+the rows only for the problem pages. The thread takes the run's lock slice by slice, so the run's
+pages are answered between slices. A problem page waits (holding no lock) until its problem is
+read; a comparison of runs being read shows their paired metrics at once and its problems once
+both are read. The bundle reads every run to its end first.
 
 Warnings met while reading (a torn last line, a file linked outside the folders given) are shown
-on the page that met them, and printed once.
+on the page that met them, and printed once; each thread captures its own (``capture.caught``), so
+no lock is shared between runs.
 
 What it does not do: speak HTTP (``server``) or write files (``bundle``).
 """
@@ -29,12 +33,12 @@ from __future__ import annotations
 import re
 import threading
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from bonbench.apps.viewer.cache import load_table, save_table
+from bonbench.apps.viewer.capture import caught
 from bonbench.apps.viewer.checkpoints import CheckpointView, evaluated_by
 from bonbench.apps.viewer.compare import comparable, flips, paired_metrics, shared_problems
 from bonbench.apps.viewer.pages import checkpoint_page, compare_page, compare_problem_page, problem_page, run_page, runs_page
@@ -42,15 +46,20 @@ from bonbench.apps.viewer.problems import (
     ProblemRow,
     Sources,
     dataset_metrics,
+    found_sources,
     metric_values,
     other_scores,
     problem_detail,
     problem_ids,
     problem_row,
     sources,
+    summary_current,
+    summary_rows,
 )
 from bonbench.apps.viewer.prompts import TaskTexts
 from bonbench.apps.viewer.runs import RunView
+from bonbench.apps.viewer.shards import ShardedRun
+from bonbench.pipeline.problem_summary import SUMMARY
 
 _RUN = re.compile(r"runs/([A-Za-z0-9_-]+)/(?:index\.html)?")
 _PROBLEM = re.compile(r"runs/([A-Za-z0-9_-]+)/problems/(0|[1-9][0-9]{0,8})\.html")
@@ -72,6 +81,12 @@ class _Table:
 def pause() -> None:
     """Between two slices of a reading: let a page waiting for the run's lock take it (a lock is not fair)."""
     time.sleep(0.002)
+
+
+def read_to_end(run: RunView) -> None:
+    """Read a run being read slice by slice to its end now."""
+    while not run.read_more(SLICE):
+        pass
 
 
 def ready(src: Sources) -> list[str]:
@@ -103,29 +118,28 @@ class Site:
     """The pages of the runs given, rendered on demand."""
 
     def __init__(self, runs: Sequence[RunView], texts: TaskTexts, report: Callable[[str], None] = lambda line: None,
-                 limit: int | None = None, checkpoints: Sequence[CheckpointView] = (), progressive: bool = False) -> None:
+                 limit: int | None = None, checkpoints: Sequence[CheckpointView] = (), progressive: bool = False,
+                 sharded: Sequence[ShardedRun] = ()) -> None:
         self.runs = {run.id: run for run in runs}
         self.checkpoints = {c.id: c for c in checkpoints}
+        self.sharded = list(sharded)  # runs whose shards are not merged yet: listed, with the merge command
         self.limit = limit  # show only the first `limit` problems of each run (the bundle's --limit)
         self.texts = texts
         self.report = report  # where a warning goes once (the server's stderr)
         self.progressive = progressive  # a big run's page shows what is read so far (the server; not the bundle)
         self._tables: dict[str, _Table] = {}
         self._reported: set[str] = set()
-        self._reporting = threading.RLock()
+        self._reporting = threading.Lock()  # guards _reported only (held for no reading)
         # one lock per run: pages of one run wait for each other (its indexes and table are not thread-safe),
         # pages of other runs do not; pages of two runs take both, in the viewer's order
         self.locks = {run_id: threading.RLock() for run_id in self.runs}
         self._readers: dict[str, threading.Thread] = {}  # run id -> the thread reading it slice by slice
+        self._summaries: dict[str, tuple[dict[str, Any], list[ProblemRow]]] = {}  # run id -> (problems.json, its rows)
 
     def _caught(self, fn: Callable[[], Any]) -> tuple[Any, list[str]]:
-        # catch_warnings swaps the process's warning state: one thread at a time (a page, or one slice
-        # of a reading: never a whole first pass over a big run)
+        """``fn()`` and the warnings it met (this thread's alone: pages and readings of other runs go on)."""
+        value, lines = caught(fn)
         with self._reporting:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                value = fn()
-            lines = list(dict.fromkeys(str(w.message) for w in caught))
             fresh = [line for line in lines if line not in self._reported]
             self._reported.update(fresh)
         for line in fresh:
@@ -136,10 +150,14 @@ class Site:
         """The run's problems table: kept (in memory, and between starts in ``cache``) and only the
         problems that got rows recomputed, everything when the grading or scoring read changed.
         ``partial_ok``: while a big run is read slice by slice, the problems read so far
-        (``RunView.reading`` says the table is not whole); else the run is read to its end first."""
+        (``RunView.reading`` says the table is not whole); else the run is read to its end first.
+        A run whose ``problems.json`` (written by the pipeline when it scored) is current needs no
+        row read: its table is that file's."""
+        summary = self._summary(run)
+        if summary is not None:
+            return summary[:self.limit]
         if run.reading is not None and not partial_ok:
-            while not run.read_more(SLICE):  # read to the end here (a reading thread stops once it is over)
-                pass
+            read_to_end(run)  # here (a reading thread stops once it is over)
         src = sources(run)
         key = src.key()
         changed = run.take_changes()
@@ -164,19 +182,55 @@ class Site:
             save_table(run.cache, key, rows)
         return list(rows.values())[:self.limit]
 
-    def _ids(self, src: Sources) -> list[str]:
-        return problem_ids(src)[:self.limit]
+    def _summary(self, run: RunView) -> list[ProblemRow] | None:
+        """The run's table from its current ``problems.json`` (``summary_rows``), kept while the file is unchanged."""
+        doc = run.json_file(SUMMARY)  # the same document while the file is unchanged
+        kept = self._summaries.get(run.id)
+        if kept is not None and kept[0] is doc and summary_current(run, doc):
+            return kept[1]
+        rows = summary_rows(run)
+        if rows is None:
+            self._summaries.pop(run.id, None)
+            return None
+        self._summaries[run.id] = (doc, rows)
+        return rows
+
+    def _ids(self, run: RunView, src: Sources | None = None) -> list[str]:
+        """The run's problems in the table's order (the numbers of their pages)."""
+        summary = self._summary(run)
+        if summary is not None:
+            return [r.problem_id for r in summary][:self.limit]
+        return problem_ids(src if src is not None else sources(run))[:self.limit]
+
+    def _shown(self, run: RunView, n: int) -> bool:
+        """Whether problem ``n`` of a run being read slice by slice has all its rows read (its page opens)."""
+        shown = ready(sources(run))
+        summary = self._summary(run)
+        if summary is None:
+            return n < len(shown)
+        return n < len(summary) and summary[n].problem_id in set(shown)
 
     def render(self, address: str) -> str | None:
         """The page at ``address`` (relative, no leading slash), or None when there is none. Safe to
         call from several threads: the pages of one run are rendered one at a time."""
         named = [r for r in self.runs if f"/{r}/" in f"/{address}"]
         found = _RUN.fullmatch(address)
+        pending = []
         if self.progressive and found and found.group(1) in self.runs:
-            self._wait_for_reading(self.runs[found.group(1)])
+            pending.append(self._wait_for_reading(self.runs[found.group(1)]))
+        found = _COMPARE.fullmatch(address)
+        if self.progressive and found and self._pair(found.group(1), found.group(2)) is not None:
+            pending += [self._wait_for_reading(self.runs[r], wait=False) for r in found.groups()]
         found = _PROBLEM.fullmatch(address)
-        if found and found.group(1) in self._readers:
+        # a run with a current problems.json finds a problem's rows at once (``_found_problem_page``)
+        if found and found.group(1) in self._readers and self._summary(self.runs[found.group(1)]) is None:
             self._wait_until_shown(self.runs[found.group(1)], int(found.group(2)))
+        found = _COMPARE_PROBLEM.fullmatch(address)
+        if found:  # its numbers are those of both runs' whole tables: wait for their readings, holding no lock
+            for rid in found.group(1, 2):
+                reader = self._readers.get(rid)
+                if reader is not None and reader.ident is not None:
+                    reader.join()
         locks = [self.locks[r] for r in self.runs if r in named]  # in the viewer's order: no two pages deadlock
         for lock in locks:
             lock.acquire()
@@ -185,20 +239,30 @@ class Site:
         finally:
             for lock in reversed(locks):
                 lock.release()
+            for reader in pending:
+                if reader is not None:
+                    reader.start()
 
-    def _wait_for_reading(self, run: RunView) -> None:
+    def _wait_for_reading(self, run: RunView, wait: bool = True) -> threading.Thread | None:
         """Start reading a big run not indexed yet in a thread of its own, and wait for it
-        ``READ_SECONDS`` at most (without the run's lock, which the thread takes slice by slice)."""
+        ``READ_SECONDS`` at most (without the run's lock, which the thread takes slice by slice).
+        A run whose table is its current ``problems.json`` waits for nothing: its reading (for the
+        problem pages) is returned to be started once its page is rendered, so that the page does not
+        share the processor with it."""
         with self.locks[run.id]:
             reader = self._readers.get(run.id)
             # a reading left unfinished (its thread stopped on an error) is taken up again
-            if (reader is None or not reader.is_alive()) and (run.reading is not None or run.unread() > BIG):
+            stopped = reader is None or (reader.ident is not None and not reader.is_alive())
+            if stopped and (run.reading is not None or run.unread() > BIG):
                 run.start_reading()
                 reader = self._readers[run.id] = threading.Thread(target=self._read, args=(run,), daemon=True,
                                                                   name=f"viewer-read-{run.id}")
+                if self._summary(run) is not None:
+                    return reader
                 reader.start()
-        if reader is not None:
+        if wait and reader is not None and reader.ident is not None and self._summary(run) is None:
             reader.join(READ_SECONDS)
+        return None
 
     def _wait_until_shown(self, run: RunView, n: int) -> None:
         """A problem page of a run being read: wait (without locks) for the reading thread until the
@@ -206,7 +270,7 @@ class Site:
         reader = self._readers[run.id]
         while reader.is_alive():
             with self.locks[run.id]:
-                if run.reading is None or n < len(self._caught(lambda: ready(sources(run)))[0]):
+                if run.reading is None or self._caught(lambda: self._shown(run, n))[0]:
                     return
             reader.join(0.2)
 
@@ -228,11 +292,12 @@ class Site:
     def _render(self, address: str) -> str | None:
         if address in ("", "index.html"):
             boxes = [(c, len(evaluated_by(c, list(self.runs.values())))) for c in self.checkpoints.values()]
-            return self._caught(lambda: runs_page(list(self.runs.values()), boxes))[0]
+            return self._caught(lambda: runs_page(list(self.runs.values()), boxes, self.sharded))[0]
         found = _CHECKPOINT.fullmatch(address)
         if found and found.group(1) in self.checkpoints:
             c = self.checkpoints[found.group(1)]
-            return self._caught(lambda: checkpoint_page(c, evaluated_by(c, list(self.runs.values()))))[0]
+            known = list(self.runs.values())
+            return self._caught(lambda: checkpoint_page(c, evaluated_by(c, known), known))[0]
         found = _RUN.fullmatch(address)
         if found and found.group(1) in self.runs:
             run = self.runs[found.group(1)]
@@ -265,6 +330,12 @@ class Site:
         return out
 
     def _compare_page(self, a: RunView, b: RunView) -> str:
+        reading = [r for r in (a, b) if r.reading is not None and self._summary(r) is None]
+        if self.progressive and reading:
+            # a big run not read yet: its reading thread goes on, this page shows the metrics and reloads
+            lines = [f"still reading run {r.id}'s rows: {r.read_share():.0%} read; the flipped and shared problems "
+                     "are listed once both runs are read, as this page reloads" for r in reading]
+            return compare_page(a, b, paired_metrics(a, b, n_boot=N_BOOT), [], [], N_BOOT, warnings=lines, reload=True)
         rows_a = {r.problem_id: r for r in self.table(a)}
         rows_b = {r.problem_id: r for r in self.table(b)}
         pairs = [(rows_a[pid], rows_b[pid]) for pid in shared_problems(rows_a, rows_b)]
@@ -285,7 +356,10 @@ class Site:
     def _run_page(self, run: RunView) -> str:
         rows, lines = self._caught(lambda: self.table(run, partial_ok=True))
         reading = None
-        if run.reading is not None:
+        if run.reading is not None and self._summary(run) is not None:
+            lines = [f"reading this run's rows for the problem pages: {run.read_share():.0%} read; the table is whole "
+                     "(the pipeline's problems.json), and a problem's page opens once its rows are read", *lines]
+        elif run.reading is not None:
             reading = run.read_share()
             lines = [f"still reading this run's rows: {reading:.0%} read; the table shows the {len(rows):,} problems "
                      "read so far and fills in as this page reloads", *lines]
@@ -297,11 +371,17 @@ class Site:
                         self._compare_links(run), checkpoint, reload=reading is not None)
 
     def _problem_page(self, run: RunView, n: int) -> str | None:
-        if run.reading is not None and n >= len(ready(sources(run))):
-            self._caught(lambda: self.table(run))  # not shown yet: read the run to its end
+        if run.reading is not None and not self._shown(run, n):
+            summary = self._summary(run)
+            if summary is not None and n < len(summary):
+                page = self._found_problem_page(run, n, summary)
+                if page is not None:
+                    return page
+            # not read yet, and not found at once (or its reading stopped): read the run to its end
+            self._caught(lambda: read_to_end(run))
         src, lines = self._caught(lambda: other_scores(run, sources(run)))
         lines += _notes(src)
-        ids = self._ids(src)
+        ids = self._ids(run, src)
         if n >= len(ids):
             return None
         pid = ids[n]
@@ -311,12 +391,25 @@ class Site:
         return problem_page(run, n, problem_row(src, pid), metrics, problem_detail(src, pid), texts, missing, len(ids),
                             lines)
 
+    def _found_problem_page(self, run: RunView, n: int, summary: Sequence[ProblemRow]) -> str | None:
+        """Problem ``n``'s page from its rows found by a byte search (``found_sources``), before the
+        run's reading reaches them; None when they are not all found."""
+        row = summary[n]
+        src, lines = self._caught(lambda: found_sources(run, row))
+        if src is None:
+            return None
+        columns = dataset_metrics(run)
+        metrics = list(zip(columns, metric_values(run, columns, [row.problem_id])[0], strict=True))
+        texts, missing = self.texts.texts(run.config(), row.problem_id)
+        return problem_page(run, n, row, metrics, problem_detail(src, row.problem_id), texts, missing, len(summary),
+                            lines)
+
     def addresses(self) -> list[str]:
         """Every page's address (for the bundle)."""
         out = ["index.html", *(f"checkpoints/{c}/index.html" for c in self.checkpoints)]
         for run in self.runs.values():
             out.append(f"runs/{run.id}/index.html")
-            out += [f"runs/{run.id}/problems/{n}.html" for n in range(len(self._ids(sources(run))))]
+            out += [f"runs/{run.id}/problems/{n}.html" for n in range(len(self._ids(run)))]
         for run in self.runs.values():
             for _, address in self._compare_links(run):
                 if address.startswith(f"compare/{run.id}/"):  # each pair once

@@ -11,7 +11,8 @@ For each sample the judge reads the verification prompt (``judge_prompt``: built
 the Yes and No variants among the verdict token's ``top`` log-probabilities (at most 20, as OpenAI's
 and vLLM's servers allow), or ``floor`` when no Yes variant is among them (such reads are counted on
 stderr). With ``k`` > 0 it first samples k rationales (GenRM-CoT, Zhang et al. 2024), reads P(Yes)
-after each, and averages: the row's ``steps`` hold the k reads and ``aggregation`` is ``mean``.
+after each, and averages: the row's ``steps`` hold the k reads, ``aggregation`` is ``mean`` and
+``rationales`` the k rationales as the verdict read them (the run viewer shows them).
 ``Score.tokens`` are the tokens the judge read and generated for the sample, ``Score.calls`` its
 requests (served) or forward passes (local).
 
@@ -187,7 +188,9 @@ class JudgeVerifier:
             tokens = None if any(c.tokens is None for c in costs) else sum(int(c.tokens or 0) for c in costs)
             out.append(Score(s.problem_id, s.sample_idx, self.name, sum(values) / len(values),
                              steps=tuple(values) if k else None, aggregation="mean" if k else None,
-                             tokens=tokens, calls=sum(c.calls for c in costs)))
+                             tokens=tokens, calls=sum(c.calls for c in costs),
+                             # each rationale as the verdict read it, beside its P(Yes) in steps (the run viewer shows them)
+                             rationales=tuple(r.text.strip() for r, _ in pairs if r is not None) if k else None))
         if floored:
             self.floored += floored
             print(f"warning: judge {self.name}: {floored} of {len(reads)} reads had no Yes variant among the top "

@@ -28,7 +28,7 @@ RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress", 
              # the held-out evaluation reads the policy and never changes it (evaluate.py)
              "eval_task", "eval_task_args", "eval_every", "eval_metrics", "eval_n", "eval_limit",
              # which evaluated step is kept (best.py) and when training ends early (guards.py) change no step
-             "keep_best", "stop_if")
+             "keep_best", "stop_if", "report_to")
 # settings added after the first release; their default reproduces the behaviour before them, and at
 # that default they stay out of the training hash, so checkpoints written before them still resume
 LATER = ("kl_schedule", "kl_coef_end", "kl_anneal_steps", "kl_anneal_delay", "value_lr", "adv_norm", "rationalize",
@@ -142,6 +142,9 @@ class TrainConfig:
         help="end training when RULE holds, repeatable: entropy<0.5, kl>30 (any of reward, reward_std, solved_groups, "
              "entropy, loss, grad_norm, clip_frac, kl with < or >), eval:pass@1<step0 (the metric's paired CI against "
              "step 0 below 0), reward_up_eval_down:pass@1")
+    report_to: Literal["none", "tensorboard", "wandb"] = setting(
+        "none", help="also log each step and evaluation to TensorBoard (CHECKPOINT/tensorboard) or W&B (CHECKPOINT/wandb, "
+                     "offline unless WANDB_MODE is set) under TRL's names; log.jsonl stays the record")
     seed: int = setting(0, range=flags.AT_LEAST_0, help="seed of prompt order, sampling and initialisation")
     # None: after every step, unless saving took more than a tenth of the time since the last save
     # (watch.SaveSchedule), so a kill loses little and saving costs little

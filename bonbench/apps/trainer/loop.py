@@ -52,6 +52,7 @@ from bonbench.apps.trainer.distributed import Comm, RankError, env_world, start,
 from bonbench.apps.trainer.evaluate import Evaluation
 from bonbench.apps.trainer.guards import Guards
 from bonbench.apps.trainer.hooks import Callback, Callbacks, Progress, SignalWarnings, StepCallback
+from bonbench.apps.trainer.loggers import reporter
 from bonbench.apps.trainer.policy import Policy
 from bonbench.apps.trainer.setup import NOTICES, Prepared, before_start, prepare_training
 from bonbench.apps.trainer.step import Sampling
@@ -104,6 +105,9 @@ class Trainer:
             self.hooks.callbacks.insert(0, SignalWarnings(history=history))
             if self.p.stop_rules:  # --stop-if: asked after every step, with the evaluation made after it
                 self.hooks.callbacks.append(Guards(self.p.stop_rules, self.latest_evaluation, history, cfg.eval_every))
+            logger = reporter(cfg, ck.root, cfg.training_hash(), self.latest_evaluation, history)
+            if logger is not None:  # --report-to: after the evaluation hook, so it sees the evaluation of each step
+                self.hooks.callbacks.append(logger)
         self.hooks.on_train_begin(start, cfg.steps)
         self.saves.start()
         done = start

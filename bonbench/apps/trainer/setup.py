@@ -3,7 +3,7 @@ train split, the verifier, the batch split over ranks, the base model's files (`
 the checkpoint folder (``before_start``): the recorded settings, the saved state's files, whether
 the run is already complete, a writable ``--out``; the held-out evaluation's run (``check_evaluation``,
 planned with the base model, writing nothing), the metric ``--keep-best`` keeps by and the
-``--stop-if`` rules; and the run's
+``--stop-if`` rules, the ``--report-to`` package; and the run's
 one-line notices (resuming, already complete, starting over), logged to ``NOTICES`` (the CLI prints
 them on stderr).
 
@@ -30,6 +30,7 @@ from bonbench.apps.trainer.checkpoint import CheckpointDir
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.distributed import check_batch, env_world
 from bonbench.apps.trainer.guards import Rule, check_rules
+from bonbench.apps.trainer.loggers import check_reporter
 from bonbench.apps.trainer.policy import check_weight_files
 from bonbench.apps.trainer.rollout import check_gold_answers
 from bonbench.apps.trainer.vllm_rollout import vllm_max_lora_rank
@@ -157,6 +158,7 @@ def prepare_training(cfg: TrainConfig) -> Prepared:
     evaluated = check_evaluation(cfg, model.name)
     keep = kept_metric(cfg.keep_best, evaluated) if cfg.keep_best is not None else None
     rules = check_rules(cfg.stop_if, evaluated, cfg.log_kl)
+    check_reporter(cfg.report_to)
     return Prepared(cfg, task, objective, model, ckpt, keep_best=keep, stop_rules=rules)
 
 

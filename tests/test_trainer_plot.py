@@ -19,7 +19,7 @@ from test_sampler_hf import build_tiny_model
 from trainer_scripted_eval import SCRIPT, AtStep
 
 from bonbench.apps.analysis import sections
-from bonbench.apps.analysis.plots_policy import evaluation_figure
+from bonbench.apps.analysis.plots_policy import evaluation_figure, plot_evaluation_curves
 from bonbench.apps.cli import main
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.loop import train
@@ -35,7 +35,7 @@ def test_plot_draws_the_evaluations_and_the_kept_step(tmp_path: Path, capsys: py
                                eval_task="scripted_eval", eval_every=1, eval_metrics=("pass@1", "pass@2"), eval_n=2,
                                keep_best="pass@1"), callbacks=[AtStep()])
     drawn: list[tuple[Any, ...]] = []
-    real = sections.plot_evaluation_curves
+    real = plot_evaluation_curves
 
     def spy(*args: Any, **kw: Any) -> Path:
         drawn.append(args)

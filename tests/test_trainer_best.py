@@ -85,3 +85,15 @@ def test_bad_keep_best_is_one_line_before_training(tiny: str, tmp_path: Path, ca
     err = capsys.readouterr().err
     assert code == 1 and err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_the_kept_step_is_read_back_and_a_cut_swap_repaired(tmp_path: Path) -> None:
+    from bonbench.apps.trainer.best import kept_step
+
+    assert kept_step(tmp_path) is None
+    old = tmp_path / "best.old"
+    old.mkdir()
+    (old / "bonbench_manifest.json").write_text(json.dumps({"keep_best": {"metric": "pass@1", "step": 3, "rule": "r"}}))
+    (tmp_path / "best").mkdir()  # killed between the two renames: best/ not complete, best.old/ is the kept copy
+    assert kept_step(tmp_path) == 3 and not old.exists()
+    assert json.loads((tmp_path / "best" / "bonbench_manifest.json").read_text())["keep_best"]["step"] == 3

@@ -98,8 +98,9 @@ class KeepBest(Callback):
     def keep(self, step: int, why: str) -> None:
         """Export the live weights (those after ``step`` steps) into ``best/``: temp folder, then renamed."""
         tmp, best, old = self.root / (BEST_DIR + ".tmp"), self.root / BEST_DIR, self.root / (BEST_DIR + ".old")
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        for leftover in (tmp, old):  # of a kill before the last swap ended (best/ itself is complete)
+            if leftover.exists():
+                shutil.rmtree(leftover)
         self.export(tmp, step, {"keep_best": self.entry(step)})
         if best.exists():
             os.replace(best, old)

@@ -7,6 +7,7 @@ record it; a metric the evaluation does not compute is one `error:` line before 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,14 +44,21 @@ def test_the_rule_needs_the_whole_interval_on_the_better_side() -> None:
 
 
 def test_keep_best_keeps_the_step_that_beats_the_kept_one_beyond_noise(tiny: str, tmp_path: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+                                                                       capsys: pytest.CaptureFixture[str],
+                                                                       caplog: pytest.LogCaptureFixture) -> None:
     SCRIPT.clear()
     SCRIPT.update({0: [0] * 8,
                    1: [1] + [0] * 7,  # +0.125 over step 0: inside the noise (the interval reaches 0)
                    2: [1] * 6 + [0] * 2,  # +0.75 over step 0: kept
                    3: [1] * 8, 4: [1] * 8})  # +0.25 over step 2 from two problems: inside the noise
-    folder = train(_cfg(tiny, tmp_path / "a", eval_task="scripted_eval", eval_every=1, eval_metrics=("pass@1",),
-                        eval_n=1, keep_best="pass@1"), callbacks=[AtStep()])
+    with caplog.at_level(logging.INFO, logger="bonbench.apps.trainer"):
+        folder = train(_cfg(tiny, tmp_path / "a", eval_task="scripted_eval", eval_every=1, eval_metrics=("pass@1",),
+                            eval_n=1, keep_best="pass@1"), callbacks=[AtStep()])
+    kept_lines = [m for m in caplog.messages if m.startswith("keeping step")]
+    assert [line.split()[2] for line in kept_lines] == ["0", "2"]  # step 0 first, then step 2 alone
+    assert kept_lines[1].startswith("keeping step 2 as the best at pass@1 (+0.750 [")
+    assert caplog.messages[-1] == (f"best evaluated step at pass@1: 2 of 4; evaluate it with "
+                                   f"`bonbench run --model {tmp_path / 'a' / 'checkpoints' / 't' / 'best'}`")
     evals = {e["step"]: e for e in map(json.loads, (folder / "evals.jsonl").read_text().splitlines())}
     assert [evals[s]["metrics"]["pass@1"]["value"] for s in range(5)] == [0.0, 0.125, 0.75, 1.0, 1.0]
     assert evals[1]["vs_step0"]["pass@1"]["lo"] <= 0 < evals[2]["vs_step0"]["pass@1"]["lo"]

@@ -110,6 +110,11 @@ class KeepBest(Callback):
         self.kept = step
         NOTICES.info(f"keeping step {step} as the best at {self.metric} ({why}) in {best}")
 
+    def on_train_end(self, done: int) -> None:
+        if self.kept is not None:  # the run's last line says which weights are the ones to use
+            NOTICES.info(f"best evaluated step at {self.metric}: {self.kept} of {done}; evaluate it with "
+                         f"`bonbench run --model {self.root / BEST_DIR}`")
+
     def entry(self, step: int) -> dict[str, Any]:
         return {"metric": self.metric, "step": step, "rule": self.rule}
 

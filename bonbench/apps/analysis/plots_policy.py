@@ -1,9 +1,9 @@
-"""Figures about policies: best-of-N against its analytic references, the reward-vs-KL plane and
-training curves.
+"""Figures about policies: best-of-N against its analytic references, the reward-vs-KL plane,
+training curves and the held-out evaluations made during training.
 
 Every function draws one figure with matplotlib's object API on the Agg canvas (no pyplot global
 state, no display needed), writes it to ``out`` and returns the path (``training_figure`` returns
-the ``Figure``). Inputs are already-computed rows, points and logs; nothing here reads run
+the ``Figure``, as does ``evaluation_figure``). Inputs are already-computed rows, points and logs; nothing here reads run
 directories or fits anything (``frontier`` computes the points, ``sections`` reads the logs).
 """
 
@@ -150,5 +150,65 @@ def training_figure(logs: Mapping[str, Sequence[Mapping[str, float]]], *, title:
     if drawn:
         handles = [Line2D([], [], color=c, marker=m, lw=1.4, ms=4) for c, m in drawn.values()]
         fig.legend(handles, list(drawn), loc="outside lower center", ncols=min(len(drawn), 4), fontsize=7, frameon=False)
+    fig.suptitle(title, fontsize=9)
+    return fig
+
+
+EVAL_BESIDE = (("reward", "training reward"), ("kl_ref", "KL to the base (per sequence)"),
+               ("entropy", "entropy (per token)"))
+
+
+def plot_evaluation_curves(evals: Mapping[str, Sequence[Mapping[str, Any]]], logs: Mapping[str, Sequence[Mapping[str, Any]]],
+                           kept: Mapping[str, Mapping[str, Any]], out: Path, *, title: str = "") -> Path:
+    """``evaluation_figure`` written to ``out``."""
+    return save_figure(evaluation_figure(evals, logs, kept, title=title), out)
+
+
+def evaluation_figure(evals: Mapping[str, Sequence[Mapping[str, Any]]], logs: Mapping[str, Sequence[Mapping[str, Any]]],
+                      kept: Mapping[str, Mapping[str, Any]], *, title: str = "") -> Figure:
+    """Held-out evaluations during training (``evals.jsonl`` rows per checkpoint): one panel per metric
+    against the evaluated step, the run's 95% interval as a band, the kept step (``kept``: a
+    checkpoint's manifest ``keep_best``) ringed on its metric's panel; beside them the training reward,
+    KL and entropy of the log rows (the row of step s was sampled from the weights evaluated at step s)."""
+    metrics = sorted({name for rows in evals.values() for r in rows for name in r["metrics"]})
+    beside = [(key, label) for key, label in EVAL_BESIDE if any(key in row for rows in logs.values() for row in rows)]
+    panels = [(name, f"{name} (held out, 95% CI)") for name in metrics] + beside
+    cols = 2
+    rows_n = max(1, (len(panels) + cols - 1) // cols)
+    fig = Figure(figsize=(9.0, 2.6 * rows_n + 0.6), layout="constrained")
+    axes = fig.subplots(rows_n, cols, squeeze=False).ravel()
+    cmap = matplotlib.colormaps["tab10"]
+    for ax, (key, label) in zip(axes, panels, strict=False):
+        for i, name in enumerate(evals):
+            color = cmap(i % 10)
+            if key in metrics:
+                pts = sorted((int(r["step"]), r["metrics"][key]) for r in evals[name] if key in r["metrics"])
+                if not pts:
+                    continue
+                x = np.array([s for s, _ in pts], dtype=float)
+                ax.plot(x, [m["value"] for _, m in pts], color=color, lw=1.4, marker="o", ms=3.5, label=name, gid="value")
+                ax.fill_between(x, [m["ci95"][0] for _, m in pts], [m["ci95"][1] for _, m in pts], color=color, alpha=0.2,
+                                lw=0, gid="ci95")
+                mark = kept.get(name)
+                at = {s: m["value"] for s, m in pts}
+                if mark and mark.get("metric") == key and int(mark["step"]) in at:
+                    ax.plot([mark["step"]], [at[int(mark["step"])]], ls="none", marker="o", ms=11, mfc="none", mew=1.6,
+                            color=color, gid="kept")
+                    ax.annotate(f"kept: step {mark['step']}", (mark["step"], at[int(mark["step"])]), fontsize=7,
+                                xytext=(6, 6), textcoords="offset points", color=color)
+            else:
+                pts_log = [(r["step"], r[key]) for r in logs.get(name, ()) if r.get(key) is not None]
+                if pts_log:
+                    ax.plot(*zip(*pts_log, strict=True), color=color, lw=1.2, label=name, gid="log")
+        ax.set_title(label, fontsize=8)
+        ax.set_xlabel("step", fontsize=7)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    if len(evals) > 1:
+        handles = [Line2D([], [], color=cmap(i % 10), lw=1.4) for i in range(len(evals))]
+        fig.legend(handles, list(evals), loc="outside lower center", ncols=min(len(evals), 4), fontsize=7, frameon=False)
     fig.suptitle(title, fontsize=9)
     return fig

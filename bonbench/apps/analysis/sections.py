@@ -22,7 +22,12 @@ from bonbench.api.metric.readings import curve_label, curve_sort_key, footnotes
 from bonbench.apps.analysis.frontier import bon_reference_rows, pareto_front
 from bonbench.apps.analysis.htmlparts import Table, figure, fmt_value, metric_cell, powers_of_two, render
 from bonbench.apps.analysis.plots import plot_k_curve_comparison
-from bonbench.apps.analysis.plots_policy import plot_bon_references, plot_reward_kl, plot_training_curves
+from bonbench.apps.analysis.plots_policy import (
+    plot_bon_references,
+    plot_evaluation_curves,
+    plot_reward_kl,
+    plot_training_curves,
+)
 from bonbench.core.outputs import read_json, read_jsonl_log
 
 
@@ -71,9 +76,22 @@ def training_section(folders: Sequence[Path], out_dir: Path) -> tuple[Markup, di
         rows.append((f.name, cfg.get("task"), cfg.get("objective"), json.dumps(cfg.get("objective_options") or {}),
                      len(log), fmt_value(last.get("reward")), fmt_value(last.get("kl_ref"))))
     png = plot_training_curves(logs, out_dir / "training_curves.png", title="training curves")
+    evals = {f.name: read_jsonl_log(f / "evals.jsonl", "the checkpoint's evaluation log is damaged; restore it or drop "
+                                    "that folder", skip_torn=True) for f in folders if (f / "evals.jsonl").is_file()}
+    kept = {f.name: doc["keep_best"] for f in folders if (doc := _kept(f)) is not None}
+    eval_png = (plot_evaluation_curves(evals, logs, kept, out_dir / "evaluation_curves.png",
+                                       title="held-out evaluations during training") if evals else None)
     html = render("training.html.j2", fig=figure(png, "training curves"), checkpoints=Table(
-        ["checkpoint", "task", "objective", "options", "steps logged", "last reward", "last KL to base"], rows))
-    return html, {"checkpoints": [str(f) for f in folders], "logs": logs}
+        ["checkpoint", "task", "objective", "options", "steps logged", "last reward", "last KL to base"], rows),
+                  eval_fig=figure(eval_png, "held-out evaluations during training") if eval_png else None)
+    return html, {"checkpoints": [str(f) for f in folders], "logs": logs, "evals": evals, "kept": kept}
+
+
+def _kept(folder: Path) -> dict | None:
+    """The manifest of a checkpoint's kept step (``best/``, written as soon as a step is kept), if any."""
+    path = folder / "best" / "bonbench_manifest.json"
+    doc = read_json(path) if path.is_file() else None
+    return doc if doc is not None and "keep_best" in doc else None
 
 def bon_references_section(run: Any, idx: int, out_dir: Path) -> tuple[Markup, list[dict]]:
     """Measured winrate@k and kl_bon@k beside k/(k+1) and log k - (k-1)/k (reward-judged runs)."""

@@ -9,6 +9,7 @@ Layout::
     rollouts.jsonl         every rollout sample, keyed (step, problem_id, sample_idx), with reward and weight
     ref_samples.jsonl      M reference samples per prompt with rewards (vBoN), keyed (problem_id, sample_idx)
     evals.jsonl, evals/    held-out evaluations (--eval-task): one row per evaluated step, and its run directories
+    best/                  the best evaluated step's weights (--keep-best, best.py): a loadable export with its manifest
     config.json of the model, *.safetensors, tokenizer files, bonbench_manifest.json   (the export)
 
 The training state is written to a temporary folder (every file fsynced) and renamed into place,
@@ -121,6 +122,7 @@ class CheckpointDir:
             if restarted:  # rows of a run that saved nothing, drawn under other settings (reference samples too)
                 for rows in (self.log_path, self.rollouts_path, self.ref_samples_path, self.evals_path):
                     rows.unlink(missing_ok=True)
+                shutil.rmtree(self.root / "best", ignore_errors=True)  # best.KeepBest's copy of a step of that run
             atomic_write_json(path, cfg.to_json())
         return restarted
 
@@ -267,8 +269,9 @@ class CheckpointDir:
                 outputs.write_text(path, text)
         return dropped
 
-    def write_manifest(self, doc: Mapping[str, Any]) -> None:
-        atomic_write_json(self.manifest_path, dict(doc))
+    def write_manifest(self, doc: Mapping[str, Any], folder: Path | None = None) -> None:
+        """The manifest of the export in the checkpoint folder (or in ``folder``: a copy such as ``best/``)."""
+        atomic_write_json(self.manifest_path if folder is None else folder / CHECKPOINT_MANIFEST, dict(doc))
 
     def clear_export(self) -> None:
         """Remove an older export's manifest first: until the new one is complete the folder is not loadable."""

@@ -26,7 +26,9 @@ from bonbench.core.settings import setting
 # settings that may change between a run and its resumption without changing what is trained
 RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress", "endpoints", "unsafe_no_sandbox", "ray",
              # the held-out evaluation reads the policy and never changes it (evaluate.py)
-             "eval_task", "eval_task_args", "eval_every", "eval_metrics", "eval_n", "eval_limit")
+             "eval_task", "eval_task_args", "eval_every", "eval_metrics", "eval_n", "eval_limit",
+             # which evaluated step is kept (best.py) and when training ends early (guards.py) change no step
+             "keep_best", "stop_if", "report_to")
 # settings added after the first release; their default reproduces the behaviour before them, and at
 # that default they stay out of the training hash, so checkpoints written before them still resume
 LATER = ("kl_schedule", "kl_coef_end", "kl_anneal_steps", "kl_anneal_delay", "value_lr", "adv_norm", "rationalize",
@@ -131,6 +133,18 @@ class TrainConfig:
     eval_n: int | None = setting(None, range=flags.AT_LEAST_1,
                                  help="samples per evaluation problem (default: the largest k; independent of --group)")
     eval_limit: int | None = setting(None, range=flags.AT_LEAST_1, help="evaluate only the first N problems")
+    keep_best: str | None = setting(
+        None, metavar="METRIC",
+        help="keep the evaluated step best at this --eval-metric in CHECKPOINT/best (a later step replaces it only when "
+             "the lower end of its paired bootstrap CI against the kept step is above 0)")
+    stop_if: tuple[str, ...] = setting(
+        (), flag="--stop-if", metavar="RULE",
+        help="end training when RULE holds, repeatable: entropy<0.5, kl>30 (any of reward, reward_std, solved_groups, "
+             "entropy, loss, grad_norm, clip_frac, kl with < or >), eval:pass@1<step0 (the metric's paired CI against "
+             "step 0 below 0), reward_up_eval_down:pass@1")
+    report_to: Literal["none", "tensorboard", "wandb"] = setting(
+        "none", help="also log each step and evaluation to TensorBoard (CHECKPOINT/tensorboard) or W&B (CHECKPOINT/wandb, "
+                     "offline unless WANDB_MODE is set) under TRL's names; log.jsonl stays the record")
     seed: int = setting(0, range=flags.AT_LEAST_0, help="seed of prompt order, sampling and initialisation")
     # None: after every step, unless saving took more than a tenth of the time since the last save
     # (watch.SaveSchedule), so a kill loses little and saving costs little
@@ -169,6 +183,9 @@ class TrainConfig:
                                             and self.eval_limit is None and not self.eval_task_args),
              "--eval-every, --eval-metric, --eval-n, --eval-limit and --eval-task-arg set up an evaluation: add "
              "--eval-task TASK"),
+            (self.eval_task is not None or self.keep_best is None,
+             f"--keep-best {self.keep_best} keeps the best evaluated step: add --eval-task TASK --eval-metric "
+             f"{self.keep_best}"),
         ]
         for ok, message in checks:
             if not ok:

@@ -73,6 +73,7 @@ class Evaluation(Callback):
         self.cfg, self.policy, self.out, self.log = cfg, policy, ckpt.root / EVAL_DIR, ckpt.evals_path
         self.base_fingerprint, self.is_chat = base_fingerprint, is_chat
         self.results: dict[int, RunResult] = {}
+        self.latest: dict[str, Any] | None = None  # the evals.jsonl row of the last event's evaluation (None: none due)
         self.total = 0
 
     def due(self, done: int) -> bool:
@@ -81,10 +82,12 @@ class Evaluation(Callback):
 
     def on_train_begin(self, start: int, total: int) -> None:
         self.total = total
+        self.latest = None
         if start < total and self.due(start):
             self.evaluate(start)
 
     def on_step_end(self, done: int, row: Mapping[str, Any]) -> None:
+        self.latest = None
         if self.due(done):
             self.evaluate(done)
 
@@ -100,7 +103,7 @@ class Evaluation(Callback):
         finally:
             sampler.close()
         self.results[step] = result
-        row = self.record(step, result)
+        row = self.latest = self.record(step, result)
         shown = "  ".join(f"{name} {m['value']:.3f}" + (f" ({row['vs_step0'][name]['diff']:+.3f} vs step 0)"
                                                          if name in row.get("vs_step0", {}) else "")
                           for name, m in row["metrics"].items())
@@ -115,15 +118,28 @@ class Evaluation(Callback):
         metrics = {name: m for name, m in doc.get("metrics", {}).items()
                    if isinstance(m, dict) and isinstance(m.get("value"), float)}
         row: dict[str, Any] = {"step": step, "run": str(result.runs[0].store.root), "metrics": metrics}
-        rows = {int(r["step"]): r for r in outputs.read_jsonl_log(self.log, skip_torn=True)} if self.log.exists() else {}
-        base = rows.get(0)
-        if step > 0 and base is not None:
-            base_doc = read_run_json(Path(base["run"]) / "metrics.json")
-            # as many resamples as the run's own intervals
-            row["vs_step0"] = paired_to(doc, base_doc, n_boot=eval_request(self.cfg, self.out).n_boot, seed=self.cfg.seed)
+        rows = self.rows()
+        if step > 0 and 0 in rows:
+            row["vs_step0"] = self.paired(doc, rows[0])
         rows[step] = row
         outputs.write_text(self.log, "".join(json.dumps(rows[k], sort_keys=True) + "\n" for k in sorted(rows)))
         return row
+
+    def rows(self) -> dict[int, dict[str, Any]]:
+        """The rows of ``CHECKPOINT/evals.jsonl`` by step (none before the first evaluation)."""
+        return {int(r["step"]): r for r in outputs.read_jsonl_log(self.log, skip_torn=True)} if self.log.exists() else {}
+
+    def paired(self, doc: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+        """``paired_to`` of a run's metrics.json to the run of another evaluated step's row, with as
+        many resamples as the runs' own intervals and the run's seed."""
+        other_doc = read_run_json(Path(other["run"]) / "metrics.json")
+        return paired_to(doc, other_doc, n_boot=eval_request(self.cfg, self.out).n_boot, seed=self.cfg.seed)
+
+    def compare(self, step: int, other: int) -> dict[str, dict[str, float]]:
+        """Each metric's paired difference of evaluated step ``step`` to evaluated step ``other``
+        (``paired_to``: step minus other, on the problems both scored)."""
+        rows = self.rows()
+        return self.paired(read_run_json(Path(rows[step]["run"]) / "metrics.json"), rows[other])
 
 
 def paired_to(doc: Mapping[str, Any], base: Mapping[str, Any], n_boot: int, seed: int) -> dict[str, dict[str, float]]:

@@ -3,9 +3,10 @@ loggers and guards) without the loop knowing what it is.
 
 ``Callback`` is TRL's ``TrainerCallback`` reduced to the events bonbench's loop has: the run begins
 (``on_train_begin``), a step's log row is written (``on_step_end``), the resumable state is saved
-(``on_checkpoint``), the run ends (``on_train_end``); and ``should_stop``, asked after each step's
-``on_step_end``, which returns a one-line reason to end training early (TRL's
-``control.should_training_stop``; the loop then saves and exports the state of that step).
+(``on_checkpoint``), the run ends (``on_train_end``); ``manifest``, the fields a hook adds to the
+exported checkpoint's manifest (the kept step, the rule that stopped the run); and ``should_stop``,
+asked after each step's ``on_step_end``, which returns a one-line reason to end training early
+(TRL's ``control.should_training_stop``; the loop then saves and exports the state of that step).
 ``Callbacks`` calls a list of them in order. ``Progress`` wraps the ``on_step(done, total, row)``
 function ``loop.train`` takes (the CLI's bar and lines); ``SignalWarnings`` raises
 ``watch.SignalWatch``'s words as ``TrainingWarning``s.
@@ -47,6 +48,10 @@ class Callback:
     def on_train_end(self, done: int) -> None:
         """Training ended after ``done`` steps (all of them, or fewer when a callback stopped it)."""
 
+    def manifest(self) -> Mapping[str, Any]:
+        """Fields this hook adds to the checkpoint's ``bonbench_manifest.json`` when it is exported."""
+        return {}
+
 
 class Callbacks(Callback):
     """Several callbacks, called in order; the first reason to stop wins."""
@@ -72,6 +77,9 @@ class Callbacks(Callback):
     def on_train_end(self, done: int) -> None:
         for cb in self.callbacks:
             cb.on_train_end(done)
+
+    def manifest(self) -> dict[str, Any]:
+        return {key: value for cb in self.callbacks for key, value in cb.manifest().items()}
 
 
 class Progress(Callback):

@@ -37,7 +37,7 @@ warnings through ``warnings`` (``TrainingWarning``), notices to the ``setup.NOTI
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,13 @@ import torch
 
 from bonbench import __version__
 from bonbench.apps.trainer import signals
+from bonbench.apps.trainer.best import KeepBest
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.distributed import Comm, RankError, env_world, start, stop
 from bonbench.apps.trainer.evaluate import Evaluation
+from bonbench.apps.trainer.guards import Guards
 from bonbench.apps.trainer.hooks import Callback, Callbacks, Progress, SignalWarnings, StepCallback
+from bonbench.apps.trainer.loggers import reporter
 from bonbench.apps.trainer.policy import Policy
 from bonbench.apps.trainer.setup import NOTICES, Prepared, before_start, prepare_training
 from bonbench.apps.trainer.step import Sampling
@@ -83,8 +86,12 @@ class Trainer:
         # warnings, added first by train once the log of a resumed run is read)
         hooks: list[Callback] = [Progress(on_step)] if on_step is not None else []
         hooks += callbacks
+        self.evaluation: Evaluation | None = None
         if cfg.eval_task is not None:
-            hooks.append(Evaluation(cfg, self.policy, self.ckpt, prep.model.fingerprint, prep.model.is_chat))
+            self.evaluation = Evaluation(cfg, self.policy, self.ckpt, prep.model.fingerprint, prep.model.is_chat)
+            hooks.append(self.evaluation)
+            if prep.keep_best is not None:  # after the evaluation: it reads the evaluation just made
+                hooks.append(KeepBest(*prep.keep_best, self.evaluation, self.ckpt.root, self.export_copy))
         self.hooks = Callbacks(hooks if self.comm.is_main else [])
 
     # ---------------------------------------------------------------- the run
@@ -94,7 +101,13 @@ class Trainer:
         cfg, ck, comm = self.cfg, self.ckpt, self.comm
         start = self._resume()
         if comm.is_main:
-            self.hooks.callbacks.insert(0, SignalWarnings(history=ck.read_rows(ck.log_path)))
+            history = ck.read_rows(ck.log_path)
+            self.hooks.callbacks.insert(0, SignalWarnings(history=history))
+            if self.p.stop_rules:  # --stop-if: asked after every step, with the evaluation made after it
+                self.hooks.callbacks.append(Guards(self.p.stop_rules, self.latest_evaluation, history, cfg.eval_every))
+            logger = reporter(cfg, ck.root, cfg.training_hash(), self.latest_evaluation, history)
+            if logger is not None:  # --report-to: after the evaluation hook, so it sees the evaluation of each step
+                self.hooks.callbacks.append(logger)
         self.hooks.on_train_begin(start, cfg.steps)
         self.saves.start()
         done = start
@@ -180,6 +193,10 @@ class Trainer:
         """The vLLM rollout engine (``--rollout-backend vllm``), once the first step started it."""
         return self.sampling.engine
 
+    def latest_evaluation(self) -> dict[str, Any] | None:
+        """The ``evals.jsonl`` row of the evaluation made after the last step, if one was due."""
+        return self.evaluation.latest if self.evaluation is not None else None
+
     # ---------------------------------------------------------------- resume, stop, save, export
 
     def _resume(self) -> int:
@@ -230,10 +247,22 @@ class Trainer:
         self.saves.saved(time.perf_counter() - t)
 
     def export(self) -> None:
-        ck, cfg, m = self.ckpt, self.cfg, self.p.model
+        """The checkpoint's export: the weights of the saved state, and the manifest, written last."""
+        ck = self.ckpt
         ck.clear_export()
         sha = self.policy.export(ck.root)
-        ck.write_manifest({
+        ck.write_manifest(self.manifest(ck.saved_step(), sha, self.hooks.manifest()))
+
+    def export_copy(self, folder: Path, done: int, extra: Mapping[str, Any]) -> None:
+        """The live weights (those after ``done`` steps) as a loadable checkpoint folder of their own
+        (``best.KeepBest``'s copy), its manifest written last."""
+        sha = self.policy.export(folder)
+        self.ckpt.write_manifest(self.manifest(done, sha, extra), folder)
+
+    def manifest(self, done: int, sha: str, extra: Mapping[str, Any]) -> dict[str, Any]:
+        """``bonbench_manifest.json`` of an export of the weights after ``done`` steps."""
+        ck, cfg, m = self.ckpt, self.cfg, self.p.model
+        return {
             "format": 1,
             "name": cfg.name,
             "objective": cfg.objective,
@@ -246,12 +275,13 @@ class Trainer:
                      "dataset_fingerprint": self.task.fingerprint},
             "adapter": None if cfg.full_finetune else {"kind": "lora", "rank": cfg.lora_rank, "alpha": cfg.lora_alpha,
                                                         "targets": cfg.lora_targets, "merged": True},
-            "steps": ck.saved_step(),
+            "steps": done,
             "weights_sha256": sha,
             "bonbench_version": __version__,
             "git_sha": git_sha(),
-            "log": ck.read_rows(ck.log_path),
-        })
+            "log": [row for row in ck.read_rows(ck.log_path) if int(row["step"]) < done],
+            **extra,
+        }
 
 
 def train(cfg: TrainConfig, on_step: StepCallback | None = None, callbacks: Sequence[Callback] = ()) -> Path:

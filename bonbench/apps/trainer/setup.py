@@ -2,8 +2,10 @@
 train split, the verifier, the batch split over ranks, the base model's files (``prepare_training``); then
 the checkpoint folder (``before_start``): the recorded settings, the saved state's files, whether
 the run is already complete, a writable ``--out``; the held-out evaluation's run (``check_evaluation``,
-planned with the base model, writing nothing); and the run's one-line notices (resuming,
-already complete, starting over), logged to ``NOTICES`` (the CLI prints them on stderr).
+planned with the base model, writing nothing), the metric ``--keep-best`` keeps by and the
+``--stop-if`` rules, the ``--report-to`` package; and the run's
+one-line notices (resuming, already complete, starting over), logged to ``NOTICES`` (the CLI prints
+them on stderr).
 
 All bad input found here is a ``BonbenchError`` naming the fix, the same on every rank of a
 data-parallel job. Nothing here trains, loads the base model's weights (it is resolved to its files,
@@ -20,11 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bonbench.api.metric.grammar import MetricSpec, parse_metric
+from bonbench.api.metric.kind import metric_kind
 from bonbench.api.objective import NEEDS, Objective, make_objective
 from bonbench.api.task import Task, task_names, task_parameters
 from bonbench.apps.trainer.checkpoint import CheckpointDir
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.distributed import check_batch, env_world
+from bonbench.apps.trainer.guards import Rule, check_rules
+from bonbench.apps.trainer.loggers import check_reporter
 from bonbench.apps.trainer.policy import check_weight_files
 from bonbench.apps.trainer.rollout import check_gold_answers
 from bonbench.apps.trainer.vllm_rollout import vllm_max_lora_rank
@@ -50,6 +56,8 @@ class Prepared:
     objective: Objective
     model: ResolvedModel
     ckpt: CheckpointDir
+    keep_best: tuple[str, str] | None = None  # --keep-best: the metric's canonical name and its direction
+    stop_rules: tuple[Rule, ...] = ()  # --stop-if, parsed
 
 
 def load_train_task(cfg: TrainConfig) -> Task:
@@ -89,16 +97,32 @@ def eval_request(cfg: TrainConfig, out: Path, model: str | None = None) -> RunRe
                       verifier=cfg.verifier, data_dir=cfg.data_dir, out=out, unsafe_no_sandbox=cfg.unsafe_no_sandbox)
 
 
-def check_evaluation(cfg: TrainConfig, base_model: str) -> None:
+def check_evaluation(cfg: TrainConfig, base_model: str) -> tuple[MetricSpec, ...]:
     """Plan the evaluation of step 0 with the base model by name: an unknown task, a metric that does
     not parse or fit ``--eval-n``, a verifier of another family are one error before training starts.
-    Writes nothing and loads no model."""
+    Returns the metrics each evaluation computes (none without ``--eval-task``). Writes nothing and
+    loads no model."""
     if cfg.eval_task is None:
-        return
+        return ()
     try:
-        plan(eval_request(cfg, Path(cfg.out), model=base_model))
+        return plan(eval_request(cfg, Path(cfg.out), model=base_model)).specs
     except BonbenchError as exc:
         raise BonbenchError(f"--eval-task {cfg.eval_task}: {exc}") from None
+
+
+def kept_metric(name: str, evaluated: tuple[MetricSpec, ...]) -> tuple[str, str]:
+    """``--keep-best``'s metric (canonical name, direction): one the evaluation computes and that has a
+    better side, else one error naming the metrics it could be."""
+    try:
+        spec = parse_metric(name)
+    except BonbenchError as exc:
+        raise BonbenchError(f"--keep-best {name}: {exc}") from None
+    ranked = [s.name for s in evaluated if metric_kind(s.kind).direction is not None]
+    direction = metric_kind(spec.kind).direction
+    if spec not in evaluated or direction is None:
+        raise BonbenchError(f"--keep-best {name}: the evaluation does not compute {spec.name}; name one it does "
+                            f"({', '.join(ranked) or 'none'}) or add --eval-metric {spec.name}")
+    return spec.name, direction
 
 
 def prepare_training(cfg: TrainConfig) -> Prepared:
@@ -131,8 +155,11 @@ def prepare_training(cfg: TrainConfig) -> Prepared:
     model = resolve_model(cfg.model)
     check_weight_files(model)
     check_verifier(cfg.verifier, cfg.data_dir, task=task.name, model_path=model.path)
-    check_evaluation(cfg, model.name)
-    return Prepared(cfg, task, objective, model, ckpt)
+    evaluated = check_evaluation(cfg, model.name)
+    keep = kept_metric(cfg.keep_best, evaluated) if cfg.keep_best is not None else None
+    rules = check_rules(cfg.stop_if, evaluated, cfg.log_kl)
+    check_reporter(cfg.report_to)
+    return Prepared(cfg, task, objective, model, ckpt, keep_best=keep, stop_rules=rules)
 
 
 def _resume_line(ck: CheckpointDir, saved: int, steps: int) -> str:

@@ -100,9 +100,10 @@ def log_row(step: int, r: Rollouts, sig: Signals, w: np.ndarray, groups: Groups,
     kl_part = (sum(sampled_kl(token_logprobs[i], sig.ref_tokens[i]) for i in policy_rows)
                if sig.ref_tokens is not None else 0.0)
     solved = sum(max(r.grades[r.samples[i].key].value() for i in groups[p.id][0]) > 0 for p in r.mine)
-    r_sum, r_sq, r_n, n_solved, w_abs, tokens, kl_sum = comm.sum([
+    r_sum, r_sq, r_n, n_solved, w_abs, tokens, kl_sum, n_cut = comm.sum([
         rewards.sum(), (rewards ** 2).sum(), len(rewards), solved, np.abs(w).sum(),
-        sum(len(sig.pairs[i][1]) for i in policy_rows), kl_part])
+        sum(len(sig.pairs[i][1]) for i in policy_rows), kl_part,
+        sum(r.samples[i].finish_reason == "length" for i in policy_rows)])
     elapsed = time.perf_counter() - t0
     sample_s, elapsed = comm.max([r.sample_s, elapsed])  # a step lasts as long as its slowest rank
     rollouts = comm.gather_rows([
@@ -116,6 +117,8 @@ def log_row(step: int, r: Rollouts, sig: Signals, w: np.ndarray, groups: Groups,
         "step": step, "reward": mean, "reward_std": float(np.sqrt(max(r_sq / r_n - mean ** 2, 0.0))),
         "solved_groups": n_solved / len(r.everyone), "weight_abs_mean": w_abs / n_rows, "lr": lr, "kl_coef": kl_coef,
         "tokens": int(tokens), "tokens_per_s": tokens / max(elapsed, 1e-9), "sample_s": sample_s, "seconds": elapsed,
+        # per policy completion: its mean length in tokens, and the share the token limit cut (TRL's completions/*)
+        "completion_length": tokens / r_n, "clipped_ratio": n_cut / r_n,
         "world_size": comm.world,
     }
     if sig.ref_tokens is not None:

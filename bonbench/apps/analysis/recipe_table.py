@@ -29,6 +29,7 @@ import numpy as np
 from bonbench import __version__
 from bonbench.api.metric.values import curve_values
 from bonbench.apps.analysis.htmlparts import powers_of_two
+from bonbench.apps.analysis.recipe_rows import fast_inputs
 from bonbench.apps.analysis.rundir import RunData, outcomes_by_verifier
 from bonbench.core.cache import cache_dir
 from bonbench.core.errors import BonbenchError
@@ -97,8 +98,12 @@ def _tokens(run: RunData, verifiers: list[str]) -> tuple[dict[str, tuple[float, 
 def compute_table(run: RunData, bom_share: float) -> RunTable:
     """The table of ``run`` from its rows (no cache)."""
     verifiers = deployable_verifiers(run)
-    policy, verifier_tokens = _tokens(run, verifiers)
-    by_verifier = outcomes_by_verifier(run, verifiers)
+    fast = fast_inputs(run, verifiers)
+    if fast is None:  # rows in another layout, a torn last line, a count missing: read record by record
+        policy, verifier_tokens = _tokens(run, verifiers)
+        by_verifier = outcomes_by_verifier(run, verifiers)
+    else:
+        policy, verifier_tokens, by_verifier = fast
     plain = by_verifier[None]
     ids = tuple(o.problem_id for o in plain)
     missing = [pid for pid in ids if pid not in policy]

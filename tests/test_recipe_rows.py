@@ -15,7 +15,7 @@ import pytest
 from bonbench.apps.analysis import recipe_table
 from bonbench.apps.analysis.recipe import build_recipe
 from bonbench.apps.analysis.recipe_rows import fast_inputs
-from bonbench.apps.analysis.recipe_table import compute_table, deployable_verifiers
+from bonbench.apps.analysis.recipe_table import TableSpec, compute_table, deployable_verifiers
 from bonbench.apps.analysis.recipe_write import recipe_json
 from bonbench.apps.analysis.rundir import load_run, outcomes_by_verifier
 from bonbench.apps.analysis.synthetic import VERIFIER, write_synthetic_run
@@ -51,10 +51,10 @@ def same(run_dir: Path) -> bool:
             assert (a.scores is None) == (b.scores is None)
             if a.scores is not None:
                 assert np.array_equal(np.array(a.scores, dtype=float), np.array(b.scores, dtype=float))
-    fast = compute_table(run, 0.5)
+    fast = compute_table(run, TableSpec())
     with pytest.MonkeyPatch.context() as m:
         m.setattr(recipe_table, "fast_inputs", lambda run, verifiers: None)
-        slow = compute_table(run, 0.5)
+        slow = compute_table(run, TableSpec())
     assert (fast.ids, fast.n, fast.notes) == (slow.ids, slow.n, slow.notes)
     assert np.array_equal(fast.prompt, slow.prompt) and np.array_equal(fast.gen, slow.gen)
     assert fast.verifier_tokens.keys() == slow.verifier_tokens.keys()
@@ -143,3 +143,26 @@ def test_unscored_samples_score_minus_infinity(tmp_path: Path) -> None:
     assert got is not None
     scored = got[2][VERIFIER][0].scores
     assert scored is not None and scored[:2] == (-math.inf, -math.inf)
+
+
+def test_rules_choose_which_strategies_are_computed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--rules`` (default maj,bon) leaves wmaj and bom out unless asked; the strategies it keeps
+    have the values they have among every rule; an unknown rule is one line naming the choices."""
+    from bonbench.apps.cli import main
+    from bonbench.core.errors import BonbenchError
+
+    root = tmp_path / "results"
+    write_run(root)
+    every = build_recipe([root], [300.0], n_boot=10)
+    # every rule but wmaj, left out with a note: the synthetic verifier's scores go below 0
+    assert {s.rule for s in every.strategies} == {"single", "maj", "bon", "bom", "pass"}
+    few = build_recipe([root], [300.0], n_boot=10, rules=("bon",))
+    assert {s.rule for s in few.strategies} == {"single", "bon", "pass"}
+    assert set(few.strategies) <= set(every.strategies)
+    with pytest.raises(BonbenchError, match="--rules takes maj, bon, wmaj, bom .*not 'best'"):
+        build_recipe([root], [300.0], rules=("maj", "best"))
+    for flags, rules in (([], {"single", "maj", "bon"}), (["--rules", "maj,bon,bom"], {"single", "maj", "bon", "bom"})):
+        assert main(["recipe", str(root), "--budget", "300", "--json", "--n-boot", "10", "--out",
+                     str(tmp_path / "out"), *flags]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert {s["rule"] for s in doc["strategies"]} - {"pass"} == rules

@@ -42,15 +42,16 @@ from bonbench.metrics.estimators import ProblemOutcome
 
 _INT = rb"-?(?:0|[1-9][0-9]*)"
 _NUM = rb"(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|NaN|-?Infinity)"
-_STR = rb'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+_STR = rb'"[^"\\\x00-\x1f]*+(?:\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4})[^"\\\x00-\x1f]*+)*+"'  # a JSON string, unrolled
 _HEAD = rb'^\{"schema": ' + _INT + rb', "problem_id": "([^"\\\x00-\x1f]*)", "sample_idx": (' + _INT + rb")"
-_SAMPLE = re.compile(_HEAD + rb', "completion": .*?, "n_tokens": (' + _INT + rb'), "finish_reason": (?:null|' + _STR
+_SAMPLE = re.compile(_HEAD + rb', "completion": ' + _STR + rb', "n_tokens": (' + _INT + rb'), "finish_reason": (?:null|' + _STR
                      + rb'), "logprob": (?:null|' + _NUM + rb'), "prompt_tokens": (' + _INT + rb")"
                      rb'(?:, "reasoning_tokens": (?:null|' + _INT + rb"))?\}\n", re.M)
 _GRADE = re.compile(_HEAD + rb', "grader": ' + _STR + rb', "grader_version": (' + _INT + rb'), "correct": (true|false|null), '
-                    rb'"score": (?:null|' + _NUM + rb'), "answer": (null|' + _STR + rb")(?:, .*?)?"
-                    rb'(?:, "grading_id": (' + _STR + rb"))?\}\n", re.M)
-_SCORE = re.compile(_HEAD + rb', "verifier": ' + _STR + rb', "score": (' + _NUM + rb")(?:, .*?)?"
+                    rb'"score": (?:null|' + _NUM + rb'), "answer": (null|' + _STR + rb")(, [^\n]*)?\}\n", re.M)
+# a grade's grading_id is its last field: at the end of the rest of its row (without the closing brace)
+_GRADING_ID = re.compile(rb', "grading_id": (' + _STR + rb")\Z")
+_SCORE = re.compile(_HEAD + rb', "verifier": ' + _STR + rb', "score": (' + _NUM + rb")(?:, [^\n]*?)?"
                     rb', "tokens": (' + _INT + rb'), "calls": (?:null|' + _INT + rb")\}\n", re.M)
 # the keys each kind reads: each must occur once per row (grading_id: once per row that has it)
 _KEYS = {"samples": (b"problem_id", b"sample_idx", b"n_tokens", b"prompt_tokens"),
@@ -74,8 +75,11 @@ def _scan(path: Path, pattern: re.Pattern[bytes], kind: str) -> list[tuple[bytes
         raise _Slow
     if any(data.count(b'"' + key + b'": ') != len(rows) for key in _KEYS[kind]):
         raise _Slow
-    if kind == "grades" and data.count(b'"grading_id": ') != sum(1 for r in rows if r[5]):
-        raise _Slow
+    if kind == "grades":  # the rest of each row -> its grading_id literal ("" where it has none)
+        ends = {rest: (m.group(1) if (m := _GRADING_ID.search(rest)) else b"") for rest in {r[5] for r in rows}}
+        rows = [(*r[:5], ends[r[5]]) for r in rows]
+        if data.count(b'"grading_id": ') != sum(1 for r in rows if r[5]):
+            raise _Slow
     return rows
 
 

@@ -151,6 +151,8 @@ def _read(run: RunData, verifiers: Sequence[str]) -> tuple[dict[str, tuple[float
                                                            dict[str | None, list[ProblemOutcome]]]:
     name, under = grade_filter(run)
     grades = _scan(run.path / "grades" / f"{name}.jsonl", _GRADE, "grades")
+    if not grades:  # nothing graded: the slow path says so
+        raise _Slow
     samples = _scan(run.path / "samples.jsonl", _SAMPLE, "samples")
     scores = {v: _scan(run.path / "scores" / f"{v}.jsonl", _SCORE, "scores") for v in verifiers}
     ids = _Ids([r[0] for rows in (grades, samples, *scores.values()) for r in rows])
@@ -167,20 +169,7 @@ def _read(run: RunData, verifiers: Sequence[str]) -> tuple[dict[str, tuple[float
     codes, idx = codes[rows], idx[rows]
     if np.setdiff1d(codes, s_codes).size:  # graded without samples: the slow path names it
         raise _Slow
-    truth = {b"true": 1, b"false": 0, b"null": -1}
-    right = np.array([truth[g_ok[i]] for i in rows], dtype=np.int8) == 1
-    texts = {raw: _text(raw) for raw in {g_ans[i] for i in rows}}
-    answers = [texts[g_ans[i]] for i in rows]
-    cut = np.flatnonzero(np.diff(codes)) + 1
-    starts = np.concatenate([[0], cut]).astype(int)
-    stops = np.concatenate([cut, [codes.size]]).astype(int)
-    plain: list[ProblemOutcome] = []
-    for a, b in zip(starts.tolist(), stops.tolist(), strict=True):
-        ans = answers[a:b]
-        ok = right[a:b].tolist()
-        first = next((x for x, r in zip(ans, ok, strict=True) if r and x is not None), None)
-        plain.append(ProblemOutcome(ids.ids[int(codes[a])], tuple(1.0 if r else 0.0 for r in ok),
-                                    tuple(first if r and x is not None else x for x, r in zip(ans, ok, strict=True))))
+    starts, stops, plain = _outcomes(ids, codes, [g_ok[i] for i in rows.tolist()], [g_ans[i] for i in rows.tolist()])
     out: dict[str | None, list[ProblemOutcome]] = {None: plain}
     per_verifier: dict[str, dict[str, float]] = {}
     size = len(ids.ids)
@@ -195,7 +184,7 @@ def _read(run: RunData, verifiers: Sequence[str]) -> tuple[dict[str, tuple[float
         head = _first(vc, vi)
         got = _lookup(vc[head] * (1 << 32) + (vi[head] - lo), value[head], codes * (1 << 32) + (idx - lo), -math.inf)
         out[v] = [ProblemOutcome(o.problem_id, o.correct, o.answers, tuple(got[a:b].tolist()))
-                  for o, a, b in zip(plain, starts.tolist(), stops.tolist(), strict=True)]
+                  for o, a, b in zip(plain, starts, stops, strict=True)]
         # the ledger: each sample's latest row, over the samples' keys
         last = _first(vc, vi, last=True)
         spent = _lookup(vc[last] * (1 << 32) + (vi[last] - lo), tokens[last], s_codes * (1 << 32) + (s_idx - lo), math.nan)
@@ -205,6 +194,34 @@ def _read(run: RunData, verifiers: Sequence[str]) -> tuple[dict[str, tuple[float
         per_verifier[v] = {ids.ids[c]: float(total[c] / n[c]) for c in np.flatnonzero(n).tolist()}
     policy = {ids.ids[c]: (float(prompt[c]), float(gen[c])) for c in np.unique(s_codes).tolist()}
     return policy, per_verifier, out
+
+
+def _outcomes(ids: _Ids, codes: np.ndarray, verdicts: list[bytes], raw_answers: list[bytes]
+              ) -> tuple[list[int], list[int], list[ProblemOutcome]]:
+    """Each problem's outcome from its grades (``codes`` sorted by problem, then sample), and where
+    its rows start and stop: a sample graded right votes for the problem's first right answer."""
+    truth = {b"true": 1, b"false": 0, b"null": -1}
+    right = np.fromiter(map(truth.__getitem__, verdicts), dtype=np.int8, count=len(verdicts)) == 1
+    labels: list[str | None] = []
+    number: dict[bytes, int] = {b"null": -1}
+    for raw in dict.fromkeys(raw_answers):
+        if raw not in number:
+            number[raw] = len(labels)
+            labels.append(_text(raw))
+    labels.append(None)  # code -1: abstains
+    answer = np.fromiter(map(number.__getitem__, raw_answers), dtype=np.int64, count=len(raw_answers))
+    cut = np.flatnonzero(np.diff(codes)) + 1
+    starts, stops = [0, *cut.tolist()], [*cut.tolist(), int(codes.size)]
+    problem = np.repeat(np.arange(len(starts)), np.diff([*starts, int(codes.size)]))
+    votes_right = right & (answer >= 0)
+    first_of, at = np.unique(problem[votes_right], return_index=True)
+    first = np.full(len(starts), -1, dtype=np.int64)
+    first[first_of] = answer[votes_right][at]
+    vote = np.where(votes_right, first[problem], answer)
+    correct, votes = right.astype(float).tolist(), list(map(labels.__getitem__, vote.tolist()))
+    plain = [ProblemOutcome(ids.ids[c], tuple(correct[a:b]), tuple(votes[a:b]))
+             for c, a, b in zip(codes[starts].tolist() if codes.size else [], starts, stops, strict=True)]
+    return (starts, stops, plain) if codes.size else ([], [], [])
 
 
 def _lookup(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray, missing: float) -> np.ndarray:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from bonbench.apps.analysis import recipe_table
-from bonbench.apps.analysis.recipe import build_recipe
+from bonbench.apps.analysis.recipe import RULES, build_recipe
 from bonbench.apps.analysis.recipe_rows import fast_inputs
 from bonbench.apps.analysis.recipe_table import TableSpec, compute_table, deployable_verifiers
 from bonbench.apps.analysis.recipe_write import recipe_json
@@ -51,10 +51,10 @@ def same(run_dir: Path) -> bool:
             assert (a.scores is None) == (b.scores is None)
             if a.scores is not None:
                 assert np.array_equal(np.array(a.scores, dtype=float), np.array(b.scores, dtype=float))
-    fast = compute_table(run, TableSpec())
+    fast = compute_table(run, TableSpec(0.5, RULES))
     with pytest.MonkeyPatch.context() as m:
         m.setattr(recipe_table, "fast_inputs", lambda run, verifiers: None)
-        slow = compute_table(run, TableSpec())
+        slow = compute_table(run, TableSpec(0.5, RULES))
     assert (fast.ids, fast.n, fast.notes) == (slow.ids, slow.n, slow.notes)
     assert np.array_equal(fast.prompt, slow.prompt) and np.array_equal(fast.gen, slow.gen)
     assert fast.verifier_tokens.keys() == slow.verifier_tokens.keys()

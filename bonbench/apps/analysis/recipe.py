@@ -35,13 +35,15 @@ from pathlib import Path
 import numpy as np
 
 from bonbench.apps.analysis.model_params import known_params
-from bonbench.apps.analysis.recipe_table import RULES, RunTable, TableSpec, run_table
+from bonbench.apps.analysis.recipe_table import RunTable, TableSpec, run_table
 from bonbench.apps.analysis.rundir import RunData, expand_run_dirs, load_run
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
 
 # backends that send one request per sample, so a served model reads (and an API bills) the prompt N times
 PROMPT_PER_SAMPLE = ("openai",)
+# the deployable rules, simplest first: of equally accurate, equally costly strategies the simpler is chosen
+RULES = ("single", "maj", "bon", "wmaj", "bom")
 BINS = 5  # difficulty bins, as Snell et al.
 
 

@@ -39,8 +39,6 @@ from bonbench.pipeline.ledger import compute_ledger
 
 FORMAT = 2
 ORACLE_VERIFIERS = ("oracle",)  # reads the gold answer: an upper bound, not a deployable verifier
-# the deployable rules, simplest first: of equally accurate, equally costly strategies the simpler is chosen
-RULES = ("single", "maj", "bon", "wmaj", "bom")
 
 
 @dataclass(frozen=True)
@@ -49,8 +47,8 @@ class TableSpec:
     rules computed (``single`` and the oracle's ``pass`` always; wmaj and bom cost about 2 ms a
     problem each at n = 64, docs/recipe.md)."""
 
-    bom_share: float = 0.5
-    rules: tuple[str, ...] = RULES
+    bom_share: float
+    rules: tuple[str, ...]  # of recipe.RULES
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,11 @@
 Writes the synthetic runs (``bonbench.apps.analysis.synthetic``: the store's layout, with token
 counts, answers and a verifier with scores in [0, 1]) into a temporary folder, then times
 ``build_recipe`` over all of them for three budgets, cold (every run's rows read and its estimators
-computed) and warm (the tables ``recipe_table`` keeps); the writing is not timed. Prints both times,
-their ratios to the 30 s target, and where the time went (reading rows, the estimators, the rest), from
-cProfile's cumulative times. ``--problems``/``--runs``/``--n`` shrink it for a quick look.
+computed) and warm (the tables ``recipe_table`` keeps); the writing is not timed. ``--rules`` as
+the command's (default maj,bon; wmaj and bom are opt-in). Prints both times, wall and CPU (on a
+shared machine the CPU time is the one that does not depend on the other users), the load average,
+their ratios to the 30 s target and, with ``--profile`` (which slows the cold run), where the time
+went from cProfile's cumulative times. ``--problems``/``--runs``/``--n`` shrink it for a quick look.
 Not a test: it prints figures; run it by hand (`python benchmarks/bench_recipe.py`).
 """
 
@@ -47,6 +49,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--problems", type=int, default=5000)
     parser.add_argument("--n", type=int, default=64)
+    parser.add_argument("--rules", default="maj,bon", help="the recipe's --rules (default maj,bon, as the command's)")
     parser.add_argument("--profile", action="store_true", help="print the 15 costliest calls")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -56,23 +59,27 @@ def main() -> None:
         print(f"wrote {args.runs} runs of {args.problems} problems x {args.n} samples in "
               f"{time.perf_counter() - t0:.1f} s (not timed)")
         os.environ["BONBENCH_CACHE"] = str(Path(tmp) / "cache")  # cold: no table kept yet
-        prof = cProfile.Profile()
-        t0 = time.perf_counter()
-        prof.enable()
-        recipe = build_recipe([root], [400.0, 1500.0, 6000.0], n_boot=1000)
-        prof.disable()
-        took = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        build_recipe([root], [400.0, 1500.0, 6000.0], n_boot=1000)  # warm: the kept tables
-        warm = time.perf_counter() - t0
+        prof = cProfile.Profile() if args.profile else None
+        t0, c0 = time.perf_counter(), time.process_time()
+        if prof:
+            prof.enable()
+        rules = tuple(args.rules.split(","))
+        recipe = build_recipe([root], [400.0, 1500.0, 6000.0], n_boot=1000, rules=rules)
+        if prof:
+            prof.disable()
+        took, took_cpu = time.perf_counter() - t0, time.process_time() - c0
+        t0, c0 = time.perf_counter(), time.process_time()
+        build_recipe([root], [400.0, 1500.0, 6000.0], n_boot=1000, rules=rules)  # warm: the kept tables
+        warm, warm_cpu = time.perf_counter() - t0, time.process_time() - c0
     scale = 20 * 5000 * 64 / (args.runs * args.problems * args.n)
     size = "" if scale == 1 else f"; {scale:g} times smaller than the target's size"
-    for what, secs in (("cold (rows read, estimators computed)", took), ("warm (tables kept)", warm)):
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    for what, secs, cpu in (("cold (rows read, estimators computed)", took, took_cpu), ("warm (tables kept)", warm, warm_cpu)):
         print(f"recipe {what}: {len(recipe.strategies)} strategies, {len(recipe.choices)} choices in {secs:.2f} s "
-              f"({secs / TARGET_S:.3f} of the {TARGET_S:.0f} s target{size})")
+              f"wall, {cpu:.2f} s CPU ({secs / TARGET_S:.3f} of the {TARGET_S:.0f} s target{size})")
     for c in recipe.choices:
         print(f"  budget {c.budget:g}: {c.best.label} {c.best.value:.3f} at {c.best.cost:.0f} tokens")
-    if args.profile:
+    if prof:
         pstats.Stats(prof).sort_stats("cumulative").print_stats(15)
 
 

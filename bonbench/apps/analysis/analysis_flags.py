@@ -119,6 +119,10 @@ class RecipeRequest:
         None, metavar="RUN_DIR", help="with --by difficulty: the run whose pass@1 bins the problems "
                                       "(default: the run with the largest n, then the lowest temperature)")
     bom_share: float = setting(0.5, range=(0, 1, True, True), help="the vote share of the bom@N strategies (default 0.5)")
+    rules: tuple[str, ...] = setting(
+        ("maj", "bon"), comma=True, metavar="RULE[,RULE...]",
+        help="the selection rules to consider besides one sample: maj, bon, wmaj, bom (default maj,bon: wmaj and bom "
+             "cost about 2 ms a problem each to compute; docs/recipe.md)")
     out: Path | None = setting(None, help="folder for recipe.json and recipe-frontier.png (default: <first RESULTS>/recipe)")
     json: bool = setting(False, help="print the JSON document instead of the table")
     n_boot: int = setting(1000, range=flags.AT_LEAST_1, help="bootstrap resamples per CI and paired difference")

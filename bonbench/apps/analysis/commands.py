@@ -104,7 +104,7 @@ def cmd_recipe(args: argparse.Namespace) -> int:
     outputs.check_writable_dir(out)
     recipe = build_recipe(list(req.results), list(req.budgets), task=req.task, cost=req.cost,
                           params=parse_params(req.params), by=req.by, base_run=req.base_run, bom_share=req.bom_share,
-                          n_boot=req.n_boot, seed=req.seed)
+                          n_boot=req.n_boot, seed=req.seed, rules=req.rules)
     with outputs.staged_dir(out) as stage:
         written = write_recipe(recipe, stage)
     print(json.dumps(recipe_json(recipe), indent=2) if req.json else format_table(recipe))

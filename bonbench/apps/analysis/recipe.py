@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from bonbench.apps.analysis.model_params import known_params
-from bonbench.apps.analysis.recipe_table import RunTable, run_table
+from bonbench.apps.analysis.recipe_table import RunTable, TableSpec, run_table
 from bonbench.apps.analysis.rundir import RunData, expand_run_dirs, load_run
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
@@ -273,8 +273,12 @@ def _choose(budget: float, group: str, idx: np.ndarray, cands: Sequence[_Candida
 
 def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | None = None, cost: str = "tokens",
                  params: Mapping[str, float] | None = None, by: str | None = None, base_run: Path | None = None,
-                 bom_share: float = 0.5, n_boot: int = 1000, seed: int = 0) -> Recipe:
-    """The recipe of the scored runs under ``results`` for every budget (module docstring)."""
+                 bom_share: float = 0.5, n_boot: int = 1000, seed: int = 0, rules: Sequence[str] = RULES) -> Recipe:
+    """The recipe of the scored runs under ``results`` for every budget (module docstring), over the
+    strategies of ``rules`` (``single`` always: every run has its one-sample strategy)."""
+    unknown = [r for r in rules if r not in RULES]
+    if unknown:
+        raise BonbenchError(f"--rules takes {', '.join(RULES[1:])} (comma-separated), not {unknown[0]!r}")
     bad = [b for b in budgets if not b > 0 or not math.isfinite(b)]
     if not budgets or bad:
         raise BonbenchError(f"--budget must be positive {cost} per problem, got {bad[0] if bad else 'none'}; "
@@ -284,7 +288,8 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
     if by not in (None, "difficulty"):
         raise BonbenchError(f"--by takes difficulty, not {by!r}")
     chosen, runs = _runs(results, task)
-    tables = {str(r.path): run_table(r, bom_share) for r in runs}
+    spec = TableSpec(bom_share, tuple(r for r in RULES if r == "single" or r in rules))
+    tables = {str(r.path): run_table(r, spec) for r in runs}
     notes: list[str] = [n for t in tables.values() for n in t.notes]
     grades = {path: set(t.ids) for path, t in tables.items()}
     ids = sorted(set.intersection(*grades.values()))

@@ -6,9 +6,11 @@ Reading a big run's rows and computing its estimators takes most of a recipe's t
 depends only on the run's files, so ``run_table`` keeps each table under
 ``$BONBENCH_CACHE/recipe`` (``~/.cache/bonbench/recipe``), named by the identity of the files it was
 computed from (path, size, modification time and inode of config.json, metrics.json, samples.jsonl
-and every grades and scores file), the bonbench version, the Best-of-Majority share and the run's
-seed. A rescored, regraded or resumed run has other files and gets a new table. A cache that cannot
-be written costs only the speed (one warning). Nothing is written into a run directory.
+and every grades and scores file), the bonbench version, the Best-of-Majority share, the rules
+computed (``TableSpec``) and the run's seed. A rescored, regraded or resumed run has other files and
+gets a new table. A cache that cannot be written costs only the speed (one warning). Nothing is
+written into a run directory. The rows are read by ``recipe_rows`` (compiled regexes, exactly as the
+records would read) where they are in the store's layout, else record by record.
 
 What it does not do: choose, bootstrap or convert tokens to FLOPs (``recipe``).
 """
@@ -29,13 +31,24 @@ import numpy as np
 from bonbench import __version__
 from bonbench.api.metric.values import curve_values
 from bonbench.apps.analysis.htmlparts import powers_of_two
+from bonbench.apps.analysis.recipe_rows import fast_inputs
 from bonbench.apps.analysis.rundir import RunData, outcomes_by_verifier
 from bonbench.core.cache import cache_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.ledger import compute_ledger
 
-FORMAT = 1
+FORMAT = 2
 ORACLE_VERIFIERS = ("oracle",)  # reads the gold answer: an upper bound, not a deployable verifier
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """What a table holds beyond what the run's files decide: the Best-of-Majority vote share and the
+    rules computed (``single`` and the oracle's ``pass`` always; wmaj and bom cost about 2 ms a
+    problem each at n = 64, docs/recipe.md)."""
+
+    bom_share: float
+    rules: tuple[str, ...]  # of recipe.RULES
 
 
 @dataclass(frozen=True)
@@ -94,11 +107,15 @@ def _tokens(run: RunData, verifiers: list[str]) -> tuple[dict[str, tuple[float, 
     return policy, per_verifier
 
 
-def compute_table(run: RunData, bom_share: float) -> RunTable:
+def compute_table(run: RunData, spec: TableSpec) -> RunTable:
     """The table of ``run`` from its rows (no cache)."""
     verifiers = deployable_verifiers(run)
-    policy, verifier_tokens = _tokens(run, verifiers)
-    by_verifier = outcomes_by_verifier(run, verifiers)
+    fast = fast_inputs(run, verifiers)
+    if fast is None:  # rows in another layout, a torn last line, a count missing: read record by record
+        policy, verifier_tokens = _tokens(run, verifiers)
+        by_verifier = outcomes_by_verifier(run, verifiers)
+    else:
+        policy, verifier_tokens, by_verifier = fast
     plain = by_verifier[None]
     ids = tuple(o.problem_id for o in plain)
     missing = [pid for pid in ids if pid not in policy]
@@ -114,8 +131,9 @@ def compute_table(run: RunData, bom_share: float) -> RunTable:
     todo: list[tuple[str, str | None, str, tuple[int, ...]]] = [("pass", None, "pass", tuple(ks)), ("single", None, "pass", (1,))]
     todo += [("maj", None, "maj", multi)] if answers else []
     for name in verifiers:
-        todo += [("bon", name, "bon", multi)] + ([("wmaj", name, "wmaj", multi), ("bom", name, f"bom:{bom_share:g}", multi)]
-                                                if answers else [])
+        todo += [("bon", name, "bon", multi)] + ([("wmaj", name, "wmaj", multi),
+                                                  ("bom", name, f"bom:{spec.bom_share:g}", multi)] if answers else [])
+    todo = [t for t in todo if t[0] == "pass" or t[0] in spec.rules]
     for rule, verifier, key, Ns in todo:
         try:
             values[(rule, verifier)] = (Ns, curve_values(by_verifier[verifier], key, Ns, seed=run.seed))
@@ -126,7 +144,7 @@ def compute_table(run: RunData, bom_share: float) -> RunTable:
                     tokens, values, tuple(notes))
 
 
-def table_key(run: RunData, bom_share: float) -> str:
+def table_key(run: RunData, spec: TableSpec) -> str:
     """The name of ``run``'s kept table: the identity of every file it is computed from (module docstring)."""
     files = [run.path / "config.json", run.path / "metrics.json", run.path / "samples.jsonl",
              *sorted((run.path / "grades").glob("*.jsonl")), *sorted((run.path / "scores").glob("*.jsonl"))]
@@ -134,7 +152,7 @@ def table_key(run: RunData, bom_share: float) -> str:
     for f in files:
         st = f.stat()
         stats.append([f.name, f.parent.name, st.st_size, st.st_mtime_ns, st.st_ino])
-    doc = [FORMAT, __version__, str(run.path.resolve()), bom_share, run.seed, stats]
+    doc = [FORMAT, __version__, str(run.path.resolve()), spec.bom_share, sorted(spec.rules), run.seed, stats]
     return hashlib.sha256(json.dumps(doc).encode()).hexdigest()[:32]
 
 
@@ -165,15 +183,15 @@ def _load(path: Path) -> RunTable:
                         {name: z[f"v{i}"] for i, name in enumerate(meta["verifiers"])}, values, tuple(meta["notes"]))
 
 
-def run_table(run: RunData, bom_share: float) -> RunTable:
+def run_table(run: RunData, spec: TableSpec) -> RunTable:
     """``run``'s table: the kept one when its files are the same, else computed and kept."""
-    path = cache_dir("recipe") / f"{table_key(run, bom_share)}.npz"
+    path = cache_dir("recipe") / f"{table_key(run, spec)}.npz"
     if path.is_file():
         try:
             return _load(path)
         except (OSError, ValueError, KeyError):  # a damaged or foreign file: computed again below
             pass
-    table = compute_table(run, bom_share)
+    table = compute_table(run, spec)
     try:
         _save(table, path)
     except OSError as exc:

@@ -280,15 +280,24 @@ def _choose(run: RunData, found: list[str], what: str, wanted: str | None) -> st
     return preferred if preferred in found else found[0]
 
 
-def _grade_rows(run: RunData, grader: str | None) -> dict[str, dict[int, Any]]:
-    """problem_id -> sample_idx -> the grade metrics.json was computed from (when it says which)."""
+def grade_filter(run: RunData, grader: str | None = None) -> tuple[str, tuple[Any, Any] | None]:
+    """The grades file analysis reads (``grader``, else the one metrics.json names, else the first)
+    and the (grader_version, grading_id) its verdicts must have been reached under, None for any."""
     name = _choose(run, run.graders(), "grades", grader)
     # A grades file may hold verdicts from several grader versions or grading settings (a regrade
     # appends); use the ones metrics.json was computed from when it says which.
     grading = run.meta.get("grading") or {}
     if grading.get("grader") == name:
-        version: Any = grading.get("grader_version")  # JSON: the int metrics.json was graded under
-        gid = grading.get("grading_id", "")
+        # JSON: the int metrics.json was graded under
+        return name, (grading.get("grader_version"), grading.get("grading_id", ""))
+    return name, None
+
+
+def _grade_rows(run: RunData, grader: str | None) -> dict[str, dict[int, Any]]:
+    """problem_id -> sample_idx -> the grade metrics.json was computed from (when it says which)."""
+    name, under = grade_filter(run, grader)
+    if under is not None:
+        version, gid = under
         rows = run.store().grades(name).read(lambda g: g.graded_under(version, gid))
     else:
         rows = run.store().grades(name).read()

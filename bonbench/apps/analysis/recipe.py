@@ -144,8 +144,17 @@ class _Candidate:
                         None if lo is None or hi is None else (float(lo), float(hi)))
 
 
-def _runs(results: Sequence[Path], task: str | None) -> tuple[str, list[RunData]]:
+def _runs(results: Sequence[Path], task: str | None, notes: list[str]) -> tuple[str, list[RunData]]:
     runs = [load_run(p) for p in expand_run_dirs(results)]
+    # a search run's candidates are not independent draws, so N-of-n subsets of them are not
+    # strategies anyone could deploy; weighing a search as one strategy at its own N is not built yet
+    searches = [r for r in runs if r.config.get("strategy") is not None]
+    notes.extend(f"{r.path}: a search run ({r.config['strategy']}): recipe does not weigh search runs yet; left out"
+                 for r in searches)
+    runs = [r for r in runs if r.config.get("strategy") is None]
+    if not runs:
+        raise BonbenchError("every run given is a search run (bonbench run --strategy), which recipe does not weigh "
+                            "yet; pass sampling runs (bonbench run without --strategy)")
     tasks = sorted({r.task for r in runs})
     if task is None and len(tasks) > 1:
         raise BonbenchError(f"the runs are of several tasks ({', '.join(tasks)}); choose one with --task")
@@ -287,10 +296,11 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
         raise BonbenchError(f"--cost must be tokens or flops, not {cost!r}")
     if by not in (None, "difficulty"):
         raise BonbenchError(f"--by takes difficulty, not {by!r}")
-    chosen, runs = _runs(results, task)
+    notes: list[str] = []
+    chosen, runs = _runs(results, task, notes)
     spec = TableSpec(bom_share, tuple(r for r in RULES if r == "single" or r in rules))
     tables = {str(r.path): run_table(r, spec) for r in runs}
-    notes: list[str] = [n for t in tables.values() for n in t.notes]
+    notes += [n for t in tables.values() for n in t.notes]
     grades = {path: set(t.ids) for path, t in tables.items()}
     ids = sorted(set.intersection(*grades.values()))
     if not ids:

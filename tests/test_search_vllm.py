@@ -10,6 +10,7 @@ to end on a scripted scorer with the cache in its ledger.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any, cast
@@ -22,6 +23,7 @@ from bonbench.api.sampler import SamplingParams
 from bonbench.api.search.contract import make_strategy
 from bonbench.api.search.records import Prefix, SearchProblem
 from bonbench.core.errors import BonbenchError
+from bonbench.plugins.samplers.steps import step_sampler
 from bonbench.plugins.samplers.vllm import VLLMSampler
 from bonbench.plugins.samplers.vllm_steps import VLLMStepSampler, step_engine_args
 
@@ -55,7 +57,10 @@ def engines() -> Iterator[tuple[VLLMSampler, Any]]:
     from bonbench.plugins.samplers.hf import HFSampler
 
     model = resolve_model(None)
-    vllm = VLLMSampler(model, seed=0, dtype="float32", max_model_len=1024, enforce_eager=True, **step_engine_args())
+    with pytest.MonkeyPatch.context() as mp:
+        if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
+            mp.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # the 270M model needs little; shared machines have little
+        vllm = VLLMSampler(model, seed=0, dtype="float32", max_model_len=1024, enforce_eager=True, **step_engine_args())
     hf = HFSampler(model, seed=0, dtype="float32", batch_size=16, device="cpu")
     try:
         yield vllm, hf
@@ -68,7 +73,9 @@ def _pair(engines: tuple[VLLMSampler, Any], max_tokens: int) -> tuple[VLLMStepSa
     from bonbench.plugins.samplers.hf_steps import HFStepSampler
 
     params = SamplingParams(temperature=1.0, max_tokens=max_tokens)
-    return VLLMStepSampler(engines[0], params, DELIMITER), HFStepSampler(engines[1], params, DELIMITER)
+    vllm = step_sampler(engines[0], params, DELIMITER)  # the factory picks the vLLM one
+    assert isinstance(vllm, VLLMStepSampler)
+    return vllm, HFStepSampler(engines[1], params, DELIMITER)
 
 
 @pytest.mark.slow

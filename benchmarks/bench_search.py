@@ -14,10 +14,11 @@ it asserts nothing.
 
 ``--engine vllm`` runs the real thing instead: the embedded Gemma 3 270M on vLLM with prefix caching
 (``VLLMStepSampler``), best-of-N and beam search (``--width``) at ``--n`` on the first ``--problems``
-MATH-500 problems (base few-shot prompts, delimiter ``"\n\n"``), scored by ``--scorer`` (default: the
-embedded Gemma read as a Math-Shepherd-format PRM on transformers, ``prm:...?family=math-shepherd``:
-a real model's forward passes at a real PRM's cost, whose scores mean nothing, since no trained PRM
-can be downloaded here). It prints, per strategy, the seconds in the sampler, in the scorer and in
+MATH-500 problems (base few-shot prompts, delimiter ``"\n\n"``), scored by ``--scorer`` (a verifier that scores
+partial solutions, e.g. ``prm:SOURCE``; by default, since no trained PRM can be downloaded here, the
+repository's trained verifier ``learned:results/verifiers/math-gemma-3-270m-head``, an outcome
+verifier on the Gemma backbone, reading each prefix of steps as a whole solution:
+``PrefixesAsSolutions``). It prints, per strategy, the seconds in the sampler, in the scorer and in
 the strategy itself, the generated tokens, the prompt tokens read and how many of them the prefix
 cache served, and then the two ratios of issue 34: beam's wall time per generated token over
 best-of-N's, and the strategies' overhead share.
@@ -42,6 +43,7 @@ from search_scripts import SeededSampler, TableScorer, hashed_score
 from bonbench.api.search.contract import make_strategy, partial_scorer
 from bonbench.api.search.records import Continuation, Prefix, SearchProblem, StepScores
 
+LEARNED = "learned:" + str(Path(__file__).resolve().parent.parent / "results/verifiers/math-gemma-3-270m-head")
 STRATEGIES = {"best_of_n": {}, "beam": {"width": 4}, "dvts": {"width": 4}, "particle_filtering": {}}
 
 
@@ -67,6 +69,33 @@ class Timed:
             self.seconds += time.perf_counter() - began
 
 
+class PrefixesAsSolutions:
+    """A verifier of whole solutions read as a scorer of partial ones: step k's score is the verifier's
+    score of the first k steps joined by the delimiter, as if they were a whole solution (an outcome
+    verifier's value of a partial solution). Each (question, prefix) is scored once."""
+
+    def __init__(self, verifier: Any, delimiter: str = "\n\n") -> None:
+        self.verifier, self.delimiter = verifier, delimiter
+        self.memo: dict[tuple[str, tuple[str, ...]], float] = {}
+
+    def score_steps(self, questions: Sequence[str], steps: Sequence[Sequence[str]]) -> list[StepScores]:
+        from bonbench.core.records import Problem, Sample
+
+        wanted = {(q, tuple(ss[:k + 1])) for q, ss in zip(questions, steps, strict=True) for k in range(len(ss))}
+        new = sorted(wanted - set(self.memo))
+        ids = {q: f"q{i}" for i, q in enumerate(dict.fromkeys(q for q, _ in new))}
+        problems = {pid: Problem(pid, q, "") for q, pid in ids.items()}
+        samples = [Sample(ids[q], i, self.delimiter.join(prefix), 0, "stop") for i, (q, prefix) in enumerate(new)]
+        got = self.verifier.score(problems, samples, {}) if samples else []
+        for key, score in zip(new, got, strict=True):
+            self.memo[key] = score.score
+        tokens, out = sum(score.tokens or 0 for score in got), []
+        for q, ss in zip(questions, steps, strict=True):
+            out.append(StepScores(tuple(self.memo[(q, tuple(ss[:k + 1]))] for k in range(len(ss))), tokens, len(got)))
+            tokens, got = 0, []  # the new prefixes' cost is counted once, on the first list
+        return out
+
+
 def real(args: argparse.Namespace) -> None:
     """The ``--engine vllm`` measurement (module docstring)."""
     from bonbench.api.sampler import SamplingParams
@@ -78,8 +107,8 @@ def real(args: argparse.Namespace) -> None:
 
     task = get_task("math500", data_dir=args.data_dir)
     model = resolve_model(None)
-    scorer_name = args.scorer or f"prm:{model.path}?family=math-shepherd&dtype=bfloat16"
-    scorer = partial_scorer(get_verifier(scorer_name), scorer_name)
+    scorer = (partial_scorer(get_verifier(args.scorer), args.scorer) if args.scorer
+              else PrefixesAsSolutions(get_verifier(LEARNED)))
     began = time.perf_counter()
     engine = VLLMSampler(model, seed=0, max_model_len=4096, **step_engine_args())
     print(f"engine start {time.perf_counter() - began:.0f} s; load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
@@ -89,7 +118,7 @@ def real(args: argparse.Namespace) -> None:
             "beam": make_strategy("beam", width=args.width, max_iterations=args.iterations, agg="last")}
     total: dict[str, dict[str, float]] = {name: defaultdict(float) for name in runs}
     for problem in task.problems[:args.problems]:
-        search = SearchProblem(problem.problem_id, task.render(problem, "base").text, problem.input)
+        search = SearchProblem(problem.id, task.render(problem, "base").text, problem.input)
         for name, strategy in runs.items():
             sampler, timed_scorer = Timed(step), Timed(scorer)
             if name == "best_of_n":  # one whole solution per continuation: as many tokens as beam's steps allow
@@ -102,7 +131,7 @@ def real(args: argparse.Namespace) -> None:
             row["sampler_s"] += sampler.seconds
             row["scorer_s"] += timed_scorer.seconds
             row["overhead_s"] += got.cost.overhead_s
-            print(f"  {problem.problem_id} {name}: {got.cost.wall_s:.1f} s, {got.cost.generated_tokens} tokens", flush=True)
+            print(f"  {problem.id} {name}: {got.cost.wall_s:.1f} s, {got.cost.generated_tokens} tokens", flush=True)
     print(f"n={args.n} width={args.width} iterations={args.iterations} step tokens={args.step_tokens} "
           f"problems={args.problems}; load {os.getloadavg()[0]:.1f}")
     print(f"{'strategy':<11}{'wall s':>8}{'sampler s':>10}{'scorer s':>9}{'own s':>7}{'gen tok':>8}{'s/1k gen':>9}"

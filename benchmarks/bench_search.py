@@ -21,7 +21,10 @@ verifier on the Gemma backbone, reading each prefix of steps as a whole solution
 ``PrefixesAsSolutions``). It prints, per strategy, the seconds in the sampler, in the scorer and in
 the strategy itself, the generated tokens, the prompt tokens read and how many of them the prefix
 cache served, and then the two ratios of issue 34: beam's wall time per generated token over
-best-of-N's, and the strategies' overhead share.
+best-of-N's, and the strategies' overhead share. It also grades every final candidate with the task's
+grader (its text cut where the base model starts a new "Problem:") and prints, per strategy, the
+problems with a right candidate among the N and those where the verifier's pick (the highest
+value) is right: a real search end to end through the Python API.
 """
 
 from __future__ import annotations
@@ -96,6 +99,24 @@ class PrefixesAsSolutions:
         return out
 
 
+def solution(steps: Sequence[str], delimiter: str = "\n\n") -> str:
+    """A candidate's text as graded: its steps, up to where the base model starts a new problem."""
+    kept = []
+    for step in steps:
+        if step.lstrip().startswith("Problem:"):
+            break
+        kept.append(step.split("\nProblem:")[0])
+    return delimiter.join(kept)
+
+
+def graded(task: Any, problem: Any, candidates: Sequence[Any]) -> list[bool]:
+    """Whether each candidate's solution is right, by the task's own grader."""
+    from bonbench.core.records import Sample
+
+    samples = [Sample(problem.id, i, solution(c.steps), 0, "stop") for i, c in enumerate(candidates)]
+    return [bool(g.correct) for g in task.grader.grade({problem.id: problem}, samples)]
+
+
 def real(args: argparse.Namespace) -> None:
     """The ``--engine vllm`` measurement (module docstring)."""
     from bonbench.api.sampler import SamplingParams
@@ -131,7 +152,13 @@ def real(args: argparse.Namespace) -> None:
             row["sampler_s"] += sampler.seconds
             row["scorer_s"] += timed_scorer.seconds
             row["overhead_s"] += got.cost.overhead_s
-            print(f"  {problem.id} {name}: {got.cost.wall_s:.1f} s, {got.cost.generated_tokens} tokens", flush=True)
+            right = graded(task, problem, got.candidates)
+            best = max(range(len(right)), key=lambda i: got.candidates[i].value)  # last-step verifier's pick
+            row["pass"] += any(right)
+            row["picked"] += right[best]
+            row["right"] += sum(right)
+            print(f"  {problem.id} {name}: {got.cost.wall_s:.1f} s, {got.cost.generated_tokens} tokens, "
+                  f"{sum(right)}/{len(right)} right, the pick {'right' if right[best] else 'wrong'}", flush=True)
     print(f"n={args.n} width={args.width} iterations={args.iterations} step tokens={args.step_tokens} "
           f"problems={args.problems}; load {os.getloadavg()[0]:.1f}")
     print(f"{'strategy':<11}{'wall s':>8}{'sampler s':>10}{'scorer s':>9}{'own s':>7}{'gen tok':>8}{'s/1k gen':>9}"
@@ -147,6 +174,9 @@ def real(args: argparse.Namespace) -> None:
         print(f"beam / best-of-N, {label} seconds per generated token: {ratio:.2f} (issue 34: <= 1.5)")
     for name, row in total.items():
         print(f"{name} overhead share: {row['overhead_s'] / row['wall_s']:.2%} (issue 34: < 5%)")
+    for name, row in total.items():
+        print(f"{name}: a right candidate on {row['pass']:.0f} of {args.problems} problems, the verifier's pick right on "
+              f"{row['picked']:.0f}; {row['right']:.0f} of {args.problems * args.n} candidates right")
     engine.close()
 
 
@@ -157,10 +187,10 @@ def main() -> None:
     parser.add_argument("--model-ms", type=float, default=5.0)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--engine", choices=("scripted", "vllm"), default="scripted")
-    parser.add_argument("--problems", type=int, default=3)
+    parser.add_argument("--problems", type=int, default=2)
     parser.add_argument("--width", type=int, default=4)
-    parser.add_argument("--iterations", type=int, default=5)
-    parser.add_argument("--step-tokens", type=int, default=64)
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--step-tokens", type=int, default=48)
     parser.add_argument("--scorer", default=None, help="a verifier that scores partial solutions (default: module docstring)")
     parser.add_argument("--data-dir", default=os.environ.get("BONBENCH_DATA_DIR"))
     args = parser.parse_args()

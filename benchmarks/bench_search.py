@@ -126,7 +126,7 @@ def real(args: argparse.Namespace) -> None:
     from bonbench.plugins.samplers.vllm import VLLMSampler
     from bonbench.plugins.samplers.vllm_steps import VLLMStepSampler, step_engine_args
 
-    task = get_task("math500", data_dir=args.data_dir)
+    task = get_task("math500", data_dir=args.data_dir, level=args.level)
     model = resolve_model(None)
     scorer = (partial_scorer(get_verifier(args.scorer), args.scorer) if args.scorer
               else PrefixesAsSolutions(get_verifier(LEARNED)))
@@ -160,7 +160,7 @@ def real(args: argparse.Namespace) -> None:
             print(f"  {problem.id} {name}: {got.cost.wall_s:.1f} s, {got.cost.generated_tokens} tokens, "
                   f"{sum(right)}/{len(right)} right, the pick {'right' if right[best] else 'wrong'}", flush=True)
     print(f"n={args.n} width={args.width} iterations={args.iterations} step tokens={args.step_tokens} "
-          f"problems={args.problems}; load {os.getloadavg()[0]:.1f}")
+          f"problems={args.problems} level={args.level}; load {os.getloadavg()[0]:.1f}")
     print(f"{'strategy':<11}{'wall s':>8}{'sampler s':>10}{'scorer s':>9}{'own s':>7}{'gen tok':>8}{'s/1k gen':>9}"
           f"{'prompt tok':>11}{'cached':>8}{'recomputed':>11}")
     for name, row in total.items():
@@ -188,6 +188,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--engine", choices=("scripted", "vllm"), default="scripted")
     parser.add_argument("--problems", type=int, default=2)
+    parser.add_argument("--level", type=int, default=None, help="only MATH-500 problems of this level (1-5)")
     parser.add_argument("--width", type=int, default=4)
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--step-tokens", type=int, default=48)

@@ -147,7 +147,7 @@ def test_a_backend_without_a_step_sampler_is_one_line(models: dict[str, Path], d
     from bonbench.plugins.samplers.scripted import ScriptedSampler
     from bonbench.plugins.samplers.steps import step_sampler
 
-    with pytest.raises(ValueError, match="backend 'scripted' has no step sampler.*--backend hf"):
+    with pytest.raises(ValueError, match="backend .scripted. has no step sampler.*--backend hf, vllm or openai"):
         step_sampler(ScriptedSampler([]), SamplingParams(), "\n\n")
 
 

@@ -118,3 +118,26 @@ def test_a_run_scored_by_a_served_judge(vllm_server: str, tmp_path: Path, data_d
     assert all(0.0 <= s["score"] <= 1.0 and s["calls"] == 1 and s["tokens"] > 0 for s in rows)
     (metrics,) = tmp_path.glob("runs/math/*/*/metrics.json")
     assert "bon@2" in json.dumps(json.loads(metrics.read_text())["metrics"])
+
+
+def test_a_search_step_sampler_on_a_real_server(vllm_server: str) -> None:
+    """``OpenAIStepSampler`` on vLLM's server: the probe passes (vLLM honours stop and names it in
+    stop_reason), steps stop at the delimiter, greedy rows agree, and a row follows its seed, not its batch."""
+    from bonbench.api.sampler import SamplingParams
+    from bonbench.api.search.records import Prefix
+    from bonbench.core.served import OpenAIOptions, served_model
+    from bonbench.plugins.samplers.openai_backend import OpenAISampler
+    from bonbench.plugins.samplers.steps import step_sampler
+
+    opts = OpenAIOptions(endpoints=(vllm_server,), api_key="EMPTY")
+    sampler = OpenAISampler(served_model(SERVED, opts), seed=0, options=opts)
+    steps = step_sampler(sampler, SamplingParams(temperature=1.0, max_tokens=24), "\n\n")
+    prompt = ("Problem: What is 2+3?\nSolution: We add.\n\n2+3=5.\n\nThe answer is $\\boxed{5}$.\n\n\n"
+              "Problem: What is 12*13?\nSolution:")
+    prefixes = ([Prefix(prompt, (), seed=100 + i) for i in range(6)]
+                + [Prefix(prompt, (), seed=s, greedy=True) for s in (1, 2)] + [Prefix(prompt, (), seed=3, to_end=True)])
+    got = steps.continue_prefixes(prefixes)
+    assert "step" in {c.finish for c in got[:6]} and all("\n\n" not in c.text for c in got[:8])
+    assert all(c.finish in ("step", "end", "length") and 1 <= c.tokens <= 24 and c.prompt_tokens > 20 for c in got)
+    assert got[6].text == got[7].text and got[8].finish in ("end", "length")
+    assert [c.text for c in steps.continue_prefixes(prefixes[:6][::-1])[::-1]] == [c.text for c in got[:6]]

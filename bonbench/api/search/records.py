@@ -46,12 +46,15 @@ class Prefix:
 class Continuation:
     """A step sampler's answer to one ``Prefix``: the text it generated (without the delimiter it
     stopped at), why it stopped, the tokens it generated and the tokens it read (the prompt and the
-    prefix: what a prefix cache saves recomputing, counted whether or not the engine caches)."""
+    prefix: what a prefix cache saves recomputing, counted whether or not the engine caches).
+    ``cached_tokens``: how many of ``prompt_tokens`` the engine served from its prefix cache instead
+    of recomputing them (0 for a sampler without one, or that does not say)."""
 
     text: str
     finish: Finish
     tokens: int
     prompt_tokens: int = 0
+    cached_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -102,12 +105,15 @@ class SearchCost:
     """What one problem's search spent (the compute ledger of a search).
 
     ``prompt_tokens``: tokens the sampler read over all its continuations (prompt and prefix, each
-    time: the recomputation a prefix cache avoids); ``cached_scores``: step lists whose scores the
-    search reused instead of asking the scorer again; ``model_s``: seconds inside the sampler and the
-    scorer; ``wall_s``: the whole search. ``overhead_s`` is the strategy's own time.
+    time: the recomputation a prefix cache avoids); ``cached_prompt_tokens``: how many of them the
+    engine served from its prefix cache (``prompt_tokens - cached_prompt_tokens`` were recomputed);
+    ``cached_scores``: step lists whose scores the search reused instead of asking the scorer again;
+    ``model_s``: seconds inside the sampler and the scorer; ``wall_s``: the whole search; ``overhead_s``:
+    the strategy's own time.
     """
 
     prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
     generated_tokens: int = 0
     verifier_tokens: int = 0
     verifier_calls: int = 0

@@ -1,13 +1,16 @@
-"""The one factory of step samplers: a run's sampler object and its sampling settings -> the
-``StepSampler`` a search continues prefixes with (``bonbench.api.search.contract``).
+"""The step sampler of a built sampling backend: the one place a search turns a ``Sampler`` into a ``StepSampler``.
 
-``step_sampler`` dispatches on the sampler object's type: ``HFSampler`` (transformers) ->
-``HFStepSampler``. A sampler of any other backend is a ValueError naming the backends that support
-steps; the run layer turns it into one ``error:`` line before anything is sampled. This module
-imports the transformers backend (and torch with it): the run layer loads it lazily, by its
-``"module:attr"`` address, only when a search runs.
+``step_sampler(sampler, params, delimiter)`` dispatches on the sampler object's type: ``HFSampler``
+-> ``HFStepSampler``, ``VLLMSampler`` -> ``VLLMStepSampler`` (its engine built with
+``vllm_steps.step_engine_args()``), ``OpenAISampler`` -> ``OpenAIStepSampler`` (which probes the
+servers for stop-string support); any other backend is a ``ValueError`` naming the ones that
+support steps.
 
-What it does not do: build the sampler (``bonbench.run.resolve.build_sampler``) or sample.
+This module imports the transformers backend (and torch with it): the run layer loads it lazily,
+by its ``"module:attr"`` address, only when a search runs.
+
+What it does not do: build the backend (``select.get_sampler`` does), or choose the delimiter (the
+scorer's family and the task do).
 """
 
 from __future__ import annotations
@@ -16,15 +19,22 @@ from bonbench.api.sampler import SamplingParams
 from bonbench.api.search.contract import StepSampler
 from bonbench.plugins.samplers.hf import HFSampler
 from bonbench.plugins.samplers.hf_steps import HFStepSampler
+from bonbench.plugins.samplers.openai_backend import OpenAISampler
+from bonbench.plugins.samplers.openai_steps import OpenAIStepSampler
+from bonbench.plugins.samplers.vllm import VLLMSampler
+from bonbench.plugins.samplers.vllm_steps import VLLMStepSampler
 
-STEP_BACKENDS = ("hf",)  # the backends whose samplers continue prefixes step by step
+STEP_BACKENDS = ("hf", "vllm", "openai")  # the backends whose samplers continue prefixes step by step
 
 
 def step_sampler(sampler: object, params: SamplingParams, delimiter: str) -> StepSampler:
-    """The step sampler over ``sampler`` with ``params`` (temperature, top_p, max tokens per continuation)
-    and the step ``delimiter``; ValueError for a backend with no step sampler."""
+    """The step sampler over ``sampler`` with ``params`` per step and ``delimiter`` (module docstring)."""
     if isinstance(sampler, HFSampler):
         return HFStepSampler(sampler, params, delimiter)
+    if isinstance(sampler, VLLMSampler):
+        return VLLMStepSampler(sampler, params, delimiter)
+    if isinstance(sampler, OpenAISampler):
+        return OpenAIStepSampler(sampler, params, delimiter)
     name = getattr(sampler, "name", type(sampler).__name__)
     raise ValueError(f"backend {name!r} has no step sampler, which a search continues prefixes with: "
-                     f"use --backend {' or '.join(STEP_BACKENDS)}")
+                     f"use --backend {', '.join(STEP_BACKENDS[:-1])} or {STEP_BACKENDS[-1]}")

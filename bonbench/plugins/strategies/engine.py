@@ -195,6 +195,7 @@ class Search:
         self.cost["continuations"] += len(conts)
         self.cost["generated_tokens"] += sum(c.tokens for c in conts)
         self.cost["prompt_tokens"] += sum(c.prompt_tokens for c in conts)
+        self.cost["cached_prompt_tokens"] += sum(c.cached_tokens for c in conts)
         return conts
 
     def _score(self, lists: Sequence[tuple[str, ...]]) -> list[tuple[float, ...]]:

@@ -191,3 +191,15 @@ def test_a_beam_search_over_a_server(server: StepServer) -> None:
     assert len(got.candidates) == 4 and all(c.finish == "end" for c in got.candidates)
     assert got.cost.generated_tokens == sum(n.tokens for n in got.tree) > 0
     assert 0 < got.cost.cached_prompt_tokens < got.cost.prompt_tokens
+
+
+def test_the_tasks_stop_strings_end_a_solution_as_on_the_other_backends(server: StepServer) -> None:
+    # a few-shot base model's next exemplar starts after a delimiter: the task's stop "\n\ns1" must
+    # end the solution whose next step would start "s1", and a solution run to the end stops there too
+    opts = OpenAIOptions(endpoints=(server.url,), api_key="test", retry_wait=0.01, request_timeout=5.0)
+    sampler = OpenAISampler(served_model(MODEL, opts), seed=0, options=opts)
+    steps = OpenAIStepSampler(sampler, SamplingParams(temperature=0.8, max_tokens=64, stop=("\n\ns1",)), DELIMITER)
+    after, whole = steps.continue_prefixes([Prefix("Q:", ("s0.1",), seed=1), Prefix("Q:", (), seed=1, to_end=True)])
+    assert (after.text, after.finish) == ("", "end")
+    assert whole.finish == "end" and "s1" not in whole.text and whole.text.startswith("s0.")
+    assert server.bodies[-1]["stop"] == ["\n\ns1"]  # the to_end request carries the task's stops

@@ -34,5 +34,17 @@ def test_each_backend_gets_its_step_sampler(tmp_path: Path) -> None:
 
 
 def test_a_backend_without_steps_is_one_line_naming_those_with() -> None:
-    with pytest.raises(ValueError, match=r"^the scripted backend cannot continue .*: use --backend hf, vllm or openai$"):
+    with pytest.raises(ValueError, match=r"^backend .scripted. has no step sampler.*: use --backend hf, vllm or openai$"):
         step_sampler(ScriptedSampler(lambda pid, i: "x"), PARAMS, "\n\n")
+
+
+def test_cut_at_task_stop_counts_the_delimiter_the_prefix_ended_with() -> None:
+    from bonbench.api.search.records import Continuation, Prefix, cut_at_task_stop
+
+    stops, delim = ("\n\nProblem:",), "\n\n"
+    got = cut_at_task_stop(Prefix("Q", ("a",), seed=0), Continuation("Problem: x", "step", 3, 9, 4), stops, delim)
+    assert (got.text, got.finish, got.tokens, got.prompt_tokens, got.cached_tokens) == ("", "end", 3, 9, 4)
+    first = Continuation("Problem: x", "step", 3)  # no step yet: no delimiter before it, so no stop
+    assert cut_at_task_stop(Prefix("Q", (), seed=0), first, stops, delim) is first
+    inside = cut_at_task_stop(Prefix("Q", (), seed=0), Continuation("b\n\nProblem: y", "end", 5), stops, delim)
+    assert (inside.text, inside.finish) == ("b", "end")

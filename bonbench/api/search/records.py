@@ -57,6 +57,21 @@ class Continuation:
     cached_tokens: int = 0
 
 
+def cut_at_task_stop(prefix: Prefix, continuation: Continuation, stops: tuple[str, ...],
+                     delimiter: str) -> Continuation:
+    """``continuation`` cut at the first of the task's ``stops`` (its finish then ``"end"``), counting
+    the delimiter the prefix's last step ended with: a few-shot base model's solution ends where the
+    next exemplar would start (``"\n\nProblem:"``), which a continuation stopped at the delimiter
+    only shows as a step starting ``"Problem:"``. Every step sampler applies it, so a search ends its
+    solutions where the task's ``bonbench run`` would."""
+    lead = delimiter if prefix.steps else ""
+    hits = [i for i in ((lead + continuation.text).find(s) for s in stops if s) if i >= 0]
+    if not hits:
+        return continuation
+    return Continuation(continuation.text[:max(0, min(hits) - len(lead))], "end", continuation.tokens,
+                        continuation.prompt_tokens, continuation.cached_tokens)
+
+
 @dataclass(frozen=True)
 class StepScores:
     """A partial-solution scorer's answer for one list of steps: one score per step, the tokens

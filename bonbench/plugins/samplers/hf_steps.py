@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from bonbench.api.sampler import SamplingParams
-from bonbench.api.search.records import Continuation, Finish, Prefix
+from bonbench.api.search.records import Continuation, Finish, Prefix, cut_at_task_stop
 from bonbench.plugins.samplers.hf import HFSampler
 
 
@@ -40,15 +40,6 @@ class HFStepSampler:
         """What the model continues: the prompt and the steps so far, each ended by the delimiter."""
         return prefix.prompt + "".join(step + self.delimiter for step in prefix.steps)
 
-    def cut_at_task_stop(self, prefix: Prefix, text: str) -> tuple[str, bool]:
-        """``text`` up to the first of the task's stop strings, counting the delimiter the prefix ends
-        with, and whether one was found (module docstring)."""
-        lead = self.delimiter if prefix.steps else ""
-        hits = [i for i in ((lead + text).find(s) for s in self.params.stop if s) if i >= 0]
-        if not hits:
-            return text, False
-        return text[:max(0, min(hits) - len(lead))], True
-
     def continue_prefixes(self, prefixes: Sequence[Prefix]) -> list[Continuation]:
         out: list[Continuation | None] = [None] * len(prefixes)
         for to_end in (False, True):
@@ -63,7 +54,7 @@ class HFStepSampler:
                 for i, (sample, at_stop) in zip(group, got, strict=True):
                     finish: Finish = ("step" if at_stop and not to_end else
                                       "length" if sample.finish_reason == "length" else "end")
-                    text, ended = self.cut_at_task_stop(prefixes[i], sample.completion)
-                    out[i] = Continuation(text, "end" if ended else finish, sample.n_tokens, sample.prompt_tokens or 0)
+                    got_one = Continuation(sample.completion, finish, sample.n_tokens, sample.prompt_tokens or 0)
+                    out[i] = cut_at_task_stop(prefixes[i], got_one, self.params.stop, self.delimiter)
         assert all(c is not None for c in out), "every prefix is in one group"
         return [c for c in out if c is not None]

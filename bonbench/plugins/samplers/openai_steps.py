@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bonbench.api.sampler import SamplingParams
-from bonbench.api.search.records import Continuation, Finish, Prefix
+from bonbench.api.search.records import Continuation, Finish, Prefix, cut_at_task_stop
 from bonbench.core.errors import BonbenchError
 from bonbench.core.served import Warnings, answer_of, client, on_endpoints, with_retries
 from bonbench.core.served_answers import choices_of
@@ -121,6 +121,8 @@ class OpenAIStepSampler:
                                     top_p=self.params.top_p, max_tokens=self.params.max_tokens, seed=prefix.seed)
         if not prefix.to_end:
             body["stop"] = [self.delimiter]
+        elif self.params.stop:  # a solution run to its end still ends where the task's run would
+            body["stop"] = list(self.params.stop)
 
         async def call() -> Mapping[str, Any]:
             self.sampler.requests_per_endpoint[ep] += 1
@@ -128,7 +130,8 @@ class OpenAIStepSampler:
             return {"choice": choices_of(doc, 1, False)[0], "usage": doc.get("usage")}
 
         got = await with_retries(ep, self.sampler.options, call, warn)
-        return continuation(got["choice"], got["usage"], self.delimiter, to_end=prefix.to_end)
+        return cut_at_task_stop(prefix, continuation(got["choice"], got["usage"], self.delimiter, to_end=prefix.to_end),
+                                self.params.stop, self.delimiter)
 
 
 def continuation(choice: Mapping[str, Any], usage: Any, delimiter: str, *, to_end: bool) -> Continuation:

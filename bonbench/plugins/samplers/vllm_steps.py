@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bonbench.api.sampler import SamplingParams
-from bonbench.api.search.records import Continuation, Finish, Prefix
+from bonbench.api.search.records import Continuation, Finish, Prefix, cut_at_task_stop
 from bonbench.core.engines import import_vllm
 from bonbench.core.errors import BonbenchError
 from bonbench.plugins.samplers.vllm import VLLMSampler
@@ -79,7 +79,7 @@ class VLLMStepSampler:
             top_p=self.params.top_p,
             max_tokens=self.params.max_tokens,
             seed=prefix.seed,
-            stop=None if prefix.to_end else [self.delimiter],
+            stop=list(self.params.stop) or None if prefix.to_end else [self.delimiter],
         )
 
     def continue_prefixes(self, prefixes: Sequence[Prefix]) -> list[Continuation]:
@@ -89,7 +89,8 @@ class VLLMStepSampler:
                                          lora_request=self.sampler.lora_request, use_tqdm=False)
         if len(outs) != len(prefixes):
             raise BonbenchError(f"vLLM returned {len(outs)} outputs for {len(prefixes)} prefixes; rerun the search")
-        return [_continuation(out, self.delimiter) for out in outs]
+        return [cut_at_task_stop(p, _continuation(out, self.delimiter), self.params.stop, self.delimiter)
+                for p, out in zip(prefixes, outs, strict=True)]
 
 
 def _continuation(out: Any, delimiter: str) -> Continuation:

@@ -9,6 +9,7 @@ or print tables. It loads models only to sample and, for ``kl``, to score log-pr
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from bonbench.api.metric.kind import metric_kind
@@ -31,6 +32,7 @@ from bonbench.run.request import Plan, RunResult
 from bonbench.run.resolve import build_sampler, build_verifier
 
 STEP_SAMPLER = "bonbench.plugins.samplers.steps:step_sampler"  # imports the transformers backend: loaded when a search runs
+STEP_ENGINE_ARGS = "bonbench.plugins.samplers.vllm_steps:step_engine_args"
 
 
 def execute(p: Plan, progress: Progress = no_progress,
@@ -110,7 +112,10 @@ def _search_missing(p: Plan, progress: Progress, on_run: Callable[[prepared.Prep
     todo = [r for r in p.runs if search.missing_searches(r)]
     if not todo:
         return
-    sampler = p.sampler or build_sampler(p.backend, p.model, seed=p.runs[0].cfg.seed, options=p.options, ray=p.ray)
+    options = p.options
+    if p.backend == "vllm" and p.sampler is None:  # the engine settings a vLLM step sampler needs (prefix caching)
+        options = replace(options, **load_target(STEP_ENGINE_ARGS)())
+    sampler = p.sampler or build_sampler(p.backend, p.model, seed=p.runs[0].cfg.seed, options=options, ray=p.ray)
     try:
         for run in todo:
             cfg = run.cfg

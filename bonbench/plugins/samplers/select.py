@@ -45,6 +45,9 @@ class VLLMOptions:
     gpu_memory_utilization: float = 0.9
     enforce_eager: bool | None = None
     chunk_samples: int = 512
+    # None: vLLM's default; a search run turns caching on and chunked prefill off (vllm_steps.step_engine_args)
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
 
 
 @dataclass(frozen=True)

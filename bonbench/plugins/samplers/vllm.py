@@ -116,7 +116,7 @@ class VLLMSampler:
             kwargs["max_model_len"] = max_model_len
         if enforce_eager is not None:
             kwargs["enforce_eager"] = enforce_eager
-        kwargs.update(engine_args)
+        kwargs.update({k: v for k, v in engine_args.items() if v is not None})  # None: vLLM's own default
         self.lora_request: Any = None  # a vllm LoRARequest applied to every request (engine built with enable_lora)
         # import and start-up print ~15 lines (config dumps, torch and platform warnings, tqdm bars):
         # into a log file unless --debug (engine_log.py); an engine crash still shows its last lines

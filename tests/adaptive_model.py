@@ -26,9 +26,19 @@ def answer_script(data_dir: Path):  # type: ignore[no-untyped-def]  # a Script c
     return answer
 
 
-def install(data_dir: Path) -> None:
-    """Every model name resolves to this script, and every backend samples it (no model is loaded)."""
+def resolved(name: str) -> models.ResolvedModel:
+    """What every model name resolves to: the script (no model folder)."""
+    return models.ResolvedModel(name="scripted-math", path="scripted-math", is_chat=False, fingerprint="scripted",
+                                revision=None)
+
+
+def patches(data_dir: Path) -> dict[tuple[object, str], object]:
+    """The module attributes to replace so that every backend samples the script (no model is loaded)."""
     answer = answer_script(data_dir)
-    models.resolve_model = lambda name: models.ResolvedModel(  # type: ignore[assignment]  # a test double
-        name="scripted-math", path="scripted-math", is_chat=False, fingerprint="scripted", revision=None)
-    select.get_sampler = lambda *a, **k: ScriptedSampler(answer)  # type: ignore[assignment]  # a test double
+    return {(models, "resolve_model"): resolved, (select, "get_sampler"): lambda *a, **k: ScriptedSampler(answer)}
+
+
+def install(data_dir: Path) -> None:
+    """``patches`` for good, in a process of its own (the kill tests' child)."""
+    for (module, name), value in patches(data_dir).items():
+        setattr(module, name, value)

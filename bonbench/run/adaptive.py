@@ -23,17 +23,24 @@ from bonbench.run.request import Plan, RunRequest
 from bonbench.run.resolve import build_sampler
 
 
-def check(req: RunRequest, task: Task, specs: Sequence[MetricSpec], n: int) -> dict[str, Any]:
-    """The ``RunConfig.adaptive`` entry of ``req`` ({} without --adaptive), or the one-line refusal."""
-    spec = req.adaptive
-    if spec is None:
-        return {}
+def refuse(req: RunRequest, task: Task) -> None:
+    """The settings --adaptive does not combine with, refused before the metrics are resolved."""
+    if req.adaptive is None:
+        return
     for given, fix in ((req.strategy is not None, "drop --strategy (a search's candidates are not independent draws)"),
                        (req.shard is not None, "drop --shard (each problem's n is decided from every other problem's pilot)"),
                        (any(rules.is_greedy(t) for t in req.temperatures), "sample with --temperature > 0"),
                        (task.judged_by == "reward", f"use a task graded right or wrong ({task.name!r} is reward-judged)")):
         if given:
             raise BonbenchError(f"--adaptive does not combine with that setting: {fix}")
+
+
+def check(req: RunRequest, specs: Sequence[MetricSpec], n: int) -> dict[str, Any]:
+    """The ``RunConfig.adaptive`` entry of ``req`` ({} without --adaptive), or the one-line refusal
+    of a pilot, budget or cap that cannot carry the requested metrics."""
+    spec = req.adaptive
+    if spec is None:
+        return {}
     floor, top = max(((s.k or 1, s.name) for s in specs), default=(1, "pass@1"))
     if spec.pilot < floor:
         raise BonbenchError(f"--adaptive pilot={spec.pilot} is below k = {floor} of {top}: each part of the estimate needs "

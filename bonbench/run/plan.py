@@ -59,6 +59,7 @@ def plan(req: RunRequest, sampler: Sampler | None = None) -> Plan:
     temperatures = tuple(dict.fromkeys(0.0 if t == 0 else float(t) for t in req.temperatures))
     greedy = any(rules.is_greedy(t) for t in temperatures)
     requested, special = rules.split_special(req.metrics)
+    adaptive.refuse(req, task)
     search = choose_search(req, task, requested, special)
     if greedy:
         rules.check_greedy(parse_metrics(list(requested)) if requested else (), req.n, special, sweep=len(temperatures) > 1)
@@ -71,7 +72,7 @@ def plan(req: RunRequest, sampler: Sampler | None = None) -> Plan:
                                           exchangeable=search.exchangeable)
     wks = rules.check_winrate(task, special, req.ref_run)
     n = search.n if search is not None else 1 if greedy else rules.resolve_n(specs, req.n, wks)
-    adaptive_design = adaptive.check(req, task, specs, n)
+    adaptive_design = adaptive.check(req, specs, n)
     backend = req.backend or (sampler.name if sampler is not None else select.default_backend())
     # checked now (the backend's name too), so that a flag the backend does not take fails before a model is loaded
     served = backend == "openai"  # a server's model: no dtype here, identity from GET /v1/models

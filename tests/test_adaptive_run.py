@@ -1,0 +1,201 @@
+"""Adaptive runs (issue 35, point 3): ``bonbench run --adaptive pilot=P,budget=B --n CAP`` on the
+real MATH test problems with a scripted model (``adaptive_model``: problem j right with probability
+(j % 9) / 8) graded by the real math grader. The run samples exactly what its recorded decision
+allocates, its metrics are the two-stage estimate computed here by hand from the stored rows and
+adaptive.json, a run killed after the decision or mid second stage resumes to the same rows and
+decisions, and bad input is one error line before anything is written."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import adaptive_model
+import numpy as np
+import pytest
+
+from bonbench.apps.cli import main
+from bonbench.metrics.adaptive import allocate
+from bonbench.metrics.bootstrap import bootstrap_ci
+
+TESTS = Path(__file__).parent
+PILOT, BUDGET, CAP, LIMIT = 4, 10, 16, 24
+
+
+@pytest.fixture
+def scripted(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for (module, name), value in adaptive_model.patches(data_dir).items():
+        monkeypatch.setattr(module, name, value)
+
+
+def run_args(data_dir: Path, out: Path, *extra: str, adaptive: str = f"pilot={PILOT},budget={BUDGET}") -> list[str]:
+    return ["run", "--task", "math", "--limit", str(LIMIT), "--n", str(CAP), "--adaptive", adaptive,
+            "--metric", "pass@1,2", "--metric", "maj@2", "--backend", "hf", "--data-dir", str(data_dir),
+            "--out", str(out), "--n-boot", "50", *extra]
+
+
+def run_dir(out: Path) -> Path:
+    (cfg,) = out.glob("runs/math/*/*/config.json")
+    return cfg.parent
+
+
+def rows(path: Path) -> list[dict]:  # type: ignore[type-arg]  # JSON rows
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def one_error(code: int, err: str) -> str:
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code != 0 and len(errors) == 1 and "Traceback" not in err, err
+    return errors[0]
+
+
+def pass_at(c: list[bool], k: int) -> float:
+    n, right = len(c), sum(c)
+    return 1.0 - math.comb(n - right, k) / math.comb(n, k)
+
+
+def test_an_adaptive_run_samples_the_allocation_and_estimates_by_hand(scripted: None, data_dir: Path, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(run_args(data_dir, tmp_path)) == 0
+    root = run_dir(tmp_path)
+    hashed = json.loads((root / "config.json").read_text())["hashed"]
+    assert hashed["adaptive"] == {"pilot": PILOT, "budget": BUDGET, "floor": 2, "n": CAP, "limit": LIMIT}
+    decision = json.loads((root / "adaptive.json").read_text())
+    correct: dict[str, dict[int, bool]] = {}
+    for g in rows(root / "grades" / "math.jsonl"):
+        correct.setdefault(g["problem_id"], {})[g["sample_idx"]] = g["correct"]
+    pids = list(decision["problems"])
+    assert len(pids) == LIMIT
+    # the decision is the allocation of the stored pilot grades, from the other problems' pilots
+    s1 = [sum(correct[pid][i] for i in range(PILOT)) for pid in pids]
+    want = allocate(s1, PILOT, (BUDGET - PILOT) * LIMIT, floor=2, cap=CAP - PILOT)
+    for pid, s, d in zip(pids, s1, want, strict=True):
+        got = decision["problems"][pid]
+        assert (got["s1"], got["n"], got["second"], got["weight"]) == (s, PILOT + d.second[s], list(d.second), d.weight)
+    assert len({p["n"] for p in decision["problems"].values()}) > 1  # the problems got different n
+    # exactly the allocated samples, no more
+    stored: dict[str, list[int]] = {}
+    for s in rows(root / "samples.jsonl"):
+        stored.setdefault(s["problem_id"], []).append(s["sample_idx"])
+    assert {pid: sorted(v) for pid, v in stored.items()} == {
+        pid: list(range(p["n"])) for pid, p in decision["problems"].items()}
+    assert decision["spend"]["samples"] == sum(len(v) for v in stored.values())
+    # each problem's value is w * (value on the pilot) + (1 - w) * (value on the second stage)
+    doc = json.loads((root / "metrics.json").read_text())
+    pooled = []
+    for name, k in (("pass@1", 1), ("pass@2", 2)):
+        hand = {}
+        for pid, p in decision["problems"].items():
+            c = [correct[pid][i] for i in range(p["n"])]
+            w = p["weight"]
+            hand[pid] = w * pass_at(c[:PILOT], k) + (1 - w) * pass_at(c[PILOT:], k)
+            pooled.append(pass_at(c, k))
+        assert doc["per_problem"][name] == pytest.approx(hand, abs=1e-12)
+        values = np.array([hand[pid] for pid in pids])
+        assert doc["metrics"][name]["value"] == pytest.approx(values.mean(), abs=1e-12)
+        lo, hi = bootstrap_ci(values, n_boot=50, seed=0)
+        assert doc["metrics"][name]["ci95"] == pytest.approx([float(lo), float(hi)], abs=1e-12)
+    assert doc["metrics"]["pass@1"]["value"] != pytest.approx(np.mean(pooled[:LIMIT]), abs=1e-6)  # not the pooled mean
+    assert doc["adaptive"]["pilot"] == PILOT and doc["adaptive"]["samples"] == decision["spend"]["samples"]
+    # curves stop at the largest k every design supports: the pilot, or the smallest second stage
+    top = min(PILOT, min(min(p["second"]) for p in decision["problems"].values()))
+    curves = json.loads((root / "curves.json").read_text())
+    assert curves["pass"]["k"] == list(range(1, top + 1))
+    assert curves["pass"]["value"][0] == pytest.approx(doc["metrics"]["pass@1"]["value"], abs=1e-12)
+    capsys.readouterr()
+    assert main(["report", str(root)]) == 0
+    assert f"adaptive two-stage: pilot {PILOT}, mean n {decision['spend']['mean_n']:.2f} of cap {CAP}" in capsys.readouterr().out
+    # a rescore reads each problem's n and design from the run directory, and gives the same values
+    before = doc["metrics"]
+    assert main(["score", str(root), "--data-dir", str(data_dir)]) == 0
+    after = json.loads((root / "metrics.json").read_text())["metrics"]
+    assert {m: after[m]["value"] for m in before} == {m: v["value"] for m, v in before.items()}
+
+
+KILLER = textwrap.dedent("""
+    import os, signal, sys
+    from pathlib import Path
+    sys.path.insert(0, os.environ["TESTS"])
+    import adaptive_model
+    adaptive_model.install(Path(os.environ["DATA_DIR"]))
+    from bonbench.core import store
+    from bonbench.apps.cli import main
+
+    calls = 0
+    append = store.JsonlTable.append
+
+    def killing_append(self, records):
+        global calls
+        if self.path.name == "samples.jsonl":
+            calls += 1
+            if calls == int(os.environ["KILL_AT"]):
+                os.kill(os.getpid(), signal.SIGKILL)  # as a killed job dies: no cleanup, no flush
+        return append(self, records)
+
+    store.JsonlTable.append = killing_append
+    sys.exit(main(sys.argv[1:]))
+""")
+
+
+@pytest.mark.parametrize("kill_at", [LIMIT + 1, LIMIT + LIMIT // 2])  # right after the decision; mid second stage
+def test_a_killed_adaptive_run_resumes_to_the_same_rows_and_decisions(kill_at: int, scripted: None, data_dir: Path,
+                                                                      tmp_path: Path) -> None:
+    assert main(run_args(data_dir, tmp_path / "whole")) == 0
+    whole = run_dir(tmp_path / "whole")
+    env = {**os.environ, "KILL_AT": str(kill_at), "TESTS": str(TESTS), "DATA_DIR": str(data_dir),
+           "PYTHONPATH": str(TESTS.parent)}
+    args = run_args(data_dir, tmp_path / "killed")
+    proc = subprocess.run([sys.executable, "-c", KILLER, *args], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    killed = run_dir(tmp_path / "killed")
+    assert (killed / "adaptive.json").read_bytes() == (whole / "adaptive.json").read_bytes()  # decided before the kill
+    ns = [p["n"] for p in json.loads((whole / "adaptive.json").read_text())["problems"].values()]
+    # one append per problem in each round: the pilots, and the second stages of the problems before the kill
+    assert len(rows(killed / "samples.jsonl")) == PILOT * LIMIT + sum(n - PILOT for n in ns[:kill_at - 1 - LIMIT])
+    assert not (killed / "metrics.json").exists()
+    assert main(args) == 0
+    for name in ("samples.jsonl", "grades/math.jsonl", "adaptive.json"):
+        assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
+    got, want = (json.loads((d / "metrics.json").read_text()) for d in (killed, whole))
+    assert got["metrics"] == want["metrics"] and got["per_problem"] == want["per_problem"]
+
+
+def test_a_decision_that_the_pilots_do_not_give_is_one_error_line(scripted: None, data_dir: Path, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(run_args(data_dir, tmp_path)) == 0
+    path = run_dir(tmp_path) / "adaptive.json"
+    decision = json.loads(path.read_text())
+    first = next(iter(decision["problems"]))
+    decision["problems"][first]["n"] += 1
+    path.write_text(json.dumps(decision))
+    capsys.readouterr()
+    line = one_error(main(run_args(data_dir, tmp_path)), capsys.readouterr().err)
+    assert "adaptive.json holds other decisions than this run's pilot grades give" in line
+
+
+@pytest.mark.parametrize(("adaptive", "extra", "says"), [
+    ("pilot=1,budget=8", (), "pilot=1 is below k = 2 of pass@2"),
+    ("pilot=4,budget=3", (), "budget=3 must be between the pilot (4) and --n 16"),
+    ("pilot=4,budget=17", (), "budget=17 must be between the pilot (4) and --n 16"),
+    ("pilot=15,budget=16", (), "--n 16 leaves no second stage of k = 2 after a pilot of 15"),
+    ("pilot=4", (), "--adaptive takes pilot=P,budget=B"),
+    ("pilot=4,budget=8,floor=2", (), "--adaptive takes pilot=P,budget=B"),
+    ("pilot=4,budget=8", ("--strategy", "beam", "--verifier", "prm:x"), "--adaptive does not combine with that setting: "
+                                                                         "drop --strategy"),
+    ("pilot=4,budget=8", ("--shard", "1/2"), "drop --shard"),
+    ("pilot=4,budget=8", ("--samples", "x.jsonl"), "a samples file holds the samples it holds: drop --adaptive"),
+])
+def test_bad_adaptive_input_is_one_error_line_before_anything_is_written(adaptive: str, extra: tuple[str, ...], says: str,
+                                                                         scripted: None, data_dir: Path, tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    args = run_args(data_dir, tmp_path / "out", *extra, adaptive=adaptive)
+    if "--samples" in extra:
+        args[args.index("hf")] = "scripted"
+    line = one_error(main(args), capsys.readouterr().err)
+    assert says in line, line
+    assert not (tmp_path / "out" / "runs").exists()

@@ -3,7 +3,9 @@ real MATH test problems with a scripted model (``adaptive_model``: problem j rig
 (j % 9) / 8) graded by the real math grader. The run samples exactly what its recorded decision
 allocates, its metrics are the two-stage estimate computed here by hand from the stored rows and
 adaptive.json, a run killed after the decision or mid second stage resumes to the same rows and
-decisions, and bad input is one error line before anything is written."""
+decisions, and bad input is one error line before anything is written. Without a run: every metric
+and group through ``compute_metrics(two_stage=...)`` is each problem's ``TwoStage.estimate`` of its
+two parts, and a Monte Carlo metric's SE is the bound of its parts'."""
 
 from __future__ import annotations
 
@@ -13,15 +15,21 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import adaptive_model
 import numpy as np
 import pytest
 
+from bonbench.api.metric.values import compute_metrics
 from bonbench.apps.cli import main
-from bonbench.metrics.adaptive import allocate
+from bonbench.core.errors import BonbenchError
+from bonbench.metrics.adaptive import TwoStage, allocate
 from bonbench.metrics.bootstrap import bootstrap_ci
+from bonbench.metrics.estimators import ProblemOutcome
+from bonbench.pipeline.scoring import group_metrics
 
 TESTS = Path(__file__).parent
 PILOT, BUDGET, CAP, LIMIT = 4, 10, 16, 24
@@ -199,3 +207,61 @@ def test_bad_adaptive_input_is_one_error_line_before_anything_is_written(adaptiv
     line = one_error(main(args), capsys.readouterr().err)
     assert says in line, line
     assert not (tmp_path / "out" / "runs").exists()
+
+
+# ----------------------------------------------------------------------------- the estimate's seam, without a run
+
+
+def _outcomes(seed: int, n: int, problems: int) -> list[ProblemOutcome]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(problems):
+        answers = tuple(int(a) for a in rng.integers(0, 4, n))
+        out.append(ProblemOutcome(problem_id=f"p/{i}", correct=tuple(float(a == 0) for a in answers), answers=answers,
+                                  scores=tuple(float(x) for x in rng.random(n))))
+    return out
+
+
+def test_every_metric_and_group_is_the_designs_estimate_of_its_two_parts() -> None:
+
+    outs = _outcomes(0, 12, 8)
+    designs = [TwoStage(4, (8, 8, 8, 8, 8), w) for w in (0.0, 0.25, 0.5, 1.0, 0.3, 0.3, 0.7, 0.1)]
+    specs = ["pass@1", "pass@3", "maj@3", "bon@2", "wmaj@3", "bom@2:0.5"]
+    _, per_pilot = compute_metrics([replace_part(o, 0, 4) for o in outs], specs, n_boot=30)
+    _, per_second = compute_metrics([replace_part(o, 4, None) for o in outs], specs, n_boot=30)
+    got, per = compute_metrics(outs, specs, n_boot=30, two_stage=designs)
+    for name in per:
+        want = {o.problem_id: d.estimate(per_pilot[name][o.problem_id], per_second[name][o.problem_id])
+                for o, d in zip(outs, designs, strict=True)}
+        assert per[name] == pytest.approx(want, abs=1e-12), name
+        lo, hi = bootstrap_ci(np.array(list(want.values())), n_boot=30, seed=0)
+        assert got[name].ci95 == pytest.approx((float(lo), float(hi)), abs=1e-12)
+    # a group's metrics are its problems' estimates too
+    task = SimpleNamespace(breakdowns={"half": lambda p: "a" if int(p.id.split("/")[1]) < 4 else "b"})
+    problems = [SimpleNamespace(id=o.problem_id) for o in outs]
+    by_id = {o.problem_id: d for o, d in zip(outs, designs, strict=True)}
+    grouped, grouped_pp = group_metrics(task, problems, outs, ["pass@3"], n_boot=30, seed=0,  # type: ignore[arg-type]  # duck-typed task and problems
+                                        designs=by_id)
+    assert grouped_pp["pass@3[half=a]"] == pytest.approx({f"p/{i}": per["pass@3"][f"p/{i}"] for i in range(4)}, abs=1e-12)
+    # k above what a design supports (a pilot of 4 with weight > 0) is one line, not a value
+    with pytest.raises(BonbenchError, match="pass@5 needs k = 5 samples in each stage of this adaptive run"):
+        compute_metrics(outs, ["pass@5"], n_boot=30, two_stage=designs)
+    assert compute_metrics(outs, ["pass@5"], n_boot=30, two_stage=[TwoStage(4, (8,) * 5, 0.0)] * 8)[0]["pass@5"].value >= 0
+
+
+def test_a_monte_carlo_metrics_se_is_the_bound_of_its_parts() -> None:
+
+    outs = _outcomes(1, 60, 3)  # C(30, 6) subsets per part: wmaj@6 is sampled
+    designs = [TwoStage(30, (30,) * 31, 0.5)] * 3
+    pilot = compute_metrics([replace_part(o, 0, 30) for o in outs], ["wmaj@6"], n_boot=30)[0]["wmaj@6"]
+    second = compute_metrics([replace_part(o, 30, None) for o in outs], ["wmaj@6"], n_boot=30)[0]["wmaj@6"]
+    got = compute_metrics(outs, ["wmaj@6"], n_boot=30, two_stage=designs)[0]["wmaj@6"]
+    assert pilot.mc_se is not None and second.mc_se is not None and got.mc_se is not None
+    assert got.mc_se == pytest.approx(math.hypot(pilot.mc_se, second.mc_se), rel=1e-12)
+    assert got.value == pytest.approx((pilot.value + second.value) / 2, abs=1e-12)
+
+
+def replace_part(o: ProblemOutcome, lo: int, hi: int | None) -> ProblemOutcome:
+    """Samples lo..hi-1 of a problem (written here again, not imported: the check of values._part)."""
+    return replace(o, correct=o.correct[lo:hi], answers=o.answers[lo:hi],
+                   scores=None if o.scores is None else o.scores[lo:hi])

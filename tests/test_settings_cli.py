@@ -33,7 +33,7 @@ from bonbench.apps.verifier_training.request import TrainVerifierRequest
 from bonbench.core import flags, settings
 from bonbench.core.errors import BonbenchError
 from bonbench.core.settings import setting
-from bonbench.pipeline.adaptive import AdaptiveSpec
+from bonbench.pipeline.adaptive_spec import AdaptiveSpec
 from bonbench.pipeline.shard import ShardSpec
 from bonbench.run.request import RunRequest
 

@@ -1,7 +1,7 @@
-"""An adaptive run's design on disk (``bonbench run --adaptive pilot=P,budget=B``, docs/adaptive.md):
-the flag as a value, the round's decision made from the stored pilot grades and kept in the run
-directory's ``adaptive.json`` (each problem's pilot successes, second-stage table, weight and total
-n, and the spend), and each problem's n and design for scoring.
+"""An adaptive run's design on disk (``bonbench run --adaptive pilot=P,budget=B``, docs/adaptive.md;
+the flag's value is ``bonbench.pipeline.adaptive_spec``): the round's decision made from the stored
+pilot grades and kept in the run directory's ``adaptive.json`` (each problem's pilot successes,
+second-stage table, weight and total n, and the spend), and each problem's n and design for scoring.
 
 The decision is a pure function of the run's settings and its pilot grades, so a resumed run
 recomputes it and refuses, in one line, a stored one that differs (``record``).
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,29 +26,8 @@ ADAPTIVE_FILE = "adaptive.json"
 ESTIMATE = "w * (value on the pilot) + (1 - w) * (value on the second stage), per problem; CI: bootstrap over problems"
 
 
-@dataclass(frozen=True)
-class AdaptiveSpec:
-    """``--adaptive pilot=P,budget=B``: P pilot samples for every problem, B the mean samples per
-    problem in all (the pilot included; a target, the spend is recorded)."""
-
-    pilot: int
-    budget: int
-
-
-def parse_adaptive(text: str) -> AdaptiveSpec:
-    """``"pilot=4,budget=8"`` -> ``AdaptiveSpec(4, 8)``; anything else is a one-line BonbenchError."""
-    fix = (f"--adaptive takes pilot=P,budget=B (whole numbers >= 1; B is the mean samples per problem, the pilot "
-           f"included), got {text!r}")
-    pairs = [part.split("=", 1) for part in str(text).split(",")]
-    if any(len(p) != 2 for p in pairs):
-        raise BonbenchError(fix)
-    given = {k.strip(): v.strip() for k, v in pairs}
-    if set(given) != {"pilot", "budget"} or len(pairs) != 2 or not all(v.isdigit() and int(v) >= 1 for v in given.values()):
-        raise BonbenchError(fix)
-    return AdaptiveSpec(int(given["pilot"]), int(given["budget"]))
-
-
 def path(run: PreparedRun) -> Path:
+    """Where the run's decision is kept."""
     return run.store.root / ADAPTIVE_FILE
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from bonbench.core import flags
 from bonbench.core.settings import setting
-from bonbench.pipeline.adaptive import AdaptiveSpec, parse_adaptive
+from bonbench.pipeline.adaptive_spec import AdaptiveSpec, parse_adaptive
 from bonbench.pipeline.prepared import PreparedRun
 from bonbench.pipeline.shard import Coverage, ShardSpec, parse_shard
 

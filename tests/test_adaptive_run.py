@@ -72,7 +72,8 @@ def test_an_adaptive_run_samples_the_allocation_and_estimates_by_hand(scripted: 
     assert main(run_args(data_dir, tmp_path)) == 0
     root = run_dir(tmp_path)
     hashed = json.loads((root / "config.json").read_text())["hashed"]
-    assert hashed["adaptive"] == {"pilot": PILOT, "budget": BUDGET, "floor": 2, "n": CAP, "limit": LIMIT}
+    problem_set = json.loads((root / "metrics.json").read_text())["problem_set"]
+    assert hashed["adaptive"] == {"pilot": PILOT, "budget": BUDGET, "floor": 2, "n": CAP, "problem_set": problem_set}
     decision = json.loads((root / "adaptive.json").read_text())
     correct: dict[str, dict[int, bool]] = {}
     for g in rows(root / "grades" / "math.jsonl"):
@@ -123,6 +124,24 @@ def test_an_adaptive_run_samples_the_allocation_and_estimates_by_hand(scripted: 
     assert main(["score", str(root), "--data-dir", str(data_dir)]) == 0
     after = json.loads((root / "metrics.json").read_text())["metrics"]
     assert {m: after[m]["value"] for m in before} == {m: v["value"] for m, v in before.items()}
+
+
+def test_the_run_id_hashes_the_design_and_the_problem_set(scripted: None, data_dir: Path, tmp_path: Path) -> None:
+    from bonbench.pipeline.adaptive_spec import AdaptiveSpec
+    from bonbench.run.plan import plan
+    from bonbench.run.request import RunRequest
+
+    def run_id(**change: object) -> str:
+        fields: dict[str, object] = {"task": "math", "metrics": ("pass@1,2",), "n": CAP, "backend": "hf", "limit": LIMIT,
+                                     "data_dir": str(data_dir), "out": tmp_path, "adaptive": AdaptiveSpec(PILOT, BUDGET)}
+        return plan(RunRequest(**{**fields, **change})).runs[0].run_hash  # type: ignore[arg-type]  # the fields above
+
+    base = run_id()
+    others = [run_id(adaptive=None), run_id(adaptive=AdaptiveSpec(PILOT, BUDGET + 1)), run_id(adaptive=AdaptiveSpec(3, BUDGET)),
+              run_id(n=CAP + 1), run_id(limit=LIMIT - 1), run_id(task_args={"subject": "algebra", "level": "5"}),
+              run_id(metrics=("pass@1,3",))]
+    assert len({base, *others}) == 1 + len(others)
+    assert run_id(metrics=("pass@1,2", "maj@2")) == base  # another metric at the same floor: the same samples
 
 
 KILLER = textwrap.dedent("""

@@ -35,7 +35,7 @@ def refuse(req: RunRequest, task: Task) -> None:
             raise BonbenchError(f"--adaptive does not combine with that setting: {fix}")
 
 
-def check(req: RunRequest, specs: Sequence[MetricSpec], n: int) -> dict[str, Any]:
+def check(req: RunRequest, task: Task, specs: Sequence[MetricSpec], n: int) -> dict[str, Any]:
     """The ``RunConfig.adaptive`` entry of ``req`` ({} without --adaptive), or the one-line refusal
     of a pilot, budget or cap that cannot carry the requested metrics."""
     spec = req.adaptive
@@ -51,7 +51,9 @@ def check(req: RunRequest, specs: Sequence[MetricSpec], n: int) -> dict[str, Any
     if n < spec.pilot + floor:
         raise BonbenchError(f"--n {n} leaves no second stage of k = {floor} after a pilot of {spec.pilot}: use "
                             f"--n {spec.pilot + floor} or more (the cap per problem)")
-    return {"pilot": spec.pilot, "budget": spec.budget, "floor": floor}
+    # the selection the decision is made over, filters included (the run id hashes no filter otherwise)
+    problems = prepared.problem_set_id(prepared.select_problems(task, req.limit))
+    return {"pilot": spec.pilot, "budget": spec.budget, "floor": floor, "problem_set": problems}
 
 
 def sample_rounds(p: Plan, progress: Progress, on_run: Callable[[prepared.PreparedRun], None] | None) -> None:

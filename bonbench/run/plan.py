@@ -72,7 +72,7 @@ def plan(req: RunRequest, sampler: Sampler | None = None) -> Plan:
                                           exchangeable=search.exchangeable)
     wks = rules.check_winrate(task, special, req.ref_run)
     n = search.n if search is not None else 1 if greedy else rules.resolve_n(specs, req.n, wks)
-    adaptive_design = adaptive.check(req, specs, n)
+    adaptive_design = adaptive.check(req, task, specs, n)
     backend = req.backend or (sampler.name if sampler is not None else select.default_backend())
     # checked now (the backend's name too), so that a flag the backend does not take fails before a model is loaded
     served = backend == "openai"  # a server's model: no dtype here, identity from GET /v1/models

@@ -192,6 +192,16 @@ def test_a_killed_adaptive_run_resumes_to_the_same_rows_and_decisions(kill_at: i
     assert got["metrics"] == want["metrics"] and got["per_problem"] == want["per_problem"]
 
 
+def test_a_sweep_decides_each_run_from_its_own_pilots(scripted: None, data_dir: Path, tmp_path: Path) -> None:
+    assert main(run_args(data_dir, tmp_path, "--temperature", "0.5,1.0")) == 0
+    roots = sorted(cfg.parent for cfg in tmp_path.glob("runs/math/*/*/config.json"))
+    assert len(roots) == 2
+    for root in roots:
+        decision = json.loads((root / "adaptive.json").read_text())
+        assert sum(1 for _ in rows(root / "samples.jsonl")) == decision["spend"]["samples"]
+        assert json.loads((root / "metrics.json").read_text())["adaptive"]["samples"] == decision["spend"]["samples"]
+
+
 def test_a_decision_that_the_pilots_do_not_give_is_one_error_line(scripted: None, data_dir: Path, tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     assert main(run_args(data_dir, tmp_path)) == 0

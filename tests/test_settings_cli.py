@@ -33,6 +33,7 @@ from bonbench.apps.verifier_training.request import TrainVerifierRequest
 from bonbench.core import flags, settings
 from bonbench.core.errors import BonbenchError
 from bonbench.core.settings import setting
+from bonbench.pipeline.adaptive_spec import AdaptiveSpec
 from bonbench.pipeline.shard import ShardSpec
 from bonbench.run.request import RunRequest
 
@@ -64,7 +65,8 @@ def sample_value(flag: settings.Flag, hint: Any) -> tuple[Any, list[str]]:
         value = next(c for c in reversed(flag.choices) if c != flag.default)
         return value, [str(value)]
     if flag.meta.get("parse"):  # --shard, and plot's --kind (a curve of the metric registry)
-        return {"shard": (ShardSpec(2, 3), ["2/3"]), "kind": ("maj", ["maj"])}[flag.name]
+        return {"shard": (ShardSpec(2, 3), ["2/3"]), "kind": ("maj", ["maj"]),
+                "adaptive": (AdaptiveSpec(4, 8), ["pilot=4,budget=8"])}[flag.name]
     if hint is bool:
         return not flag.default, []
     if origin in (dict, typing.Mapping) or str(origin) == "<class 'collections.abc.Mapping'>":

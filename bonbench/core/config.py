@@ -14,6 +14,11 @@ of the search under derived seeds) is not hashed: repetition r is the same searc
 number, so more seeds add repetitions to the same run as a larger n adds samples to a sampling run.
 A run without a strategy hashes exactly what it did before (its run id is unchanged).
 
+An adaptive run (``bonbench run --adaptive pilot=4,budget=8``) hashes ``adaptive``: its pilot,
+budget and floor (the largest k requested), the id of its problem selection (``--limit`` and the
+-T filters) and n (the cap per problem): each problem's sample count is decided from the other
+problems' pilots, so all of these decide which samples exist. Other runs' ids are unchanged.
+
 This module does not touch the disk or load anything.
 """
 
@@ -73,6 +78,8 @@ class RunConfig:
     strategy_options: Mapping[str, Any] = field(default_factory=dict)  # all its options, defaults included
     step_delimiter: str = ""  # where a search's steps end (the task's)
     seeds: int = 1  # repetitions of the search per problem, under seeds derived from ``seed``
+    # an adaptive run's design (``bonbench run --adaptive``): pilot, budget, floor, problem set; n is the cap per problem
+    adaptive: Mapping[str, Any] = field(default_factory=dict)
 
     def hashed(self) -> dict[str, Any]:
         d = asdict(self)
@@ -80,6 +87,8 @@ class RunConfig:
         if self.strategy is not None:  # module docstring: only search runs hash it, so other run ids stay
             out["search"] = {"strategy": self.strategy, "options": dict(sorted(self.strategy_options.items())),
                              "delimiter": self.step_delimiter, "n": self.n}
+        if self.adaptive:  # it decides which samples exist, n being the cap: only adaptive runs hash it
+            out["adaptive"] = {**dict(sorted(self.adaptive.items())), "n": self.n}
         return out
 
     def to_json(self) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bonbench.core.errors import BonbenchError
+from bonbench.pipeline import adaptive
 from bonbench.pipeline import stages as pipeline
 from bonbench.pipeline.prepared import PreparedRun
 from bonbench.pipeline.readers import ImportedSamples
@@ -77,7 +78,11 @@ def check_complete(run: PreparedRun) -> None:
                                 f"{why}; import the file again: `bonbench score --task {run.cfg.task} --samples {src} "
                                 f"--model {run.cfg.model}`")
         return
-    missing = pipeline.missing_requests(run, run.cfg.prompt_style)
+    if run.cfg.adaptive and not adaptive.path(run).exists():
+        raise BonbenchError(f"{run.store.root}: this adaptive run's pilot round has not finished{why}; `bonbench score` does "
+                            f"not sample: `{run_command(run)}` resumes it, then score again")
+    # an adaptive run's problems each have the n its decision gave them
+    missing = pipeline.missing_requests(run, run.cfg.prompt_style, n_of=adaptive.n_of(run) if run.cfg.adaptive else None)
     if missing:
         count = sum(len(r.sample_indices) for r in missing)
         raise BonbenchError(f"{run.store.root}: {count} sample(s) of {len(missing)} problem(s) are missing{why}; `bonbench "
@@ -96,6 +101,8 @@ def run_command(run: PreparedRun) -> str:
               f"--seed {cfg.seed}", f"--prompt-style {cfg.prompt_style}"]
     if cfg.limit is not None:
         parts.append(f"--limit {cfg.limit}")
+    if cfg.adaptive:
+        parts.append(f"--adaptive pilot={cfg.adaptive['pilot']},budget={cfg.adaptive['budget']}")
     if cfg.dtype and cfg.dtype != "bfloat16":
         parts.append(f"--dtype {cfg.dtype}")
     parts += [f"--endpoint {e}" for e in (cfg.engine_args or {}).get("endpoints", ())]

@@ -20,6 +20,7 @@ from rich.table import Table
 from bonbench.api.metric.grammar import metric_sort_key
 from bonbench.api.metric.readings import footnotes, mc_note, metric_info
 from bonbench.core.errors import BonbenchError
+from bonbench.pipeline import adaptive
 from bonbench.pipeline.ledger import Ledger, ProblemCost
 
 
@@ -92,6 +93,8 @@ def print_metrics(doc: Mapping[str, Any], console: Console | None = None, path: 
     if search:
         console.print(escape(f"search: n={search.get('n')} is the budget of each search; {search.get('estimate')}"),
                       style="dim")
+    if isinstance(doc.get("adaptive"), Mapping):  # an adaptive run: n is the cap, each problem had its own
+        console.print(escape(adaptive.summary_line(doc["adaptive"])), style="dim")
 
 
 def _count(x: int | None) -> str:

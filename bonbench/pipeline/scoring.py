@@ -26,9 +26,11 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.provenance import git_sha
 from bonbench.core.records import Grade, MetricsPatch, MetricValue, Problem, Sample, Score
 from bonbench.core.store import read_run_json
+from bonbench.metrics.adaptive import TwoStage
 from bonbench.metrics.bootstrap import bootstrap_ci
 from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.metrics.names import group_metric_name
+from bonbench.pipeline import adaptive
 from bonbench.pipeline.prepared import PreparedRun, grading, problem_set_id
 from bonbench.pipeline.votes import vote_classes
 
@@ -90,12 +92,14 @@ def metric_json(m: MetricValue) -> dict[str, Any]:
 
 
 def group_metrics(task: Task, problems: Sequence[Problem], outs: Sequence[ProblemOutcome], specs: Sequence[MetricSpec],
-                  n_boot: int, seed: int) -> tuple[dict[str, MetricValue], dict[str, dict[str, float]]]:
+                  n_boot: int, seed: int, designs: Mapping[str, TwoStage] | None = None
+                  ) -> tuple[dict[str, MetricValue], dict[str, dict[str, float]]]:
     """Every metric of ``specs`` on each group of each of ``task.breakdowns``, named ``metric[breakdown=group]``.
 
-    ``outs[i]`` is the outcome of ``problems[i]``. A group's metrics are ``compute_metrics`` on its
-    problems alone with the same ``n_boot`` and ``seed``, so they equal scoring that group as a
-    run of its own, CIs included. Groups appear in the order of their first problem.
+    ``outs[i]`` is the outcome of ``problems[i]``; ``designs`` an adaptive run's by problem id. A
+    group's metrics are ``compute_metrics`` on its problems alone with the same ``n_boot`` and
+    ``seed``, so they equal scoring that group as a run of its own, CIs included.
+    Groups appear in the order of their first problem.
     """
     values: dict[str, MetricValue] = {}
     per_problem: dict[str, dict[str, float]] = {}
@@ -107,7 +111,8 @@ def group_metrics(task: Task, problems: Sequence[Problem], outs: Sequence[Proble
             if group is not None:
                 groups.setdefault(str(group), []).append(o)
         for group, members in groups.items():
-            vals, pp = compute_metrics(members, specs, n_boot=n_boot, seed=seed)
+            two_stage = None if designs is None else [designs[o.problem_id] for o in members]
+            vals, pp = compute_metrics(members, specs, n_boot=n_boot, seed=seed, two_stage=two_stage)
             for name, m in vals.items():
                 full = group_metric_name(name, breakdown, group)
                 values[full] = replace(m, name=full)
@@ -171,15 +176,18 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade
     compute and the curve of every requested kind that has one (``bonbench.api.metric.inputs.curve_keys``).
     """
     read = logprobs if reads_logprobs(specs) else None
+    # an adaptive run: each problem's value is its two-stage design's estimate (docs/adaptive.md)
+    designs = adaptive.designs(run) if run.cfg.adaptive else None
+    two_stage = None if designs is None else [designs[p.id] for p in run.problems]
     if run.cfg.strategy is not None:
         outs = outcomes(run, *_repetition(0, run.cfg.n, grades, scores), read)
         values, per_problem = search_metrics(run, specs, grades, scores, n_boot, read)
     else:
         outs = outcomes(run, grades, scores, read)
-        values, per_problem = compute_metrics(outs, specs, n_boot=n_boot, seed=run.cfg.seed)
+        values, per_problem = compute_metrics(outs, specs, n_boot=n_boot, seed=run.cfg.seed, two_stage=two_stage)
     # a search repeated over seeds has its groups' metrics left out (search_metrics' docstring)
-    by_group, by_group_pp = group_metrics(run.task, run.problems, outs, specs, n_boot=n_boot, seed=run.cfg.seed
-                                          ) if run.cfg.seeds == 1 else ({}, {})
+    by_group, by_group_pp = group_metrics(run.task, run.problems, outs, specs, n_boot=n_boot, seed=run.cfg.seed,
+                                          designs=designs) if run.cfg.seeds == 1 else ({}, {})
     values.update(by_group)
     per_problem = {**per_problem, **by_group_pp}
     metrics = {name: metric_json(m) for name, m in values.items()}
@@ -204,12 +212,15 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade
     if run.cfg.strategy is not None:
         doc["search"] = {"strategy": run.cfg.strategy, "options": dict(run.cfg.strategy_options), "n": run.cfg.n,
                          "seeds": run.cfg.seeds, "estimate": SEARCH_ESTIMATE}
+    if run.cfg.adaptive:
+        doc["adaptive"] = adaptive.summary(run)
     doc.update(facts or {})
     run.store.write_metrics(doc)
     inputs = task_inputs(run.task, scores=scores is not None, logprobs=all(o.logprobs is not None for o in outs))
     # a search's candidates are one draw of n, not n exchangeable ones: no curve over k < n
     keys = curve_keys(specs, inputs) if run.cfg.strategy is None else []
-    run.store.write_curves(compute_curves(outs, keys, n_boot=n_boot, seed=run.cfg.seed) if keys else {})
+    curves = compute_curves(outs, keys, n_boot=n_boot, seed=run.cfg.seed, two_stage=two_stage) if keys else {}
+    run.store.write_curves(curves)
     return doc
 
 

@@ -26,6 +26,7 @@ from bonbench.api.task import Grader
 from bonbench.api.verifier import Rederives, Verifier
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score
+from bonbench.pipeline import adaptive
 from bonbench.pipeline.prepared import (
     PreparedRun,
     grading_id,
@@ -66,11 +67,13 @@ def missing_requests(run: PreparedRun, style: str, n_of: Mapping[str, int] | Non
     return requests
 
 
-def sample(run: PreparedRun, sampler: Sampler, progress: Progress = no_progress) -> int:
-    """Sample every missing key and append it to samples.jsonl as it arrives; returns the count."""
+def sample(run: PreparedRun, sampler: Sampler, progress: Progress = no_progress,
+           n_of: Mapping[str, int] | None = None) -> int:
+    """Sample every missing key (below each problem's own n with ``n_of``: ``problem_n``) and append
+    it to samples.jsonl as it arrives; returns the count."""
     if not run.store.exists():
         open_run(run)  # a run directory always has its config.json before its first sample
-    requests = missing_requests(run, run.cfg.prompt_style)
+    requests = missing_requests(run, run.cfg.prompt_style, n_of=n_of)
     total = sum(len(r.sample_indices) for r in requests)
     if total == 0:
         return 0
@@ -223,8 +226,9 @@ def evaluate(run: PreparedRun, specs: Sequence[MetricSpec], verifier: Verifier |
              n_boot: int = 1000, extras: Extras | None = None, facts: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """grade -> verify -> score for a run whose samples exist. ``extras(samples, grades)`` computes
     metrics beside the run's own (``bonbench.pipeline.compare``), merged into the same metrics.json write,
-    as are ``facts`` (top-level entries, see ``scoring.score``)."""
-    samples = load_samples(run)
+    as are ``facts`` (top-level entries, see ``scoring.score``). An adaptive run's problems each
+    have their own n, as its adaptive.json decided (``bonbench.pipeline.adaptive``)."""
+    samples = load_samples(run, n_of=adaptive.n_of(run) if run.cfg.adaptive else None)
     grades = grade(run, samples, progress)
     scores = verify(run, verifier, samples, grades, progress) if verifier is not None else None
     extra = extras(samples, grades) if extras is not None else None

@@ -27,6 +27,7 @@ from bonbench.pipeline.imported import check_complete, imported_record
 from bonbench.pipeline.progress import Progress, no_progress
 from bonbench.pipeline.shard import ShardStore
 from bonbench.plugins.samplers.hf_logprobs import TeacherForcedLogprob, same_tokenizer
+from bonbench.run import adaptive
 from bonbench.run.reopen import reopen
 from bonbench.run.request import Plan, RunResult
 from bonbench.run.resolve import build_sampler, build_verifier
@@ -58,6 +59,8 @@ def execute(p: Plan, progress: Progress = no_progress,
             check_complete(run)
     elif p.strategy is not None:
         _search_missing(p, progress, on_run)
+    elif any(run.cfg.adaptive for run in p.runs):
+        adaptive.sample_rounds(p, progress, on_run)
     else:
         _sample_missing(p, progress, on_run)
     if p.scorer is not None and p.verifier:  # the search's scorer selects too: one model, loaded once

@@ -28,7 +28,7 @@ from bonbench.pipeline.imported import imported_settings
 from bonbench.pipeline.readers import ImportedSamples, file_content, read_samples, samples_fingerprint
 from bonbench.pipeline.shard import ShardSpec, ShardStore
 from bonbench.plugins.samplers import select
-from bonbench.run import rules
+from bonbench.run import adaptive, rules
 from bonbench.run.request import Plan, RunRequest
 from bonbench.run.resolve import check_verifier, given_model, load_task, run_config, sampled_model, with_reward_model
 from bonbench.run.search_choice import choose_search, search_scorer
@@ -59,6 +59,7 @@ def plan(req: RunRequest, sampler: Sampler | None = None) -> Plan:
     temperatures = tuple(dict.fromkeys(0.0 if t == 0 else float(t) for t in req.temperatures))
     greedy = any(rules.is_greedy(t) for t in temperatures)
     requested, special = rules.split_special(req.metrics)
+    adaptive.refuse(req, task)
     search = choose_search(req, task, requested, special)
     if greedy:
         rules.check_greedy(parse_metrics(list(requested)) if requested else (), req.n, special, sweep=len(temperatures) > 1)
@@ -71,6 +72,7 @@ def plan(req: RunRequest, sampler: Sampler | None = None) -> Plan:
                                           exchangeable=search.exchangeable)
     wks = rules.check_winrate(task, special, req.ref_run)
     n = search.n if search is not None else 1 if greedy else rules.resolve_n(specs, req.n, wks)
+    adaptive_design = adaptive.check(req, task, specs, n)
     backend = req.backend or (sampler.name if sampler is not None else select.default_backend())
     # checked now (the backend's name too), so that a flag the backend does not take fails before a model is loaded
     served = backend == "openai"  # a server's model: no dtype here, identity from GET /v1/models
@@ -93,7 +95,7 @@ def plan(req: RunRequest, sampler: Sampler | None = None) -> Plan:
                                             prompt_style=style, dtype="" if served else req.dtype,
                                             task_args=dict(req.task_args), model_fingerprint=resolved.fingerprint,
                                             limit=req.limit, engine_args=select.backend_options_record(options),
-                                            **searched),
+                                            adaptive=adaptive_design, **searched),
                            Path(req.out))
             for temperature in temperatures for top_p in req.top_ps]
     if req.shard is not None:
@@ -145,6 +147,8 @@ def _check_import_request(req: RunRequest) -> Path:
                             "score them with `bonbench score RUN_DIR --ref-model M` on a run bonbench sampled")
     if req.strategy is not None:
         raise BonbenchError("a samples file is scored, not searched: drop --strategy (or --samples to search)")
+    if req.adaptive is not None:
+        raise BonbenchError("a samples file holds the samples it holds: drop --adaptive (or --samples to sample adaptively)")
     if req.samples is None:
         raise BonbenchError("--backend scripted needs --samples FILE (a samples file to replay)")
     if req.shard is not None:

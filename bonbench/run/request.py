@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from bonbench.core import flags
 from bonbench.core.settings import setting
+from bonbench.pipeline.adaptive_spec import AdaptiveSpec, parse_adaptive
 from bonbench.pipeline.prepared import PreparedRun
 from bonbench.pipeline.shard import Coverage, ShardSpec, parse_shard
 
@@ -101,6 +102,11 @@ class RunRequest:
     seeds: int = setting(1, range=flags.AT_LEAST_1,
                          help="with --strategy: repeat each problem's search under this many seeds derived from --seed; "
                               "a metric is the mean over seeds per problem, its CI a bootstrap over problems")
+    # two-stage adaptive sampling (docs/adaptive.md): n is the cap per problem; part of the run id
+    adaptive: AdaptiveSpec | None = setting(
+        None, parse=parse_adaptive, metavar="pilot=P,budget=B",
+        help="sample P per problem, then more where the pilots say it counts, B per problem on average (the pilot "
+             "included), at most --n each; estimates stay unbiased (docs/adaptive.md)")
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ Each metric is its kind's record (``bonbench.api.metric``): its curve function (
 of one kind and parameter in one call) or, for a kind without one, its per-problem function. A
 curve that returns a ``SampledCurve`` with sampled values makes a Monte Carlo value: it carries its
 Monte Carlo standard error (``SampledCurve.dataset_mc_se``) and draws beside the bootstrap CI.
+An adaptive run's values are each problem's two-stage estimate (``two_stage``; docs/adaptive.md).
 Input the user can fix is one ``BonbenchError`` line naming the fix: no problems, a problem without
 samples, k above a problem's n, a metric whose input (verifier scores, log-probabilities) is
 missing, and a ``ValueError`` a metric's function raises (prefixed with the metric's name).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,6 +28,7 @@ from bonbench.api.metric.inputs import curve_keys, run_inputs
 from bonbench.api.metric.kind import MetricKind, metric_kind
 from bonbench.core.errors import BonbenchError
 from bonbench.core.records import MetricValue
+from bonbench.metrics.adaptive import TwoStage
 from bonbench.metrics.bootstrap import bootstrap_ci
 from bonbench.metrics.checks import is_binary
 from bonbench.metrics.estimators import ProblemOutcome
@@ -87,12 +90,49 @@ def _values(record: MetricKind, spec_name: str, outcomes: Sequence[ProblemOutcom
     return mat, None, 0
 
 
+def _part(o: ProblemOutcome, lo: int, hi: int | None) -> ProblemOutcome:
+    """Samples ``lo..hi-1`` of a problem's outcome (one stage of a two-stage design)."""
+    return replace(o, correct=o.correct[lo:hi], answers=o.answers[lo:hi],
+                   scores=None if o.scores is None else o.scores[lo:hi],
+                   logprobs=None if o.logprobs is None else o.logprobs[lo:hi])
+
+
+def two_stage_k(two_stage: Sequence[TwoStage]) -> int:
+    """The largest k every problem's design supports (``TwoStage.check_k``): k samples in each part
+    that carries weight."""
+    return min(min(d.pilot if d.weight > 0 else 1 << 30, min(d.second) if d.weight < 1 else 1 << 30) for d in two_stage)
+
+
+def _per_k(record: MetricKind, spec_name: str, outcomes: Sequence[ProblemOutcome], ks: Sequence[int | None],
+           param: float | None, seed: int, two_stage: Sequence[TwoStage] | None) -> PerK:
+    """``_values``, or under a two-stage design (an adaptive run) each problem's ``TwoStage.estimate``
+    of the values on its pilot and on its second stage. The parts' Monte Carlo SEs combine as
+    sqrt(se_pilot^2 + se_second^2): a bound, each weight being in [0, 1] and the parts' draws independent."""
+    if two_stage is None:
+        return _values(record, spec_name, outcomes, ks, param, seed)
+    pilot = _values(record, spec_name, [_part(o, 0, d.pilot) for o, d in zip(outcomes, two_stage, strict=True)],
+                    ks, param, seed)
+    second = _values(record, spec_name, [_part(o, d.pilot, None) for o, d in zip(outcomes, two_stage, strict=True)],
+                     ks, param, seed)
+    mat = np.array([[d.estimate(float(a), float(b)) for a, b in zip(row_a, row_b, strict=True)]
+                    for d, row_a, row_b in zip(two_stage, pilot[0], second[0], strict=True)], dtype=float)
+    if pilot[1] is None and second[1] is None:
+        return mat.reshape(len(outcomes), len(ks)), None, 0
+    parts = np.array([np.full(len(ks), np.nan) if se is None else se for se in (pilot[1], second[1])])
+    se = np.where(np.isnan(parts).all(axis=0), np.nan, np.sqrt(np.nansum(parts ** 2, axis=0)))
+    return mat.reshape(len(outcomes), len(ks)), se, max(pilot[2], second[2])
+
+
 def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSpec | str], n_boot: int = 1000,
-                    seed: int = 0) -> tuple[dict[str, MetricValue], dict[str, dict[str, float]]]:
+                    seed: int = 0, two_stage: Sequence[TwoStage] | None = None
+                    ) -> tuple[dict[str, MetricValue], dict[str, dict[str, float]]]:
     """Dataset means with 95% bootstrap CIs, and ``per_problem[metric][problem_id]`` values.
 
     ``specs`` are ``MetricSpec``s or names; ``seed`` seeds the bootstrap and any Monte Carlo draws.
-    Raises BonbenchError when an input a metric reads is missing or a k exceeds some problem's n.
+    ``two_stage`` (an adaptive run: ``outcomes[i]``'s design) makes each problem's value the design's
+    unbiased estimate from its two parts (``_per_k``; docs/adaptive.md).
+    Raises BonbenchError when an input a metric reads is missing or a k exceeds some problem's n
+    (or, with ``two_stage``, what the designs support).
     """
     spec_list: list[MetricSpec] = []
     for item in specs:
@@ -104,6 +144,10 @@ def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSp
     check_outcomes(outcomes)
     n_min = min(len(o.correct) for o in outcomes)
     short = min(outcomes, key=lambda o: len(o.correct))
+    if two_stage is not None and max((s.k or 1) for s in spec_list) > two_stage_k(two_stage):
+        top = max(spec_list, key=lambda s: s.k or 1)
+        raise BonbenchError(f"{top.name} needs k = {top.k} samples in each stage of this adaptive run, whose designs "
+                            f"support k <= {two_stage_k(two_stage)}; drop {top.name}, or run again with a larger pilot")
     for s in spec_list:
         record = metric_kind(s.kind)
         if not record.computed:
@@ -119,7 +163,8 @@ def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSp
     for s in spec_list:
         by_kind[(s.kind, s.param)].append(s)
     for (kind, param), group in by_kind.items():
-        mat, mc_se, draws = _values(metric_kind(kind), group[0].name, outcomes, [s.k for s in group], param, seed)
+        mat, mc_se, draws = _per_k(metric_kind(kind), group[0].name, outcomes, [s.k for s in group], param, seed,
+                                   two_stage)
         lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
         for j, s in enumerate(group):
             se = None if mc_se is None or np.isnan(mc_se[j]) else float(mc_se[j])
@@ -154,17 +199,18 @@ def default_curve_keys(outcomes: Sequence[ProblemOutcome]) -> list[str]:
 
 
 def compute_curves(outcomes: Sequence[ProblemOutcome], keys: Sequence[str] | None = None, n_boot: int = 1000,
-                   seed: int = 0) -> dict[str, dict[str, Any]]:
+                   seed: int = 0, two_stage: Sequence[TwoStage] | None = None) -> dict[str, dict[str, Any]]:
     """Every k = 1..n_min of each curve: ``{"k", "value", "lo", "hi"}`` lists (JSON-ready), plus
     ``"mc_se"`` (null at a k whose values are all exact) and ``"mc_draws"`` where values are Monte
     Carlo estimates.
 
     ``keys`` are curves.json keys (a kind with a curve, with its parameter: ``pass``, ``gpass:0.75``;
     default ``default_curve_keys``). n_min is the smallest per-problem n, so every point averages the
-    same problems.
+    same problems. With ``two_stage`` (``compute_metrics``) every point is the designs' estimate and
+    the curve stops at the largest k the designs support (``two_stage_k``).
     """
     check_outcomes(outcomes)
-    n_min = min(len(o.correct) for o in outcomes)
+    n_min = min(len(o.correct) for o in outcomes) if two_stage is None else two_stage_k(two_stage)
     ks: list[int | None] = list(range(1, n_min + 1))
     curves: dict[str, dict[str, Any]] = {}
     for key in default_curve_keys(outcomes) if keys is None else keys:
@@ -173,7 +219,7 @@ def compute_curves(outcomes: Sequence[ProblemOutcome], keys: Sequence[str] | Non
             raise BonbenchError(f"no metric kind has a curve {key!r}; see `bonbench list metrics`")
         record = metric_kind(spec.kind)
         _check_inputs(MetricSpec(spec.kind, 1, spec.param), record, outcomes)
-        mat, mc_se, draws = _values(record, key, outcomes, ks, spec.param, seed)
+        mat, mc_se, draws = _per_k(record, key, outcomes, ks, spec.param, seed, two_stage)
         lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
         curves[key] = {"k": list(ks), "value": [float(v) for v in mat.mean(axis=0)],
                        "lo": [float(v) for v in lo], "hi": [float(v) for v in hi]}

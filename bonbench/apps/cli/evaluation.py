@@ -24,7 +24,7 @@ from bonbench.run.request import RunRequest
 HANDLERS = "bonbench.apps.cli.evaluation_handlers"
 # RunRequest's settings that only sampling has: `score` leaves them out
 SAMPLING_ONLY = ("backend", "temperatures", "top_ps", "max_tokens", "seed", "prompt_style", "dtype", "shard", "strategy",
-                 "strategy_args", "seeds")
+                 "strategy_args", "seeds", "adaptive")
 
 
 @dataclass(frozen=True)

@@ -148,13 +148,16 @@ def _runs(results: Sequence[Path], task: str | None, notes: list[str]) -> tuple[
     runs = [load_run(p) for p in expand_run_dirs(results)]
     # a search run's candidates are not independent draws, so N-of-n subsets of them are not
     # strategies anyone could deploy; weighing a search as one strategy at its own N is not built yet
-    searches = [r for r in runs if r.config.get("strategy") is not None]
+    # and an adaptive run's problems have n's chosen from their pilots: pooling them is biased
+    # (docs/adaptive.md), and weighing its two stages per strategy is not built yet either
     notes.extend(f"{r.path}: a search run ({r.config['strategy']}): recipe does not weigh search runs yet; left out"
-                 for r in searches)
-    runs = [r for r in runs if r.config.get("strategy") is None]
+                 for r in runs if r.config.get("strategy") is not None)
+    notes.extend(f"{r.path}: an adaptive run: recipe does not weigh adaptive runs yet; left out"
+                 for r in runs if r.config.get("strategy") is None and r.config.get("adaptive"))
+    runs = [r for r in runs if r.config.get("strategy") is None and not r.config.get("adaptive")]
     if not runs:
-        raise BonbenchError("every run given is a search run (bonbench run --strategy), which recipe does not weigh "
-                            "yet; pass sampling runs (bonbench run without --strategy)")
+        raise BonbenchError("every run given is a search run (bonbench run --strategy) or an adaptive run (--adaptive), "
+                            "which recipe does not weigh yet; pass sampling runs of a fixed n")
     tasks = sorted({r.task for r in runs})
     if task is None and len(tasks) > 1:
         raise BonbenchError(f"the runs are of several tasks ({', '.join(tasks)}); choose one with --task")

@@ -320,6 +320,9 @@ def why_only_parsed(command: str, work: Path | None = None) -> str | None:
               if p not in MATH_RUN]
     if others:
         return f"names {', '.join(others)}, which this test does not make"
+    other_run = re.search(r"results/runs/(?!math/gemma-3-270m/<hash>)\S*<hash>", command)
+    if other_run:  # <hash> stands for the main job's run only under its own task and model
+        return f"names {other_run.group()}, which this test does not make"
     if work is not None:
         runs = [w for w in argv if w.startswith("results/runs/") and "PLACEHOLDER" not in w and not (work / w).exists()]
         if runs:
@@ -337,6 +340,8 @@ def test_the_run_rule_can_tell() -> None:
     assert why_only_parsed("bonbench run --task math --model MY_MODEL") == "samples from a model"
     assert why_only_parsed("bonbench plot results/checkpoints/x") == "needs a training checkpoint"
     assert why_only_parsed("bonbench report results/runs/functional_math", Path("/nonexistent")) is not None
+    assert why_only_parsed("bonbench report results/runs/math/Qwen--Qwen2.5-1.5B/<hash> --per-problem") is not None
+    assert why_only_parsed("bonbench report results/runs/math/gemma-3-270m/<hash> --per-problem") is None
 
 
 def shown_commands() -> list[tuple[str, str]]:

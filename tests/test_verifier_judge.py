@@ -136,7 +136,7 @@ def test_bad_options_are_one_line(server: JudgeServer, tmp_path: Path, spec: str
 
 
 @pytest.mark.parametrize(("options", "says"), [
-    ("device=tpu", "device='tpu' is not auto, cpu or cuda[:N]"),
+    ("device=tpu", "device='tpu' is not auto, cpu, cuda[:N] or mps"),
     ("dtype=float8", "dtype must be auto, float32, bfloat16, float16"),
 ])
 def test_bad_local_engine_options_are_one_line(tiny_judge: Path, options: str, says: str) -> None:

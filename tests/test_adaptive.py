@@ -3,7 +3,9 @@
 Unbiasedness is checked without Monte Carlo: every outcome sequence the design can produce is
 enumerated with its probability, and the estimate's expectation must equal the metric of i.i.d.
 draws to 1e-12, for pass@k, bon@k (with score ties) and maj@k. The same enumeration shows the plain
-estimator on all samples pooled biased under the same designs, so the check can fail.
+estimator on all samples pooled biased under the same designs, so the check can fail. A half-width
+target's allocation is enumerated over whole datasets (every problem's pilot, so every decision the
+other problems' pilots can make), and a design that also sees its own pilot is shown biased there.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 import pytest
 
-from bonbench.metrics.adaptive import TwoStage, allocate, pilot_prior
+from bonbench.metrics.adaptive import Z95, TwoStage, allocate, allocate_halfwidth, pilot_prior
 from bonbench.metrics.maj import maj_at_k
 from bonbench.metrics.pass_bon import bon_at_k, pass_at_k
 
@@ -144,3 +146,95 @@ def test_the_weight_minimises_the_expected_variance_under_the_fitted_prior() -> 
     best = float(grid[int(np.argmin([variance(w) for w in grid]))])
     assert design.weight == pytest.approx(best, abs=2e-3)
     assert variance(design.weight) < min(variance(0.0), variance(1.0), variance(0.5))
+
+
+# ----------------------------------------------------------------------------- a half-width target
+
+
+def _binom(c: int, m: int, p: float) -> float:
+    return math.comb(m, c) * p ** c * (1 - p) ** (m - c)
+
+
+def _pass_of_counts(c: int, m: int, k: int) -> float:
+    return 1 - math.comb(m - c, k) / math.comb(m, k)
+
+
+def _expectations(ps: Sequence[float], pilot: int, halfwidth: float, k: int, cap: int, *,
+                  peek: bool) -> tuple[list[float], bool]:
+    """Each problem's expected two-stage pass@k under ``allocate_halfwidth``, exactly: every joint
+    pilot of the dataset with its probability, then the second stage's binomial law. ``peek`` counts
+    a problem's own pilot among the others (the mistake the allocation must not make). Also whether
+    some table gave different sizes to different pilot counts (the enumeration is not vacuous)."""
+    expect, varied = [0.0] * len(ps), False
+    for s in itertools.product(range(pilot + 1), repeat=len(ps)):
+        chance = math.prod(_binom(x, pilot, p) for x, p in zip(s, ps, strict=True))
+        designs = allocate_halfwidth(list(s), pilot, halfwidth, k=k, floor=k, cap=cap)[0]
+        for i, p in enumerate(ps):
+            d = allocate_halfwidth([*s, s[i]], pilot, halfwidth, k=k, floor=k, cap=cap)[0][i] if peek else designs[i]
+            varied |= len(set(d.second)) > 1
+            m = d.second[s[i]]
+            second = sum(_binom(c, m, p) * _pass_of_counts(c, m, k) for c in range(m + 1))
+            expect[i] += chance * d.estimate(_pass_of_counts(s[i], pilot, k), second)
+    return expect, varied
+
+
+@pytest.mark.parametrize(("halfwidth", "k"), [(0.25, 1), (0.3, 2)])
+def test_a_halfwidth_targets_estimate_is_exactly_unbiased_over_whole_datasets(halfwidth: float, k: int) -> None:
+    ps = [0.15, 0.5, 0.8, 0.35]
+    expect, varied = _expectations(ps, 2, halfwidth, k, 4, peek=False)
+    assert varied
+    assert expect == pytest.approx([1 - (1 - p) ** k for p in ps], abs=1e-12)
+    if k == 1:  # a design that also sees its own pilot: the same enumeration finds the bias
+        peeked, _ = _expectations(ps, 2, halfwidth, k, 4, peek=True)
+        assert max(abs(e - p) for e, p in zip(peeked, ps, strict=True)) > 1e-3
+
+
+def test_a_problems_halfwidth_design_is_the_rule_it_was_allocated_by() -> None:
+    rng = np.random.default_rng(5)
+    pilots = [int(x) for x in rng.binomial(4, rng.beta(0.3, 3, 80))]
+    designs, hw = allocate_halfwidth(pilots, 4, 0.031, floor=2, cap=40)
+    assert len({d.second for d in designs}) > 1 and len({d.second[s] for d, s in zip(designs, pilots, strict=True)}) > 1
+    for i in (0, 9, 44, 79):
+        for s in range(5):
+            again = allocate_halfwidth(pilots[:i] + [s] + pilots[i + 1:], 4, 0.031, floor=2, cap=40)[0][i]
+            assert again.second[s] == designs[i].second[s] and again.weight == designs[i].weight
+    assert hw.between < hw.at_cap < hw.predicted and hw.reaches(0.031)
+
+
+def test_a_wider_target_spends_less_and_one_out_of_reach_takes_the_cap() -> None:
+    rng = np.random.default_rng(7)
+    pilots = [int(x) for x in rng.binomial(4, rng.beta(0.5, 2, 200))]
+
+    def spend(h: float) -> int:
+        return sum(d.size(s) for d, s in zip(allocate_halfwidth(pilots, 4, h, cap=60)[0], pilots, strict=True))
+
+    spends = [spend(h) for h in (0.0292, 0.03, 0.032, 0.034, 0.04)]
+    assert spends == sorted(spends, reverse=True) and len(set(spends)) == len(spends)
+    assert spends[-1] == 5 * len(pilots)  # the floor of one sample reaches a wide target
+    designs, hw = allocate_halfwidth(pilots, 4, hw_below := 0.5 * allocate_halfwidth(pilots, 4, 0.1, cap=60)[1].between,
+                                     cap=60)
+    assert not hw.reaches(hw_below) and all(d.second == (60,) * 5 for d in designs)
+
+
+def test_the_predicted_halfwidth_is_the_spread_of_the_problems_estimates_under_the_prior() -> None:
+    from scipy.stats import betabinom
+
+    pilots = [0] * 30 + [1] * 12 + [2] * 6 + [3] * 2
+    designs, hw = allocate_halfwidth(pilots, 3, 0.09, k=2, floor=2, cap=12)
+    a, b = pilot_prior(np.bincount(pilots, minlength=4), 3)
+    mean, square, within = [], [], []
+    for d, s in zip(designs, pilots, strict=True):  # each problem under its posterior Beta(a + s, b + 3 - s)
+        post = (a + s, b + 3 - s)
+        theta = 1 - betabinom.pmf(0, 2, *post)  # E[1 - (1 - p)^2]
+        theta2 = 1 - 2 * betabinom.pmf(0, 2, *post) + betabinom.pmf(0, 4, *post)
+
+        def var(m: int, post: tuple[float, float] = post, theta2: float = theta2) -> float:  # of pass@2 from m, given p
+            return float(sum(betabinom.pmf(c, m, *post) * _pass_of_counts(c, m, 2) ** 2 for c in range(m + 1))) - theta2
+
+        mean.append(theta)
+        square.append(theta2)
+        within.append(d.weight ** 2 * var(3) + (1 - d.weight) ** 2 * var(d.second[s]))
+    between = float(np.mean(square) - np.mean(mean) ** 2)
+    assert hw.predicted == pytest.approx(Z95 * math.sqrt((between + float(np.mean(within))) / len(pilots)), rel=1e-9)
+    assert hw.between == pytest.approx(Z95 * math.sqrt(between / len(pilots)), rel=1e-9)
+    assert len({d.second for d in designs}) > 1

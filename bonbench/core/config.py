@@ -17,7 +17,10 @@ A run without a strategy hashes exactly what it did before (its run id is unchan
 An adaptive run (``bonbench run --adaptive pilot=4,budget=8``) hashes ``adaptive``: its pilot,
 budget and floor (the largest k requested), the id of its problem selection (``--limit`` and the
 -T filters) and n (the cap per problem): each problem's sample count is decided from the other
-problems' pilots, so all of these decide which samples exist. Other runs' ids are unchanged.
+problems' pilots, so all of these decide which samples exist. A half-width target
+(``--adaptive pilot=4,halfwidth=0.01``) hashes the half-width and its metric in place of the budget,
+and not ``fallback`` (whether an out-of-reach target stops the run or spends the cap: the samples
+drawn are the same either way, or the run stops). Other runs' ids are unchanged.
 
 This module does not touch the disk or load anything.
 """
@@ -88,7 +91,9 @@ class RunConfig:
             out["search"] = {"strategy": self.strategy, "options": dict(sorted(self.strategy_options.items())),
                              "delimiter": self.step_delimiter, "n": self.n}
         if self.adaptive:  # it decides which samples exist, n being the cap: only adaptive runs hash it
-            out["adaptive"] = {**dict(sorted(self.adaptive.items())), "n": self.n}
+            # ``fallback`` (a half-width target's: spend the cap when it is out of reach, else stop) is
+            # not hashed: with or without it a run draws the same samples, or stops before round two
+            out["adaptive"] = {**{k: v for k, v in sorted(self.adaptive.items()) if k != "fallback"}, "n": self.n}
         return out
 
     def to_json(self) -> dict[str, Any]:

@@ -24,7 +24,7 @@ What it does not do: draw samples or store rounds (the runner), the per-part fix
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -115,18 +115,21 @@ def _weight(a: float, b: float, pilot: int, second: np.ndarray) -> float:
     return v_second / (spread / pilot + v_second)
 
 
-def _design(others: np.ndarray, pilot: int, budget_each: float, floor: int, cap: int) -> TwoStage:
-    """One problem's design, from the other problems' pilot counts only (module docstring)."""
-    a, b = pilot_prior(others, pilot)
+def _neyman(a: float, b: float, pilot: int, floor: int, cap: int) -> Callable[[float], np.ndarray]:
+    """Second-stage sizes at a scale, for each pilot count: Neyman allocation under Beta(a, b), a
+    problem's total samples in proportion to sqrt(E[p (1 - p) | its pilot]), the pilot already spent,
+    rounded and clipped to ``floor``..``cap``."""
     s = np.arange(pilot + 1)
     post_a, post_b = a + s, b + pilot - s
     # E[p (1 - p) | s]: the variance one more sample of this problem carries, on average
     spread = np.sqrt(post_a * post_b / ((post_a + post_b) * (post_a + post_b + 1)))
+    return lambda scale: np.clip(np.rint(scale * spread) - pilot, floor, cap).astype(int)
 
-    def sizes(scale: float) -> np.ndarray:
-        # Neyman: a problem's total samples in proportion to its spread, the pilot already spent
-        return np.clip(np.rint(scale * spread) - pilot, floor, cap).astype(int)
 
+def _design(others: np.ndarray, pilot: int, budget_each: float, floor: int, cap: int) -> TwoStage:
+    """One problem's design, from the other problems' pilot counts only (module docstring)."""
+    a, b = pilot_prior(others, pilot)
+    sizes = _neyman(a, b, pilot, floor, cap)
     target = budget_each * others.sum()
     lo, hi = 0.0, 1.0
     while others @ sizes(hi) < target and hi < 1e12:
@@ -169,3 +172,149 @@ def allocate(pilot_successes: Sequence[int], pilot: int, budget: int, *, floor: 
         others[s1] -= 1
         tables[int(s1)] = _design(others, pilot, each, floor, top)
     return [tables[int(s1)] for s1 in got]
+
+
+# ----------------------------------------------------------------------------------------------
+# a CI half-width target (``--adaptive pilot=P,halfwidth=H``; docs/adaptive.md)
+
+Z95 = 1.959963984540054  # the 97.5% normal quantile: a 95% CI's half-width in standard errors
+
+
+@dataclass(frozen=True)
+class HalfWidth:
+    """What the pilots predict for the dataset's 95% CI half-width on pass@k: under the designs
+    allocated (``predicted``), with every second stage at the cap (``at_cap``), and with infinitely
+    many samples per problem (``between``: the spread between problems alone, which no n narrows)."""
+
+    predicted: float
+    at_cap: float
+    between: float
+
+    def reaches(self, halfwidth: float) -> bool:
+        """Whether the cap can reach ``halfwidth``, as the pilots predict."""
+        return self.at_cap <= halfwidth
+
+
+@dataclass(frozen=True)
+class _PassK:
+    """pass@k's moments under Beta(a, b) after each pilot count s: ``mean[s]`` = E[theta | s],
+    ``square[s]`` = E[theta^2 | s] (theta = 1 - (1 - p)^k), and ``within[s, m]`` = E[the variance of
+    the fixed-m estimate of pass@k given p | s] for m = 0..top (nan below k)."""
+
+    mean: np.ndarray
+    square: np.ndarray
+    within: np.ndarray
+
+    @classmethod
+    def of(cls, a: float, b: float, pilot: int, k: int, top: int) -> _PassK:
+        from scipy.special import betaln, gammaln
+
+        s = np.arange(pilot + 1)
+        post_a, post_b = a + s, b + pilot - s
+
+        def fall(j: int) -> np.ndarray:  # E[(1 - p)^j | s]
+            return np.exp(betaln(post_a, post_b + j) - betaln(post_a, post_b))
+
+        mean, square = 1 - fall(k), 1 - 2 * fall(k) + fall(2 * k)
+        within = np.full((pilot + 1, top + 1), np.nan)
+        if k == 1:  # Var(mean of m) = p (1 - p) / m
+            within[:, 1:] = (post_a * post_b / ((post_a + post_b) * (post_a + post_b + 1)))[:, None] / np.arange(1, top + 1)
+        for m in range(k, top + 1) if k > 1 else ():
+            c = np.arange(m + 1)
+            # the estimate after c of m right, 1 - C(m - c, k) / C(m, k), and c's beta-binomial law given s
+            free = np.clip(m - c - k, 0, None)
+            miss = np.where(m - c >= k, np.exp(gammaln(m - c + 1) - gammaln(free + 1) - gammaln(m + 1) + gammaln(m - k + 1)), 0.0)
+            law = np.exp(gammaln(m + 1) - gammaln(c + 1) - gammaln(m - c + 1)
+                         + betaln(c + post_a[:, None], m - c + post_b[:, None]) - betaln(post_a, post_b)[:, None])
+            within[:, m] = law @ (1 - miss) ** 2 - square
+        return cls(mean, square, within)
+
+    def halfwidth(self, s: np.ndarray, freq: np.ndarray, problems: int, weight: np.ndarray, pilot: int,
+                  size: np.ndarray) -> float:
+        """The dataset's predicted 95% CI half-width: problems with pilot count ``s[j]`` in share
+        ``freq[j]``, each with the pilot's weight ``weight[j]`` and a second stage of ``size[j]``. A
+        problem's value varies by Var(theta) (between problems) plus w^2 Var(pilot | p) + (1 - w)^2
+        Var(second | p) (within: the two parts are uncorrelated), and the bootstrap's half-width is
+        Z95 times the standard error of the mean over ``problems``."""
+        within = float(freq @ (weight ** 2 * self.within[s, pilot] + (1 - weight) ** 2 * self.within[s, size]))
+        return Z95 * math.sqrt(max(self.between(s, freq) + within, 0.0) / problems)
+
+    def between(self, s: np.ndarray, freq: np.ndarray) -> float:
+        """Var(theta) over problems with pilot count ``s[j]`` in share ``freq[j]``."""
+        return float(freq @ self.square[s] - (freq @ self.mean[s]) ** 2)
+
+
+def _law(counts: np.ndarray, a: float, b: float, pilot: int) -> np.ndarray:
+    """The share of problems with each pilot count: the counts', or the prior's when there are none."""
+    if counts.sum() > 0:
+        return counts / counts.sum()
+    s = np.arange(pilot + 1)
+    log = [math.lgamma(pilot + 1) - math.lgamma(x + 1) - math.lgamma(pilot - x + 1) + math.lgamma(a + x)
+           + math.lgamma(b + pilot - x) - math.lgamma(a + b + pilot) + math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+           for x in s]
+    return np.exp(np.array(log))
+
+
+def _target_design(others: np.ndarray, pilot: int, k: int, halfwidth: float, floor: int, cap: int) -> TwoStage:
+    """One problem's design for a half-width target, from the other problems' pilot counts only: the
+    smallest Neyman scale at which the dataset's predicted half-width (``_PassK.halfwidth``, the
+    others' counts standing for the dataset) reaches ``halfwidth``; every second stage at the cap
+    when none does."""
+    a, b = pilot_prior(others, pilot)
+    sizes, moments = _neyman(a, b, pilot, floor, cap), _PassK.of(a, b, pilot, k, cap)
+    freq, problems, counts = _law(others, a, b, pilot), int(others.sum()) + 1, np.arange(pilot + 1)
+
+    def design(second: np.ndarray) -> TwoStage:
+        return TwoStage(pilot, tuple(int(m) for m in second), float(_weight(a, b, pilot, second)))
+
+    def reached(second: np.ndarray) -> bool:
+        d = design(second)
+        return moments.halfwidth(counts, freq, problems, np.full(pilot + 1, d.weight), pilot, second) <= halfwidth
+
+    if reached(sizes(0.0)):
+        return design(sizes(0.0))
+    hi = 1.0
+    while sizes(hi).min() < cap and hi < 1e12:
+        hi *= 2
+    if not reached(sizes(hi)):
+        return design(np.full(pilot + 1, cap))
+    lo = 0.0
+    for _ in range(60):  # bisection on the scale; hi always reaches the target
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if reached(sizes(mid)) else (mid, hi)
+    return design(sizes(hi))
+
+
+def allocate_halfwidth(pilot_successes: Sequence[int], pilot: int, halfwidth: float, *, k: int = 1, floor: int = 1,
+                       cap: int) -> tuple[list[TwoStage], HalfWidth]:
+    """Each problem's design after the pilot for a 95% CI half-width target on pass@k: the fewest
+    second-stage samples (Neyman-shaped, ``floor``..``cap`` each) at which the dataset's half-width,
+    predicted from the other problems' pilots under a beta prior fitted to them, reaches
+    ``halfwidth``; the cap where it cannot. As in ``allocate``, a problem's design does not depend on
+    its own pilot, which keeps the two-stage estimate unbiased.
+
+    Also returns the prediction from every pilot (the prior fitted to all of them, each problem's own
+    design): under these designs, at the cap, and the floor no n goes below.
+    """
+    if pilot < 1 or floor < max(k, 1) or cap < floor or not 0 < halfwidth:
+        raise ValueError(f"need pilot >= 1, floor >= k = {k}, cap >= floor and halfwidth > 0")
+    got = np.asarray(pilot_successes, dtype=int)
+    if got.size == 0 or got.min() < 0 or got.max() > pilot:
+        raise ValueError(f"need one pilot count per problem, each between 0 and the pilot ({pilot})")
+    counts = np.bincount(got, minlength=pilot + 1)
+    tables = {}
+    for s1 in np.unique(got):
+        others = counts.copy()
+        others[s1] -= 1
+        tables[int(s1)] = _target_design(others, pilot, k, halfwidth, floor, cap)
+    designs = [tables[int(s1)] for s1 in got]
+    a, b = pilot_prior(counts, pilot)
+    moments, freq = _PassK.of(a, b, pilot, k, cap), _law(counts, a, b, pilot)
+    weight = np.array([d.weight for d in designs])
+    size = np.array([d.second[s] for d, s in zip(designs, got, strict=True)])
+    # under the designs: each problem with its own pilot count and design; at the cap: by pilot count
+    predicted = moments.halfwidth(got, np.full(got.size, 1 / got.size), got.size, weight, pilot, size)
+    full, by_count = np.full(pilot + 1, cap), np.arange(pilot + 1)
+    at_cap = moments.halfwidth(by_count, freq, got.size, np.full(pilot + 1, _weight(a, b, pilot, full)), pilot, full)
+    between = Z95 * math.sqrt(max(moments.between(by_count, freq), 0.0) / got.size)
+    return designs, HalfWidth(predicted, at_cap, between)

@@ -1,7 +1,8 @@
-"""An adaptive run's design on disk (``bonbench run --adaptive pilot=P,budget=B``, docs/adaptive.md;
-the flag's value is ``bonbench.pipeline.adaptive_spec``): the round's decision made from the stored
-pilot grades and kept in the run directory's ``adaptive.json`` (each problem's pilot successes,
-second-stage table, weight and total n, and the spend), and each problem's n and design for scoring.
+"""An adaptive run's design on disk (``bonbench run --adaptive pilot=P,budget=B`` or
+``pilot=P,halfwidth=H``, docs/adaptive.md; the flag's value is ``bonbench.pipeline.adaptive_spec``):
+the round's decision made from the stored pilot grades and kept in the run directory's
+``adaptive.json`` (each problem's pilot successes, second-stage table, weight and total n, the spend,
+and a half-width target's prediction), and each problem's n and design for scoring.
 
 The decision is a pure function of the run's settings and its pilot grades, so a resumed run
 recomputes it and refuses, in one line, a stored one that differs (``record``).
@@ -13,13 +14,15 @@ What it does not do: sample (``bonbench.run.adaptive`` drives the rounds), alloc
 from __future__ import annotations
 
 import json
+import math
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import atomic_write_json, read_run_json
-from bonbench.metrics.adaptive import TwoStage, allocate
+from bonbench.metrics.adaptive import TwoStage, allocate, allocate_halfwidth
 from bonbench.pipeline.prepared import PreparedRun
 
 ADAPTIVE_FILE = "adaptive.json"
@@ -32,19 +35,52 @@ def path(run: PreparedRun) -> Path:
 
 
 def decide(run: PreparedRun, pilot_correct: Mapping[str, int]) -> dict[str, Any]:
-    """The round's decision (adaptive.json's content) from each problem's pilot successes: the second
-    stage spends (budget - pilot) samples per problem on average, each at least ``floor`` (the
-    largest k requested) and at most n - pilot."""
+    """The round's decision (adaptive.json's content) from each problem's pilot successes. With a
+    budget, the second stage spends (budget - pilot) samples per problem on average; with a
+    half-width target, as few as the pilots predict reach it (``target``). Each second stage is at
+    least ``floor`` (the largest k requested) and at most n - pilot."""
     design = run.cfg.adaptive
-    pilot, budget, floor = int(design["pilot"]), int(design["budget"]), int(design["floor"])
+    pilot, floor = int(design["pilot"]), int(design["floor"])
     pids = [p.id for p in run.problems]
     s1 = [int(pilot_correct[pid]) for pid in pids]
-    designs = allocate(s1, pilot, (budget - pilot) * len(pids), floor=floor, cap=run.cfg.n - pilot)
+    if "halfwidth" in design:
+        designs, head = target(run, s1)
+    else:
+        budget = int(design["budget"])
+        designs = allocate(s1, pilot, (budget - pilot) * len(pids), floor=floor, cap=run.cfg.n - pilot)
+        head = {"budget": budget}
     problems: dict[str, dict[str, Any]] = {pid: {"s1": s, "n": d.size(s), "second": list(d.second), "weight": d.weight}
                                            for pid, s, d in zip(pids, s1, designs, strict=True)}
     total = sum(int(p["n"]) for p in problems.values())
-    return {"pilot": pilot, "budget": budget, "floor": floor, "cap": run.cfg.n, "problems": problems,
+    return {"pilot": pilot, **head, "floor": floor, "cap": run.cfg.n, "problems": problems,
             "spend": {"samples": total, "mean_n": total / max(len(pids), 1), "fixed_n_samples": run.cfg.n * len(pids)}}
+
+
+def target(run: PreparedRun, s1: list[int]) -> tuple[list[TwoStage], dict[str, Any]]:
+    """The designs for a half-width target and adaptive.json's ``target`` entry (the metric, the
+    half-width asked for, and the pilots' prediction: under the designs, at the cap, and from the
+    spread between problems alone). Out of reach at the cap: one line, unless ``fallback=cap`` was
+    given, when a warning says so and every problem is sampled to the cap."""
+    design = run.cfg.adaptive
+    pilot, metric, halfwidth = int(design["pilot"]), str(design["metric"]), float(design["halfwidth"])
+    designs, hw = allocate_halfwidth(s1, pilot, halfwidth, k=int(metric.split("@")[1]), floor=int(design["floor"]),
+                                     cap=run.cfg.n - pilot)
+    if not hw.reaches(halfwidth):
+        why = (f"--adaptive halfwidth={halfwidth:g} on {metric} is out of reach: the pilots predict {hw.at_cap:.4f} with "
+               f"every problem at --n {run.cfg.n}, and {hw.between:.4f} from the spread between problems alone, which no "
+               "n narrows")
+        if design.get("fallback") != "cap":
+            raise BonbenchError(f"{why}; ask for halfwidth={_up(hw.at_cap)} or more, raise --n, or add fallback=cap to "
+                                "sample every problem to --n anyway")
+        warnings.warn(f"{why}; fallback=cap: every problem is sampled to --n {run.cfg.n}", stacklevel=2)
+    return designs, {"target": {"metric": metric, "halfwidth": halfwidth, "predicted": hw.predicted, "at_cap": hw.at_cap,
+                                "between": hw.between, "reachable": hw.reaches(halfwidth)}}
+
+
+def _up(x: float) -> str:
+    """``x`` rounded up to two significant digits (a half-width the cap reaches)."""
+    digits = 1 - math.floor(math.log10(x))
+    return f"{math.ceil(x * 10 ** digits) / 10 ** digits:.{max(digits, 0)}f}"
 
 
 def record(run: PreparedRun, decision: dict[str, Any]) -> None:
@@ -79,16 +115,30 @@ def designs(run: PreparedRun) -> dict[str, TwoStage]:
             for pid, p in doc["problems"].items()}
 
 
-def summary(run: PreparedRun) -> dict[str, Any]:
-    """metrics.json's ``adaptive`` entry: the design and what it spent."""
+def summary(run: PreparedRun, metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """metrics.json's ``adaptive`` entry: the design and what it spent; with a half-width target, the
+    target and the pilots' prediction beside the half-width achieved (of ``metrics``' CI)."""
     doc = stored(run)
-    return {"pilot": doc["pilot"], "budget": doc["budget"], "floor": doc["floor"], "cap": doc["cap"],
-            **doc["spend"], "estimate": ESTIMATE}
+    entry: dict[str, Any] = {k: doc[k] for k in ("pilot", "budget", "floor", "cap") if k in doc}
+    if "target" in doc:
+        ci = (metrics.get(doc["target"]["metric"]) or {}).get("ci95")
+        entry["target"] = {**doc["target"], "achieved": None if ci is None else (float(ci[1]) - float(ci[0])) / 2}
+    return {**entry, **doc["spend"], "estimate": ESTIMATE}
 
 
 def summary_line(entry: Mapping[str, Any]) -> str:
     """The report's line for metrics.json's ``adaptive`` entry."""
     share = entry["samples"] / entry["fixed_n_samples"] if entry.get("fixed_n_samples") else 0.0
+    aim = f"budget {entry['budget']}" if "budget" in entry else _aim(entry.get("target") or {})
     return (f"adaptive two-stage: pilot {entry['pilot']}, mean n {entry['mean_n']:.2f} of cap {entry['cap']} "
-            f"(budget {entry['budget']}, floor {entry['floor']}; {entry['samples']} samples, {share:.0%} of fixed n); "
+            f"({aim}, floor {entry['floor']}; {entry['samples']} samples, {share:.0%} of fixed n); "
             f"{entry['estimate']}")
+
+
+def _aim(target: Mapping[str, Any]) -> str:
+    """A half-width target as the report says it: asked for, predicted, achieved, and the between-problem part."""
+    achieved = target.get("achieved")
+    got = "n/a" if achieved is None else f"{achieved:.4f}"
+    return (f"target 95% CI half-width {target.get('halfwidth', 0):g} on {target.get('metric')}: predicted "
+            f"{target.get('predicted', 0):.4f}, achieved {got}, between problems alone {target.get('between', 0):.4f}"
+            + ("" if target.get("reachable", True) else ", out of reach: sampled to the cap"))

@@ -1,12 +1,14 @@
-"""The value of ``bonbench run --adaptive pilot=P,budget=B`` (docs/adaptive.md) and its parser.
+"""The value of ``bonbench run --adaptive pilot=P,budget=B`` or ``pilot=P,halfwidth=H[,fallback=cap]``
+(docs/adaptive.md) and its parser.
 
 Apart from ``bonbench.pipeline.adaptive`` (the decision on disk), so that ``bonbench run --help``,
-which reads this flag, loads no numpy. It checks only the flag's shape; what a pilot and budget
-must satisfy against the metrics and ``--n`` is ``bonbench.run.adaptive.check``.
+which reads this flag, loads no numpy. It checks only the flag's shape; what a pilot, budget or
+half-width must satisfy against the metrics and ``--n`` is ``bonbench.run.adaptive.check``.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from bonbench.core.errors import BonbenchError
@@ -14,21 +16,41 @@ from bonbench.core.errors import BonbenchError
 
 @dataclass(frozen=True)
 class AdaptiveSpec:
-    """``--adaptive pilot=P,budget=B``: P pilot samples for every problem, B the mean samples per
-    problem in all (the pilot included; a target, the spend is recorded)."""
+    """``--adaptive``: P pilot samples for every problem, then a second stage sized for one target:
+    ``budget`` B, the mean samples per problem in all (the pilot included; a target, the spend is
+    recorded), or ``halfwidth`` H, the 95% CI half-width on the first requested metric (a pass@k).
+    ``fallback`` (``fallback=cap``): when the pilots say H is out of reach, spend the cap instead of
+    stopping with an error."""
 
     pilot: int
-    budget: int
+    budget: int | None = None
+    halfwidth: float | None = None
+    fallback: bool = False
+
+
+def _half_width(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and 0 < value < 1 else None
 
 
 def parse_adaptive(text: str) -> AdaptiveSpec:
-    """``"pilot=4,budget=8"`` -> ``AdaptiveSpec(4, 8)``; anything else is a one-line BonbenchError."""
-    fix = (f"--adaptive takes pilot=P,budget=B (whole numbers >= 1; B is the mean samples per problem, the pilot "
-           f"included), got {text!r}")
+    """``"pilot=4,budget=8"`` -> ``AdaptiveSpec(4, 8)``; ``"pilot=4,halfwidth=0.01"`` ->
+    ``AdaptiveSpec(4, halfwidth=0.01)``; anything else is a one-line BonbenchError."""
+    fix = (f"--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H[,fallback=cap] (P and B whole numbers >= 1, "
+           f"B the mean samples per problem, the pilot included; H a 95% CI half-width between 0 and 1), got {text!r}")
     pairs = [part.split("=", 1) for part in str(text).split(",")]
     if any(len(p) != 2 for p in pairs):
         raise BonbenchError(fix)
     given = {k.strip(): v.strip() for k, v in pairs}
-    if set(given) != {"pilot", "budget"} or len(pairs) != 2 or not all(v.isdigit() and int(v) >= 1 for v in given.values()):
+    if len(given) != len(pairs) or not given.get("pilot", "").isdigit() or int(given["pilot"]) < 1:
         raise BonbenchError(fix)
-    return AdaptiveSpec(int(given["pilot"]), int(given["budget"]))
+    pilot = int(given["pilot"])
+    if set(given) == {"pilot", "budget"} and given["budget"].isdigit() and int(given["budget"]) >= 1:
+        return AdaptiveSpec(pilot, budget=int(given["budget"]))
+    halfwidth = _half_width(given.get("halfwidth", ""))
+    if halfwidth is None or set(given) - {"pilot", "halfwidth", "fallback"} or given.get("fallback", "cap") != "cap":
+        raise BonbenchError(fix)
+    return AdaptiveSpec(pilot, halfwidth=halfwidth, fallback="fallback" in given)

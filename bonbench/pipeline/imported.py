@@ -102,7 +102,10 @@ def run_command(run: PreparedRun) -> str:
     if cfg.limit is not None:
         parts.append(f"--limit {cfg.limit}")
     if cfg.adaptive:
-        parts.append(f"--adaptive pilot={cfg.adaptive['pilot']},budget={cfg.adaptive['budget']}")
+        fallback = ",fallback=cap" if cfg.adaptive.get("fallback") == "cap" else ""
+        aim = (f"budget={cfg.adaptive['budget']}" if "budget" in cfg.adaptive
+               else f"halfwidth={cfg.adaptive['halfwidth']:g}{fallback}")
+        parts.append(f"--adaptive pilot={cfg.adaptive['pilot']},{aim}")
     if cfg.dtype and cfg.dtype != "bfloat16":
         parts.append(f"--dtype {cfg.dtype}")
     parts += [f"--endpoint {e}" for e in (cfg.engine_args or {}).get("endpoints", ())]

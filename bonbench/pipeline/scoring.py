@@ -213,7 +213,7 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade
         doc["search"] = {"strategy": run.cfg.strategy, "options": dict(run.cfg.strategy_options), "n": run.cfg.n,
                          "seeds": run.cfg.seeds, "estimate": SEARCH_ESTIMATE}
     if run.cfg.adaptive:
-        doc["adaptive"] = adaptive.summary(run)
+        doc["adaptive"] = adaptive.summary(run, doc["metrics"])
     doc.update(facts or {})
     run.store.write_metrics(doc)
     inputs = task_inputs(run.task, scores=scores is not None, logprobs=all(o.logprobs is not None for o in outs))

@@ -1,6 +1,6 @@
-"""An adaptive run (``bonbench run --adaptive pilot=P,budget=B --n CAP``, docs/adaptive.md): what it
-refuses before anything is written, and its rounds. Round one samples and grades every problem's
-pilot; the decision (``bonbench.pipeline.adaptive``) is recorded in adaptive.json, or checked
+"""An adaptive run (``bonbench run --adaptive pilot=P,budget=B --n CAP``, or ``pilot=P,halfwidth=H``;
+docs/adaptive.md): what it refuses before anything is written, and its rounds. Round one samples
+and grades every problem's pilot; the decision (``bonbench.pipeline.adaptive``) is recorded in adaptive.json, or checked
 against the recorded one on a resume; round two samples each problem up to its own n. Scoring is
 the pipeline's (``stages.evaluate``), which reads each problem's n and design from adaptive.json.
 
@@ -37,7 +37,7 @@ def refuse(req: RunRequest, task: Task) -> None:
 
 def check(req: RunRequest, task: Task, specs: Sequence[MetricSpec], n: int) -> dict[str, Any]:
     """The ``RunConfig.adaptive`` entry of ``req`` ({} without --adaptive), or the one-line refusal
-    of a pilot, budget or cap that cannot carry the requested metrics."""
+    of a pilot, budget, half-width target or cap that cannot carry the requested metrics."""
     spec = req.adaptive
     if spec is None:
         return {}
@@ -45,7 +45,7 @@ def check(req: RunRequest, task: Task, specs: Sequence[MetricSpec], n: int) -> d
     if spec.pilot < floor:
         raise BonbenchError(f"--adaptive pilot={spec.pilot} is below k = {floor} of {top}: each part of the estimate needs "
                             f"k samples; use pilot={floor} or more, or drop {top}")
-    if not spec.pilot <= spec.budget <= n:
+    if spec.budget is not None and not spec.pilot <= spec.budget <= n:
         raise BonbenchError(f"--adaptive budget={spec.budget} must be between the pilot ({spec.pilot}) and --n {n} (the cap "
                             "per problem): budget is the mean samples per problem, the pilot included")
     if n < spec.pilot + floor:
@@ -53,7 +53,17 @@ def check(req: RunRequest, task: Task, specs: Sequence[MetricSpec], n: int) -> d
                             f"--n {spec.pilot + floor} or more (the cap per problem)")
     # the selection the decision is made over, filters included (the run id hashes no filter otherwise)
     problems = prepared.problem_set_id(prepared.select_problems(task, req.limit))
-    return {"pilot": spec.pilot, "budget": spec.budget, "floor": floor, "problem_set": problems}
+    if spec.budget is not None:
+        return {"pilot": spec.pilot, "budget": spec.budget, "floor": floor, "problem_set": problems}
+    target = specs[0] if specs else None
+    if target is None or target.kind != "pass" or target.k is None or target.param is not None:
+        first = "no metric" if target is None else target.name
+        raise BonbenchError(f"--adaptive halfwidth= targets the first --metric ({first}), and the pilots predict the CI of "
+                            "pass@k alone (right or wrong is all a pilot shows of maj@k and bon@k): put a pass@k first "
+                            "in --metric, or use --adaptive pilot=P,budget=B")
+    # ``fallback`` only says whether an out-of-reach target stops the run: it is not hashed (core.config)
+    return {"pilot": spec.pilot, "halfwidth": spec.halfwidth, "metric": target.name, "floor": floor,
+            "problem_set": problems, "fallback": "cap" if spec.fallback else "none"}
 
 
 def sample_rounds(p: Plan, progress: Progress, on_run: Callable[[prepared.PreparedRun], None] | None) -> None:

@@ -106,7 +106,8 @@ class RunRequest:
     adaptive: AdaptiveSpec | None = setting(
         None, parse=parse_adaptive, metavar="pilot=P,budget=B",
         help="sample P per problem, then more where the pilots say it counts, B per problem on average (the pilot "
-             "included), at most --n each; estimates stay unbiased (docs/adaptive.md)")
+             "included), at most --n each; or pilot=P,halfwidth=H: as few as the pilots predict give the first "
+             "--metric (a pass@k) a 95%% CI half-width of H; estimates stay unbiased (docs/adaptive.md)")
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
-"""Adaptive runs (issue 35, point 3): ``bonbench run --adaptive pilot=P,budget=B --n CAP`` on the
-real MATH test problems with a scripted model (``adaptive_model``: problem j right with probability
-(j % 9) / 8) graded by the real math grader. The run samples exactly what its recorded decision
-allocates, its metrics are the two-stage estimate computed here by hand from the stored rows and
-adaptive.json, a run killed after the decision or mid second stage resumes to the same rows and
+"""Adaptive runs (issue 35, point 3): ``bonbench run --adaptive pilot=P,budget=B --n CAP`` and
+``pilot=P,halfwidth=H`` on the real MATH test problems with a scripted model (``adaptive_model``:
+problem j right with probability (j % 9) / 8) graded by the real math grader. The run samples exactly
+what its recorded decision allocates, its metrics are the two-stage estimate computed here by hand
+from the stored rows and adaptive.json, a half-width target records its prediction beside the
+half-width achieved and stops before round two when the pilots put it out of reach (unless
+``fallback=cap``), a run killed after the decision or mid second stage resumes to the same rows and
 decisions, and bad input is one error line before anything is written. Without a run: every metric
 and group through ``compute_metrics(two_stage=...)`` is each problem's ``TwoStage.estimate`` of its
 two parts, and a Monte Carlo metric's SE is the bound of its parts'."""
@@ -26,13 +28,15 @@ import pytest
 from bonbench.api.metric.values import compute_metrics
 from bonbench.apps.cli import main
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.adaptive import TwoStage, allocate
+from bonbench.metrics.adaptive import TwoStage, allocate, allocate_halfwidth
 from bonbench.metrics.bootstrap import bootstrap_ci
 from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.pipeline.scoring import group_metrics
 
 TESTS = Path(__file__).parent
 PILOT, BUDGET, CAP, LIMIT = 4, 10, 16, 24
+# a half-width target on pass@1 that these 24 problems reach below the cap, with tables that differ
+HALF, HALF_SPEC = 0.138, "pilot=4,halfwidth=0.138"
 
 
 @pytest.fixture
@@ -41,9 +45,10 @@ def scripted(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(module, name, value)
 
 
-def run_args(data_dir: Path, out: Path, *extra: str, adaptive: str = f"pilot={PILOT},budget={BUDGET}") -> list[str]:
+def run_args(data_dir: Path, out: Path, *extra: str, adaptive: str = f"pilot={PILOT},budget={BUDGET}",
+             metrics: tuple[str, str] = ("pass@1,2", "maj@2")) -> list[str]:
     return ["run", "--task", "math", "--limit", str(LIMIT), "--n", str(CAP), "--adaptive", adaptive,
-            "--metric", "pass@1,2", "--metric", "maj@2", "--backend", "hf", "--data-dir", str(data_dir),
+            "--metric", metrics[0], "--metric", metrics[1], "--backend", "hf", "--data-dir", str(data_dir),
             "--out", str(out), "--n-boot", "50", *extra]
 
 
@@ -140,8 +145,13 @@ def test_the_run_id_hashes_the_design_and_the_problem_set(scripted: None, data_d
     others = [run_id(adaptive=None), run_id(adaptive=AdaptiveSpec(PILOT, BUDGET + 1)), run_id(adaptive=AdaptiveSpec(3, BUDGET)),
               run_id(n=CAP + 1), run_id(limit=LIMIT - 1), run_id(task_args={"subject": "algebra", "level": "5"}),
               run_id(metrics=("pass@1,3",))]
-    assert len({base, *others}) == 1 + len(others)
+    half = AdaptiveSpec(PILOT, halfwidth=HALF)
+    targets = [run_id(adaptive=half), run_id(adaptive=AdaptiveSpec(PILOT, halfwidth=HALF / 2)),
+               run_id(adaptive=half, metrics=("pass@2,1",))]  # the first metric is the one targeted
+    assert len({base, *others, *targets}) == 1 + len(others) + len(targets)
     assert run_id(metrics=("pass@1,2", "maj@2")) == base  # another metric at the same floor: the same samples
+    # fallback=cap only says whether an out-of-reach target stops the run: the same samples, the same run
+    assert run_id(adaptive=AdaptiveSpec(PILOT, halfwidth=HALF, fallback=True)) == targets[0]
 
 
 KILLER = textwrap.dedent("""
@@ -169,14 +179,16 @@ KILLER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("kill_at", [LIMIT + 1, LIMIT + LIMIT // 2])  # right after the decision; mid second stage
-def test_a_killed_adaptive_run_resumes_to_the_same_rows_and_decisions(kill_at: int, scripted: None, data_dir: Path,
-                                                                      tmp_path: Path) -> None:
-    assert main(run_args(data_dir, tmp_path / "whole")) == 0
+@pytest.mark.parametrize(("kill_at", "target"), [(LIMIT + 1, f"pilot={PILOT},budget={BUDGET}"),  # right after the decision
+                                                 (LIMIT + LIMIT // 2, f"pilot={PILOT},budget={BUDGET}"),  # mid second stage
+                                                 (LIMIT + LIMIT // 2, HALF_SPEC)])
+def test_a_killed_adaptive_run_resumes_to_the_same_rows_and_decisions(kill_at: int, target: str, scripted: None,
+                                                                      data_dir: Path, tmp_path: Path) -> None:
+    assert main(run_args(data_dir, tmp_path / "whole", adaptive=target)) == 0
     whole = run_dir(tmp_path / "whole")
     env = {**os.environ, "KILL_AT": str(kill_at), "TESTS": str(TESTS), "DATA_DIR": str(data_dir),
            "PYTHONPATH": str(TESTS.parent)}
-    args = run_args(data_dir, tmp_path / "killed")
+    args = run_args(data_dir, tmp_path / "killed", adaptive=target)
     proc = subprocess.run([sys.executable, "-c", KILLER, *args], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == -9, proc.stderr[-2000:]
     killed = run_dir(tmp_path / "killed")
@@ -202,6 +214,75 @@ def test_a_sweep_decides_each_run_from_its_own_pilots(scripted: None, data_dir: 
         assert json.loads((root / "metrics.json").read_text())["adaptive"]["samples"] == decision["spend"]["samples"]
 
 
+def pilot_counts(root: Path, pids: list[str]) -> list[int]:
+    correct: dict[str, dict[int, bool]] = {}
+    for g in rows(root / "grades" / "math.jsonl"):
+        correct.setdefault(g["problem_id"], {})[g["sample_idx"]] = g["correct"]
+    return [sum(correct[pid][i] for i in range(PILOT)) for pid in pids]
+
+
+def test_a_halfwidth_run_samples_what_the_pilots_predict_and_records_the_target(
+        scripted: None, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(run_args(data_dir, tmp_path, adaptive=HALF_SPEC)) == 0
+    root = run_dir(tmp_path)
+    hashed = json.loads((root / "config.json").read_text())["hashed"]["adaptive"]
+    assert hashed == {"pilot": PILOT, "halfwidth": HALF, "metric": "pass@1", "floor": 2, "n": CAP,
+                      "problem_set": hashed["problem_set"]}  # fallback is not hashed
+    decision = json.loads((root / "adaptive.json").read_text())
+    pids = list(decision["problems"])
+    s1 = pilot_counts(root, pids)
+    want, hw = allocate_halfwidth(s1, PILOT, HALF, k=1, floor=2, cap=CAP - PILOT)
+    for pid, s, d in zip(pids, s1, want, strict=True):
+        got = decision["problems"][pid]
+        assert (got["s1"], got["n"], got["second"], got["weight"]) == (s, PILOT + d.second[s], list(d.second), d.weight)
+    assert decision["target"] == {"metric": "pass@1", "halfwidth": HALF, "predicted": hw.predicted, "at_cap": hw.at_cap,
+                                  "between": hw.between, "reachable": True}
+    assert "budget" not in decision and len({p["n"] for p in decision["problems"].values()}) > 1
+    assert PILOT * LIMIT < decision["spend"]["samples"] < CAP * LIMIT
+    assert sum(1 for _ in rows(root / "samples.jsonl")) == decision["spend"]["samples"]
+    doc = json.loads((root / "metrics.json").read_text())
+    lo, hi = doc["metrics"]["pass@1"]["ci95"]
+    assert doc["adaptive"]["target"] == {**decision["target"], "achieved": pytest.approx((hi - lo) / 2, abs=1e-12)}
+    capsys.readouterr()
+    assert main(["report", str(root)]) == 0
+    assert (f"target 95% CI half-width {HALF:g} on pass@1: predicted {hw.predicted:.4f}, achieved {(hi - lo) / 2:.4f}, "
+            f"between problems alone {hw.between:.4f}, floor 2") in capsys.readouterr().out.replace("\n", " ")
+
+
+def test_a_halfwidth_out_of_reach_stops_before_round_two_unless_fallback_cap(
+        scripted: None, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    line = one_error(main(run_args(data_dir, tmp_path, adaptive="pilot=4,halfwidth=0.12")), capsys.readouterr().err)
+    root = run_dir(tmp_path)
+    assert not (root / "adaptive.json").exists() and sum(1 for _ in rows(root / "samples.jsonl")) == PILOT * LIMIT
+    pids = [json.loads(x)["problem_id"] for x in (root / "samples.jsonl").read_text().splitlines()[::PILOT]]
+    _, hw = allocate_halfwidth(pilot_counts(root, pids), PILOT, 0.12, k=1, floor=2, cap=CAP - PILOT)
+    assert not hw.reaches(0.12)
+    assert (f"--adaptive halfwidth=0.12 on pass@1 is out of reach: the pilots predict {hw.at_cap:.4f} with every problem "
+            f"at --n {CAP}, and {hw.between:.4f} from the spread between problems alone") in line
+    assert "add fallback=cap" in line
+    # asked for: the same run directory (fallback is not hashed), its pilots kept, every problem to the cap
+    with pytest.warns(UserWarning, match=f"fallback=cap: every problem is sampled to --n {CAP}"):
+        assert main(run_args(data_dir, tmp_path, adaptive="pilot=4,halfwidth=0.12,fallback=cap")) == 0
+    assert run_dir(tmp_path) == root
+    decision = json.loads((root / "adaptive.json").read_text())
+    assert {p["n"] for p in decision["problems"].values()} == {CAP} and decision["target"]["reachable"] is False
+    assert sum(1 for _ in rows(root / "samples.jsonl")) == CAP * LIMIT
+    capsys.readouterr()
+    assert main(["report", str(root)]) == 0
+    assert "out of reach: sampled to the cap" in capsys.readouterr().out.replace("\n", " ")
+    # and without fallback=cap again: the stored decision is not what these flags give
+    line = one_error(main(run_args(data_dir, tmp_path, adaptive="pilot=4,halfwidth=0.12")), capsys.readouterr().err)
+    assert "is out of reach" in line
+
+
+def test_a_halfwidth_target_on_another_metric_than_pass_is_one_error_line(
+        scripted: None, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = run_args(data_dir, tmp_path / "out", adaptive=HALF_SPEC, metrics=("maj@2", "pass@1,2"))
+    line = one_error(main(args), capsys.readouterr().err)
+    assert "--adaptive halfwidth= targets the first --metric (maj@2)" in line and "put a pass@k first" in line
+    assert not (tmp_path / "out" / "runs").exists()
+
+
 def test_a_decision_that_the_pilots_do_not_give_is_one_error_line(scripted: None, data_dir: Path, tmp_path: Path,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     assert main(run_args(data_dir, tmp_path)) == 0
@@ -222,6 +303,13 @@ def test_a_decision_that_the_pilots_do_not_give_is_one_error_line(scripted: None
     ("pilot=15,budget=16", (), "--n 16 leaves no second stage of k = 2 after a pilot of 15"),
     ("pilot=4", (), "--adaptive takes pilot=P,budget=B"),
     ("pilot=4,budget=8,floor=2", (), "--adaptive takes pilot=P,budget=B"),
+    ("pilot=4,halfwidth=0", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H[,fallback=cap]"),
+    ("pilot=4,halfwidth=1.5", (), "H a 95% CI half-width between 0 and 1"),
+    ("pilot=4,halfwidth=0.1,fallback=yes", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H"),
+    ("pilot=4,budget=8,halfwidth=0.1", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H"),
+    ("pilot=1,halfwidth=0.1", (), "pilot=1 is below k = 2 of pass@2"),
+    ("pilot=15,halfwidth=0.1", (), "--n 16 leaves no second stage of k = 2 after a pilot of 15"),
+    ("pilot=4,halfwidth=0.1", ("--shard", "1/2"), "drop --shard"),
     ("pilot=4,budget=8", ("--strategy", "beam", "--verifier", "prm:x"), "--adaptive does not combine with that setting: "
                                                                          "drop --strategy"),
     ("pilot=4,budget=8", ("--shard", "1/2"), "drop --shard"),

@@ -78,8 +78,8 @@ def target(run: PreparedRun, s1: list[int]) -> tuple[list[TwoStage], dict[str, A
 
 
 def _up(x: float) -> str:
-    """``x`` rounded up to two significant digits (a half-width the cap reaches)."""
-    digits = 1 - math.floor(math.log10(x))
+    """``x`` rounded up to three significant digits (a half-width the cap reaches)."""
+    digits = 2 - math.floor(math.log10(x))
     return f"{math.ceil(x * 10 ** digits) / 10 ** digits:.{max(digits, 0)}f}"
 
 

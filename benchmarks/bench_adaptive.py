@@ -28,6 +28,14 @@ for wrong ones; wrong answers fall into classes with geometric sizes (maj@k). Us
 
     python benchmarks/bench_adaptive.py [--profile gemma-math500|uniform|RUN_DIR] [--datasets 200]
 
+With ``--targets 1.0,1.25,...`` it measures the half-width target instead (``--adaptive
+pilot=P,halfwidth=H``: ``allocate_halfwidth``), on pass@1: H is each multiple of fixed n's expected
+95% CI half-width (from the known p's: Z95 * sqrt((Var(p) + mean p (1 - p) / n) / problems)), the
+same H for every dataset as a user would ask for it. For each H it prints how often the pilots put H
+out of reach (the run stops there), and over the datasets that go on: how often the achieved
+half-width meets H, the mean achieved and predicted half-widths, the bias, and the samples spent
+beside fixed n = 16's and beside the smallest fixed n whose expected half-width reaches H.
+
 This script measures; it asserts nothing (the goals are printed next to the figures).
 """
 
@@ -43,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bonbench.metrics.adaptive import allocate
+from bonbench.metrics.adaptive import Z95, allocate, allocate_halfwidth
 from bonbench.metrics.bootstrap import bootstrap_ci
 from bonbench.metrics.maj import maj_curve
 from bonbench.metrics.pass_bon import bon_curve, pass_curve
@@ -188,6 +196,58 @@ def report(rows: dict[str, dict[str, list[float]]], true: dict[str, np.ndarray],
               f"{'more than all' if reached is None else f'{reached:.0%}'} of its samples (goal <= 50% on pass@1)")
 
 
+def expected_halfwidth(ps: np.ndarray, n: float) -> float:
+    """Fixed n's expected 95% CI half-width on pass@1 from the known p's (between + within variance)."""
+    return Z95 * math.sqrt((float(np.var(ps, ddof=1)) + float(np.mean(ps * (1 - ps))) / n) / ps.size)
+
+
+def simulate_targets(ps: np.ndarray, args: argparse.Namespace) -> None:
+    """The half-width target on pass@1 (module docstring)."""
+    rng = np.random.default_rng(args.seed)
+    P, cap = ps.size, args.cap
+    reference = expected_halfwidth(ps, args.fixed)
+    print(f"fixed n = {args.fixed}: expected half-width {reference:.5f}; with n = {args.pilot + cap} (pilot + cap): "
+          f"{expected_halfwidth(ps, args.pilot + cap):.5f}; spread between problems alone: "
+          f"{Z95 * math.sqrt(float(np.var(ps, ddof=1)) / P):.5f}")
+    rows: dict[float, dict[str, list[float]]] = {}
+    for d in range(args.datasets):
+        pilot = draw(ps, [args.pilot] * P, rng)
+        s1 = [int(x.sum()) for x in pilot[0]]
+        at_pilot = values(pilot, "pass@1", 1)
+        for multiple in args.targets:
+            h = multiple * reference
+            designs, hw = allocate_halfwidth(s1, args.pilot, h, k=1, floor=1, cap=cap)
+            r = rows.setdefault(multiple, {})
+            r.setdefault("reached", []).append(float(hw.reaches(h)))
+            if not hw.reaches(h):
+                continue
+            second = draw(ps, [dz.second[c] for dz, c in zip(designs, s1, strict=True)], rng)
+            est = np.array([dz.estimate(a, b) for dz, a, b in zip(designs, at_pilot, values(second, "pass@1", 1),
+                                                                   strict=True)])
+            got = half_width(est)
+            for key, value in (("estimate", float(est.mean())), ("achieved", got), ("met", float(got <= h)),
+                               ("predicted", hw.predicted), ("spent", sum(dz.size(c) for dz, c in zip(designs, s1,
+                                                                                                     strict=True)) / P)):
+                r.setdefault(key, []).append(value)
+        print(f"  dataset {d + 1}/{args.datasets}", file=sys.stderr, flush=True)
+    for multiple, r in rows.items():
+        h = multiple * reference
+        # the smallest fixed n whose expected half-width reaches h (None: no n does)
+        fixed_n = next((n for n in range(1, 4097) if expected_halfwidth(ps, n) <= h), None)
+        print(f"\nH = {multiple:g} x fixed n's = {h:.5f}: out of reach in {1 - np.mean(r['reached']):.0%} of "
+              f"{len(r['reached'])} datasets (the run stops after the pilot)")
+        if "achieved" not in r:
+            continue
+        R = len(r["achieved"])
+        print(f"  of the {R} that go on: achieved <= H in {np.mean(r['met']):.0%}; achieved half-width "
+              f"{np.mean(r['achieved']):.5f} (sd {np.std(r['achieved']):.5f}), predicted {np.mean(r['predicted']):.5f}; "
+              f"bias {np.mean(r['estimate']) - ps.mean():+.6f} (MC s.e. {np.std(r['estimate']) / math.sqrt(R):.6f})")
+        spent = float(np.mean(r["spent"]))
+        beside = ("no fixed n reaches it" if fixed_n is None
+                  else f"{spent / fixed_n:.0%} of fixed n = {fixed_n}'s, the least reaching H")
+        print(f"  samples per problem {spent:.2f}: {spent / args.fixed:.0%} of fixed n = {args.fixed}'s; {beside} (expected)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profile", default="gemma-math500", help="gemma-math500, uniform, or a run directory")
@@ -196,10 +256,15 @@ def main() -> None:
     ap.add_argument("--pilot", type=int, default=4, help="pilot samples per problem (also the k of pass@k/bon@k/maj@k)")
     ap.add_argument("--cap", type=int, default=64, help="most second-stage samples one problem gets")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--targets", type=lambda t: [float(x) for x in t.split(",")], default=None,
+                    help="half-width targets on pass@1, as multiples of fixed n's expected half-width (1.0,1.25,...)")
     args = ap.parse_args()
     ps, where = profile(args.profile, np.random.default_rng(args.seed))
     print(f"profile {where}; {args.datasets} datasets; fixed n = {args.fixed}; pilot {args.pilot}")
-    simulate(ps, args)
+    if args.targets:
+        simulate_targets(ps, args)
+    else:
+        simulate(ps, args)
 
 
 if __name__ == "__main__":

@@ -189,6 +189,25 @@ def test_a_halfwidth_targets_estimate_is_exactly_unbiased_over_whole_datasets(ha
         assert max(abs(e - p) for e, p in zip(peeked, ps, strict=True)) > 1e-3
 
 
+def test_a_run_that_goes_on_only_when_the_target_is_in_reach_is_a_selection() -> None:
+    # the stop after the pilot (no fallback=cap) reads every pilot, the problem's own included: the
+    # runs that go on are biased in the pilot's term, while finishing every run (fallback=cap) is exact
+    ps, pilot, h = [0.15, 0.5, 0.8, 0.35], 2, 0.4
+    every, going_on, reach = [0.0] * 4, [0.0] * 4, 0.0
+    for s in itertools.product(range(pilot + 1), repeat=len(ps)):
+        chance = math.prod(_binom(x, pilot, p) for x, p in zip(s, ps, strict=True))
+        designs, hw = allocate_halfwidth(list(s), pilot, h, cap=4)
+        reach += chance * hw.reaches(h)
+        for i, (d, p) in enumerate(zip(designs, ps, strict=True)):
+            m = d.second[s[i]]
+            value = d.estimate(_pass_of_counts(s[i], pilot, 1), sum(_binom(c, m, p) * c / m for c in range(m + 1)))
+            every[i] += chance * value
+            going_on[i] += chance * hw.reaches(h) * value
+    assert 0.5 < reach < 0.95
+    assert every == pytest.approx(ps, abs=1e-12)
+    assert max(abs(g / reach - p) for g, p in zip(going_on, ps, strict=True)) > 5e-3
+
+
 def test_a_problems_halfwidth_design_is_the_rule_it_was_allocated_by() -> None:
     rng = np.random.default_rng(5)
     pilots = [int(x) for x in rng.binomial(4, rng.beta(0.3, 3, 80))]

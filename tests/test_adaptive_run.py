@@ -259,9 +259,9 @@ def test_a_halfwidth_out_of_reach_stops_before_round_two_unless_fallback_cap(
     assert not hw.reaches(0.12)
     assert (f"--adaptive halfwidth=0.12 on pass@1 is out of reach: the pilots predict {hw.at_cap:.4f} with every problem "
             f"at --n {CAP}, and {hw.between:.4f} from the spread between problems alone") in line
-    assert "add fallback=cap" in line
+    assert "add fallback=cap to go on from these pilots" in line and "halfwidth=0.133 or more" in line
     # asked for: the same run directory (fallback is not hashed), its pilots kept, every problem to the cap
-    with pytest.warns(UserWarning, match=f"fallback=cap: every problem is sampled to --n {CAP}"):
+    with pytest.warns(UserWarning, match=f"fallback=cap: going on, up to --n {CAP} per problem"):
         assert main(run_args(data_dir, tmp_path, adaptive="pilot=4,halfwidth=0.12,fallback=cap")) == 0
     assert run_dir(tmp_path) == root
     decision = json.loads((root / "adaptive.json").read_text())

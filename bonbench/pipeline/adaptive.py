@@ -60,7 +60,9 @@ def target(run: PreparedRun, s1: list[int]) -> tuple[list[TwoStage], dict[str, A
     """The designs for a half-width target and adaptive.json's ``target`` entry (the metric, the
     half-width asked for, and the pilots' prediction: under the designs, at the cap, and from the
     spread between problems alone). Out of reach at the cap: one line, unless ``fallback=cap`` was
-    given, when a warning says so and every problem is sampled to the cap."""
+    given, when a warning says so and each problem gets its design (at the cap where the others'
+    pilots put the target out of reach). A stop reads every pilot, so the runs that go on are a
+    selection; resuming a stopped run with ``fallback=cap`` keeps it exact (docs/adaptive.md)."""
     design = run.cfg.adaptive
     pilot, metric, halfwidth = int(design["pilot"]), str(design["metric"]), float(design["halfwidth"])
     designs, hw = allocate_halfwidth(s1, pilot, halfwidth, k=int(metric.split("@")[1]), floor=int(design["floor"]),
@@ -70,9 +72,10 @@ def target(run: PreparedRun, s1: list[int]) -> tuple[list[TwoStage], dict[str, A
                f"every problem at --n {run.cfg.n}, and {hw.between:.4f} from the spread between problems alone, which no "
                "n narrows")
         if design.get("fallback") != "cap":
-            raise BonbenchError(f"{why}; ask for halfwidth={_up(hw.at_cap)} or more, raise --n, or add fallback=cap to "
-                                "sample every problem to --n anyway")
-        warnings.warn(f"{why}; fallback=cap: every problem is sampled to --n {run.cfg.n}", stacklevel=2)
+            raise BonbenchError(f"{why}; add fallback=cap to go on from these pilots, up to --n per problem "
+                                "(the one way this run's estimate stays exactly unbiased: docs/adaptive.md), or start "
+                                f"again with halfwidth={_up(hw.at_cap)} or more, or a larger --n")
+        warnings.warn(f"{why}; fallback=cap: going on, up to --n {run.cfg.n} per problem", stacklevel=2)
     return designs, {"target": {"metric": metric, "halfwidth": halfwidth, "predicted": hw.predicted, "at_cap": hw.at_cap,
                                 "between": hw.between, "reachable": hw.reaches(halfwidth)}}
 

@@ -233,6 +233,9 @@ def test_a_wider_target_spends_less_and_one_out_of_reach_takes_the_cap() -> None
     designs, hw = allocate_halfwidth(pilots, 4, hw_below := 0.5 * allocate_halfwidth(pilots, 4, 0.1, cap=60)[1].between,
                                      cap=60)
     assert not hw.reaches(hw_below) and all(d.second == (60,) * 5 for d in designs)
+    # a pilot larger than the cap on the second stage, at k = 2
+    designs, hw = allocate_halfwidth(pilots, 4, 0.03, k=2, floor=2, cap=3)
+    assert all(d.second == (3,) * 5 for d in designs) and hw.between < hw.at_cap
 
 
 def test_the_predicted_halfwidth_is_the_spread_of_the_problems_estimates_under_the_prior() -> None:

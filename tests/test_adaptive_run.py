@@ -260,6 +260,9 @@ def test_a_halfwidth_out_of_reach_stops_before_round_two_unless_fallback_cap(
     assert (f"--adaptive halfwidth=0.12 on pass@1 is out of reach: the pilots predict {hw.at_cap:.4f} with every problem "
             f"at --n {CAP}, and {hw.between:.4f} from the spread between problems alone") in line
     assert "add fallback=cap to go on from these pilots" in line and "halfwidth=0.133 or more" in line
+    capsys.readouterr()
+    line = one_error(main(["score", str(root), "--data-dir", str(data_dir)]), capsys.readouterr().err)
+    assert "pilot round has not finished" in line and "--adaptive pilot=4,halfwidth=0.12 " in line  # the command that resumes it
     # asked for: the same run directory (fallback is not hashed), its pilots kept, every problem to the cap
     with pytest.warns(UserWarning, match=f"fallback=cap: going on, up to --n {CAP} per problem"):
         assert main(run_args(data_dir, tmp_path, adaptive="pilot=4,halfwidth=0.12,fallback=cap")) == 0

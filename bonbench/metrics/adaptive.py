@@ -261,7 +261,7 @@ def _target_design(others: np.ndarray, pilot: int, k: int, halfwidth: float, flo
     others' counts standing for the dataset) reaches ``halfwidth``; every second stage at the cap
     when none does."""
     a, b = pilot_prior(others, pilot)
-    sizes, moments = _neyman(a, b, pilot, floor, cap), _PassK.of(a, b, pilot, k, cap)
+    sizes, moments = _neyman(a, b, pilot, floor, cap), _PassK.of(a, b, pilot, k, max(cap, pilot))
     freq, problems, counts = _law(others, a, b, pilot), int(others.sum()) + 1, np.arange(pilot + 1)
 
     def design(second: np.ndarray) -> TwoStage:
@@ -309,7 +309,7 @@ def allocate_halfwidth(pilot_successes: Sequence[int], pilot: int, halfwidth: fl
         tables[int(s1)] = _target_design(others, pilot, k, halfwidth, floor, cap)
     designs = [tables[int(s1)] for s1 in got]
     a, b = pilot_prior(counts, pilot)
-    moments, freq = _PassK.of(a, b, pilot, k, cap), _law(counts, a, b, pilot)
+    moments, freq = _PassK.of(a, b, pilot, k, max(cap, pilot)), _law(counts, a, b, pilot)
     weight = np.array([d.weight for d in designs])
     size = np.array([d.second[s] for d, s in zip(designs, got, strict=True)])
     # under the designs: each problem with its own pilot count and design; at the cap: by pilot count

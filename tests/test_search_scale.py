@@ -6,6 +6,7 @@ column of `bonbench list runs`, search runs split with --shard and merged to the
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,75 @@ def test_list_strategies_and_the_strategy_column_of_list_runs(models: dict[str, 
     columns = {line.split("  ")[1] for line in capsys.readouterr().out.splitlines()}
     assert columns == {"beam(agg=last, lookahead=0, max_iterations=2, width=2) n=4 T=1",
                        "sampling n=4 T=1"}, columns
+
+
+def run_dir(out: Path) -> Path:
+    (cfg,) = out.glob("runs/math/*/*/config.json")
+    return cfg.parent
+
+
+def rows(path: Path) -> list[dict]:  # type: ignore[type-arg]  # JSON rows
+    return sorted((json.loads(line) for line in path.read_text().splitlines()),
+                  key=lambda r: (r["problem_id"], r["sample_idx"]))
+
+
+TIMES = ("wall_s", "model_s", "overhead_s")  # the ledger's seconds: the only thing a sharded search may change
+
+
+def test_shards_of_a_search_merge_to_the_unsharded_run(models: dict[str, Path], data_dir: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+
+    from bonbench.pipeline.ledger import compute_ledger
+
+    search = ["-S", "width=2", "-S", "max_iterations=2", "--seeds", "2"]
+    whole, sharded = tmp_path / "whole", tmp_path / "sharded"
+    assert main(run_args(models, data_dir, whole, *search, limit=3)) == 0
+    assert main(run_args(models, data_dir, sharded, *search, "--shard", "1/2", limit=3)) == 0
+    root = next(sharded.glob("runs/math/*/*"))
+    assert root.name == run_dir(whole).name and (root / "shards" / "1-of-2" / "search" / "trees.jsonl").is_file()
+    capsys.readouterr()
+    # shard 2 not run yet: the merge names the command that runs it, search settings included; run as written
+    line = one_error(main(["merge", str(root), "--data-dir", str(data_dir)]), capsys.readouterr().err)
+    command = line.split("`")[1]
+    assert "--strategy beam -S agg=last -S lookahead=0 -S max_iterations=2 -S width=2 --seeds 2" in command
+    assert command.endswith("--shard 2/2")
+    assert main([*shlex.split(command)[1:], "--data-dir", str(data_dir), "--n-boot", "20"]) == 0
+    assert main(["merge", str(root), "--data-dir", str(data_dir), "--n-boot", "20"]) == 0
+    one = run_dir(whole)
+    # the same decisions and samples: every sample, tree (nodes, kept or pruned, candidates) and ledger count
+    assert rows(root / "samples.jsonl") == rows(one / "samples.jsonl") and len(rows(one / "samples.jsonl")) == 3 * 8
+    assert rows(root / "search" / "trees.jsonl") == rows(one / "search" / "trees.jsonl")
+    untimed = [[{k: v for k, v in r["cost"].items() if k not in TIMES} for r in rows(d / "search" / "ledger.jsonl")]
+               for d in (root, one)]
+    assert untimed[0] == untimed[1] and len(untimed[0]) == 6
+    totals = [compute_ledger(d).total() for d in (root, one)]
+    assert [(t.prompt_tokens, t.generated_tokens, t.verifiers) for t in totals][0] == \
+        [(t.prompt_tokens, t.generated_tokens, t.verifiers) for t in totals][1]
+    metrics = [json.loads((d / "metrics.json").read_text()) for d in (root, one)]
+    assert metrics[0]["per_problem"] == metrics[1]["per_problem"] and metrics[0]["search"] == metrics[1]["search"]
+    assert {k: v["value"] for k, v in metrics[0]["metrics"].items()} == {k: v["value"] for k, v in metrics[1]["metrics"].items()}
+    assert metrics[0]["shards"]["merged"] == ["1/2", "2/2"]
+    assert main(["merge", str(root), "--data-dir", str(data_dir), "--n-boot", "20"]) == 0  # again: nothing appended
+    assert rows(root / "search" / "trees.jsonl") == rows(one / "search" / "trees.jsonl")
+
+
+def test_shards_of_other_strategy_options_are_not_merged(models: dict[str, Path], data_dir: Path, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(run_args(models, data_dir, out, "-S", "width=2", "-S", "max_iterations=1", "--shard", "1/2")) == 0
+    assert main(run_args(models, data_dir, out, "-S", "width=4", "-S", "max_iterations=1", "--shard", "2/2")) == 0
+    (narrow,) = [d for d in out.glob("runs/math/*/*") if (d / "shards" / "1-of-2").is_dir()]
+    (wide,) = [d for d in out.glob("runs/math/*/*") if (d / "shards" / "2-of-2").is_dir()]
+    (wide / "shards" / "2-of-2").rename(narrow / "shards" / "2-of-2")  # a shard moved into the wrong run
+    capsys.readouterr()
+    line = one_error(main(["merge", str(narrow), "--data-dir", str(data_dir)]), capsys.readouterr().err)
+    assert "shards 1/2 and 2/2 are searches of different -S" in line and "'width': 2" in line and "'width': 4" in line
+    assert not (narrow / "config.json").exists()
+
+
+def test_a_search_on_ray_is_refused_naming_shards(models: dict[str, Path], data_dir: Path, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    line = one_error(main(run_args(models, data_dir, tmp_path / "out", "--ray")), capsys.readouterr().err)
+    assert "--strategy does not run on Ray" in line and "--shard i/n" in line and "bonbench merge" in line
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("runs/**/samples.jsonl"))

@@ -38,7 +38,18 @@ def one_error(code: int, err: str) -> str:
     return errors[0]
 
 
-def test_list_strategies_and_the_strategy_column_of_list_runs(models: dict[str, Path], data_dir: Path, tmp_path: Path,
+@pytest.fixture(scope="module")
+def mixed(models: dict[str, Path], data_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One model's sampling run, then its beam search (the latest run of the model and task)."""
+    out = tmp_path_factory.mktemp("mixed") / "out"
+    assert main(run_args(models, data_dir, out, "--metric", "pass@1,bon@4", strategy=None)) == 0
+    (sampling,) = [c.parent for c in out.glob("runs/math/*/*/config.json")]
+    assert main(run_args(models, data_dir, out, "-S", "width=2", "-S", "max_iterations=2")) == 0
+    (search,) = [c.parent for c in out.glob("runs/math/*/*/config.json") if c.parent != sampling]
+    return {"out": out, "sampling": sampling, "search": search}
+
+
+def test_list_strategies_and_the_strategy_column_of_list_runs(mixed: dict[str, Path],
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "strategies"]) == 0
     listed = capsys.readouterr().out.splitlines()
@@ -46,14 +57,48 @@ def test_list_strategies_and_the_strategy_column_of_list_runs(models: dict[str, 
     beam = next(line for line in listed if line.startswith("beam "))
     assert "keep the n/width best partial solutions" in beam and "width=4 (int)" in beam and "lookahead=0 (int)" in beam
     assert "temperature=1.0 (float)" in next(line for line in listed if line.startswith("particle_filtering "))
-    out = tmp_path / "out"
-    assert main(run_args(models, data_dir, out, "-S", "width=2", "-S", "max_iterations=2")) == 0
-    assert main(run_args(models, data_dir, out, "--metric", "bon@4", strategy=None)) == 0
+    assert main(["list", "runs", "--out", str(mixed["out"])]) == 0
+    columns = dict(line.split("  ", 1) for line in capsys.readouterr().out.splitlines())
+    assert columns == {str(mixed["search"]): "beam(agg=last, lookahead=0, max_iterations=2, width=2) n=4 T=1",
+                       str(mixed["sampling"]): "sampling n=4 T=1"}, columns
+
+
+def test_the_leaderboard_gives_a_search_its_own_row(mixed: dict[str, Path], tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from bonbench.apps.analysis.compute_axis import tokens_per_problem
+    from bonbench.apps.analysis.leaderboard import build_leaderboard
+    from bonbench.apps.analysis.rundir import load_run
+    from bonbench.pipeline.ledger import compute_ledger
+
+    board = build_leaderboard(mixed["out"], base="policy", n_boot=50)
+    search_row = "policy · beam(agg=last, lookahead=0, max_iterations=2, width=2)"
+    assert board.models == ["policy", search_row]  # the later search did not replace the model's sampling row
+    runs = {s.model: s.run.path for s in board.selections}
+    assert runs == {"policy": mixed["sampling"], search_row: mixed["search"]}
+    for row, run_dir in runs.items():  # each row's cells are its own run's metrics
+        stored = json.loads((run_dir / "metrics.json").read_text())["metrics"]
+        cells = {m: c.value for (r, _, m), c in board.cells.items() if r == row}
+        assert cells == {m: v["value"] for m, v in stored.items() if ("math", m) in board.columns}
+    assert {m for (r, _, m) in board.cells if r == search_row} == {"pass@4", "bon@4", "maj@4", "wmaj@4"}  # k = N only
+    assert ("policy", "math", "pass@1") in board.cells
+    assert board.cells[(search_row, "math", "bon@4")].diff is not None  # compared with the base's sampling row
+    for row, run_dir in runs.items():  # the compute from the ledger: policy prompt + generated + verifier tokens
+        run = load_run(run_dir)
+        total = compute_ledger(run_dir).total()
+        spent = total.prompt_tokens + total.generated_tokens + sum(v.tokens for v in total.verifiers
+                                                                   if v.verifier in ("search", run.meta["verifier"]))
+        assert board.compute[(row, "math")] == tokens_per_problem(run, run.meta["verifier"]) == spent / 2 > 0
+    out = tmp_path / "board"
+    assert main(["leaderboard", str(mixed["out"]), "--base", "policy", "--out", str(out), "--n-boot", "50"]) == 0
+    md = (out / "leaderboard.md").read_text()
+    assert "| math tokens/problem |" in md and f"| {search_row} |" in md
+    doc = json.loads((out / "leaderboard.json").read_text())
+    assert {r["model"]: r["strategy"] for r in doc["runs"]} == {"policy": "sampling",
+                                                                search_row: search_row.split(" · ")[1]}
     capsys.readouterr()
-    assert main(["list", "runs", "--out", str(out)]) == 0
-    columns = {line.split("  ")[1] for line in capsys.readouterr().out.splitlines()}
-    assert columns == {"beam(agg=last, lookahead=0, max_iterations=2, width=2) n=4 T=1",
-                       "sampling n=4 T=1"}, columns
+    line = one_error(main(["leaderboard", str(mixed["out"]), "--base", "policy", "--base-run", str(mixed["search"]),
+                           "--out", str(out)]), capsys.readouterr().err)
+    assert "is a search run" in line and "pin a sampling run of the base" in line
 
 
 def run_dir(out: Path) -> Path:

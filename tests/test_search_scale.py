@@ -166,6 +166,18 @@ def test_shards_of_other_strategy_options_are_not_merged(models: dict[str, Path]
     assert not (narrow / "config.json").exists()
 
 
+def test_shards_of_other_seeds_are_not_merged(models: dict[str, Path], data_dir: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"  # --seeds is not hashed (more seeds add repetitions): both shards land in one run
+    assert main(run_args(models, data_dir, out, "-S", "width=2", "-S", "max_iterations=1", "--shard", "1/2")) == 0
+    assert main(run_args(models, data_dir, out, "-S", "width=2", "-S", "max_iterations=1", "--seeds", "2",
+                         "--shard", "2/2")) == 0
+    (root,) = out.glob("runs/math/*/*")
+    capsys.readouterr()
+    line = one_error(main(["merge", str(root), "--data-dir", str(data_dir)]), capsys.readouterr().err)
+    assert "shards 1/2 and 2/2 were run with different --seeds (1 vs 2)" in line
+
+
 def test_a_search_on_ray_is_refused_naming_shards(models: dict[str, Path], data_dir: Path, tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     line = one_error(main(run_args(models, data_dir, tmp_path / "out", "--ray")), capsys.readouterr().err)

@@ -280,6 +280,10 @@ def test_list_shows_every_plugin(site: Path) -> None:
     assert "toy-rm" in rms and "Length of the completion plus a bonus" in rms
     objectives = bonbench(site, "list", "objectives").stdout
     assert "toy_obj" in objectives and "scale=1.0" in objectives
+    strategies = bonbench(site, "list", "strategies").stdout.splitlines()  # the plugin's strategy beside the built-ins
+    assert [line.split()[0] for line in strategies[:-1]] == ["beam", "best_of_n", "dvts", "first_steps", "particle_filtering"]
+    assert next(line for line in strategies if line.startswith("first_steps ")).endswith(
+        "n first steps, each scored alone (a throw-away search strategy); options: bonus=0.0 (float)")
 
 
 SEARCH = """

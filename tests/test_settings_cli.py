@@ -284,7 +284,8 @@ def test_a_new_field_is_a_flag_with_no_other_edit(monkeypatch: pytest.MonkeyPatc
     (["plot", "RUN", "--fit-families", ","], 1, "error: --fit-families needs at least one value"),
     (["plot", "RUN", "--holdout-fraction", "0"], 1, "error: --holdout-fraction must be in (0, 1) (got 0)"),
     (["list", "models"], 2, "error: argument what: invalid choice: 'models' (choose from 'tasks', 'verifiers', "
-                            "'reward-models', 'backends', 'metrics', 'objectives', 'runs') (see `bonbench list --help`)"),
+                            "'reward-models', 'backends', 'metrics', 'objectives', 'strategies', 'runs') "
+                            "(see `bonbench list --help`)"),
 ])
 def test_bad_values_are_one_line(argv: list[str], code: int, line: str, tmp_path: Path,
                                  capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

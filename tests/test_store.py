@@ -46,7 +46,8 @@ def test_find_run_dirs_rule(tree: dict[str, Path]) -> None:
 
 def test_cli_and_analysis_use_the_same_rule(tree: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "runs", "--out", str(tree["root"])]) == 0
-    assert capsys.readouterr().out.split() == [str(p) for p in sorted([tree["scored"], tree["unscored"]])]
+    listed = capsys.readouterr().out.splitlines()  # each run directory, then its strategy column
+    assert [line.split()[0] for line in listed] == [str(p) for p in sorted([tree["scored"], tree["unscored"]])]
     assert main(["report", str(tree["root"])]) == 0
     out = capsys.readouterr().out
     assert out.strip().splitlines()[-1] == str(tree["scored"]) and str(tree["unscored"]) not in out

@@ -137,3 +137,17 @@ def policy_name(model: str, temperature: float | None, top_p: float | None) -> s
     if float(temperature) == 1.0 and float(top_p) == 1.0:
         return model
     return f"{model} (T={float(temperature):g}, top_p={float(top_p):g})"
+
+
+def strategy_label(config: Mapping[str, Any]) -> str:
+    """How a stored run (config.json's ``config``) came by its samples, in one column: a search's strategy
+    with every option (``beam(agg=last, lookahead=0, max_iterations=40, width=4)``), ``greedy`` (T = 0),
+    ``adaptive sampling`` (``--adaptive``), else ``sampling`` (n independent draws)."""
+    strategy = config.get("strategy")
+    if strategy:
+        options = ", ".join(f"{k}={v}" for k, v in sorted(dict(config.get("strategy_options") or {}).items()))
+        return f"{strategy}({options})"
+    if config.get("adaptive"):
+        return "adaptive sampling"
+    temperature = config.get("temperature", 1.0)
+    return "greedy" if temperature is not None and float(temperature) == 0 else "sampling"

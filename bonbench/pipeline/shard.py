@@ -11,8 +11,9 @@ the selection, so every machine computes the same slice, and since ``--limit`` k
 larger limit leaves each earlier problem in its shard.
 
 A shard writes only under ``<run>/shards/<i>-of-<n>/`` (``ShardStore``): ``shard.json`` (its config and
-slice), ``samples.jsonl``, ``grades/``, ``scores/`` and ``shard-metrics.json`` (labelled as one
-shard's metrics). No two shards write one file, so shards on several hosts of one shared filesystem
+slice), ``samples.jsonl``, ``grades/``, ``scores/``, a search run's ``search/`` (trees, ledger, the
+journals of its searches in flight) and ``shard-metrics.json`` (labelled as one shard's metrics).
+No two shards write one file, so shards on several hosts of one shared filesystem
 never interleave appends, and no shard writes the run's ``config.json`` or ``metrics.json``: a
 run directory that has only shards is no run yet (``store.is_run_dir``). A shard reads the run's
 own files as well, so that rows already merged (or sampled by an unsharded run) are not sampled,
@@ -35,8 +36,13 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.records import Grade, Problem, Sample, Score, from_row
 from bonbench.core.store import JsonlTable, R, RunStore, atomic_write_json, read_run_json
 from bonbench.pipeline.prepared import problem_set_id
+from bonbench.pipeline.search_rows import ledger_table, tree_table
 
 SHARDS_DIR = "shards"
+# a search run's rows beside its samples (pipeline.search_rows), merged like them; its journals are of
+# searches in flight, and a finished shard has none
+SEARCH_TABLES: dict[str, Callable[[Path], JsonlTable[Any]]] = {"search/trees.jsonl": tree_table,
+                                                               "search/ledger.jsonl": ledger_table}
 RECORD = "shard.json"
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 _FOLDER = re.compile(r"^(\d+)-of-(\d+)$")
@@ -204,11 +210,17 @@ def read_records(run_root: Path) -> list[ShardRecord]:
                             "the folders of the other before merging again")
     first = records[0]
     for r in records:
+        for what, key in (("--strategy", "strategy"), ("-S", "strategy_options")):  # hashed, but said as such
+            if r.doc["config"].get(key) != first.doc["config"].get(key):
+                raise BonbenchError(
+                    f"shards {first.spec.label} and {r.spec.label} are searches of different {what} "
+                    f"({first.doc['config'].get(key)!r} vs {r.doc['config'].get(key)!r}), which are different runs: "
+                    f"move shard {r.spec.label} to the run directory its command printed, or delete it")
         if r.doc.get("hash") != run_root.name:
             raise BonbenchError(f"shard {r.spec.label} in {r.root} belongs to run {r.doc.get('hash')!r}, not "
                                 f"{run_root.name!r}; move it to its own run directory or delete it")
         for what, key in (("--n", "n"), ("--metric", "metrics"), ("--verifier", "verifier"), ("--limit", "limit"),
-                          ("-T", "task_args")):
+                          ("-T", "task_args"), ("--seeds", "seeds")):
             if r.doc["config"].get(key) != first.doc["config"].get(key):
                 raise BonbenchError(
                     f"shards {first.spec.label} and {r.spec.label} were run with different {what} "
@@ -295,9 +307,13 @@ def merge_rows(run_root: Path, records: Sequence[ShardRecord]) -> dict[str, int]
     added: dict[str, int] = {}
     into: JsonlTable[Any]  # samples, grades or scores
     mine: list[JsonlTable[Any]]
-    for name in [*names, "samples.jsonl"]:
+    for name in [*names, *SEARCH_TABLES, "samples.jsonl"]:
         if name == "samples.jsonl":
             into, mine = run.samples, [s.samples for s in shards]
+        elif name in SEARCH_TABLES:  # a search run's trees and ledgers, before its samples (as pipeline.search writes them)
+            into, mine = SEARCH_TABLES[name](run.root), [SEARCH_TABLES[name](s.root) for s in shards]
+            if not any(t.path.exists() for t in mine):
+                continue
         else:
             folder, stem = name.split("/")[0], name.split("/")[1][: -len(".jsonl")]
             into = run.scores(stem) if folder == "scores" else run.grades(stem)
@@ -337,6 +353,11 @@ def rerun_command(config: Mapping[str, Any], spec: ShardSpec, out: Path, task_ma
     if config.get("metrics"):
         parts.append(f"--metric {','.join(config['metrics'])}")
     parts.append(f"--n {config['n']}")
+    if config.get("strategy"):  # a search run: its strategy, every option, and its repetitions
+        parts.append(f"--strategy {config['strategy']}")
+        parts += [f"-S {key}={value}" for key, value in sorted(dict(config.get("strategy_options") or {}).items())]
+        if int(config.get("seeds") or 1) > 1:
+            parts.append(f"--seeds {config['seeds']}")
     for key, value in dict(config.get("task_args") or {}).items():
         parts.append(f"-T {key}={value}")
     if config.get("limit") is not None:

@@ -44,7 +44,8 @@ def merge(run_dir: Path, *, partial: bool = False, data_dir: str | None = None, 
     if prepared.problem_set_id(selection) != first.doc.get("shard", {}).get("selection"):
         raise BonbenchError(f"task {task.name!r} now selects other problems than its shards did (its data changed); "
                             "rerun every shard, then merge")
-    covered = tuple(shard.coverage(root, selection, count, int(cfg["n"])))
+    # a search run's problem holds n samples per repetition (--seeds)
+    covered = tuple(shard.coverage(root, selection, count, int(cfg["n"]) * int(cfg.get("seeds") or 1)))
     missing = [c for c in covered if not c.done]
     if missing and not partial:
         c = missing[0]

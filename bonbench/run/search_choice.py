@@ -2,9 +2,9 @@
 checked for and resolved to before anything is sampled: the strategy with its options bound, the
 verifier as the scorer of partial solutions, and the settings of its run id.
 
-Refused, each in one line naming the fix: a strategy with a samples file, shards, Ray, greedy
-decoding, chat prompts or ``kl`` / ``winrate``; a task without step structure
-(``Task.step_delimiter``); no verifier, or one that cannot score partial solutions
+Refused, each in one line naming the fix: a strategy with a samples file, Ray (``--shard`` is the way
+to spread a search: each shard searches its own problems), greedy decoding, chat prompts or ``kl`` /
+``winrate``; a task without step structure (``Task.step_delimiter``); no verifier, or one that cannot score partial solutions
 (``api.search.contract.partial_scorer``); a budget the strategy cannot spend (n not a multiple of
 the width). The backend is checked when the sampler is built (``bonbench.run.execute``: the step
 sampler factory), before the first continuation. Options are not given without a strategy.
@@ -51,8 +51,10 @@ def choose_search(req: RunRequest, task: Task, requested: tuple[str, ...], speci
         if req.strategy_args or req.seeds != 1:
             raise BonbenchError("-S and --seeds set a search: add --strategy NAME (docs/search.md) or drop them")
         return None
-    for given, fix in ((req.shard is not None, "drop --shard"), (req.ray is not None, "drop --ray"),
-                       (bool(special) or req.ref_model is not None, "drop kl, winrate and --ref-model"),
+    if req.ray is not None:  # docs/search.md, "Shards and Ray": why a search does not run on Ray actors
+        raise BonbenchError("--strategy does not run on Ray: split the problems with --shard i/n instead (one process "
+                            "per GPU or node, each searching its own problems), then `bonbench merge RUN_DIR`")
+    for given, fix in ((bool(special) or req.ref_model is not None, "drop kl, winrate and --ref-model"),
                        (len(req.temperatures) * len(req.top_ps) > 1, "give one --temperature and one --top-p"),
                        (any(rules.is_greedy(t) for t in req.temperatures), "sample with --temperature > 0"),
                        (req.prompt_style == "chat", "pass --prompt-style base (a search continues plain-text prompts)")):

@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from bonbench.api.search.records import Continuation, Prefix, SearchProblem, SearchResult, StepScores
 from bonbench.core.errors import BonbenchError
-from bonbench.core.registry import Registry, coerce_kwargs
+from bonbench.core.registry import Registry, coerce_kwargs, parameter_types, type_name
 
 STRATEGY_GROUP = "bonbench.strategies"
 
@@ -108,3 +108,17 @@ def make_strategy(name: str, **options: Any) -> Strategy:
         raise BonbenchError(f"strategy entry point {name!r} built {strategy!r:.60}, whose name is not {name!r}; "
                             "fix the plugin's entry point or reinstall it")
     return strategy
+
+
+def strategy_listing() -> list[str]:
+    """``bonbench list strategies``: each registered strategy (entry points included) with the first
+    sentence of its docstring and every option as ``name=default (type)``."""
+    lines = []
+    for name in strategy_names():
+        factory = STRATEGIES.get(name)
+        doc = " ".join((factory.__doc__ or "").strip().split("\n\n")[0].split())
+        summary = doc.removeprefix(f"{name}:").strip().split(". ")[0].rstrip(".")  # "beam: keep ..." reads "keep ..."
+        types_ = parameter_types(factory)
+        options = ", ".join(f"{key}={value} ({type_name(types_.get(key, Any))})" for key, value in make_strategy(name).options())
+        lines.append(f"{name:<19} {summary}; options: {options or 'none'}")
+    return lines + ["use as --strategy NAME -S key=value, with --n N and --verifier prm:SOURCE (docs/search.md)"]

@@ -18,6 +18,13 @@ Which run fills a (model, task) cell when several exist (different settings, n, 
    run with the base's sampling settings (``rundir.SAMPLING_KEYS``), else its latest run, marked †;
 2. without ``--base``: the latest run (provenance timestamp, else metrics.json mtime).
 
+Search runs (``bonbench run --strategy``) get rows of their own: a model's row holds its sampling
+runs, and each (model, strategy with its options) its search runs (``row_name``), so a search never
+fills, or replaces, the cells of the model's sampling; a search row's cells are its metrics at k = N
+(the only ones a search run is scored with). For every task where a chosen run is a search, a column
+gives each row's tokens per problem from the compute ledger (``compute_axis.tokens_per_problem``:
+policy prompt + generated + the tokens the verifiers read), so the rows are compared at their cost.
+
 Each choice is listed under the table. This module reads runs and writes two files; it does not
 rescore anything.
 """
@@ -35,8 +42,9 @@ import numpy as np
 from bonbench.api.metric.grammar import metric_sort_key
 from bonbench.api.metric.readings import footnotes, mc_note, metric_info
 from bonbench.apps.analysis.baseline import load_gate_run
+from bonbench.apps.analysis.compute_axis import tokens_per_problem
 from bonbench.apps.analysis.rundir import RunData, load_run
-from bonbench.core.config import model_slug
+from bonbench.core.config import model_slug, strategy_label
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import find_run_dirs
 from bonbench.metrics.bootstrap import Z95, paired_bootstrap_diff
@@ -88,6 +96,16 @@ class Leaderboard:
     selections: list[Selection]
     base: str | None = None
     notes: list[str] = field(default_factory=list)
+    # (row, task) -> tokens per problem of the chosen run (None: not all counted), for the tasks with a search row
+    compute: dict[tuple[str, str], float | None] = field(default_factory=dict)
+
+
+def row_name(run: RunData) -> str:
+    """A run's leaderboard row (module docstring): its model, or for a search run the model and the
+    strategy with every option (``core.config.strategy_label``)."""
+    if not run.config.get("strategy"):
+        return run.model_slug
+    return f"{run.model_slug} · {strategy_label(run.config)}"
 
 
 def _latest(runs: Sequence[RunData]) -> RunData:
@@ -186,6 +204,9 @@ def _pin_base_runs(base_runs: Sequence[Path], base_slug: str | None, wanted: set
         if run.model_slug != base_slug:
             raise BonbenchError(f"--base-run {path} is a run of {run.model_slug}, not of the base {base_slug}; "
                                 f"pass a run under runs/<task>/{base_slug}/")
+        if run.config.get("strategy"):  # a search has a row of its own (module docstring), never the base's
+            raise BonbenchError(f"--base-run {path} is a search run, whose row is {row_name(run)}, not the base's: "
+                                "pin a sampling run of the base")
         if run.task in pinned:
             raise BonbenchError(f"--base-run names two runs for task {run.task}; keep one per task")
         if wanted and run.task not in wanted:
@@ -243,7 +264,7 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
         raise BonbenchError(f"no scored runs under {results_dir}{what}; run `bonbench run ...` first")
     groups: dict[tuple[str, str], list[RunData]] = {}
     for r in runs:
-        groups.setdefault((r.model_slug, r.task), []).append(r)
+        groups.setdefault((row_name(r), r.task), []).append(r)
     base_slug = None
     if base is not None:
         base_slug = model_slug(base)
@@ -285,7 +306,20 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
                      "says so in `bonbench list metrics`), beside the bootstrap CI over problems.")
     notes += _verifier_notes(chosen, columns)
     notes += footnotes(m for _, m in columns)
-    return Leaderboard(models=models, columns=columns, cells=cells, selections=selections, base=base_slug, notes=notes)
+    compute = _compute(chosen)
+    if compute:
+        notes.append("A row named model · strategy(options) holds that model's search runs, apart from its sampling row; "
+                     "a search's metrics are at k = N, its budget. tokens/problem: the chosen run's compute ledger per "
+                     "problem (policy prompt + generated tokens + the tokens its verifiers read).")
+    return Leaderboard(models=models, columns=columns, cells=cells, selections=selections, base=base_slug, notes=notes,
+                       compute=compute)
+
+
+def _compute(chosen: Mapping[tuple[str, str], Selection]) -> dict[tuple[str, str], float | None]:
+    """Tokens per problem of every chosen run of the tasks where one is a search (module docstring)."""
+    searched = {task for (_, task), sel in chosen.items() if sel.run.config.get("strategy")}
+    return {(row, task): tokens_per_problem(sel.run, sel.run.meta.get("verifier"))
+            for (row, task), sel in chosen.items() if task in searched}
 
 
 def _verifier_notes(chosen: Mapping[tuple[str, str], Selection], columns: Sequence[tuple[str, str]]) -> list[str]:

@@ -14,6 +14,7 @@ from bonbench.apps.analysis.leaderboard import DOWN, MISMATCH, UP, Cell, Leaderb
 from bonbench.apps.analysis.plots import plot_k_curve_comparison
 from bonbench.apps.analysis.sections import run_curve_label
 from bonbench.core import outputs
+from bonbench.core.config import strategy_label
 from bonbench.core.store import atomic_write_json
 from bonbench.metrics.info import LOWER
 
@@ -36,13 +37,35 @@ def _cell_text(cell: Cell | None, is_base: bool, sep: str) -> str:
     return (f"{text}{sep}Δ {approx}{cell.diff:+.3f} [{cell.diff_lo:+.3f}, {cell.diff_hi:+.3f}]{mark}{n}{flag}")
 
 
+COMPUTE = "tokens/problem"  # the column of a task with a search row (leaderboard's module docstring)
+
+
+def _layout(board: Leaderboard) -> list[tuple[str, str]]:
+    """The table's columns after ``model``: each (task, metric), and after a task's metrics its
+    ``(task, COMPUTE)`` column where the board has one."""
+    out: list[tuple[str, str]] = []
+    tasks = list(dict.fromkeys(t for t, _ in board.columns))
+    for task in tasks:
+        out += [(t, m) for t, m in board.columns if t == task]
+        if any(t == task for _, t in board.compute):
+            out.append((task, COMPUTE))
+    return out
+
+
 def _rows(board: Leaderboard, sep: str) -> tuple[list[str], list[list[str]]]:
-    header = ["model"] + [f"{task} {metric}" for task, metric in board.columns]
+    layout = _layout(board)
+    header = ["model"] + [f"{task} {metric}" for task, metric in layout]
     rows = []
     for model in board.models:
-        rows.append([model] + [_cell_text(board.cells.get((model, t, m)), model == board.base, sep)
-                               for t, m in board.columns])
+        rows.append([model] + [_compute_text(board, model, t) if m == COMPUTE
+                               else _cell_text(board.cells.get((model, t, m)), model == board.base, sep)
+                               for t, m in layout])
     return header, rows
+
+
+def _compute_text(board: Leaderboard, row: str, task: str) -> str:
+    tokens = board.compute.get((row, task))
+    return "—" if tokens is None else f"{tokens:,.0f}"
 
 
 def _selection_lines(board: Leaderboard) -> list[str]:
@@ -91,7 +114,7 @@ def render_html(board: Leaderboard, figures: Sequence[Path] = ()) -> str:
     """The leaderboard as a standalone HTML page (``templates/leaderboard.html.j2``; better green, worse
     red: ▲ green unless lower is better), with ``figures`` embedded below the table."""
     header, rows = _rows(board, "\n")
-    lower = [False] + [metric_info(m).direction == LOWER for _, m in board.columns]
+    lower = [False] + [m != COMPUTE and metric_info(m).direction == LOWER for _, m in _layout(board)]
     body_rows = []
     for row in rows:
         cells = []
@@ -120,6 +143,8 @@ def write_leaderboard(board: Leaderboard, out_dir: Path) -> tuple[Path, Path]:
             "settings_match", "mc_se")},
                    "marker": c.marker} for (m, t, k), c in sorted(board.cells.items())],
         "runs": [{"model": s.model, "task": s.task, "run_dir": str(s.run.path), "rule": s.rule,
-                  "verifier": s.run.meta.get("verifier")} for s in board.selections],
+                  "verifier": s.run.meta.get("verifier"), "strategy": strategy_label(s.run.config),
+                  **({"tokens_per_problem": board.compute[(s.model, s.task)]} if (s.model, s.task) in board.compute
+                     else {})} for s in board.selections],
     })
     return md, html

@@ -78,10 +78,10 @@ class ReportFlags:
 class ListFlags:
     """The flags of ``bonbench list``."""
 
-    what: Literal["tasks", "verifiers", "reward-models", "backends", "metrics", "objectives", "runs"] = setting(
+    what: Literal["tasks", "verifiers", "reward-models", "backends", "metrics", "objectives", "strategies", "runs"] = setting(
         "tasks", positional=True, help="what to list (default: tasks)")
     out: Path = setting(Path(DEFAULT_OUT), env="BONBENCH_OUT",
-                        help="results root whose runs `list runs` shows (default: results/)")
+                        help="results root whose runs `list runs` shows, each with its strategy (default: results/)")
 
 
 def engine_args(args: argparse.Namespace) -> dict[str, Any]:
@@ -118,6 +118,6 @@ def register(sub: Any) -> None:
     settings.add_flags(report, ReportFlags)
     report.set_defaults(handler=f"{HANDLERS}:cmd_report")
 
-    lst = sub.add_parser("list", help="list tasks, verifiers, metrics or runs")
+    lst = sub.add_parser("list", help="list tasks, verifiers, metrics, strategies or runs")
     settings.add_flags(lst, ListFlags)
     lst.set_defaults(handler=f"{HANDLERS}:cmd_list")

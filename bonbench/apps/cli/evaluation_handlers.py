@@ -18,11 +18,13 @@ from typing import Any
 
 from bonbench.api import task as registry
 from bonbench.api.metric.readings import metric_listing
+from bonbench.api.search.contract import strategy_listing
 from bonbench.api.verifier import verifier_names, verifier_schemes
 from bonbench.apps.cli.common import Progress
 from bonbench.apps.cli.evaluation import ListFlags, MergeFlags, ReportFlags, ScoreFlags, engine_args
 from bonbench.apps.trainer.train_flags import list_objectives
 from bonbench.core import settings
+from bonbench.core.config import strategy_label
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import find_run_dirs, read_run_json
 from bonbench.pipeline import stages
@@ -129,7 +131,19 @@ def _listing(what: str, out: Path) -> list[str]:
         return list_objectives()
     if what == "metrics":  # every registered metric kind (bonbench.metrics entry points), a plugin's too
         return metric_listing()
-    return [str(d) for d in find_run_dirs(out)]
+    if what == "strategies":  # every search strategy (bonbench.strategies entry points), a plugin's too
+        return strategy_listing()
+    return [_run_line(d) for d in find_run_dirs(out)]
+
+
+def _run_line(run_dir: Path) -> str:
+    """``list runs``: the run directory, then how it came by its samples (``core.config.strategy_label``:
+    sampling, greedy, adaptive sampling, or a search's strategy with its options) and its n."""
+    cfg = read_run_json(run_dir / "config.json").get("config", {})
+    seeds = f" seeds={cfg['seeds']}" if cfg.get("strategy") and int(cfg.get("seeds") or 1) > 1 else ""
+    temperature = cfg.get("temperature")
+    t = f" T={float(temperature):g}" if temperature is not None else ""
+    return f"{run_dir}  {strategy_label(cfg)} n={cfg.get('n')}{seeds}{t}"
 
 
 def _summary(factory: Any) -> str:

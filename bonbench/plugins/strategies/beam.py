@@ -35,7 +35,9 @@ def refill(nodes: list[int], n: int) -> list[int]:
 
 @dataclass(frozen=True)
 class BeamSearch(TreeOptions):
-    """beam: keep the n/width best partial solutions each step, each expanded width times (module docstring)."""
+    """beam: keep the n/width best partial solutions each step, each expanded width times.
+
+    Its semantics and how they differ from search-and-learn's: the module docstring."""
 
     name: ClassVar[str] = "beam"
 

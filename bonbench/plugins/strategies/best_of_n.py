@@ -20,7 +20,9 @@ from bonbench.plugins.strategies.engine import Search, option_pairs
 
 @dataclass(frozen=True)
 class BestOfN:
-    """best_of_n: N independent solutions to the end; ``agg``: how a candidate's step scores make its value."""
+    """best_of_n: N independent solutions, each sampled to the end and scored step by step.
+
+    ``agg``: how a candidate's step scores make its value."""
 
     agg: Aggregation = "last"
     name: ClassVar[str] = "best_of_n"

@@ -25,7 +25,9 @@ from bonbench.plugins.strategies.engine import Search, TreeOptions, top
 
 @dataclass(frozen=True)
 class DVTS(TreeOptions):
-    """dvts: n/width independent subtrees, each greedily following its best of width children (module docstring)."""
+    """dvts: n/width independent subtrees, each greedily following its best of width children.
+
+    Its semantics and how they differ from search-and-learn's: the module docstring."""
 
     name: ClassVar[str] = "dvts"
 

@@ -54,7 +54,9 @@ def resample(values: Sequence[float], temperature: float, k: int, rng: np.random
 
 @dataclass(frozen=True)
 class ParticleFiltering:
-    """particle_filtering: N particles stepped together and resampled on their step scores (module docstring)."""
+    """particle_filtering: N particles stepped together and resampled on their step scores.
+
+    Its semantics and how they differ from its_hub's: the module docstring."""
 
     temperature: float = 1.0
     max_iterations: int = 40

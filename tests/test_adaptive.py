@@ -190,7 +190,7 @@ def test_a_halfwidth_targets_estimate_is_exactly_unbiased_over_whole_datasets(ha
 
 
 def test_a_run_that_goes_on_only_when_the_target_is_in_reach_is_a_selection() -> None:
-    # the stop after the pilot (no fallback=cap) reads every pilot, the problem's own included: the
+    # the stop after the pilot (fallback=stop) reads every pilot, the problem's own included: the
     # runs that go on are biased in the pilot's term, while finishing every run (fallback=cap) is exact
     ps, pilot, h = [0.15, 0.5, 0.8, 0.35], 2, 0.4
     every, going_on, reach = [0.0] * 4, [0.0] * 4, 0.0

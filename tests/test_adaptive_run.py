@@ -150,8 +150,8 @@ def test_the_run_id_hashes_the_design_and_the_problem_set(scripted: None, data_d
                run_id(adaptive=half, metrics=("pass@2,1",))]  # the first metric is the one targeted
     assert len({base, *others, *targets}) == 1 + len(others) + len(targets)
     assert run_id(metrics=("pass@1,2", "maj@2")) == base  # another metric at the same floor: the same samples
-    # fallback=cap only says whether an out-of-reach target stops the run: the same samples, the same run
-    assert run_id(adaptive=AdaptiveSpec(PILOT, halfwidth=HALF, fallback=True)) == targets[0]
+    # fallback only says whether an out-of-reach target stops the run: the same samples, the same run
+    assert run_id(adaptive=AdaptiveSpec(PILOT, halfwidth=HALF, fallback="stop")) == targets[0]
 
 
 KILLER = textwrap.dedent("""
@@ -249,9 +249,10 @@ def test_a_halfwidth_run_samples_what_the_pilots_predict_and_records_the_target(
             f"between problems alone {hw.between:.4f}, floor 2") in capsys.readouterr().out.replace("\n", " ")
 
 
-def test_a_halfwidth_out_of_reach_stops_before_round_two_unless_fallback_cap(
+def test_a_halfwidth_out_of_reach_stops_before_round_two_with_fallback_stop(
         scripted: None, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    line = one_error(main(run_args(data_dir, tmp_path, adaptive="pilot=4,halfwidth=0.12")), capsys.readouterr().err)
+    line = one_error(main(run_args(data_dir, tmp_path, adaptive="pilot=4,halfwidth=0.12,fallback=stop")),
+                     capsys.readouterr().err)
     root = run_dir(tmp_path)
     assert not (root / "adaptive.json").exists() and sum(1 for _ in rows(root / "samples.jsonl")) == PILOT * LIMIT
     pids = [json.loads(x)["problem_id"] for x in (root / "samples.jsonl").read_text().splitlines()[::PILOT]]
@@ -259,13 +260,14 @@ def test_a_halfwidth_out_of_reach_stops_before_round_two_unless_fallback_cap(
     assert not hw.reaches(0.12)
     assert (f"--adaptive halfwidth=0.12 on pass@1 is out of reach: the pilots predict {hw.at_cap:.4f} with every problem "
             f"at --n {CAP}, and {hw.between:.4f} from the spread between problems alone") in line
-    assert "add fallback=cap to go on from these pilots" in line and "halfwidth=0.133 or more" in line
+    assert "resume with fallback=cap to go on from these pilots" in line and "halfwidth=0.133 or more" in line
     capsys.readouterr()
     line = one_error(main(["score", str(root), "--data-dir", str(data_dir)]), capsys.readouterr().err)
-    assert "pilot round has not finished" in line and "--adaptive pilot=4,halfwidth=0.12 " in line  # the command that resumes it
-    # asked for: the same run directory (fallback is not hashed), its pilots kept, every problem to the cap
-    with pytest.warns(UserWarning, match=f"fallback=cap: going on, up to --n {CAP} per problem"):
-        assert main(run_args(data_dir, tmp_path, adaptive="pilot=4,halfwidth=0.12,fallback=cap")) == 0
+    assert "pilot round has not finished" in line and "--adaptive pilot=4,halfwidth=0.12,fallback=stop " in line  # the command that resumes it
+    # the default (fallback=cap): the same run directory (fallback is not hashed), its pilots kept, every
+    # problem to the cap
+    with pytest.warns(UserWarning, match=f"going on, up to --n {CAP} per problem"):
+        assert main(run_args(data_dir, tmp_path, adaptive="pilot=4,halfwidth=0.12")) == 0
     assert run_dir(tmp_path) == root
     decision = json.loads((root / "adaptive.json").read_text())
     assert {p["n"] for p in decision["problems"].values()} == {CAP} and decision["target"]["reachable"] is False
@@ -273,8 +275,9 @@ def test_a_halfwidth_out_of_reach_stops_before_round_two_unless_fallback_cap(
     capsys.readouterr()
     assert main(["report", str(root)]) == 0
     assert "out of reach: sampled to the cap" in capsys.readouterr().out.replace("\n", " ")
-    # and without fallback=cap again: the stored decision is not what these flags give
-    line = one_error(main(run_args(data_dir, tmp_path, adaptive="pilot=4,halfwidth=0.12")), capsys.readouterr().err)
+    # and with fallback=stop again: the stored decision is not what these flags give
+    line = one_error(main(run_args(data_dir, tmp_path, adaptive="pilot=4,halfwidth=0.12,fallback=stop")),
+                     capsys.readouterr().err)
     assert "is out of reach" in line
 
 
@@ -306,7 +309,7 @@ def test_a_decision_that_the_pilots_do_not_give_is_one_error_line(scripted: None
     ("pilot=15,budget=16", (), "--n 16 leaves no second stage of k = 2 after a pilot of 15"),
     ("pilot=4", (), "--adaptive takes pilot=P,budget=B"),
     ("pilot=4,budget=8,floor=2", (), "--adaptive takes pilot=P,budget=B"),
-    ("pilot=4,halfwidth=0", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H[,fallback=cap]"),
+    ("pilot=4,halfwidth=0", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H[,fallback=cap|stop]"),
     ("pilot=4,halfwidth=1.5", (), "H a 95% CI half-width between 0 and 1"),
     ("pilot=4,halfwidth=0.1,fallback=yes", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H"),
     ("pilot=4,budget=8,halfwidth=0.1", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H"),

@@ -59,10 +59,11 @@ def decide(run: PreparedRun, pilot_correct: Mapping[str, int]) -> dict[str, Any]
 def target(run: PreparedRun, s1: list[int]) -> tuple[list[TwoStage], dict[str, Any]]:
     """The designs for a half-width target and adaptive.json's ``target`` entry (the metric, the
     half-width asked for, and the pilots' prediction: under the designs, at the cap, and from the
-    spread between problems alone). Out of reach at the cap: one line, unless ``fallback=cap`` was
-    given, when a warning says so and each problem gets its design (at the cap where the others'
-    pilots put the target out of reach). A stop reads every pilot, so the runs that go on are a
-    selection; resuming a stopped run with ``fallback=cap`` keeps it exact (docs/adaptive.md)."""
+    spread between problems alone). Out of reach at the cap: a warning says so and each problem gets
+    its design (at the cap where the others' pilots put the target out of reach), so every run is
+    finished and its estimate exact; with ``fallback=stop``, one line instead. A stop reads every
+    pilot, so the runs that go on are a selection; resuming a stopped run with ``fallback=cap`` keeps
+    it exact (docs/adaptive.md)."""
     design = run.cfg.adaptive
     pilot, metric, halfwidth = int(design["pilot"]), str(design["metric"]), float(design["halfwidth"])
     designs, hw = allocate_halfwidth(s1, pilot, halfwidth, k=int(metric.split("@")[1]), floor=int(design["floor"]),
@@ -71,11 +72,12 @@ def target(run: PreparedRun, s1: list[int]) -> tuple[list[TwoStage], dict[str, A
         why = (f"--adaptive halfwidth={halfwidth:g} on {metric} is out of reach: the pilots predict {hw.at_cap:.4f} with "
                f"every problem at --n {run.cfg.n}, and {hw.between:.4f} from the spread between problems alone, which no "
                "n narrows")
-        if design.get("fallback") != "cap":
-            raise BonbenchError(f"{why}; add fallback=cap to go on from these pilots, up to --n per problem "
+        if design.get("fallback") == "stop":
+            raise BonbenchError(f"{why}; resume with fallback=cap to go on from these pilots, up to --n per problem "
                                 "(the one way this run's estimate stays exactly unbiased: docs/adaptive.md), or start "
                                 f"again with halfwidth={_up(hw.at_cap)} or more, or a larger --n")
-        warnings.warn(f"{why}; fallback=cap: going on, up to --n {run.cfg.n} per problem", stacklevel=2)
+        warnings.warn(f"{why}; going on, up to --n {run.cfg.n} per problem (fallback=stop would stop here)",
+                      stacklevel=2)
     return designs, {"target": {"metric": metric, "halfwidth": halfwidth, "predicted": hw.predicted, "at_cap": hw.at_cap,
                                 "between": hw.between, "reachable": hw.reaches(halfwidth)}}
 

@@ -1,4 +1,4 @@
-"""The value of ``bonbench run --adaptive pilot=P,budget=B`` or ``pilot=P,halfwidth=H[,fallback=cap]``
+"""The value of ``bonbench run --adaptive pilot=P,budget=B`` or ``pilot=P,halfwidth=H[,fallback=cap|stop]``
 (docs/adaptive.md) and its parser.
 
 Apart from ``bonbench.pipeline.adaptive`` (the decision on disk), so that ``bonbench run --help``,
@@ -19,13 +19,14 @@ class AdaptiveSpec:
     """``--adaptive``: P pilot samples for every problem, then a second stage sized for one target:
     ``budget`` B, the mean samples per problem in all (the pilot included; a target, the spend is
     recorded), or ``halfwidth`` H, the 95% CI half-width on the first requested metric (a pass@k).
-    ``fallback`` (``fallback=cap``): when the pilots say H is out of reach, spend the cap instead of
-    stopping with an error."""
+    ``fallback``: what a target the pilots put out of reach does: ``cap`` (the default) warns and goes
+    on up to the cap, so every run is finished and its estimate exactly unbiased; ``stop`` stops before
+    round two with an error (the runs that go on are then a selection: docs/adaptive.md)."""
 
     pilot: int
     budget: int | None = None
     halfwidth: float | None = None
-    fallback: bool = False
+    fallback: str = "cap"
 
 
 def _half_width(text: str) -> float | None:
@@ -39,7 +40,7 @@ def _half_width(text: str) -> float | None:
 def parse_adaptive(text: str) -> AdaptiveSpec:
     """``"pilot=4,budget=8"`` -> ``AdaptiveSpec(4, 8)``; ``"pilot=4,halfwidth=0.01"`` ->
     ``AdaptiveSpec(4, halfwidth=0.01)``; anything else is a one-line BonbenchError."""
-    fix = (f"--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H[,fallback=cap] (P and B whole numbers >= 1, "
+    fix = (f"--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H[,fallback=cap|stop] (P and B whole numbers >= 1, "
            f"B the mean samples per problem, the pilot included; H a 95% CI half-width between 0 and 1), got {text!r}")
     pairs = [part.split("=", 1) for part in str(text).split(",")]
     if any(len(p) != 2 for p in pairs):
@@ -51,6 +52,6 @@ def parse_adaptive(text: str) -> AdaptiveSpec:
     if set(given) == {"pilot", "budget"} and given["budget"].isdigit() and int(given["budget"]) >= 1:
         return AdaptiveSpec(pilot, budget=int(given["budget"]))
     halfwidth = _half_width(given.get("halfwidth", ""))
-    if halfwidth is None or set(given) - {"pilot", "halfwidth", "fallback"} or given.get("fallback", "cap") != "cap":
+    if halfwidth is None or set(given) - {"pilot", "halfwidth", "fallback"} or given.get("fallback", "cap") not in ("cap", "stop"):
         raise BonbenchError(fix)
-    return AdaptiveSpec(pilot, halfwidth=halfwidth, fallback="fallback" in given)
+    return AdaptiveSpec(pilot, halfwidth=halfwidth, fallback=given.get("fallback", "cap"))

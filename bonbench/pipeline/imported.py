@@ -102,7 +102,7 @@ def run_command(run: PreparedRun) -> str:
     if cfg.limit is not None:
         parts.append(f"--limit {cfg.limit}")
     if cfg.adaptive:
-        fallback = ",fallback=cap" if cfg.adaptive.get("fallback") == "cap" else ""
+        fallback = ",fallback=stop" if cfg.adaptive.get("fallback") == "stop" else ""
         aim = (f"budget={cfg.adaptive['budget']}" if "budget" in cfg.adaptive
                else f"halfwidth={cfg.adaptive['halfwidth']:g}{fallback}")
         parts.append(f"--adaptive pilot={cfg.adaptive['pilot']},{aim}")

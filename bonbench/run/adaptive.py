@@ -63,7 +63,7 @@ def check(req: RunRequest, task: Task, specs: Sequence[MetricSpec], n: int) -> d
                             "in --metric, or use --adaptive pilot=P,budget=B")
     # ``fallback`` only says whether an out-of-reach target stops the run: it is not hashed (core.config)
     return {"pilot": spec.pilot, "halfwidth": spec.halfwidth, "metric": target.name, "floor": floor,
-            "problem_set": problems, "fallback": "cap" if spec.fallback else "none"}
+            "problem_set": problems, "fallback": spec.fallback}
 
 
 def sample_rounds(p: Plan, progress: Progress, on_run: Callable[[prepared.PreparedRun], None] | None) -> None:

@@ -263,7 +263,8 @@ def test_a_halfwidth_out_of_reach_stops_before_round_two_with_fallback_stop(
     assert "resume with fallback=cap to go on from these pilots" in line and "halfwidth=0.133 or more" in line
     capsys.readouterr()
     line = one_error(main(["score", str(root), "--data-dir", str(data_dir)]), capsys.readouterr().err)
-    assert "pilot round has not finished" in line and "--adaptive pilot=4,halfwidth=0.12,fallback=stop " in line  # the command that resumes it
+    # the command that resumes it
+    assert "pilot round has not finished" in line and "--adaptive pilot=4,halfwidth=0.12,fallback=stop " in line
     # the default (fallback=cap): the same run directory (fallback is not hashed), its pilots kept, every
     # problem to the cap
     with pytest.warns(UserWarning, match=f"going on, up to --n {CAP} per problem"):

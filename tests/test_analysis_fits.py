@@ -161,7 +161,8 @@ def _two_temperature_sweep(root: Path, P: int = 40, n: int = 8) -> list[Path]:
 
 
 def test_coscaling_from_run_directories_and_tolerance(tmp_path: Path) -> None:
-    from bonbench.apps.analysis.rundir import load_run, per_problem_curves
+    from bonbench.apps.analysis.run_rows import per_problem_curves
+    from bonbench.apps.analysis.rundir import load_run
 
     runs = [load_run(d) for d in _two_temperature_sweep(tmp_path)]
     Ns = [1, 2, 4, 8]

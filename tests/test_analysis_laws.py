@@ -229,7 +229,8 @@ def _bon_sweep(root: Path, P: int = 40, n: int = 32) -> list[Path]:
 
 
 def test_kind_curve_rebuilds_bon_for_any_verifier(tmp_path: Path) -> None:
-    from bonbench.apps.analysis.rundir import bon_verifier, kind_curve, load_run
+    from bonbench.apps.analysis.run_rows import bon_verifier, kind_curve
+    from bonbench.apps.analysis.rundir import load_run
     from bonbench.core.errors import BonbenchError
 
     run = load_run(_bon_sweep(tmp_path)[0])

@@ -159,9 +159,10 @@ def test_a_monte_carlo_metric_is_stored_shown_and_gated_as_one(toy_run: None, tm
 
 def test_rebuilt_curves_vote_in_the_pipelines_classes(toy_run: None, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    """``rundir.per_problem_curves`` rebuilds maj@k with the classes the pipeline scored: right
+    """``run_rows.per_problem_curves`` rebuilds maj@k with the classes the pipeline scored: right
     answers written in two forms vote together there too."""
-    from bonbench.apps.analysis.rundir import load_run, per_problem_curves
+    from bonbench.apps.analysis.run_rows import per_problem_curves
+    from bonbench.apps.analysis.rundir import load_run
 
     code, out, err = _cli(capsys, "run", "--task", "toy", "--backend", "hf", "--n", "6", "--out", str(tmp_path),
                           "--metric", "maj@4")

@@ -17,7 +17,8 @@ from bonbench.apps.analysis.recipe import RULES, build_recipe
 from bonbench.apps.analysis.recipe_rows import fast_inputs
 from bonbench.apps.analysis.recipe_table import TableSpec, compute_table, deployable_verifiers
 from bonbench.apps.analysis.recipe_write import recipe_json
-from bonbench.apps.analysis.rundir import load_run, outcomes_by_verifier
+from bonbench.apps.analysis.run_rows import outcomes_by_verifier
+from bonbench.apps.analysis.rundir import load_run
 from bonbench.apps.analysis.synthetic import VERIFIER, write_synthetic_run
 
 IDS = [f"q{i:02d}" for i in range(6)]

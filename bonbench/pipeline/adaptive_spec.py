@@ -52,6 +52,7 @@ def parse_adaptive(text: str) -> AdaptiveSpec:
     if set(given) == {"pilot", "budget"} and given["budget"].isdigit() and int(given["budget"]) >= 1:
         return AdaptiveSpec(pilot, budget=int(given["budget"]))
     halfwidth = _half_width(given.get("halfwidth", ""))
-    if halfwidth is None or set(given) - {"pilot", "halfwidth", "fallback"} or given.get("fallback", "cap") not in ("cap", "stop"):
+    fallback = given.get("fallback", "cap")
+    if halfwidth is None or set(given) - {"pilot", "halfwidth", "fallback"} or fallback not in ("cap", "stop"):
         raise BonbenchError(fix)
-    return AdaptiveSpec(pilot, halfwidth=halfwidth, fallback=given.get("fallback", "cap"))
+    return AdaptiveSpec(pilot, halfwidth=halfwidth, fallback=fallback)

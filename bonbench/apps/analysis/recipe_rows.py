@@ -37,7 +37,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bonbench.apps.analysis.rundir import RunData, grade_filter
+from bonbench.apps.analysis.run_rows import grade_filter
+from bonbench.apps.analysis.rundir import RunData
 from bonbench.metrics.estimators import ProblemOutcome
 
 _INT = rb"-?(?:0|[1-9][0-9]*)"

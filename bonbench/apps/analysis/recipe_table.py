@@ -32,7 +32,8 @@ from bonbench import __version__
 from bonbench.api.metric.values import curve_values
 from bonbench.apps.analysis.htmlparts import powers_of_two
 from bonbench.apps.analysis.recipe_rows import fast_inputs
-from bonbench.apps.analysis.rundir import RunData, outcomes_by_verifier
+from bonbench.apps.analysis.run_rows import outcomes_by_verifier
+from bonbench.apps.analysis.rundir import RunData
 from bonbench.core.cache import cache_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.ledger import compute_ledger

@@ -26,7 +26,7 @@ from bonbench.apps.analysis.fitreport import sweep_fit_html, sweep_fit_json
 from bonbench.apps.analysis.fits import coscaling, fit_temperatures, log_spaced_ks, optimal_temperature
 from bonbench.apps.analysis.htmlparts import Table, figure, fmt_value, powers_of_two, render
 from bonbench.apps.analysis.plots import plot_coscaling, plot_optimal_temperature, plot_temperature_curves
-from bonbench.apps.analysis.rundir import kind_curve, per_problem_curves
+from bonbench.apps.analysis.run_rows import kind_curve, per_problem_curves
 from bonbench.apps.analysis.temperature import SweepFit, analyse_sweep
 from bonbench.core.errors import BonbenchError
 

@@ -23,7 +23,7 @@ from starlette.testclient import TestClient
 
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 from bonbench.apps.cli import main
-from bonbench.apps.viewer import problems, site
+from bonbench.apps.viewer import problems, site, tables
 from bonbench.apps.viewer.command import selected
 from bonbench.apps.viewer.problems import dataset_metrics, metric_values, problem_table
 from bonbench.apps.viewer.prompts import TaskTexts
@@ -191,13 +191,13 @@ def test_a_second_start_reads_the_kept_index_and_table(tmp_path: Path, monkeypat
     assert len(list((tmp_path / "cache" / "viewer").rglob("*.index"))) == 3
     computed: list[str] = []
     real_row = problems.problem_row
-    monkeypatch.setattr(site, "problem_row", lambda src, pid: computed.append(pid) or real_row(src, pid))
+    monkeypatch.setattr(tables, "problem_row", lambda src, pid: computed.append(pid) or real_row(src, pid))
     assert client(tmp_path / "r").get("/runs/abc123/index.html").text == first and computed == []
     monkeypatch.setattr("bonbench.core.row_index.RowIndex._scan", lambda *a: pytest.fail("indexed again"))
     assert client(tmp_path / "r").get("/runs/abc123/index.html").status_code == 200
     monkeypatch.undo()
     monkeypatch.setenv("BONBENCH_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(site, "problem_row", lambda src, pid: computed.append(pid) or real_row(src, pid))
+    monkeypatch.setattr(tables, "problem_row", lambda src, pid: computed.append(pid) or real_row(src, pid))
     c = client(tmp_path / "r")
     c.get("/runs/abc123/index.html")
     RunStore(run).samples.append([Sample("p/3", 0, "new", 5, "stop")])

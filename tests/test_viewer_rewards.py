@@ -55,7 +55,7 @@ def test_a_tldr_run_shows_rewards_win_rates_and_kl(tmp_path: Path, data_dir: Pat
 
     (run,) = find_runs([run_dir], keep=False)
     site = Site([run], TaskTexts(None))
-    table = site.table(run)
+    table = site.tables.table(run)
     assert table == problem_table(run)  # problems.json (the pipeline's) and the rows give the same table
     for row, p in zip(table, problems, strict=True):
         mine = [rewards[(p.id, i)] for i in range(3)]
@@ -96,7 +96,7 @@ def test_the_kl_terms_of_a_run_with_a_reference_policy_are_shown_per_sample(
     page = site.render(f"runs/{run.id}/index.html") or ""
     assert re.search(rf'<td class="l">kl</td><td>{doc["metrics"]["kl"]["value"]:.4f}</td>', page)
     problem = site.render(f"runs/{run.id}/problems/0.html") or ""
-    pid = site.table(run)[0].problem_id
+    pid = site.tables.table(run)[0].problem_id
     for i in range(5):
         shown = ", ".join(f"{name} {scores[(pid, i)]:.4f}" for name, scores in sorted(lp.items()))
         assert f"other scores: {shown}" in problem

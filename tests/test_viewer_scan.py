@@ -236,7 +236,7 @@ def test_a_big_run_opens_with_the_problems_read_so_far_and_fills_in(tmp_path: Pa
     last = served.render(address) or ""
     assert last.count("<tr data-row") == 30 and "still reading" not in last and 'http-equiv="refresh"' not in last
     whole = Site(find_runs([run_dir], keep=False), TaskTexts(None))
-    assert whole.table(whole.runs[rid]) == served.table(served.runs[rid])
+    assert whole.tables.table(whole.runs[rid]) == served.tables.table(served.runs[rid])
     again = Site(find_runs([run_dir], keep=False), TaskTexts(None), progressive=True)
     again.runs[rid].start_reading()
     assert again.render(f"runs/{rid}/problems/29.html") is not None  # not shown yet: read to the end first

@@ -17,6 +17,7 @@ from test_viewer_scan import big_run
 
 from bonbench.apps.cli import main
 from bonbench.apps.viewer import site as site_module
+from bonbench.apps.viewer import tables
 from bonbench.apps.viewer.capture import caught
 from bonbench.apps.viewer.problems import found_sources, problem_row, problem_table, sources, summary_rows
 from bonbench.apps.viewer.prompts import TaskTexts
@@ -65,7 +66,7 @@ def test_the_pipeline_writes_each_problems_line_and_the_viewer_takes_its_table_f
     # 1/2 and 0.5 are right and vote together; the two 7s tie with them, so the majority is a tie holding the right class
     assert (second.n_right, second.majority_ties, second.majority_right, second.mean_tokens) == (2, 2, None, 11.5)
     (fresh,) = find_runs([tmp_path / "results"], keep=False)
-    assert Site([fresh], TaskTexts(None)).table(fresh) == from_file
+    assert Site([fresh], TaskTexts(None)).tables.table(fresh) == from_file
     assert not fresh._indexes  # the table read no row file
 
 
@@ -76,7 +77,7 @@ def test_rows_appended_after_scoring_make_the_file_stale(tmp_path: Path, data_di
     RunStore(run_dir).samples.append([Sample(PROBLEMS[1], 4, "more", 31, "stop")])
     (run,) = find_runs([tmp_path / "results"], keep=False)
     assert summary_rows(run) is None
-    table = Site([run], TaskTexts(None)).table(run)
+    table = Site([run], TaskTexts(None)).tables.table(run)
     assert table == problem_table(run) and table[1].n_samples == 5 and table[1].mean_tokens == 15.4
 
 
@@ -101,7 +102,7 @@ def test_a_big_run_with_its_summary_opens_whole_while_its_rows_are_read(tmp_path
     assert first.count("<tr data-row") == 30 and 'http-equiv="refresh"' not in first
     assert "rows for the problem pages" in first and served.runs[rid].reading is not None
     early = served.render(f"runs/{rid}/problems/29.html") or ""  # its rows found by a byte search, not read yet
-    assert "b/29" in early and served.runs[rid].reading is not None and 29 >= len(site_module.ready(
+    assert "b/29" in early and served.runs[rid].reading is not None and 29 >= len(tables.ready(
         sources(served.runs[rid])))
     for _ in range(100):
         slices.release()
@@ -110,7 +111,7 @@ def test_a_big_run_with_its_summary_opens_whole_while_its_rows_are_read(tmp_path
     assert served.render(f"runs/{rid}/problems/29.html") == early  # the same page once the rows are read
     scanned = Site(find_runs([run_dir], keep=False), TaskTexts(None))
     (run,) = scanned.runs.values()
-    assert served.table(served.runs[rid]) == problem_table(run)  # the file's table is the rows' table
+    assert served.tables.table(served.runs[rid]) == problem_table(run)  # the file's table is the rows' table
     assert sorted(p.name for p in run_dir.rglob("*")) == before
 
 
@@ -191,7 +192,7 @@ def test_a_problem_whose_rows_are_not_all_found_waits_for_the_reading(tmp_path: 
     (rid,) = served.runs
     assert served.render(f"runs/{rid}/index.html") is not None
     (run,) = served.runs.values()
-    summary = served.table(run)
+    summary = served.tables.table(run)
     assert found_sources(run, summary[29]) is None and found_sources(run, summary[28]) is not None
     later: list[str | None] = []
     waiting = threading.Thread(target=lambda: later.append(served.render(f"runs/{rid}/problems/29.html")))

@@ -5,10 +5,9 @@ runs and checkpoints), ``runs/<id>/index.html`` (a run and its problems), ``runs
 ``compare/<a>/<b>/index.html`` and ``compare/<a>/<b>/problems/<n>.html`` (two runs of a task), and
 ``checkpoints/<id>/index.html``. An address is matched against these shapes and the ids and
 problem numbers the site knows, never used as a path, so ``..``, an absolute path or an encoded
-variant of either names no page. The problems table of a run is computed once and kept (in memory,
-and between starts in ``cache``); when the run's files grow (a run still being written shows as far
-as it goes, and more on the next visit) only the problems that got rows are recomputed. A problem
-page reads that problem's rows alone. ``addresses`` lists every page, for the bundle.
+variant of either names no page. The problems table of a run is computed once and kept (``tables``:
+a run still being written shows as far as it goes, and more on the next visit). A problem page
+reads that problem's rows alone. ``addresses`` lists every page, for the bundle.
 
 A served site (``progressive``) opens a big run that is not indexed yet without waiting for the
 whole pass over its rows: its run page starts a thread that reads the run a slice at a time, waits
@@ -34,32 +33,26 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from bonbench.apps.viewer.cache import load_table, save_table
 from bonbench.apps.viewer.capture import caught
 from bonbench.apps.viewer.checkpoints import CheckpointView, evaluated_by
 from bonbench.apps.viewer.compare import comparable, flips, paired_metrics, shared_problems
 from bonbench.apps.viewer.pages import checkpoint_page, compare_page, compare_problem_page, problem_page, run_page, runs_page
 from bonbench.apps.viewer.problems import (
     ProblemRow,
-    Sources,
     dataset_metrics,
     found_sources,
     metric_values,
     other_scores,
     problem_detail,
-    problem_ids,
     problem_row,
     sources,
-    summary_current,
-    summary_rows,
 )
 from bonbench.apps.viewer.prompts import TaskTexts
 from bonbench.apps.viewer.runs import RunView
 from bonbench.apps.viewer.shards import ShardedRun
-from bonbench.pipeline.problem_summary import SUMMARY
+from bonbench.apps.viewer.tables import SLICE, Tables, notes, read_to_end
 
 _RUN = re.compile(r"runs/([A-Za-z0-9_-]+)/(?:index\.html)?")
 _PROBLEM = re.compile(r"runs/([A-Za-z0-9_-]+)/problems/(0|[1-9][0-9]{0,8})\.html")
@@ -69,13 +62,7 @@ _CHECKPOINT = re.compile(r"checkpoints/([A-Za-z0-9_-]+)/(?:index\.html)?")
 N_BOOT = 1000  # paired-bootstrap resamples of a comparison
 READ_SECONDS = 0.8  # how long a run page waits for a big run's reading before it shows the problems read so far
 BIG = 64 << 20  # bytes of rows not indexed yet past which a served run is read a slice at a time
-SLICE = 0.02  # the share of each row file one step of that reading takes
 
-
-@dataclass
-class _Table:
-    key: dict[str, Any]  # ``Sources.key()`` of the rows it was computed from
-    rows: dict[str, ProblemRow]  # problem -> row, in the run's order
 
 
 def pause() -> None:
@@ -83,35 +70,7 @@ def pause() -> None:
     time.sleep(0.002)
 
 
-def read_to_end(run: RunView) -> None:
-    """Read a run being read slice by slice to its end now."""
-    while not run.read_more(SLICE):
-        pass
 
-
-def ready(src: Sources) -> list[str]:
-    """While a run is read slice by slice: the first of its problems (``problem_ids``' order) that
-    each file not read to its end holds and has gone past (its last problem may have more rows)."""
-    partial = [i for i in (src.samples, src.grades, src.scores) if i is not None and not i.whole]
-    last = [next(reversed(i.problems), None) for i in partial]
-    out = []
-    for pid in problem_ids(src):
-        if any(pid not in i.problems or pid == end for i, end in zip(partial, last, strict=True)):
-            break
-        out.append(pid)
-    return out
-
-
-def _notes(src: Sources) -> list[str]:
-    """What a page says of the state of the run's files: a torn last line, lines that are not rows."""
-    out = []
-    for index in (src.samples, src.grades, src.scores):
-        if index is not None and index.torn:
-            out.append(f"{index.path}: the last line is torn (an interrupted write, or a run still being written); "
-                       "it is left out, the rows before it are shown")
-        if index is not None and index.bad:
-            out.append(f"{index.path}: {index.bad} line(s) are not rows with a problem_id; they are left out")
-    return out
 
 
 class Site:
@@ -127,14 +86,13 @@ class Site:
         self.texts = texts
         self.report = report  # where a warning goes once (the server's stderr)
         self.progressive = progressive  # a big run's page shows what is read so far (the server; not the bundle)
-        self._tables: dict[str, _Table] = {}
+        self.tables = Tables(limit)
         self._reported: set[str] = set()
         self._reporting = threading.Lock()  # guards _reported only (held for no reading)
         # one lock per run: pages of one run wait for each other (its indexes and table are not thread-safe),
         # pages of other runs do not; pages of two runs take both, in the viewer's order
         self.locks = {run_id: threading.RLock() for run_id in self.runs}
         self._readers: dict[str, threading.Thread] = {}  # run id -> the thread reading it slice by slice
-        self._summaries: dict[str, tuple[dict[str, Any], list[ProblemRow]]] = {}  # run id -> (problems.json, its rows)
 
     def _caught(self, fn: Callable[[], Any]) -> tuple[Any, list[str]]:
         """``fn()`` and the warnings it met (this thread's alone: pages and readings of other runs go on)."""
@@ -145,70 +103,6 @@ class Site:
         for line in fresh:
             self.report(f"warning: {line}")
         return value, lines
-
-    def table(self, run: RunView, partial_ok: bool = False) -> list[ProblemRow]:
-        """The run's problems table: kept (in memory, and between starts in ``cache``) and only the
-        problems that got rows recomputed, everything when the grading or scoring read changed.
-        ``partial_ok``: while a big run is read slice by slice, the problems read so far
-        (``RunView.reading`` says the table is not whole); else the run is read to its end first.
-        A run whose ``problems.json`` (written by the pipeline when it scored) is current needs no
-        row read: its table is that file's."""
-        summary = self._summary(run)
-        if summary is not None:
-            return summary[:self.limit]
-        if run.reading is not None and not partial_ok:
-            read_to_end(run)  # here (a reading thread stops once it is over)
-        src = sources(run)
-        key = src.key()
-        changed = run.take_changes()
-        partial = run.reading is not None
-        cached = self._tables.get(run.id)
-        if cached is None and run.cache is not None and not partial:
-            kept = load_table(run.cache, key)
-            if kept is not None:
-                cached = self._tables[run.id] = _Table(key, kept)
-        if cached is not None and cached.key == key:
-            return list(cached.rows.values())[:self.limit]
-        ids = ready(src) if partial else problem_ids(src)
-        same_reading = cached is not None and all(cached.key[k] == key[k] for k in ("grading", "scoring")) and (
-            set(cached.key["files"]) == set(key["files"]))
-        if cached is not None and same_reading and changed is not None:
-            rows = {pid: cached.rows[pid] if pid in cached.rows and pid not in changed else problem_row(src, pid)
-                    for pid in ids}
-        else:
-            rows = {pid: problem_row(src, pid) for pid in ids}
-        self._tables[run.id] = _Table(key, rows)
-        if run.cache is not None and not partial:
-            save_table(run.cache, key, rows)
-        return list(rows.values())[:self.limit]
-
-    def _summary(self, run: RunView) -> list[ProblemRow] | None:
-        """The run's table from its current ``problems.json`` (``summary_rows``), kept while the file is unchanged."""
-        doc = run.json_file(SUMMARY)  # the same document while the file is unchanged
-        kept = self._summaries.get(run.id)
-        if kept is not None and kept[0] is doc and summary_current(run, doc):
-            return kept[1]
-        rows = summary_rows(run)
-        if rows is None:
-            self._summaries.pop(run.id, None)
-            return None
-        self._summaries[run.id] = (doc, rows)
-        return rows
-
-    def _ids(self, run: RunView, src: Sources | None = None) -> list[str]:
-        """The run's problems in the table's order (the numbers of their pages)."""
-        summary = self._summary(run)
-        if summary is not None:
-            return [r.problem_id for r in summary][:self.limit]
-        return problem_ids(src if src is not None else sources(run))[:self.limit]
-
-    def _shown(self, run: RunView, n: int) -> bool:
-        """Whether problem ``n`` of a run being read slice by slice has all its rows read (its page opens)."""
-        shown = ready(sources(run))
-        summary = self._summary(run)
-        if summary is None:
-            return n < len(shown)
-        return n < len(summary) and summary[n].problem_id in set(shown)
 
     def render(self, address: str) -> str | None:
         """The page at ``address`` (relative, no leading slash), or None when there is none. Safe to
@@ -223,7 +117,7 @@ class Site:
             pending += [self._wait_for_reading(self.runs[r], wait=False) for r in found.groups()]
         found = _PROBLEM.fullmatch(address)
         # a run with a current problems.json finds a problem's rows at once (``_found_problem_page``)
-        if found and found.group(1) in self._readers and self._summary(self.runs[found.group(1)]) is None:
+        if found and found.group(1) in self._readers and self.tables.summary(self.runs[found.group(1)]) is None:
             self._wait_until_shown(self.runs[found.group(1)], int(found.group(2)))
         found = _COMPARE_PROBLEM.fullmatch(address)
         if found:  # its numbers are those of both runs' whole tables: wait for their readings, holding no lock
@@ -257,10 +151,10 @@ class Site:
                 run.start_reading()
                 reader = self._readers[run.id] = threading.Thread(target=self._read, args=(run,), daemon=True,
                                                                   name=f"viewer-read-{run.id}")
-                if self._summary(run) is not None:
+                if self.tables.summary(run) is not None:
                     return reader
                 reader.start()
-        if wait and reader is not None and reader.ident is not None and self._summary(run) is None:
+        if wait and reader is not None and reader.ident is not None and self.tables.summary(run) is None:
             reader.join(READ_SECONDS)
         return None
 
@@ -270,7 +164,7 @@ class Site:
         reader = self._readers[run.id]
         while reader.is_alive():
             with self.locks[run.id]:
-                if run.reading is None or self._caught(lambda: self._shown(run, n))[0]:
+                if run.reading is None or self._caught(lambda: self.tables.shown(run, n))[0]:
                     return
             reader.join(0.2)
 
@@ -283,9 +177,9 @@ class Site:
                 with self.locks[run.id]:
                     if run.reading is None or self._caught(lambda: run.read_more(SLICE))[0]:
                         break
-                    self._caught(lambda: self.table(run, partial_ok=True))  # the page then only draws it
+                    self._caught(lambda: self.tables.table(run, partial_ok=True))  # the page then only draws it
             with self.locks[run.id]:
-                self._caught(lambda: self.table(run))
+                self._caught(lambda: self.tables.table(run))
         except Exception as exc:  # noqa: BLE001 - the page reads the run itself and shows the error
             self.report(f"warning: reading {run.path} in the background stopped ({exc}); its page reads it")
 
@@ -330,19 +224,19 @@ class Site:
         return out
 
     def _compare_page(self, a: RunView, b: RunView) -> str:
-        reading = [r for r in (a, b) if r.reading is not None and self._summary(r) is None]
+        reading = [r for r in (a, b) if r.reading is not None and self.tables.summary(r) is None]
         if self.progressive and reading:
             # a big run not read yet: its reading thread goes on, this page shows the metrics and reloads
             lines = [f"still reading run {r.id}'s rows: {r.read_share():.0%} read; the flipped and shared problems "
                      "are listed once both runs are read, as this page reloads" for r in reading]
             return compare_page(a, b, paired_metrics(a, b, n_boot=N_BOOT), [], [], N_BOOT, warnings=lines, reload=True)
-        rows_a = {r.problem_id: r for r in self.table(a)}
-        rows_b = {r.problem_id: r for r in self.table(b)}
+        rows_a = {r.problem_id: r for r in self.tables.table(a)}
+        rows_b = {r.problem_id: r for r in self.tables.table(b)}
         pairs = [(rows_a[pid], rows_b[pid]) for pid in shared_problems(rows_a, rows_b)]
         return compare_page(a, b, paired_metrics(a, b, n_boot=N_BOOT), flips(rows_a, rows_b), pairs, N_BOOT)
 
     def _compare_problem(self, a: RunView, b: RunView, n: int) -> str | None:
-        shared = shared_problems({r.problem_id: r for r in self.table(a)}, {r.problem_id: r for r in self.table(b)})
+        shared = shared_problems({r.problem_id: r for r in self.tables.table(a)}, {r.problem_id: r for r in self.tables.table(b)})
         if n >= len(shared):
             return None
         pid = shared[n]
@@ -354,9 +248,9 @@ class Site:
         return compare_problem_page(n, len(shared), sides, texts, missing)
 
     def _run_page(self, run: RunView) -> str:
-        rows, lines = self._caught(lambda: self.table(run, partial_ok=True))
+        rows, lines = self._caught(lambda: self.tables.table(run, partial_ok=True))
         reading = None
-        if run.reading is not None and self._summary(run) is not None:
+        if run.reading is not None and self.tables.summary(run) is not None:
             lines = [f"reading this run's rows for the problem pages: {run.read_share():.0%} read; the table is whole "
                      "(the pipeline's problems.json), and a problem's page opens once its rows are read", *lines]
         elif run.reading is not None:
@@ -367,12 +261,12 @@ class Site:
         values = metric_values(run, columns, [row.problem_id for row in rows])
         checkpoint = next(((c.path.name, f"checkpoints/{c.id}/index.html") for c in self.checkpoints.values()
                            if run in evaluated_by(c, [run])), None)
-        return run_page(run, columns, rows, values, self.texts.statements(run.config()), lines + _notes(sources(run)),
+        return run_page(run, columns, rows, values, self.texts.statements(run.config()), lines + notes(sources(run)),
                         self._compare_links(run), checkpoint, reload=reading is not None)
 
     def _problem_page(self, run: RunView, n: int) -> str | None:
-        if run.reading is not None and not self._shown(run, n):
-            summary = self._summary(run)
+        if run.reading is not None and not self.tables.shown(run, n):
+            summary = self.tables.summary(run)
             if summary is not None and n < len(summary):
                 page = self._found_problem_page(run, n, summary)
                 if page is not None:
@@ -380,8 +274,8 @@ class Site:
             # not read yet, and not found at once (or its reading stopped): read the run to its end
             self._caught(lambda: read_to_end(run))
         src, lines = self._caught(lambda: other_scores(run, sources(run)))
-        lines += _notes(src)
-        ids = self._ids(run, src)
+        lines += notes(src)
+        ids = self.tables.ids(run, src)
         if n >= len(ids):
             return None
         pid = ids[n]
@@ -409,13 +303,13 @@ class Site:
         out = ["index.html", *(f"checkpoints/{c}/index.html" for c in self.checkpoints)]
         for run in self.runs.values():
             out.append(f"runs/{run.id}/index.html")
-            out += [f"runs/{run.id}/problems/{n}.html" for n in range(len(self._ids(run)))]
+            out += [f"runs/{run.id}/problems/{n}.html" for n in range(len(self.tables.ids(run)))]
         for run in self.runs.values():
             for _, address in self._compare_links(run):
                 if address.startswith(f"compare/{run.id}/"):  # each pair once
                     a, b = address.split("/")[1:3]
-                    rows_a = {r.problem_id: r for r in self.table(self.runs[a])}
-                    rows_b = {r.problem_id: r for r in self.table(self.runs[b])}
+                    rows_a = {r.problem_id: r for r in self.tables.table(self.runs[a])}
+                    rows_b = {r.problem_id: r for r in self.tables.table(self.runs[b])}
                     out.append(address)
                     out += [f"compare/{a}/{b}/problems/{n}.html" for n in range(len(shared_problems(rows_a, rows_b)))]
         return out

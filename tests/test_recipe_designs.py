@@ -96,6 +96,11 @@ def test_a_search_run_is_one_strategy_at_its_n_costed_from_its_ledger(tmp_path: 
     assert recipe.choices[1].best.run == str(search)
     # at 450 no search fits (its maj costs 460): a sampling strategy
     assert recipe.choices[0].best.run != str(search)
+    # the table, recipe.json and the plot carry the search by name
+    assert main(["recipe", str(root), "--budget", "600", "--n-boot", "20", "--out", str(tmp_path / "r")]) == 0
+    doc = json.loads((tmp_path / "r" / "recipe.json").read_text())
+    assert doc["choices"][0]["best"]["search"] == "beam(agg=last,width=2)"
+    assert (tmp_path / "r" / "recipe-frontier.png").stat().st_size > 5000
     # FLOPs: the policy's parameters for its prompt and generated tokens, the PRM's for what the search
     # ranked, the selecting verifier's for the final pick
     params = {"small": 1e8, "big": 1e9, VERIFIER: 5e8, "prm:tiny": 7e8}

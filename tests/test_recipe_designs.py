@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from prm_models import build_math_shepherd
+from search_models import build_policy
 
 from bonbench.api.search.records import SearchCost
 from bonbench.apps.analysis.recipe import build_recipe
@@ -26,6 +28,7 @@ from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.pipeline.search_rows import SearchLedger, ledger_table
 from tests.test_ragged_n import brute, s_bom, s_bon, s_maj, s_pass
 from tests.test_recipe import IDS, PROMPT, VTOK, brute_strategies, outcomes_of, write_runs
+from tests.test_search_run import run_args, run_dir
 
 N, SEEDS = 2, 2
 LEDGER = {"prompt_tokens": 120, "generated_tokens": 260, "verifier_tokens": 80}  # one search's, per problem
@@ -235,3 +238,40 @@ def test_an_adaptive_run_gives_the_fixed_n_strategies_of_its_settings(tmp_path: 
     (run / "adaptive.json").unlink()
     with pytest.raises(BonbenchError, match="pilot round has not finished"):
         build_recipe([root], [600.0], n_boot=10)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny base policy and a tiny Math-Shepherd PRM, as ``test_search_run`` builds them."""
+    root = tmp_path_factory.mktemp("recipe-search")
+    return {"policy": build_policy(root / "policy"), "prm": build_math_shepherd(root / "math-shepherd-mistral-7b-prm")}
+
+
+def test_a_search_run_made_by_the_pipeline_is_weighed_as_its_metrics_say(models: dict[str, Path], data_dir: Path,
+                                                                       tmp_path: Path) -> None:
+    """A real beam search over 2 seeds (tiny local policy and PRM, ``test_search_run``) beside a
+    sampling run of the same policy: the search's values are its own metrics.json's, its cost its
+    ledger's per search plus the selecting PRM's tokens on its N candidates."""
+    from bonbench.pipeline.ledger import SEARCH_SCORER, compute_ledger
+
+    out = tmp_path / "out"
+    assert main(run_args(models, data_dir, out, "-S", "width=2", "-S", "max_iterations=2", "--seeds", "2")) == 0
+    searched = run_dir(out)
+    sampling = run_args(models, data_dir, out, "--metric", "bon@4")
+    i = sampling.index("--strategy")
+    assert main(sampling[:i] + sampling[i + 2:]) == 0
+    ledger = compute_ledger(searched)
+    (prm,) = [v for v in ledger.verifiers if v != SEARCH_SCORER]
+    per_search = [(p.prompt_tokens + p.generated_tokens + p.verifier(SEARCH_SCORER).tokens) / 2  # type: ignore[operator, union-attr]  # counted
+                  for p in ledger.problems]
+    select = [4 * p.verifier(prm).tokens / p.verifier(prm).samples for p in ledger.problems]  # type: ignore[operator, union-attr]  # counted
+    recipe = build_recipe([out], [float(np.mean(per_search) + np.mean(select))], n_boot=10, rules=("maj", "bon"))
+    got = {s.rule: s for s in recipe.strategies if s.run == str(searched)}
+    # maj only where its candidates carry answers (this tiny policy's rarely do)
+    assert {"pass", "bon"} <= set(got) <= {"pass", "maj", "bon"} and {s.N for s in got.values()} == {4}
+    metrics = json.loads((searched / "metrics.json").read_text())
+    for rule in got:
+        assert got[rule].value == pytest.approx(np.mean(list(metrics["per_problem"][f"{rule}@4"].values())), abs=1e-12)
+    assert got["pass"].cost == pytest.approx(np.mean(per_search))  # what maj would cost: the searches alone
+    assert got["bon"].cost == pytest.approx(np.mean(per_search) + np.mean(select))
+    assert any(s.run != str(searched) and s.rule == "bon" for s in recipe.strategies)  # the sampling run beside it

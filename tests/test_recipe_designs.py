@@ -275,3 +275,29 @@ def test_a_search_run_made_by_the_pipeline_is_weighed_as_its_metrics_say(models:
     assert got["pass"].cost == pytest.approx(np.mean(per_search))  # what maj would cost: the searches alone
     assert got["bon"].cost == pytest.approx(np.mean(per_search) + np.mean(select))
     assert any(s.run != str(searched) and s.rule == "bon" for s in recipe.strategies)  # the sampling run beside it
+
+
+def test_an_adaptive_run_made_by_the_pipeline_is_weighed_as_its_metrics_say(data_dir: Path, tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real adaptive run (``test_adaptive_run``'s scripted model on 24 MATH problems, pilot 4, floor
+    2): recipe's pass@1, pass@2 and maj@2 per problem are the run's own two-stage estimates, and N = 4
+    (the pilot, above what every design supports) is there from the designs that allow it."""
+    import adaptive_model
+
+    from tests.test_adaptive_run import run_args as adaptive_args
+    from tests.test_adaptive_run import run_dir as adaptive_dir
+
+    for (module, name), value in adaptive_model.patches(data_dir).items():
+        monkeypatch.setattr(module, name, value)
+    out = tmp_path / "out"
+    assert main(adaptive_args(data_dir, out)) == 0
+    run = adaptive_dir(out)
+    # the scripted sampler counts no prompt: give every sample one, as a model backend would
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    (run / "samples.jsonl").write_text("".join(json.dumps({**s, "prompt_tokens": 100}) + "\n" for s in samples))
+    recipe = build_recipe([run], [110.0], n_boot=10, rules=("maj",))
+    got = {(s.rule, s.N): s for s in recipe.strategies}
+    metrics = json.loads((run / "metrics.json").read_text())
+    for key, name in (((("single", 1)), "pass@1"), (("pass", 2), "pass@2"), (("maj", 2), "maj@2")):
+        assert got[key].value == pytest.approx(np.mean(list(metrics["per_problem"][name].values())), abs=1e-12)
+    assert ("pass", 4) in got and ("maj", 4) in got

@@ -286,7 +286,7 @@ def test_input_path_check_can_fail() -> None:
 # -- the commands that can run here, run ---------------------------------------------------------
 
 MAIN_JOB = ["run", "--task", "math", "--metric", "bon@32", "--limit", "2"]
-OFFLINE = {"list", "report", "sandbox", "gate", "plot", "score", "leaderboard"}
+OFFLINE = {"list", "report", "sandbox", "gate", "plot", "score", "leaderboard", "recipe"}
 # placeholders that stand for the main job's run (a math run); any other names a run, model or file
 # this test does not make
 MATH_RUN = {"<run-dir>", "<run-dir or sweep.json>", "<base-run-dir>", "<checkpoint-run-dir>", "<hash>", "RUN_DIR", "NEW_RUN_DIR"}
@@ -320,6 +320,10 @@ def why_only_parsed(command: str, work: Path | None = None) -> str | None:
               if p not in MATH_RUN]
     if others:
         return f"names {', '.join(others)}, which this test does not make"
+    first_flag = next((i for i, w in enumerate(argv) if w.startswith("-")), len(argv))
+    elsewhere = [w for w in argv[1:first_flag] if w.startswith("/tmp/")]
+    if sub == "recipe" and elsewhere:  # a recipe of runs made elsewhere (its RESULTS)
+        return f"names {elsewhere[0]}, which this test does not make"
     other_run = re.search(r"results/runs/(?!math/gemma-3-270m/<hash>)\S*<hash>", command)
     if other_run:  # <hash> stands for the main job's run only under its own task and model
         return f"names {other_run.group()}, which this test does not make"
@@ -342,6 +346,8 @@ def test_the_run_rule_can_tell() -> None:
     assert why_only_parsed("bonbench report results/runs/functional_math", Path("/nonexistent")) is not None
     assert why_only_parsed("bonbench report results/runs/math/Qwen--Qwen2.5-1.5B/<hash> --per-problem") is not None
     assert why_only_parsed("bonbench report results/runs/math/gemma-3-270m/<hash> --per-problem") is None
+    assert why_only_parsed("bonbench recipe <run-dir> --budget 1000,4000") is None
+    assert why_only_parsed("bonbench recipe /tmp/elsewhere/results --budget 400 --out /tmp/r") is not None
 
 
 def shown_commands() -> list[tuple[str, str]]:
@@ -352,7 +358,7 @@ def shown_commands() -> list[tuple[str, str]]:
 def test_the_slow_test_has_work() -> None:
     runnable = [c for _page, c in shown_commands() if why_only_parsed(c) is None]
     subs = {bonbench_argvs([c])[0][0] for c in runnable}
-    assert {"gate", "score", "plot", "report", "list", "sandbox", "leaderboard", "run"} <= subs, subs
+    assert {"gate", "score", "plot", "report", "list", "sandbox", "leaderboard", "run", "recipe"} <= subs, subs
 
 
 @pytest.mark.slow

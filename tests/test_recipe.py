@@ -321,34 +321,3 @@ def test_a_run_with_per_problem_n_stops_its_grid_at_the_smallest(tmp_path: Path)
         assert got[(rule, 3)].value == pytest.approx(np.mean([brute(o, 3, subset) for o in outcomes]), abs=1e-12)
     # the cost of N samples uses each problem's own mean tokens per sample (here all 400)
     assert got[("maj", 3)].cost == pytest.approx(PROMPT + 3 * 400)
-
-
-def test_search_runs_are_left_out_with_a_note(tmp_path: Path) -> None:
-    # a search run's candidates are not independent draws: its N-of-n subsets are not deployable
-    root = tmp_path / "results"
-    paths = write_runs(root)
-    for path in paths.values():
-        doc = json.loads((path / "config.json").read_text())
-        (path / "config.json").write_text(json.dumps({**doc, "config": {**doc.get("config", doc), "strategy": "beam"}}))
-        break
-    recipe = build_recipe([root], [600.0], n_boot=10)
-    assert sum("a search run (beam): recipe does not weigh search runs yet; left out" in n for n in recipe.notes) == 1
-    assert {s.model for s in recipe.strategies} == {"big"}
-    for path in paths.values():
-        doc = json.loads((path / "config.json").read_text())
-        (path / "config.json").write_text(json.dumps({**doc, "config": {**doc.get("config", doc), "strategy": "dvts"}}))
-    with pytest.raises(BonbenchError, match="every run given is a search run .* or an adaptive run"):
-        build_recipe([root], [600.0], n_boot=10)
-
-
-def test_adaptive_runs_are_left_out_with_a_note(tmp_path: Path) -> None:
-    # an adaptive run's n's were chosen from its pilots: the pooled subsets recipe builds would be biased
-    root = tmp_path / "results"
-    paths = write_runs(root)
-    path = paths["small"]
-    doc = json.loads((path / "config.json").read_text())
-    (path / "config.json").write_text(json.dumps({**doc, "config": {**doc.get("config", doc),
-                                                                      "adaptive": {"pilot": 2, "budget": 3.0}}}))
-    recipe = build_recipe([root], [600.0], n_boot=10)
-    assert sum("an adaptive run: recipe does not weigh adaptive runs yet; left out" in n for n in recipe.notes) == 1
-    assert {s.model for s in recipe.strategies} == {"big"}

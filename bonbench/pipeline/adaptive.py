@@ -115,7 +115,12 @@ def n_of(run: PreparedRun) -> dict[str, int]:
 
 def designs(run: PreparedRun) -> dict[str, TwoStage]:
     """Each problem's design as decided, for the estimate (``TwoStage.estimate``)."""
-    doc = stored(run)
+    return designs_of(stored(run))
+
+
+def designs_of(doc: Mapping[str, Any]) -> dict[str, TwoStage]:
+    """Each problem's design in an ``adaptive.json`` document (``stored``'s; an analysis reads the file
+    of a run directory it has no ``PreparedRun`` for)."""
     return {pid: TwoStage(int(doc["pilot"]), tuple(int(m) for m in p["second"]), float(p["weight"]))
             for pid, p in doc["problems"].items()}
 

@@ -20,9 +20,14 @@ last; a parameter count is ``--params``' or counted from the weights where they 
 (``model_params.known_params``). The dataset cost is the mean over problems. pass@N (the oracle's
 bound: some sample is right) is shown, never chosen; the ``oracle`` verifier is left out.
 
+A search run (``bonbench run --strategy``) is one strategy at exactly its N per selection rule
+(``bon``, ``wmaj``, ``maj`` on its final candidates), costed from its search's ledger; an adaptive
+run (``--adaptive``) gives the fixed-N strategies of its settings, estimated without bias under its
+designs (``recipe_designs``). Both compete with every other strategy on the same problems.
+
 What it does not do: sample or score, read rows (``recipe_table``: each run's per-problem values
-and token counts, kept between calls), fit curves, or write files (``recipe_write``). Search
-strategies enter as runs whose ledger carries their cost, once they are stored as runs (issue 34).
+and token counts, kept between calls; ``recipe_designs`` for search and adaptive runs), fit curves,
+or write files (``recipe_write``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from bonbench.apps.analysis.model_params import known_params
+from bonbench.apps.analysis.recipe_designs import adaptive_table, is_adaptive, is_search, search_label, search_table
 from bonbench.apps.analysis.recipe_table import RunTable, TableSpec, run_table
 from bonbench.apps.analysis.rundir import RunData, expand_run_dirs, load_run
 from bonbench.core.errors import BonbenchError
@@ -62,6 +68,7 @@ class Strategy:
     cost: float  # mean per problem, in the recipe's unit
     value: float
     ci95: tuple[float, float] | None  # the chosen ones' (best, runner-up, oracle bound); None in the full list
+    search: str | None = None  # a search run's strategy and options (``recipe_designs.search_label``)
 
     @property
     def oracle(self) -> bool:
@@ -71,7 +78,8 @@ class Strategy:
     def name(self) -> str:
         if self.rule == "single":
             return "1 sample"
-        return f"{self.rule}@{self.N}" + (f" [{self.verifier}]" if self.verifier else "")
+        rule = f"{self.rule}@{self.N}" + (f" [{self.verifier}]" if self.verifier else "")
+        return rule if self.search is None else f"{self.search} {rule}"
 
     @property
     def setting(self) -> str:
@@ -119,14 +127,15 @@ class _Candidate:
     verifier: str | None
     N: int
     values: np.ndarray
-    fixed: np.ndarray  # per problem: what does not grow with N (the prompt, read once)
+    fixed: np.ndarray  # per problem: what does not grow with N (the prompt, read once; a search's own costs)
     step: np.ndarray  # per problem: what each further sample costs (its tokens, the verifier's)
     prompt: np.ndarray  # per problem: one sample's prompt, in the recipe's unit
     per_token: float  # what one policy token costs in the recipe's unit (1, or 2 x the policy's parameters)
 
     @property
     def name(self) -> str:
-        return "1 sample" if self.rule == "single" else f"{self.rule}@{self.N}"
+        rule = "1 sample" if self.rule == "single" else f"{self.rule}@{self.N}"
+        return rule if not is_search(self.run) else f"{search_label(self.run)} {rule}"
 
     @property
     def costs(self) -> np.ndarray:
@@ -141,23 +150,12 @@ class _Candidate:
         return Strategy(str(self.run.path), self.run.model, self.run.temperature,
                         None if max_tokens is None else int(max_tokens), self.run.n, self.N, self.rule, self.verifier,
                         float(self.costs[idx].mean()), float(v.mean()),
-                        None if lo is None or hi is None else (float(lo), float(hi)))
+                        None if lo is None or hi is None else (float(lo), float(hi)),
+                        search_label(self.run) if is_search(self.run) else None)
 
 
 def _runs(results: Sequence[Path], task: str | None, notes: list[str]) -> tuple[str, list[RunData]]:
     runs = [load_run(p) for p in expand_run_dirs(results)]
-    # a search run's candidates are not independent draws, so N-of-n subsets of them are not
-    # strategies anyone could deploy; weighing a search as one strategy at its own N is not built yet
-    # and an adaptive run's problems have n's chosen from their pilots: pooling them is biased
-    # (docs/adaptive.md), and weighing its two stages per strategy is not built yet either
-    notes.extend(f"{r.path}: a search run ({r.config['strategy']}): recipe does not weigh search runs yet; left out"
-                 for r in runs if r.config.get("strategy") is not None)
-    notes.extend(f"{r.path}: an adaptive run: recipe does not weigh adaptive runs yet; left out"
-                 for r in runs if r.config.get("strategy") is None and r.config.get("adaptive"))
-    runs = [r for r in runs if r.config.get("strategy") is None and not r.config.get("adaptive")]
-    if not runs:
-        raise BonbenchError("every run given is a search run (bonbench run --strategy) or an adaptive run (--adaptive), "
-                            "which recipe does not weigh yet; pass sampling runs of a fixed n")
     tasks = sorted({r.task for r in runs})
     if task is None and len(tasks) > 1:
         raise BonbenchError(f"the runs are of several tasks ({', '.join(tasks)}); choose one with --task")
@@ -186,11 +184,17 @@ def _candidates(run: RunData, table: RunTable, ids: Sequence[str], unit: str, pa
     at = np.array([pos[pid] for pid in ids])
     prompt, gen = table.prompt[at], table.gen[at]
     once = prompt
-    if run.config.get("backend") in PROMPT_PER_SAMPLE:  # each sample re-reads the prompt: it grows with N
+    # a search's ledger counts the prompt and prefixes it read on every continuation, per search
+    if run.config.get("backend") in PROMPT_PER_SAMPLE and not is_search(run):  # each sample re-reads the prompt: it grows with N
         prompt, gen = np.zeros(len(ids)), gen + prompt
     roots = [run.path.parents[3]] if len(run.path.parents) > 3 else []  # results/runs/<task>/<model>/<hash>
     scale_p = 2 * _params_of(run.model, params, "model", roots) if unit == "flops" else 1.0
     prompt_cost = scale_p * once
+    fixed = scale_p * prompt
+    if table.search_tokens is not None and table.search_scorer is not None:  # every rule pays the search's scorer
+        tokens = table.search_tokens[at]
+        flops = unit == "flops" and bool(tokens.any())
+        fixed = fixed + tokens * (2 * _params_of(table.search_scorer, params, "verifier", roots) if flops else 1.0)
     out: list[_Candidate] = []
     for (rule, verifier), (Ns, mat) in table.values.items():
         per_ver = np.zeros(len(ids))
@@ -204,20 +208,26 @@ def _candidates(run: RunData, table: RunTable, ids: Sequence[str], unit: str, pa
             flops = unit == "flops" and bool(tokens.any())
             per_ver = tokens * (2 * _params_of(verifier, params, "verifier", roots) if flops else 1.0)
         for j, N in enumerate(Ns):
-            out.append(_Candidate(run, rule, verifier, N, mat[at, j], scale_p * prompt, scale_p * gen + per_ver,
-                                  prompt_cost, scale_p))
+            out.append(_Candidate(run, rule, verifier, N, mat[at, j], fixed, scale_p * gen + per_ver, prompt_cost, scale_p))
     return out
 
 
 def _base_run(runs: Sequence[RunData], wanted: Path | None) -> RunData:
-    """The run whose pass@1 bins problems by difficulty: ``--base-run``, else the run with the largest
-    n (the most precise pass@1), ties to the lowest temperature (the model's own distribution at its
-    most likely), then the path."""
+    """The run whose pass@1 bins problems by difficulty: ``--base-run``, else the sampling run with the
+    largest n (the most precise pass@1), ties to the lowest temperature (the model's own distribution
+    at its most likely), then the path. A search's candidates are not draws of the model's pass@1."""
     if wanted is not None:
         for r in runs:
             if r.path.resolve() == Path(wanted).resolve():
+                if is_search(r):
+                    raise BonbenchError(f"--base-run {wanted} is a search run, whose candidates are not draws of the "
+                                        "model's pass@1; pass a sampling run")
                 return r
         raise BonbenchError(f"--base-run {wanted} is not one of the recipe's runs; pass one of its run directories")
+    runs = [r for r in runs if not is_search(r)]
+    if not runs:
+        raise BonbenchError("--by difficulty bins problems by a sampling run's pass@1, and every run given is a search "
+                            "run; add a sampling run of the same problems")
     return min(runs, key=lambda r: (-r.n, r.temperature if math.isfinite(r.temperature) else math.inf, str(r.path)))
 
 
@@ -242,6 +252,10 @@ def _coverage_error(budget: float, deployable: Sequence[_Candidate], task: str, 
     if budget < lo:
         cheap = deployable[int(np.argmin(costs))]
         r, prompt = cheap.run, float(cheap.prompt.mean())
+        if is_search(r):  # a search's prompt is read on every continuation: one sample is the cheaper run
+            return BonbenchError(f"budget {budget:g} {unit} per problem is below the cheapest strategy "
+                                 f"({cheap.name} of {r.model}: {lo:.4g}); cover it with one sample a problem: "
+                                 f"`bonbench run --task {task} --model {r.model} --temperature {r.temperature:g} --n 1`")
         if budget - prompt < cheap.per_token:
             return BonbenchError(f"budget {budget:g} {unit} per problem is below the cheapest run's prompt alone "
                                  f"({prompt:.4g}, {r.model}); no run with these prompts covers it: raise --budget")
@@ -257,6 +271,15 @@ def _coverage_error(budget: float, deployable: Sequence[_Candidate], task: str, 
     need = max(top.N + 1, math.ceil((budget - float(top.fixed.mean())) / float(top.step.mean())))
     verifier = f" --verifier {top.verifier}" if top.verifier else ""
     r = top.run
+    if is_search(r):  # a search's own cost grows about in proportion to its N; doubling keeps n a multiple of its width
+        need = top.N * 2 ** math.ceil(math.log2(budget / float(top.costs.mean())))
+        options = r.config.get("strategy_options") or {}
+        flags = "".join(f" -S {k}={options[k]}" for k in sorted(options))
+        verifier = f" --verifier {r.config.get('verifier')}" if r.config.get("verifier") else ""
+        return BonbenchError(f"budget {budget:g} {unit} per problem is above the costliest strategy the runs cover "
+                             f"({hi:.4g}); cover it with a larger search: `bonbench run --task {task} --model {r.model} "
+                             f"--temperature {r.temperature:g} --max-tokens {r.config.get('max_tokens')} --strategy "
+                             f"{r.config['strategy']}{flags} --n {need}{verifier}`")
     return BonbenchError(f"budget {budget:g} {unit} per problem is above the costliest strategy the runs cover "
                          f"({hi:.4g}); cover it with more samples: `bonbench run --task {task} --model {r.model} "
                          f"--temperature {r.temperature:g} --max-tokens {r.config.get('max_tokens')} --n {need}{verifier}`")
@@ -302,7 +325,8 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
     notes: list[str] = []
     chosen, runs = _runs(results, task, notes)
     spec = TableSpec(bom_share, tuple(r for r in RULES if r == "single" or r in rules))
-    tables = {str(r.path): run_table(r, spec) for r in runs}
+    tables = {str(r.path): run_table(r, spec, search_table if is_search(r) else adaptive_table if is_adaptive(r) else None)
+              for r in runs}
     notes += [n for t in tables.values() for n in t.notes]
     grades = {path: set(t.ids) for path, t in tables.items()}
     ids = sorted(set.intersection(*grades.values()))
@@ -312,7 +336,10 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
         if len(have) > len(ids):
             notes.append(f"{path}: {len(have) - len(ids)} problems not in every run left out ({len(ids)} shared)")
     cands = [c for r in runs for c in _candidates(r, tables[str(r.path)], ids, cost, params or {}, notes)]
-    deployable = [c for c in cands if c.rule != "pass"]  # never empty: every run has its 1-sample strategy
+    deployable = [c for c in cands if c.rule != "pass"]
+    if not deployable:  # every sampling run has its 1-sample strategy: only search runs can lack one
+        raise BonbenchError("no deployable strategy among the runs (search runs with no verifier scores and no answers to "
+                            "vote on); score them with `bonbench score RUN_DIR --verifier NAME` or add a sampling run")
     for b in budgets:
         err = _coverage_error(b, deployable, chosen, cost)
         if err is not None:

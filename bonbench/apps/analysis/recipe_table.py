@@ -3,14 +3,16 @@ the grid, and the measured token counts its cost is made of. ``bonbench recipe``
 strategies from these tables (``recipe``).
 
 Reading a big run's rows and computing its estimators takes most of a recipe's time, and a table
-depends only on the run's files, so ``run_table`` keeps each table under
-``$BONBENCH_CACHE/recipe`` (``~/.cache/bonbench/recipe``), named by the identity of the files it was
-computed from (path, size, modification time and inode of config.json, metrics.json, samples.jsonl
-and every grades and scores file), the bonbench version, the Best-of-Majority share, the rules
-computed (``TableSpec``) and the run's seed. A rescored, regraded or resumed run has other files and
-gets a new table. A cache that cannot be written costs only the speed (one warning). Nothing is
-written into a run directory. The rows are read by ``recipe_rows`` (compiled regexes, exactly as the
-records would read) where they are in the store's layout, else record by record.
+depends only on the run's files, so ``run_table`` keeps each table under ``$BONBENCH_CACHE/recipe``
+(``~/.cache/bonbench/recipe``), named by the identity of the files it was computed from (path, size,
+modification time and inode of config.json, metrics.json, samples.jsonl, every grades and scores
+file, and a search run's ledger or an adaptive run's adaptive.json), the bonbench version, the
+Best-of-Majority share, the rules computed (``TableSpec``) and the run's seed. A rescored, regraded or
+resumed run has other files and gets a new table. A cache that cannot be written costs only the
+speed (one warning). Nothing is written into a run directory. The rows are read by ``recipe_rows``
+(compiled regexes, exactly as the records would read) where they are in the store's layout, else
+record by record. The tables of search runs and adaptive runs, whose samples are not n exchangeable
+draws per problem, are computed by ``recipe_designs`` and kept here alike.
 
 What it does not do: choose, bootstrap or convert tokens to FLOPs (``recipe``).
 """
@@ -22,7 +24,7 @@ import json
 import os
 import tempfile
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +40,7 @@ from bonbench.core.cache import cache_dir
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline.ledger import compute_ledger
 
-FORMAT = 2
+FORMAT = 3
 ORACLE_VERIFIERS = ("oracle",)  # reads the gold answer: an upper bound, not a deployable verifier
 
 
@@ -67,6 +69,10 @@ class RunTable:
     verifier_tokens: Mapping[str, np.ndarray]
     values: Mapping[tuple[str, str | None], tuple[tuple[int, ...], np.ndarray]]
     notes: tuple[str, ...]
+    # a search run: the verifier that ranked its partial solutions, and its tokens per search, which
+    # every rule pays (``recipe_designs.search_table``); None for a sampling run
+    search_scorer: str | None = None
+    search_tokens: np.ndarray | None = None
 
 
 def deployable_verifiers(run: RunData) -> list[str]:
@@ -82,6 +88,13 @@ def grid(n: int) -> list[int]:
     return sorted(set(powers_of_two(n)) | {n})
 
 
+def no_prompt_counts(run: RunData) -> BonbenchError:
+    """The line for a run whose samples carry no prompt token counts."""
+    return BonbenchError(f"{run.path}: its samples carry no prompt token counts (prompt_tokens; imported files "
+                         "and runs sampled before bonbench counted them), so their cost is unknown; sample the "
+                         f"run again with `bonbench run --task {run.task} --model {run.model}` or leave it out")
+
+
 def _tokens(run: RunData, verifiers: list[str]) -> tuple[dict[str, tuple[float, float]], dict[str, dict[str, float]]]:
     """problem -> (prompt tokens, mean generated tokens per sample), and verifier -> problem -> its
     mean tokens per scored sample; one line when a count the cost needs is missing."""
@@ -89,9 +102,7 @@ def _tokens(run: RunData, verifiers: list[str]) -> tuple[dict[str, tuple[float, 
     policy: dict[str, tuple[float, float]] = {}
     for p in ledger.problems:
         if p.prompt_tokens is None:
-            raise BonbenchError(f"{run.path}: its samples carry no prompt token counts (prompt_tokens; imported files "
-                                "and runs sampled before bonbench counted them), so their cost is unknown; sample the "
-                                f"run again with `bonbench run --task {run.task} --model {run.model}` or leave it out")
+            raise no_prompt_counts(run)
         policy[p.problem_id] = (p.prompt_tokens / p.samples, p.generated_tokens / p.samples)
     per_verifier: dict[str, dict[str, float]] = {}
     for name in verifiers:
@@ -148,7 +159,8 @@ def compute_table(run: RunData, spec: TableSpec) -> RunTable:
 def table_key(run: RunData, spec: TableSpec) -> str:
     """The name of ``run``'s kept table: the identity of every file it is computed from (module docstring)."""
     files = [run.path / "config.json", run.path / "metrics.json", run.path / "samples.jsonl",
-             *sorted((run.path / "grades").glob("*.jsonl")), *sorted((run.path / "scores").glob("*.jsonl"))]
+             *sorted((run.path / "grades").glob("*.jsonl")), *sorted((run.path / "scores").glob("*.jsonl")),
+             *(f for f in (run.path / "search" / "ledger.jsonl", run.path / "adaptive.json") if f.is_file())]
     stats = []
     for f in files:
         st = f.stat()
@@ -161,8 +173,10 @@ def _save(table: RunTable, path: Path) -> None:
     keys = list(table.values)
     meta = {"ids": list(table.ids), "n": table.n, "verifiers": list(table.verifier_tokens),
             "values": [[rule, verifier, list(table.values[(rule, verifier)][0])] for rule, verifier in keys],
-            "notes": list(table.notes)}
+            "notes": list(table.notes), "search_scorer": table.search_scorer}
     arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), "prompt": table.prompt, "gen": table.gen}
+    if table.search_tokens is not None:
+        arrays["search_tokens"] = table.search_tokens
     arrays.update({f"v{i}": table.verifier_tokens[name] for i, name in enumerate(table.verifier_tokens)})
     arrays.update({f"m{i}": table.values[key][1] for i, key in enumerate(keys)})
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -181,18 +195,20 @@ def _load(path: Path) -> RunTable:
         meta = json.loads(z["meta"].tobytes().decode())
         values = {(rule, verifier): (tuple(ks), z[f"m{i}"]) for i, (rule, verifier, ks) in enumerate(meta["values"])}
         return RunTable(tuple(meta["ids"]), int(meta["n"]), z["prompt"], z["gen"],
-                        {name: z[f"v{i}"] for i, name in enumerate(meta["verifiers"])}, values, tuple(meta["notes"]))
+                        {name: z[f"v{i}"] for i, name in enumerate(meta["verifiers"])}, values, tuple(meta["notes"]),
+                        meta["search_scorer"], z["search_tokens"] if "search_tokens" in z.files else None)
 
 
-def run_table(run: RunData, spec: TableSpec) -> RunTable:
-    """``run``'s table: the kept one when its files are the same, else computed and kept."""
+def run_table(run: RunData, spec: TableSpec, compute: Callable[[RunData, TableSpec], RunTable] | None = None) -> RunTable:
+    """``run``'s table: the kept one when its files are the same, else computed (by ``compute``,
+    default ``compute_table``: a sampling run's) and kept."""
     path = cache_dir("recipe") / f"{table_key(run, spec)}.npz"
     if path.is_file():
         try:
             return _load(path)
         except (OSError, ValueError, KeyError):  # a damaged or foreign file: computed again below
             pass
-    table = compute_table(run, spec)
+    table = (compute or compute_table)(run, spec)
     try:
         _save(table, path)
     except OSError as exc:

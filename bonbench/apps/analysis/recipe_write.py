@@ -78,7 +78,8 @@ def plot_frontier(recipe: Recipe, out: Path) -> Path:
         series.setdefault((s.run, s.rule, s.verifier), []).append(s)
     for (_, rule, _), pts in series.items():
         pts = sorted(pts, key=lambda s: s.N)
-        label = f"{pts[0].setting} {rule}" + (f" [{pts[0].verifier}]" if pts[0].verifier else "")
+        search = f"{pts[0].search} " if pts[0].search else ""  # a search run: one point per rule
+        label = f"{pts[0].setting} {search}{rule}" + (f" [{pts[0].verifier}]" if pts[0].verifier else "")
         ax.plot([s.cost for s in pts], [s.value for s in pts], marker="o", markersize=3, linewidth=1,
                 linestyle="--" if rule == "pass" else "-", color="0.6" if rule == "pass" else None,
                 label=label + (" (oracle bound)" if rule == "pass" else ""))

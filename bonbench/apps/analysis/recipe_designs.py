@@ -35,7 +35,8 @@ import numpy as np
 from bonbench.api.metric.values import curve_values, two_stage_k
 from bonbench.apps.analysis.recipe_rows import fast_inputs
 from bonbench.apps.analysis.recipe_table import RunTable, TableSpec, deployable_verifiers, grid, no_prompt_counts
-from bonbench.apps.analysis.rundir import RunData, outcomes_by_verifier
+from bonbench.apps.analysis.run_rows import outcomes_by_verifier
+from bonbench.apps.analysis.rundir import RunData
 from bonbench.core.errors import BonbenchError
 from bonbench.core.store import RunStore, read_run_json
 from bonbench.metrics.adaptive import TwoStage

@@ -33,12 +33,14 @@ import json
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from bonbench.apps.analysis.rundir import RunData, grade_filter
 from bonbench.metrics.estimators import ProblemOutcome
+from bonbench.pipeline.run_columns import read_columns
 
 _INT = rb"-?(?:0|[1-9][0-9]*)"
 _NUM = rb"(?:-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?|NaN|-?Infinity)"
@@ -123,32 +125,45 @@ def _text(raw: bytes) -> str | None:
     return None if raw == b"null" else str(json.loads(raw.decode("utf-8")))
 
 
-def _policy(run: RunData, rows: list[tuple[bytes, ...]], ids: _Ids) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Samples' keys (first rows) and, per problem code: samples, prompt and generated tokens per sample."""
-    pid, idx, gen, prompt = (list(c) for c in zip(*rows, strict=True)) if rows else ([], [], [], [])
-    codes, sidx = ids.keys(pid, idx)
-    at = _first(codes, sidx)
-    codes, sidx = codes[at], sidx[at]
-    size = len(ids.ids)
-    count = np.bincount(codes, minlength=size).astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = np.bincount(codes, _ints(prompt)[at].astype(float), minlength=size) / count
-        g = np.bincount(codes, _ints(gen)[at].astype(float), minlength=size) / count
-    return codes, sidx, p, g
+@dataclass(frozen=True)
+class _Rows:
+    """A run's rows as arrays (file order; grades only those of the accepted grading), before the
+    slow path's rules pick each key's row: what both sources (the files, ``columns.npz``) give."""
+
+    ids: list[str]  # problem ids, sorted: the codes index them
+    samples: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # codes, sample_idx, prompt, generated tokens
+    grades: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # codes, sample_idx, right (bool), answer code
+    labels: list[str | None]  # answer code -> answer; the last is None (code -1)
+    scores: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]  # codes, sample_idx, score, tokens
 
 
 def fast_inputs(run: RunData, verifiers: Sequence[str]) -> tuple[dict[str, tuple[float, float]], dict[str, dict[str, float]],
                                                                  dict[str | None, list[ProblemOutcome]]] | None:
     """What ``recipe_table.compute_table`` reads of ``run`` (policy tokens per problem, each verifier's
-    tokens per problem, outcomes without and with each verifier's scores), or None (module docstring)."""
-    try:
-        return _read(run, verifiers)
-    except _Slow:
-        return None
+    tokens per problem, outcomes without and with each verifier's scores), or None (module docstring):
+    from the run's ``columns.npz`` while it is current, else from the row files."""
+    for source in (_stored, _read):
+        try:
+            return _inputs(source(run, verifiers))
+        except _Slow:
+            continue
+    return None
 
 
-def _read(run: RunData, verifiers: Sequence[str]) -> tuple[dict[str, tuple[float, float]], dict[str, dict[str, float]],
-                                                           dict[str | None, list[ProblemOutcome]]]:
+def _stored(run: RunData, verifiers: Sequence[str]) -> _Rows:
+    """The rows as the scoring kept them (``pipeline.run_columns``), while the files are as they were then."""
+    name, under = grade_filter(run)
+    cols = read_columns(run.path, name, under, verifiers)
+    if cols is None:
+        raise _Slow
+    codes, idx = cols.code, cols.idx
+    return _Rows(list(cols.ids), (codes, idx, cols.prompt_tokens, cols.n_tokens),
+                 (codes, idx, cols.correct == 1, cols.answer), [*cols.answers, None],
+                 {v: (codes, idx, score, tokens) for v, (score, tokens) in cols.scores.items()})
+
+
+def _read(run: RunData, verifiers: Sequence[str]) -> _Rows:
+    """The rows read from the row files by the regexes (or ``_Slow``)."""
     name, under = grade_filter(run)
     grades = _scan(run.path / "grades" / f"{name}.jsonl", _GRADE, "grades")
     if not grades:  # nothing graded: the slow path says so
@@ -156,28 +171,60 @@ def _read(run: RunData, verifiers: Sequence[str]) -> tuple[dict[str, tuple[float
     samples = _scan(run.path / "samples.jsonl", _SAMPLE, "samples")
     scores = {v: _scan(run.path / "scores" / f"{v}.jsonl", _SCORE, "scores") for v in verifiers}
     ids = _Ids([r[0] for rows in (grades, samples, *scores.values()) for r in rows])
-    s_codes, s_idx, prompt, gen = _policy(run, samples, ids)
-    # grades: the accepted rows, each key's first
-    g_pid, g_idx, g_ver, g_ok, g_ans, g_gid = (list(c) for c in zip(*grades, strict=True)) if grades else ([],) * 6
-    codes, idx = ids.keys(g_pid, g_idx)
+    pid, idx, gen, prompt = (list(c) for c in zip(*samples, strict=True)) if samples else ([], [], [], [])
+    s_codes, s_idx = ids.keys(pid, idx)
+    policy = (s_codes, s_idx, _ints(prompt).astype(float), _ints(gen).astype(float))
+    # grades: the accepted rows
+    g_pid, g_idx, g_ver, g_ok, g_ans, g_gid = (list(c) for c in zip(*grades, strict=True))
+    codes, idx_ = ids.keys(g_pid, g_idx)
     keep = np.ones(len(grades), dtype=bool)
     if under is not None:
         pairs = list(zip(g_ver, g_gid, strict=True))  # a grade without grading_id was graded under ""
         tags = {t: int(t[0]) == under[0] and (_text(t[1]) if t[1] else "") == under[1] for t in set(pairs)}
         keep = np.fromiter(map(tags.__getitem__, pairs), dtype=bool, count=len(grades))
-    rows = np.flatnonzero(keep)[_first(codes[keep], idx[keep])]
-    codes, idx = codes[rows], idx[rows]
-    if np.setdiff1d(codes, s_codes).size:  # graded without samples: the slow path names it
-        raise _Slow
-    starts, stops, plain = _outcomes(ids, codes, [g_ok[i] for i in rows.tolist()], [g_ans[i] for i in rows.tolist()])
-    out: dict[str | None, list[ProblemOutcome]] = {None: plain}
-    per_verifier: dict[str, dict[str, float]] = {}
-    size = len(ids.ids)
+    truth = {b"true": 1, b"false": 0, b"null": -1}
+    right = np.fromiter(map(truth.__getitem__, g_ok), dtype=np.int8, count=len(g_ok)) == 1
+    labels: list[str | None] = []
+    number: dict[bytes, int] = {b"null": -1}
+    for raw in dict.fromkeys(g_ans):
+        if raw not in number:
+            number[raw] = len(labels)
+            labels.append(_text(raw))
+    answer = np.fromiter(map(number.__getitem__, g_ans), dtype=np.int64, count=len(g_ans))
+    by_verifier = {}
     for v, vrows in scores.items():
         v_pid, v_idx, v_score, v_tok = (list(c) for c in zip(*vrows, strict=True)) if vrows else ([],) * 4
         vc, vi = ids.keys(v_pid, v_idx)
-        value = np.array(v_score, dtype=bytes).astype(float) if vrows else np.zeros(0)
-        tokens = _ints(v_tok).astype(float)
+        by_verifier[v] = (vc, vi, np.array(v_score, dtype=bytes).astype(float) if vrows else np.zeros(0),
+                          _ints(v_tok).astype(float))
+    return _Rows(ids.ids, policy, (codes[keep], idx_[keep], right[keep], answer[keep]), [*labels, None], by_verifier)
+
+
+def _inputs(rows: _Rows) -> tuple[dict[str, tuple[float, float]], dict[str, dict[str, float]],
+                                  dict[str | None, list[ProblemOutcome]]]:
+    """The rules of the slow path over ``rows`` (module docstring): each key's first sample and grade,
+    a score's first row for the outcomes and its last for the ledger."""
+    ids, size = rows.ids, len(rows.ids)
+    s_codes, s_idx, s_prompt, s_gen = rows.samples
+    at = _first(s_codes, s_idx)
+    s_codes, s_idx = s_codes[at], s_idx[at]
+    if np.isnan(s_prompt[at]).any() or np.isnan(s_gen[at]).any():  # a count missing: the slow path names it
+        raise _Slow
+    count = np.bincount(s_codes, minlength=size).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        prompt = np.bincount(s_codes, s_prompt[at], minlength=size) / count
+        gen = np.bincount(s_codes, s_gen[at], minlength=size) / count
+    g_codes, g_idx, right, answer = rows.grades
+    if not g_codes.size:  # nothing graded: the slow path says so
+        raise _Slow
+    first = _first(g_codes, g_idx)
+    codes, idx = g_codes[first], g_idx[first]
+    if np.setdiff1d(codes, s_codes).size:  # graded without samples: the slow path names it
+        raise _Slow
+    starts, stops, plain = _outcomes(ids, codes, right[first], answer[first], rows.labels)
+    out: dict[str | None, list[ProblemOutcome]] = {None: plain}
+    per_verifier: dict[str, dict[str, float]] = {}
+    for v, (vc, vi, value, tokens) in rows.scores.items():
         lo = min((int(a.min()) for a in (vi, idx, s_idx) if a.size), default=0)
         if max((int(a.max()) - lo for a in (vi, idx, s_idx) if a.size), default=0) >= 1 << 32:
             raise _Slow  # sample indices too far apart for one 64-bit key
@@ -189,27 +236,19 @@ def _read(run: RunData, verifiers: Sequence[str]) -> tuple[dict[str, tuple[float
         last = _first(vc, vi, last=True)
         spent = _lookup(vc[last] * (1 << 32) + (vi[last] - lo), tokens[last], s_codes * (1 << 32) + (s_idx - lo), math.nan)
         seen = ~np.isnan(spent)
+        if np.isnan(tokens[last]).any():  # a score without a token count: the slow path names it
+            raise _Slow
         n = np.bincount(s_codes[seen], minlength=size)
         total = np.bincount(s_codes[seen], spent[seen], minlength=size)
-        per_verifier[v] = {ids.ids[c]: float(total[c] / n[c]) for c in np.flatnonzero(n).tolist()}
-    policy = {ids.ids[c]: (float(prompt[c]), float(gen[c])) for c in np.unique(s_codes).tolist()}
+        per_verifier[v] = {ids[c]: float(total[c] / n[c]) for c in np.flatnonzero(n).tolist()}
+    policy = {ids[c]: (float(prompt[c]), float(gen[c])) for c in np.unique(s_codes).tolist()}
     return policy, per_verifier, out
 
 
-def _outcomes(ids: _Ids, codes: np.ndarray, verdicts: list[bytes], raw_answers: list[bytes]
+def _outcomes(ids: list[str], codes: np.ndarray, right: np.ndarray, answer: np.ndarray, labels: list[str | None]
               ) -> tuple[list[int], list[int], list[ProblemOutcome]]:
     """Each problem's outcome from its grades (``codes`` sorted by problem, then sample), and where
     its rows start and stop: a sample graded right votes for the problem's first right answer."""
-    truth = {b"true": 1, b"false": 0, b"null": -1}
-    right = np.fromiter(map(truth.__getitem__, verdicts), dtype=np.int8, count=len(verdicts)) == 1
-    labels: list[str | None] = []
-    number: dict[bytes, int] = {b"null": -1}
-    for raw in dict.fromkeys(raw_answers):
-        if raw not in number:
-            number[raw] = len(labels)
-            labels.append(_text(raw))
-    labels.append(None)  # code -1: abstains
-    answer = np.fromiter(map(number.__getitem__, raw_answers), dtype=np.int64, count=len(raw_answers))
     cut = np.flatnonzero(np.diff(codes)) + 1
     starts, stops = [0, *cut.tolist()], [*cut.tolist(), int(codes.size)]
     problem = np.repeat(np.arange(len(starts)), np.diff([*starts, int(codes.size)]))
@@ -219,7 +258,7 @@ def _outcomes(ids: _Ids, codes: np.ndarray, verdicts: list[bytes], raw_answers: 
     first[first_of] = answer[votes_right][at]
     vote = np.where(votes_right, first[problem], answer)
     correct, votes = right.astype(float).tolist(), list(map(labels.__getitem__, vote.tolist()))
-    plain = [ProblemOutcome(ids.ids[c], tuple(correct[a:b]), tuple(votes[a:b]))
+    plain = [ProblemOutcome(ids[c], tuple(correct[a:b]), tuple(votes[a:b]))
              for c, a, b in zip(codes[starts].tolist() if codes.size else [], starts, stops, strict=True)]
     return (starts, stops, plain) if codes.size else ([], [], [])
 

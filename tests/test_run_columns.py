@@ -17,6 +17,7 @@ import pytest
 from bonbench.apps.analysis.recipe import build_recipe
 from bonbench.apps.analysis.recipe_write import recipe_json
 from bonbench.apps.analysis.rundir import grade_filter, load_run
+from bonbench.apps.analysis.synthetic import write_synthetic_run
 from bonbench.apps.cli import main
 from bonbench.core.records import Sample, Score
 from bonbench.core.store import RunStore
@@ -120,3 +121,19 @@ def test_a_second_verifier_keeps_the_first_ones_columns(tmp_path: Path, data_dir
     with_columns = recipe_text(tmp_path / "results", tmp_path / "c1", monkeypatch)
     (run_dir / COLUMNS).unlink()
     assert recipe_text(tmp_path / "results", tmp_path / "c2", monkeypatch) == with_columns
+
+
+def test_synthetic_runs_write_the_columns_a_scoring_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's runs (``write_synthetic_run(columns=True)``): current columns, the same recipe."""
+    root = tmp_path / "results"
+    rng = np.random.default_rng(3)
+    ids = [f"z{i}" for i in (3, 1, 2, 0)]  # not in id order: the columns are
+    for seed, model in enumerate(("small", "big")):
+        run_dir = write_synthetic_run(root, rng.random(4), n=4, model=model, seed=seed, problem_ids=ids,
+                                      extra_scores={"v2": rng.random((4, 4))}, n_tokens=rng.integers(5, 60, size=(4, 4)),
+                                      prompt_tokens=30, verifier_tokens=9, answers=True, n_boot=10, columns=True)
+        assert current(run_dir)
+    with_columns = recipe_text(root, tmp_path / "c1", monkeypatch)
+    for f in root.rglob(COLUMNS):
+        f.unlink()
+    assert recipe_text(root, tmp_path / "c2", monkeypatch) == with_columns

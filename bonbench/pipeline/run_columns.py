@@ -96,12 +96,17 @@ def _files(cols: RunColumns) -> dict[str, str | None]:
 
 
 def _holds_exactly(path: Path, rows: int) -> int | None:
-    """The size of ``path`` when it is ``rows`` whole lines, else None."""
+    """The size of ``path`` when it is ``rows`` whole lines, else None (read a block at a time: a
+    samples file may be larger than memory should hold)."""
+    lines, last, size = 0, b"", 0
     try:
-        data = path.read_bytes()
+        with open(path, "rb") as fh:
+            while block := fh.read(8 << 20):
+                lines += block.count(b"\n")
+                last, size = block[-1:], size + len(block)
     except OSError:
         return None
-    return len(data) if data.endswith(b"\n") and data.count(b"\n") == rows else None
+    return size if last == b"\n" and lines == rows else None
 
 
 def write_columns(root: Path, cols: RunColumns) -> Path | None:

@@ -20,6 +20,7 @@ from bonbench.apps.analysis.recipe_write import recipe_json
 from bonbench.apps.analysis.run_rows import outcomes_by_verifier
 from bonbench.apps.analysis.rundir import load_run
 from bonbench.apps.analysis.synthetic import VERIFIER, write_synthetic_run
+from bonbench.core.errors import BonbenchError
 
 IDS = [f"q{i:02d}" for i in range(6)]
 
@@ -106,33 +107,49 @@ def test_repeated_keys_keep_the_slow_paths_rows(tmp_path: Path) -> None:
     assert same(run)
 
 
-@pytest.mark.parametrize("odd", ["key order", "nested key", "escaped id", "torn last line", "blank line", "no prompt count"])
-def test_odd_layouts_are_left_to_the_slow_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, odd: str) -> None:
-    root = tmp_path / "results"
+def odd_run(root: Path, odd: str) -> Path:
+    """A run whose rows are in an odd layout ``odd`` (or broken so)."""
     run = write_run(root)
     grades, samples = run / "grades" / "synthetic.jsonl", run / "samples.jsonl"
     g = rows(grades)
     if odd == "key order":
         put(grades, [json.dumps(dict(reversed(list(r.items())))) for r in g])
+        put(samples, [json.dumps(dict(reversed(list(r.items())))) for r in rows(samples)])
     elif odd == "nested key":
-        put(grades, [json.dumps({**r, "detail": {"answer": "elsewhere"}}) for r in g])
+        put(grades, [json.dumps({**r, "detail": {"answer": "elsewhere", "correct": True}}) for r in g])
     elif odd == "escaped id":
         for path in (grades, samples, run / "scores" / f"{VERIFIER}.jsonl"):  # written as \\q (json escapes it)
             put(path, [json.dumps({**r, "problem_id": str(r["problem_id"]).replace("q", "\\q")}) for r in rows(path)])
-    elif odd == "torn last line":
-        samples.write_text(samples.read_text() + '{"schema": 1, "problem_id": "q0')
     elif odd == "blank line":
         grades.write_text(grades.read_text() + "\n")
+    elif odd == "torn last line":
+        samples.write_text(samples.read_text() + '{"schema": 1, "problem_id": "q0')
     elif odd == "no prompt count":
         put(samples, [json.dumps({**r, "prompt_tokens": None}) for r in rows(samples)])
+    elif odd == "not a row":
+        grades.write_text(grades.read_text() + "[1, 2]\n")
+    return run
+
+
+@pytest.mark.parametrize("odd", ["key order", "nested key", "escaped id", "blank line"])
+def test_other_layouts_read_as_the_slow_path_reads_them(tmp_path: Path, odd: str) -> None:
+    """Rows of another writer's layout: ``row_scan`` reads each as json does, so the fast path reads
+    them and gets what the slow path gets (``same``)."""
+    assert same(odd_run(tmp_path / "results", odd))
+
+
+@pytest.mark.parametrize("odd", ["torn last line", "no prompt count", "not a row"])
+def test_broken_rows_are_left_to_the_slow_path(tmp_path: Path, odd: str) -> None:
+    """Where the records warn or refuse, the fast path declines and the slow path says so."""
+    root = tmp_path / "results"
+    run = odd_run(root, odd)
     assert not same(run)
-    if odd == "no prompt count":
-        return  # the slow path refuses it with one line (tests/test_recipe.py)
     if odd == "torn last line":  # the slow path drops it with a warning, its row to be redone
         with pytest.warns(UserWarning, match="torn"):
             assert build_recipe([root], [300.0], n_boot=20).choices
-    else:
-        assert build_recipe([root], [300.0], n_boot=20).choices
+    else:  # one line naming what is missing or the line (tests/test_recipe.py)
+        with pytest.raises(BonbenchError, match="prompt token counts|is not valid JSON|is not a row"):
+            build_recipe([root], [300.0], n_boot=20)
 
 
 def test_unscored_samples_score_minus_infinity(tmp_path: Path) -> None:
@@ -150,7 +167,6 @@ def test_rules_choose_which_strategies_are_computed(tmp_path: Path, capsys: pyte
     """``--rules`` (default maj,bon) leaves wmaj and bom out unless asked; the strategies it keeps
     have the values they have among every rule; an unknown rule is one line naming the choices."""
     from bonbench.apps.cli import main
-    from bonbench.core.errors import BonbenchError
 
     root = tmp_path / "results"
     write_run(root)

@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from bonbench.apps.cli import main
@@ -311,6 +312,8 @@ def test_rows_the_store_writes_are_read_by_the_regexes_alone(tmp_path: Path, mon
     grades = RowIndex(store.root / "grades" / "math.jsonl", kind="grades").refresh()
     scores = RowIndex(store.root / "scores" / "prm.jsonl", kind="scores").refresh()
     assert list(samples.problems["m/1"].numbers) == [7.0] * 3
+    assert list(samples.problems["m/1"].columns["prompt_tokens"]) == [12.0] * 3
+    assert list(scores.problems["m/1"].columns["tokens"]) == [33.0] * 3
     rows = grades.problems["m/1"]
     assert list(rows.columns["correct"]) == [0, 1, 0] and {grades.tags.values[t] for t in rows.columns["tag"]} == {(4, "g1")}
     assert grades.answers.values == ["\\frac{1}{2}"]
@@ -336,3 +339,26 @@ def test_one_problems_rows_are_found_by_their_head_alone(tmp_path: Path, block: 
             got = list(found.problems[pid].offsets) if pid in found.problems else []
             assert got == expected and 0 < len(got) < len(whole.problems[pid].offsets) + 1, (name, pid)
             assert list(found.problems[pid].idx) == [json.loads(data[o:data.find(b"\n", o)])["sample_idx"] for o in got]
+
+
+def test_token_counts_read_as_json_reads_them(tmp_path: Path) -> None:
+    """samples' prompt_tokens and scores' tokens (what the compute recipe costs): in the store's
+    layout by the regexes, absent or null as NaN, and elsewhere in a row (another key order, a key
+    inside a nested object, a judge's rationales after them) as json reads them, block or line."""
+    sample = to_row(Sample("a", 0, "x", 5, "stop", None, 40))
+    lines = [sample, {k: v for k, v in sample.items() if k != "prompt_tokens"},
+             {**sample, "sample_idx": 2, "prompt_tokens": None},
+             {"schema": 1, "problem_id": "a", "sample_idx": 3, "prompt_tokens": 9, "completion": "", "n_tokens": 6,
+              "finish_reason": "stop", "logprob": None}]
+    for rows, want in ((lines, [40.0, math.nan, math.nan, 9.0]), ([lines[0], lines[2]], [40.0, math.nan])):
+        block = read_block("".join(json.dumps(r) + "\n" for r in rows).encode(), 0, "samples", Codes(), Codes())
+        assert np.array_equal(list(block.columns["prompt_tokens"]), want, equal_nan=True)
+    score = to_row(Score("a", 0, "v", 0.5, 2, "fp", tokens=33, calls=1))
+    lines = [score, to_row(Score("a", 1, "v", 0.5, tokens=7, calls=1, rationales=("why, \"tokens\": 1}", "b"))),
+             {k: v for k, v in score.items() if k not in ("tokens", "calls")},
+             {**score, "sample_idx": 3, "detail": {"tokens": 99, "calls": 1}},
+             {**score, "sample_idx": 4, "tokens": 11, "calls": None, "note": "after"}]
+    block = read_block("".join(json.dumps(r) + "\n" for r in lines).encode(), 0, "scores", Codes(), Codes())
+    assert np.array_equal(list(block.columns["tokens"]), [33.0, 7.0, math.nan, 33.0, 11.0], equal_nan=True)
+    block = read_block("".join(json.dumps(r) + "\n" for r in lines[:2]).encode(), 0, "scores", Codes(), Codes())
+    assert list(block.columns["tokens"]) == [33.0, 7.0]

@@ -3,24 +3,25 @@
 ``RowIndex`` maps each ``problem_id`` of one row file (samples.jsonl, grades/<grader>.jsonl,
 scores/<verifier>.jsonl) to the byte offsets and ``sample_idx`` of its rows, so that a reader seeks
 to them and parses only those rows. It also keeps the few fields of each row that a summary over
-every row needs (``bonbench.core.row_scan.FIELDS`` of its ``kind``: samples' ``n_tokens``, grades'
-verdict, score, answer and grading, scores' score and scoring), so that the problems table parses
-no row. The index is built in one pass over the file in blocks of many rows
-(``row_scan.read_block``: compiled regexes over the block for rows in the store's layout, ``json``
-for any other line), and kept up to date cheaply: a file that grew (a run still being written) is
-indexed from where the last pass stopped, and ``changed`` names the problems that got rows; a file
-that shrank or was replaced is indexed again. ``refresh(upto=...)`` indexes only so far, so that a
-caller can read a big file a slice at a time (the viewer shows a big run as far as it has read).
-``save`` and ``load`` keep an index in a file of its own (JSON and raw arrays, never pickle), so
-that a large run is scanned once, not at every start. ``RowIndex.of_problem`` finds one problem's
-rows alone by an exact byte search for the row head the store writes (no index needed first; a row
-of another layout is not found, so its caller checks the count).
+every row needs (``bonbench.core.row_scan.FIELDS`` of its ``kind``: samples' ``n_tokens`` and
+``prompt_tokens``, grades' verdict, score, answer and grading, scores' score, scoring and tokens),
+so that the problems table and the compute recipe parse no row. The index is built in one pass over
+the file in blocks of many rows (``row_scan.read_block``: compiled regexes over the block for rows
+in the store's layout, ``json`` for any other line), and kept up to date cheaply: a file that grew
+(a run still being written) is indexed from where the last pass stopped, and ``changed`` names the
+problems that got rows; a file that shrank or was replaced is indexed again. ``refresh(upto=...)``
+indexes only so far, so that a caller can read a big file a slice at a time (the viewer shows a big
+run as far as it has read). ``save`` and ``load`` keep an index in a file of its own (JSON and raw
+arrays, never pickle), so that a large run is scanned once, not at every start.
+``RowIndex.of_problem`` finds one problem's rows alone by an exact byte search for the row head the
+store writes (no index needed first; a row of another layout is not found, so its caller checks the
+count).
 
 Rows keep the store's rules (``bonbench.core.store``): a torn final line is left out with a
 warning (a live writer's half-written row is picked up by the next ``refresh``), the first row of a
 key wins, and a row that turns out not to be JSON when read is a one-line ``BonbenchError`` naming
 the file and byte. A line that is not a row with a key is counted (``bad``) and shown to no
-problem. Memory is 16 bytes per row, plus 8 (samples), 17 (grades) or 12 (scores) for its fields,
+problem. Memory is 16 bytes per row, plus 16 (samples), 17 (grades) or 20 (scores) for its fields,
 plus one entry per problem and one per distinct answer.
 
 This module knows nothing of metrics, graders or verifiers, and never writes into a run.
@@ -41,7 +42,7 @@ from typing import Any
 from bonbench.core.errors import BonbenchError
 from bonbench.core.row_scan import FIELDS, KINDS, TYPECODES, Block, Codes, parse_row, read_block
 
-_FORMAT = 2  # of ``save``'s files
+_FORMAT = 3  # of ``save``'s files (3: samples' prompt_tokens and scores' tokens kept)
 _SCHEMA = re.compile(rb'\{"schema": -?[0-9]+')  # a row's first bytes, before its problem_id (``of_problem``)
 _IDX = re.compile(rb"-?[0-9]+")
 _BLOCK = 8 << 20  # bytes read at once: large enough that the regexes run long, small enough to bound memory

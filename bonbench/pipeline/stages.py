@@ -36,6 +36,7 @@ from bonbench.pipeline.prepared import (
 )
 from bonbench.pipeline.problem_summary import summaries, write_summary
 from bonbench.pipeline.progress import Progress, no_progress
+from bonbench.pipeline.run_columns import from_records, write_columns
 from bonbench.pipeline.scoring import Extras, score
 
 Key = tuple[str, int]
@@ -242,4 +243,8 @@ def evaluate(run: PreparedRun, specs: Sequence[MetricSpec], verifier: Verifier |
     # each problem's line for the run viewer, so that a big run's table opens without reading its rows
     write_summary(run.store, summaries(samples, grades, scores), run.task.grader.name,
                   verifier.name if verifier is not None else None)
+    # every sample's counts, verdict and score as columns, so that a reader of every row (the recipe) parses none
+    columns = from_records(samples, grades, {verifier.name: scores} if verifier is not None and scores is not None else {})
+    if columns is not None:
+        write_columns(run.store.root, columns)
     return doc

@@ -28,6 +28,7 @@ from bonbench.core.records import SCHEMA_VERSION
 from bonbench.core.store import RunStore, atomic_write_json
 from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.metrics.pass_bon import pass_curve
+from bonbench.pipeline.run_columns import RunColumns, write_columns
 from bonbench.pipeline.scoring import metric_json
 
 GRADER = "synthetic"
@@ -59,7 +60,7 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
                         verifier_noise: float = 1.0, n_boot: int = 200, timestamp: str | None = None,
                         correct: np.ndarray | None = None, extra_scores: Mapping[str, np.ndarray] | None = None,
                         max_tokens: int = 512, n_tokens: np.ndarray | int = 1, prompt_tokens: int | None = None,
-                        verifier_tokens: int | None = None, answers: bool = False) -> Path:
+                        verifier_tokens: int | None = None, answers: bool = False, columns: bool = False) -> Path:
     """Write ``results_root/runs/<task>/<model-slug>/<hash>/`` for problems with success rates ``p``.
 
     ``metrics`` are metric specs (``pass@k``, ``bon@k``, ``maj@k``, ``mean``) computed with
@@ -70,7 +71,8 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
     and curves.json stay computed with the default one). The compute ledger's counts: ``n_tokens``
     generated per sample (an int or [P, n]), ``prompt_tokens`` per sample and ``verifier_tokens`` per
     scored sample (None: not counted, as in imported files); ``answers`` writes each sample's answer
-    into its grade row (so maj@k can be rebuilt from the rows). Returns the run directory.
+    into its grade row (so maj@k can be rebuilt from the rows); ``columns`` writes ``columns.npz`` as
+    a scoring does (``bonbench.pipeline.run_columns``). Returns the run directory.
     """
     p = np.asarray(p, dtype=float)
     P = len(p)
@@ -106,6 +108,9 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
         _write_rows(store.scores(name).path, ({"problem_id": pid, "sample_idx": j, "verifier": name,
                                                "score": float(v[i, j]), **spent}
                                               for i, pid in enumerate(ids) for j in range(n)))
+    if columns:
+        _write_columns(store.root, ids, corr, wrong if answers else None, gen, prompt_tokens,
+                       {VERIFIER: scores, **extra}, verifier_tokens)
     outcomes = [ProblemOutcome(pid, tuple(corr[i]), tuple("A" if corr[i, j] else "BCD"[wrong[i, j]] for j in range(n)),
                                tuple(scores[i])) for i, pid in enumerate(ids)]
     specs = parse_metrics(list(metrics))
@@ -118,6 +123,21 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
                                         "timestamp": timestamp or "2025-01-01T00:00:00Z"}})
     store.write_curves(curves)
     return store.root
+
+
+def _write_columns(root: Path, ids: Sequence[str], corr: np.ndarray, wrong: np.ndarray | None, gen: np.ndarray,
+                   prompt_tokens: int | None, scores: Mapping[str, np.ndarray], verifier_tokens: int | None) -> None:
+    """``columns.npz`` of the rows just written (a right sample answers "A", a wrong one B, C or D)."""
+    order = sorted(range(len(ids)), key=ids.__getitem__)
+    P, n = corr.shape
+    answer = np.full((P, n), -1) if wrong is None else np.where(corr != 0, 0, 1 + wrong)
+    tokens = np.full(P * n, np.nan if verifier_tokens is None else float(verifier_tokens))
+    cols = RunColumns(tuple(ids[i] for i in order), np.repeat(np.arange(P), n), np.tile(np.arange(n), P),
+                      gen[order].ravel().astype(float), np.full(P * n, np.nan if prompt_tokens is None else float(prompt_tokens)),
+                      (corr[order] != 0).ravel().astype(np.int8), answer[order].ravel(), ("A", "B", "C", "D"), GRADER, (1, ""),
+                      {name: (np.asarray(v, dtype=float)[order].ravel(), tokens) for name, v in scores.items()},
+                      {name: (1, "") for name in scores})
+    write_columns(root, cols)
 
 
 def write_sweep_file(sweep_dir: Path, run_dirs: Sequence[Path]) -> Path:

@@ -128,6 +128,8 @@ def odd_run(root: Path, odd: str) -> Path:
         put(samples, [json.dumps({**r, "prompt_tokens": None}) for r in rows(samples)])
     elif odd == "not a row":
         grades.write_text(grades.read_text() + "[1, 2]\n")
+    elif odd == "no verdict":  # a hand-edited grade without ``correct``: the records refuse it
+        put(grades, [json.dumps({k: v for k, v in r.items() if k != "correct" or i}) for i, r in enumerate(g)])
     return run
 
 
@@ -138,7 +140,7 @@ def test_other_layouts_read_as_the_slow_path_reads_them(tmp_path: Path, odd: str
     assert same(odd_run(tmp_path / "results", odd))
 
 
-@pytest.mark.parametrize("odd", ["torn last line", "no prompt count", "not a row"])
+@pytest.mark.parametrize("odd", ["torn last line", "no prompt count", "not a row", "no verdict"])
 def test_broken_rows_are_left_to_the_slow_path(tmp_path: Path, odd: str) -> None:
     """Where the records warn or refuse, the fast path declines and the slow path says so."""
     root = tmp_path / "results"
@@ -148,7 +150,7 @@ def test_broken_rows_are_left_to_the_slow_path(tmp_path: Path, odd: str) -> None
         with pytest.warns(UserWarning, match="torn"):
             assert build_recipe([root], [300.0], n_boot=20).choices
     else:  # one line naming what is missing or the line (tests/test_recipe.py)
-        with pytest.raises(BonbenchError, match="prompt token counts|is not valid JSON|is not a row"):
+        with pytest.raises(BonbenchError, match="prompt token counts|is not valid JSON|is not a row|malformed Grade row"):
             build_recipe([root], [300.0], n_boot=20)
 
 

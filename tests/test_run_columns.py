@@ -16,7 +16,8 @@ import pytest
 
 from bonbench.apps.analysis.recipe import build_recipe
 from bonbench.apps.analysis.recipe_write import recipe_json
-from bonbench.apps.analysis.rundir import grade_filter, load_run
+from bonbench.apps.analysis.run_rows import grade_filter
+from bonbench.apps.analysis.rundir import load_run
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 from bonbench.apps.cli import main
 from bonbench.core.records import Sample, Score

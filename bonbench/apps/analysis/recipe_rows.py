@@ -16,8 +16,8 @@ row). ``fast_inputs`` takes the same fields from one of two sources, as numpy ar
 It declines (None: the caller takes the slow path, which warns or refuses in its own words) where
 the records would not read the files as the arrays say: a torn or unterminated last line, a line
 that is not a row, a count the cost needs missing (prompt or generated tokens, a verifier's
-tokens), nothing graded or a problem graded without samples. A row missing a field the records
-require (a grade without ``correct``) is read as ``json`` gives it (None) rather than refused.
+tokens), a grade whose verdict is null or missing (the records read the one as undecided and
+refuse the other), nothing graded or a problem graded without samples.
 
 The rules are those of the slow path: grades and scores keep a key's first accepted row
 (``JsonlTable.read``; grades only those metrics.json was graded under, ``rundir.grade_filter``),
@@ -142,6 +142,8 @@ def _read(run: RunData, verifiers: Sequence[str]) -> _Rows:
     if under is not None:  # the verdicts metrics.json was graded under (a grade without grading_id: under "")
         wanted = [c for c, t in enumerate(grades.tags.values) if t == (under[0], under[1])]
         keep = np.isin(tag, wanted)
+    if (correct[keep] == -1).any():  # a verdict null or missing: the records accept the one, refuse the other
+        raise _Slow
     by_verifier = {}
     for v, index in scores.items():
         vc, vi, value, tokens = _columns(index, pos, ("score", "tokens"))

@@ -10,9 +10,10 @@ file, and a search run's ledger or an adaptive run's adaptive.json), the bonbenc
 Best-of-Majority share, the rules computed (``TableSpec``) and the run's seed. A rescored, regraded or
 resumed run has other files and gets a new table. A cache that cannot be written costs only the
 speed (one warning). Nothing is written into a run directory. The rows are read by ``recipe_rows``
-(compiled regexes, exactly as the records would read) where they are in the store's layout, else
-record by record. The tables of search runs and adaptive runs, whose samples are not n exchangeable
-draws per problem, are computed by ``recipe_designs`` and kept here alike.
+(the run's ``columns.npz`` while it is current, else the one row reader, exactly as the records
+would read them) where it can, else record by record. The tables of search runs and adaptive
+runs, whose samples are not n exchangeable draws per problem, are computed by ``recipe_designs``
+and kept here alike.
 
 What it does not do: choose, bootstrap or convert tokens to FLOPs (``recipe``).
 """

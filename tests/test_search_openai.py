@@ -45,8 +45,8 @@ class StepServer:
     """The scripted server (module docstring); ``mode``: ``vllm``, ``sglang``, ``ignore-stop``,
     ``reject-stop``, ``no-stop-name``; ``faults``: "500" answers, consumed one per generation request."""
 
-    def __init__(self, mode: str = "vllm") -> None:
-        self.mode = mode
+    def __init__(self, mode: str = "vllm", root: str = "/m") -> None:
+        self.mode, self.root = mode, root  # root: the model folder GET /v1/models reports
         self.faults: list[str] = []
         self.bodies: list[dict[str, Any]] = []
         server = self
@@ -66,7 +66,7 @@ class StepServer:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "root": "/m"}]})
+                self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "root": server.root}]})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))

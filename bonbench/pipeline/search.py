@@ -77,9 +77,8 @@ def search(run: PreparedRun, strategy: Strategy, sampler: StepSampler, scorer: P
         table = progress_table(root, problem.id, first)
         journal = Journal(table, problem.id, first, recorded_calls(table))
         prompt = run.task.render(problem, run.cfg.prompt_style)  # type: ignore[arg-type]  # the style is resolved when planned
-        if prompt.text is None:
-            raise BonbenchError("a search continues a plain-text prompt: pass --prompt-style base")
-        result = strategy.search(SearchProblem(problem.id, prompt.text, reward_prompt(problem)),
+        # a chat prompt through the policy's chat template, the steps continuing its assistant turn
+        result = strategy.search(SearchProblem(problem.id, sampler.prompt_text(prompt), reward_prompt(problem)),
                                  JournaledSampler(sampler, journal), JournaledScorer(scorer, journal),
                                  n=n, seed=repetition_seed(run.cfg.seed, r))
         if len(result.candidates) != n:

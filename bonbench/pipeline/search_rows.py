@@ -34,7 +34,7 @@ from typing import Any
 from bonbench.api.search.contract import PartialScorer, StepSampler
 from bonbench.api.search.records import Continuation, Prefix, StepScores
 from bonbench.core.errors import BonbenchError
-from bonbench.core.records import from_row
+from bonbench.core.records import Prompt, from_row
 from bonbench.core.store import JsonlTable
 
 
@@ -161,6 +161,9 @@ class JournaledSampler:
 
     def __init__(self, inner: StepSampler, journal: Journal) -> None:
         self.inner, self.journal, self.delimiter = inner, journal, inner.delimiter
+
+    def prompt_text(self, prompt: Prompt) -> str:
+        return self.inner.prompt_text(prompt)
 
     def continue_prefixes(self, prefixes: Sequence[Prefix]) -> list[Continuation]:
         ask = [asdict(p) for p in prefixes]

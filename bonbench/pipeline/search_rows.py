@@ -176,10 +176,14 @@ class JournaledScorer:
 
     def __init__(self, inner: PartialScorer, journal: Journal) -> None:
         self.inner, self.journal = inner, journal
+        # every step list scored, as asked, and its scores: a final candidate's verifier row reuses them
+        self.scored: dict[tuple[str, ...], tuple[float, ...]] = {}
 
     def score_steps(self, questions: Sequence[str], steps: Sequence[Sequence[str]]) -> list[StepScores]:
         ask = [list(questions), [list(s) for s in steps]]
         answer = self.journal.call("score", ask, lambda: [
             {"scores": [float(v) for v in s.scores], "tokens": int(s.tokens), "calls": int(s.calls)}  # plain JSON numbers
             for s in self.inner.score_steps(questions, steps)])
-        return [StepScores(tuple(s["scores"]), s["tokens"], s["calls"]) for s in answer]
+        got = [StepScores(tuple(s["scores"]), s["tokens"], s["calls"]) for s in answer]
+        self.scored.update((tuple(listed), result.scores) for listed, result in zip(steps, got, strict=True))
+        return got

@@ -6,8 +6,8 @@ On the tiny base policy and the tiny Math-Shepherd PRM of ``test_search_run``: t
 equal what scoring the candidates again gives (the same model input; compared to 1e-6, the HF
 engine's padded batches differ from the search's), the PRM's ``score`` is called only for the
 candidates the search could not vouch for, and the ledger's selection row counts no second pass.
-A candidate whose text the PRM family splits otherwise (skywork's ``"\\n"``) is re-scored, with the
-reason in ``trees.jsonl``.
+A candidate whose text the PRM family splits otherwise (skywork's ``"\\n"``), or whose steps the
+search scored only with a lookahead rollout after them, is re-scored, with the reason in ``trees.jsonl``.
 """
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ import pytest
 from prm_models import build_skywork
 from test_search_run import models, rows, run_args, run_dir
 
+from bonbench.api.search.records import Candidate, Node, SearchCost, SearchResult
 from bonbench.api.think import AnswerView, ThinkOptions
 from bonbench.apps.cli import main
 from bonbench.core.records import Sample, Score
 from bonbench.pipeline.ledger import compute_ledger
+from bonbench.pipeline.search import reused_rows
 from bonbench.plugins.rewards.prm.verifier import PRMVerifier, prm_verifier
 
 __all__ = ["models"]  # the module-scoped fixture of test_search_run, shared here
@@ -43,6 +45,9 @@ def scored_samples(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     return asked
 
 
+LOOKAHEAD = "rescored: the search scored these steps only inside a longer list (a lookahead rollout)"
+
+
 def test_the_candidates_rows_are_the_search_step_scores(models: dict[str, Path], data_dir: Path, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     asked = scored_samples(monkeypatch)
@@ -52,7 +57,7 @@ def test_the_candidates_rows_are_the_search_step_scores(models: dict[str, Path],
     notes = {(t["problem_id"], c["sample_idx"]): c["verifier_row"]
              for t in rows(root / "search" / "trees.jsonl") for c in t["candidates"]}
     reused = {k for k, note in notes.items() if note == "reused"}
-    assert len(notes) == 8 and len(reused) >= 6, notes
+    assert len(notes) == 8 and len(reused) == 8, notes  # every final beam was scored as its own list of steps
     assert all(note == "reused" or note.startswith("rescored: ") for note in notes.values())
     # the verify stage scored only what the search did not vouch for
     assert sorted(asked) == sorted(k for k in notes if k not in reused)
@@ -104,3 +109,18 @@ def test_a_text_the_family_splits_otherwise_is_rescored(skywork: PRMVerifier) ->
     view = AnswerView(skywork, ThinkOptions())
     assert isinstance(view.reused_row(Sample("p", 0, "a b\n\nc d", 5, "stop"), ("a b", "c d"), (0.5, 0.5)), Score)
     assert isinstance(view.reused_row(Sample("p", 0, "x</think>c d", 5, "stop"), ("x</think>c d",), (0.5,)), str)
+
+
+def test_steps_scored_only_with_a_rollout_are_rescored(skywork: PRMVerifier) -> None:
+    lead = Node(None, 1, "a b", 0.5, 0.5, "step", 3, True)
+    leaf = Node(0, 2, "c d", 0.25, 0.25, "step", 3, True)
+    result = SearchResult("p", "dvts", (), 2, 0, (Candidate(0, "a b", ("a b",), (0.5,), 0.5, "step"),
+                                                  Candidate(1, "a b\n\nc d", ("a b", "c d"), (0.5, 0.25), 0.25,
+                                                            "step")),
+                          (lead, leaf), SearchCost())
+    samples = [Sample("p", 0, "a b", 3, "step"), Sample("p", 1, "a b\n\nc d", 6, "step")]
+    # "a b" was scored as a list of its own; "a b", "c d" only with a greedy rollout after it
+    got, notes = reused_rows(skywork, result, samples, {("a b",): (0.5,), ("a b", "c d", "e"): (0.5, 0.25, 0.75)})
+    assert notes == ["reused", LOOKAHEAD] and [r.key for r in got] == [("p", 0)] and got[0].steps == (0.5,)
+    _, none = reused_rows(None, result, samples, {("a b",): (0.5,)})
+    assert all(n.startswith("rescored: ") for n in none)

@@ -49,7 +49,8 @@ LOOKAHEAD = "rescored: the search scored these steps only inside a longer list (
 
 
 def test_the_candidates_rows_are_the_search_step_scores(models: dict[str, Path], data_dir: Path, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
     asked = scored_samples(monkeypatch)
     out = tmp_path / "out"
     assert main(run_args(models, data_dir, out, "-S", "width=2", "-S", "max_iterations=3")) == 0
@@ -70,6 +71,9 @@ def test_the_candidates_rows_are_the_search_step_scores(models: dict[str, Path],
     search = next(v for v in ledger.verifiers if v.verifier == "search")
     assert search.calls and search.calls > 0
     assert selection.calls == sum(stored[k]["calls"] for k in notes if k not in reused)
+    capsys.readouterr()
+    assert main(["report", str(root)]) == 0
+    assert "verifier rows: 8 of 8 candidates' are the search's step scores, no second pass" in capsys.readouterr().out
     # a second pass over the same candidates (the run's rows dropped) gives the same rows
     again = tmp_path / "again" / root.relative_to(out)  # the <out>/runs/<task>/<model>/<hash> layout
     shutil.copytree(root, again)

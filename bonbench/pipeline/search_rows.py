@@ -119,6 +119,22 @@ def ledger_table(root: Path) -> JsonlTable[SearchLedger]:
     return JsonlTable(search_folder(root) / "ledger.jsonl", SearchLedger)
 
 
+def reuse_note(root: Path) -> str | None:
+    """One line on the verifier's rows of a search run's candidates: how many are the search's step
+    scores (no second PRM pass) and why the others were scored again; None for a run without trees
+    or whose trees predate the note (``bonbench.pipeline.search.reused_rows``)."""
+    table = tree_table(root)
+    if not table.path.is_file():
+        return None
+    notes = [str(c["verifier_row"]) for row in table.rows() for c in row["candidates"] if "verifier_row" in c]
+    if not notes:
+        return None
+    reused = notes.count("reused")
+    why = sorted({n.removeprefix("rescored: ") for n in notes if n != "reused"})
+    again = f"; {len(notes) - reused} scored again ({'; '.join(why)})" if why else ""
+    return f"verifier rows: {reused} of {len(notes)} candidates' are the search's step scores, no second pass{again}"
+
+
 def digest(obj: Any) -> str:
     """A short digest of a call's request (its JSON form)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]

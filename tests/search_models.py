@@ -12,13 +12,22 @@ from pathlib import Path
 
 from prm_models import SIZE, byte_level
 
+# Qwen2.5-Instruct's ChatML (its default system message included; tools left out)
+CHATML = ("{%- if messages[0]['role'] != 'system' %}{{- '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}"
+          "{%- endif %}{%- for m in messages %}{{- '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}"
+          "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}")
 
-def build_policy(folder: Path, seed: int = 0, newline: float = 0.8, end: float = 0.65) -> Path:
-    """The policy's folder (no chat template: a base model, plain-text prompts)."""
+
+def build_policy(folder: Path, seed: int = 0, newline: float = 0.8, end: float = 0.65, chat: bool = False) -> Path:
+    """The policy's folder: no chat template (a base model, plain-text prompts), or with ``chat`` an
+    instruct model's ChatML template and its special tokens (Qwen2.5-Instruct's format)."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
-    tok = byte_level(["<|endoftext|>"], eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] if chat else ["<|endoftext|>"]
+    tok = byte_level(specials, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    if chat:
+        tok.chat_template = CHATML
     torch.manual_seed(seed)
     config = Qwen2Config(vocab_size=len(tok), **dict(SIZE, max_position_embeddings=4096),
                          eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)

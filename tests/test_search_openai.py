@@ -45,8 +45,8 @@ class StepServer:
     """The scripted server (module docstring); ``mode``: ``vllm``, ``sglang``, ``ignore-stop``,
     ``reject-stop``, ``no-stop-name``; ``faults``: "500" answers, consumed one per generation request."""
 
-    def __init__(self, mode: str = "vllm") -> None:
-        self.mode = mode
+    def __init__(self, mode: str = "vllm", root: str = "/m") -> None:
+        self.mode, self.root = mode, root  # root: the model folder GET /v1/models reports
         self.faults: list[str] = []
         self.bodies: list[dict[str, Any]] = []
         server = self
@@ -66,7 +66,7 @@ class StepServer:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "root": "/m"}]})
+                self._send(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "root": server.root}]})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
@@ -77,16 +77,17 @@ class StepServer:
                 if server.mode == "reject-stop" and body.get("stop"):
                     self._send(400, {"error": {"message": "Unrecognized request argument supplied: stop"}})
                     return
+                choice, tokens = server.choice(body)  # per request: the handler threads run at once
                 self._send(200, {"id": "x", "object": "text_completion", "model": MODEL,
-                                 "choices": [server.choice(body)],
-                                 "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": server.tokens,
+                                 "choices": [choice],
+                                 "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": tokens,
                                            "prompt_tokens_details": {"cached_tokens": len(body["prompt"]) // 2}}})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.tokens = 0
 
-    def choice(self, body: dict[str, Any]) -> dict[str, Any]:
+    def choice(self, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """The request's choice and its completion tokens."""
         text = script(body["prompt"], int(body["seed"]), float(body["temperature"]))
         stops = [] if self.mode == "ignore-stop" else body.get("stop") or []
         at = min(((text.find(s), s) for s in stops if s in text), default=None)
@@ -97,13 +98,12 @@ class StepServer:
             tokens, finish = len(text) + 1, "stop"  # + EOS
         if tokens > body["max_tokens"]:
             text, matched, tokens, finish = text[:body["max_tokens"]], None, body["max_tokens"], "length"
-        self.tokens = tokens
         choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
         if self.mode in ("vllm", "ignore-stop"):
             choice["stop_reason"] = matched
         elif self.mode == "sglang":
             choice["matched_stop"] = matched
-        return choice
+        return choice, tokens
 
     def __enter__(self) -> StepServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -202,4 +202,5 @@ def test_the_tasks_stop_strings_end_a_solution_as_on_the_other_backends(server: 
     after, whole = steps.continue_prefixes([Prefix("Q:", ("s0.1",), seed=1), Prefix("Q:", (), seed=1, to_end=True)])
     assert (after.text, after.finish) == ("", "end")
     assert whole.finish == "end" and "s1" not in whole.text and whole.text.startswith("s0.")
-    assert server.bodies[-1]["stop"] == ["\n\ns1"]  # the to_end request carries the task's stops
+    # the to_end request carries the task's stops (the two requests run at once: found by prompt, not by order)
+    assert next(b for b in server.bodies if b.get("prompt") == "Q:")["stop"] == ["\n\ns1"]

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from bonbench.api.verifier import Rederives, Verifier
+from bonbench.api.verifier import Rederives, ReusesStepScores, Verifier
 from bonbench.core.errors import BonbenchError
 from bonbench.core.reasoning import DEFAULT_TAG, THINK_MODES, ThinkMode, final_answer
 from bonbench.core.records import Grade, Problem, Sample, Score
@@ -95,6 +95,13 @@ class AnswerView:
         if not isinstance(self.inner, Rederives) or not row.verifier_fingerprint.endswith(self.suffix):
             return None
         return self.inner.rederive(replace(row, verifier_fingerprint=row.verifier_fingerprint[:-len(self.suffix)]))
+
+    def reused_row(self, sample: Sample, steps: Sequence[str], scores: Sequence[float]) -> Score | str:
+        """The inner verifier's row of a search candidate from its step scores, reading the answer as ``score`` does."""
+        if not isinstance(self.inner, ReusesStepScores):
+            return f"verifier {self.name!r} cannot take a search's step scores as its rows"
+        return self.inner.reused_row(replace(sample, completion=final_answer(sample.completion, self.think.mode,
+                                                                             self.think.tag)), steps, scores)
 
 
 def answer_view(verifier: Verifier, think: ThinkOptions | None) -> Verifier:

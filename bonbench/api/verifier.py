@@ -51,6 +51,17 @@ class Rederives(Protocol):
     def rederive(self, row: Score) -> Score | None: ...
 
 
+@runtime_checkable
+class ReusesStepScores(Protocol):
+    """A verifier that can write its row of a search's final candidate from the step scores the
+    search's scorer (this same model) gave for exactly the candidate's steps, instead of scoring it
+    a second time. ``reused_row`` returns that row (its ``tokens`` and ``calls`` 0: the search's
+    ledger counted them), or, when scoring ``sample`` would read other steps than ``steps`` (its
+    text split otherwise), the reason, one phrase, and the verify stage scores it as any sample."""
+
+    def reused_row(self, sample: Sample, steps: Sequence[str], scores: Sequence[float]) -> Score | str: ...
+
+
 VerifierFactory = Callable[..., Verifier]
 VERIFIERS: Registry[VerifierFactory] = Registry("verifier", VERIFIER_GROUP)
 

@@ -22,6 +22,7 @@ from bonbench.api.metric.readings import footnotes, mc_note, metric_info
 from bonbench.core.errors import BonbenchError
 from bonbench.pipeline import adaptive
 from bonbench.pipeline.ledger import Ledger, ProblemCost
+from bonbench.pipeline.search_rows import reuse_note
 
 
 def _fmt(x: float | None) -> str:
@@ -159,5 +160,8 @@ def print_compute(ledger: Ledger, console: Console | None = None, per_problem: b
         return
     console = console or Console(soft_wrap=True)
     console.print(compute_table(ledger))
+    note = reuse_note(Path(ledger.run_dir))
+    if note:  # a search run: whether the selection row's PRM pass was the search's own
+        console.print(escape(note))
     if per_problem:
         console.print(compute_by_problem_table(ledger))

@@ -34,7 +34,7 @@ from typing import Any
 from bonbench.api.search.contract import PartialScorer, StepSampler
 from bonbench.api.search.records import Continuation, Prefix, StepScores
 from bonbench.core.errors import BonbenchError
-from bonbench.core.records import from_row
+from bonbench.core.records import Prompt, from_row
 from bonbench.core.store import JsonlTable
 
 
@@ -119,6 +119,22 @@ def ledger_table(root: Path) -> JsonlTable[SearchLedger]:
     return JsonlTable(search_folder(root) / "ledger.jsonl", SearchLedger)
 
 
+def reuse_note(root: Path) -> str | None:
+    """One line on the verifier's rows of a search run's candidates: how many are the search's step
+    scores (no second PRM pass) and why the others were scored again; None for a run without trees
+    or whose trees predate the note (``bonbench.pipeline.search.reused_rows``)."""
+    table = tree_table(root)
+    if not table.path.is_file():
+        return None
+    notes = [str(c["verifier_row"]) for row in table.rows() for c in row["candidates"] if "verifier_row" in c]
+    if not notes:
+        return None
+    reused = notes.count("reused")
+    why = sorted({n.removeprefix("rescored: ") for n in notes if n != "reused"})
+    again = f"; {len(notes) - reused} scored again ({'; '.join(why)})" if why else ""
+    return f"verifier rows: {reused} of {len(notes)} candidates' are the search's step scores, no second pass{again}"
+
+
 def digest(obj: Any) -> str:
     """A short digest of a call's request (its JSON form)."""
     return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
@@ -162,6 +178,9 @@ class JournaledSampler:
     def __init__(self, inner: StepSampler, journal: Journal) -> None:
         self.inner, self.journal, self.delimiter = inner, journal, inner.delimiter
 
+    def prompt_text(self, prompt: Prompt) -> str:
+        return self.inner.prompt_text(prompt)
+
     def continue_prefixes(self, prefixes: Sequence[Prefix]) -> list[Continuation]:
         ask = [asdict(p) for p in prefixes]
         answer = self.journal.call("sample", ask, lambda: [asdict(c) for c in self.inner.continue_prefixes(prefixes)])
@@ -173,10 +192,14 @@ class JournaledScorer:
 
     def __init__(self, inner: PartialScorer, journal: Journal) -> None:
         self.inner, self.journal = inner, journal
+        # every step list scored, as asked, and its scores: a final candidate's verifier row reuses them
+        self.scored: dict[tuple[str, ...], tuple[float, ...]] = {}
 
     def score_steps(self, questions: Sequence[str], steps: Sequence[Sequence[str]]) -> list[StepScores]:
         ask = [list(questions), [list(s) for s in steps]]
         answer = self.journal.call("score", ask, lambda: [
             {"scores": [float(v) for v in s.scores], "tokens": int(s.tokens), "calls": int(s.calls)}  # plain JSON numbers
             for s in self.inner.score_steps(questions, steps)])
-        return [StepScores(tuple(s["scores"]), s["tokens"], s["calls"]) for s in answer]
+        got = [StepScores(tuple(s["scores"]), s["tokens"], s["calls"]) for s in answer]
+        self.scored.update((tuple(listed), result.scores) for listed, result in zip(steps, got, strict=True))
+        return got

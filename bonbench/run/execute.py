@@ -119,6 +119,8 @@ def _search_missing(p: Plan, progress: Progress, on_run: Callable[[prepared.Prep
     if p.backend == "vllm" and p.sampler is None:  # the engine settings a vLLM step sampler needs (prefix caching)
         options = replace(options, **load_target(STEP_ENGINE_ARGS)())
     sampler = p.sampler or build_sampler(p.backend, p.model, seed=p.runs[0].cfg.seed, options=options, ray=p.ray)
+    # the verifier as the verify stage will read the candidates: it takes the search's step scores as its rows
+    selector = answer_view(p.scorer, split_think(p.verifier)[1]) if p.scorer is not None and p.verifier else None
     try:
         for run in todo:
             cfg = run.cfg
@@ -130,7 +132,7 @@ def _search_missing(p: Plan, progress: Progress, on_run: Callable[[prepared.Prep
                 raise BonbenchError(str(exc)) from None
             if on_run is not None:
                 on_run(run)
-            search.search(run, p.strategy, steps, p.scorer, progress)
+            search.search(run, p.strategy, steps, p.scorer, progress, selector=selector)
     finally:
         if p.sampler is None:
             sampler.close()

@@ -84,9 +84,6 @@ def plan(req: RunRequest, sampler: Sampler | None = None) -> Plan:
     check_verifier(verifier, req.data_dir, task=task.name, model_path=None if served or sampler else resolved.path)
     style = req.prompt_style if req.prompt_style != "auto" else ("chat" if resolved.is_chat else "base")
     scorer = None if search is None else search_scorer(verifier if req.verifier else None, req.data_dir)
-    if search is not None and style == "chat":
-        raise BonbenchError(f"{resolved.name} is an instruct model, and a search continues plain-text prompts: "
-                            "pass --prompt-style base")
     searched = {} if search is None else search.config_fields(task, req.seeds)
     stop = task.render(task.problems[0], style).stop if task.problems else ()
     runs = [prepared.prepare(task, run_config(task, specs, verifier, model=resolved.name, backend=backend, n=n,

@@ -3,8 +3,8 @@ checked for and resolved to before anything is sampled: the strategy with its op
 verifier as the scorer of partial solutions, and the settings of its run id.
 
 Refused, each in one line naming the fix: a strategy with a samples file, Ray (``--shard`` is the way
-to spread a search: each shard searches its own problems), greedy decoding, chat prompts or ``kl`` /
-``winrate``; a task without step structure (``Task.step_delimiter``); no verifier, or one that cannot score partial solutions
+to spread a search: each shard searches its own problems), greedy decoding or ``kl`` / ``winrate``;
+a task without step structure (``Task.step_delimiter``); no verifier, or one that cannot score partial solutions
 (``api.search.contract.partial_scorer``); a budget the strategy cannot spend (n not a multiple of
 the width). The backend is checked when the sampler is built (``bonbench.run.execute``: the step
 sampler factory), before the first continuation. Options are not given without a strategy.
@@ -56,8 +56,7 @@ def choose_search(req: RunRequest, task: Task, requested: tuple[str, ...], speci
                             "per GPU or node, each searching its own problems), then `bonbench merge RUN_DIR`")
     for given, fix in ((bool(special) or req.ref_model is not None, "drop kl, winrate and --ref-model"),
                        (len(req.temperatures) * len(req.top_ps) > 1, "give one --temperature and one --top-p"),
-                       (any(rules.is_greedy(t) for t in req.temperatures), "sample with --temperature > 0"),
-                       (req.prompt_style == "chat", "pass --prompt-style base (a search continues plain-text prompts)")):
+                       (any(rules.is_greedy(t) for t in req.temperatures), "sample with --temperature > 0")):
         if given:
             raise BonbenchError(f"--strategy does not combine with that setting: {fix}")
     if not task.step_delimiter:

@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from bonbench.api.search.records import Continuation, Prefix, SearchProblem, SearchResult, StepScores
 from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Prompt
 from bonbench.core.registry import Registry, coerce_kwargs, parameter_types, type_name
 
 STRATEGY_GROUP = "bonbench.strategies"
@@ -36,9 +37,18 @@ class StepSampler(Protocol):
     text; finish ``"step"``), at the end of the solution (``"end"``) or at max tokens (``"length"``);
     a ``to_end`` prefix ignores the delimiter. Each prefix is sampled from its own ``seed``, so a
     continuation does not depend on the batch it came in.
+
+    ``prompt_text`` turns a run's rendered prompt into the text its prefixes start with: a base
+    prompt's text as is, a chat prompt's messages through the policy's chat template with the
+    assistant turn opened, which the steps then continue as raw text (search-and-learn's use of an
+    instruct policy). A strategy never calls it: the run does, once per problem.
     """
 
     delimiter: str
+
+    def prompt_text(self, prompt: Prompt) -> str:
+        """The text prefixes of ``prompt`` start with (a chat prompt the backend cannot render: one error line)."""
+        ...
 
     def continue_prefixes(self, prefixes: Sequence[Prefix]) -> list[Continuation]:
         """One continuation per prefix, in order."""

@@ -13,8 +13,11 @@ with (the delimiter stops a step before ``"Problem:"`` is generated, so the next
 with it), and its finish is ``"end"``. Without this a base model's search would go on into the next
 few-shot problem, and its last ``\boxed{}`` would be that problem's.
 
-What it does not do: chat prompts (a prefix is plain text: a base model's prompt), or reuse a
-prefix's KV cache between calls: every continuation prefills its whole text again, which
+Chat prompts (``--prompt-style chat``): ``prompt_text`` renders the messages through the model's
+chat template with the assistant turn opened (``step_prompts``), and the steps continue it as raw
+text; the tokens read are those of the ordinary chat run's prompt followed by the steps.
+
+What it does not do: reuse a prefix's KV cache between calls: every continuation prefills its whole text again, which
 ``Continuation.prompt_tokens`` counts (the recomputation vLLM's prefix caching would save).
 """
 
@@ -25,7 +28,9 @@ from dataclasses import replace
 
 from bonbench.api.sampler import SamplingParams
 from bonbench.api.search.records import Continuation, Finish, Prefix, cut_at_task_stop
+from bonbench.core.records import Prompt
 from bonbench.plugins.samplers.hf import HFSampler
+from bonbench.plugins.samplers.step_prompts import prefix_prompt
 
 
 class HFStepSampler:
@@ -35,6 +40,10 @@ class HFStepSampler:
         if not delimiter:
             raise ValueError("a step sampler needs a non-empty step delimiter")
         self.sampler, self.params, self.delimiter = sampler, params, delimiter
+
+    def prompt_text(self, prompt: Prompt) -> str:
+        """A base prompt's text, or a chat prompt through the model's chat template (module docstring)."""
+        return prefix_prompt(prompt, self.sampler.tokenizer, self.sampler.model)
 
     def text(self, prefix: Prefix) -> str:
         """What the model continues: the prompt and the steps so far, each ended by the delimiter."""

@@ -62,6 +62,7 @@ class OpenAISampler:
     def __init__(self, model: ResolvedModel, *, seed: int, options: OpenAIOptions) -> None:
         check_options(options)
         self.model = model.name
+        self.root = model.path  # the model folder or hub id the servers report: where a step sampler finds its tokenizer
         self.is_chat = model.is_chat
         self.fingerprint = model.fingerprint
         self.seed = seed

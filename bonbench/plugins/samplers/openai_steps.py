@@ -24,9 +24,20 @@ The ledger: ``prompt_tokens`` is the server's ``usage.prompt_tokens``; ``cached_
 ``usage.prompt_tokens_details.cached_tokens`` (vLLM reports it with ``--enable-prompt-tokens-details``;
 0 when the server does not say). Prefix caching is the server's (on by default in vLLM).
 
-What it does not do: chat prompts (``/v1/chat/completions`` has no way to continue a partial
-answer in a portable way), start servers, or check that a seed reproduces a text (the server's
-business, as for the openai backend).
+Chat prompts (``--prompt-style chat``) go to ``/v1/completions`` too: ``prompt_text`` renders the
+messages here through the chat template of the model's tokenizer, loaded from the folder or hub id
+the servers report (``GET /v1/models``' ``root``, else the served model id) from this machine's
+disk or Hugging Face cache, never the network (``step_prompts``: the same text the hf and vllm
+step samplers continue). A tokenizer that is not here, or one without a chat template, is one error
+line naming the fix before the first continuation. ``/v1/chat/completions`` is not used: a partial
+assistant turn can be continued there only through vLLM's ``continue_final_message=True`` with
+``add_generation_prompt=False``, which renders through transformers' ``apply_chat_template``, and
+that cuts the rendered chat at the end of the final message, trailing whitespace stripped when the
+template trims the message (Gemma's ``| trim``): a partial solution ending in the delimiter
+``"\n\n"`` would be continued without it. SGLang and other servers offer no such option.
+
+What it does not do: start servers, or check that a seed reproduces a text (the server's business,
+as for the openai backend).
 """
 
 from __future__ import annotations
@@ -39,9 +50,11 @@ from typing import Any
 from bonbench.api.sampler import SamplingParams
 from bonbench.api.search.records import Continuation, Finish, Prefix, cut_at_task_stop
 from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Prompt
 from bonbench.core.served import Warnings, answer_of, client, on_endpoints, with_retries
 from bonbench.core.served_answers import choices_of
 from bonbench.plugins.samplers.openai_backend import OpenAISampler
+from bonbench.plugins.samplers.step_prompts import chat_prefix_text
 
 PROBE_PROMPT = "One, two, three, four, five, six, seven,"  # every model continues with " eight": a space at once
 PROBE_STOP = " "
@@ -62,7 +75,17 @@ class OpenAIStepSampler:
         if not delimiter:
             raise ValueError("a step sampler needs a non-empty step delimiter")
         self.sampler, self.params, self.delimiter = sampler, params, delimiter
+        self.tokenizer: Any = None  # loaded at the first chat prompt (module docstring)
         self.probe()
+
+    def prompt_text(self, prompt: Prompt) -> str:
+        """A base prompt's text, or a chat prompt through the model's chat template, rendered here (module docstring)."""
+        if prompt.messages is None:
+            assert prompt.text is not None, "a Prompt has text or messages"
+            return prompt.text
+        if self.tokenizer is None:
+            self.tokenizer = served_tokenizer(self.sampler.root, self.sampler.model)
+        return chat_prefix_text(self.tokenizer, prompt.messages, self.sampler.model)
 
     def text(self, prefix: Prefix) -> str:
         """What the model continues: the prompt and the steps so far, each ended by the delimiter."""
@@ -156,3 +179,19 @@ def continuation(choice: Mapping[str, Any], usage: Any, delimiter: str, *, to_en
 def _matched_stop(choice: Mapping[str, Any]) -> object:
     """The stop string the server says the choice ended at (None: EOS, or a server that does not say)."""
     return next((choice[k] for k in STOP_NAMES if choice.get(k) is not None), None)
+
+
+def served_tokenizer(root: str, model: str) -> Any:
+    """The tokenizer of a served model from this machine's disk or Hugging Face cache: the folder or
+    hub id the servers report, else the served model id; one error line naming the fix when neither loads."""
+    from transformers import AutoTokenizer
+
+    for source in dict.fromkeys((root, model)):
+        try:
+            return AutoTokenizer.from_pretrained(source, local_files_only=True)
+        except (OSError, ValueError):  # not a folder here, not in the cache: try the next name
+            continue
+    raise BonbenchError(f"a chat search over --backend openai renders {model!r}'s chat template here, and its tokenizer "
+                        f"({root!r}, as the server reports it) is not on this machine: put the model's tokenizer files "
+                        "at that path, or serve a hub id and fetch its tokenizer into the Hugging Face cache "
+                        "(huggingface-cli download ID), or pass --prompt-style base")

@@ -23,8 +23,11 @@ offset", docs/platform-notes.md); so on a machine without CUDA the engine must r
 ``enable_chunked_prefill=False``, and an engine that does not is one error line naming the engine
 arguments (``step_engine_args``). GPUs have no such limit.
 
-What it does not do: chat prompts (a prefix is plain text: a base model's prompt), stream results
-or retry: a batch is one call, and its continuations come back together.
+Chat prompts (``--prompt-style chat``): ``prompt_text`` renders the messages through the engine's
+tokenizer's chat template with the assistant turn opened (``step_prompts``), and the steps continue
+it as raw text, the prefix cache serving the templated prompt as it serves a base one.
+
+What it does not do: stream results or retry: a batch is one call, and its continuations come back together.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from bonbench.api.sampler import SamplingParams
 from bonbench.api.search.records import Continuation, Finish, Prefix, cut_at_task_stop
 from bonbench.core.engines import import_vllm
 from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Prompt
+from bonbench.plugins.samplers.step_prompts import prefix_prompt
 from bonbench.plugins.samplers.vllm import VLLMSampler
 
 
@@ -66,6 +71,10 @@ class VLLMStepSampler:
                                 f"prefill: {fix}")
         self.sampler, self.params, self.delimiter = sampler, params, delimiter
         self.vllm = import_vllm()  # already imported by the sampler: this only fetches the module
+
+    def prompt_text(self, prompt: Prompt) -> str:
+        """A base prompt's text, or a chat prompt through the model's chat template (module docstring)."""
+        return prefix_prompt(prompt, self.sampler.tokenizer, self.sampler.model)
 
     def text(self, prefix: Prefix) -> str:
         """What the model continues: the prompt and the steps so far, each ended by the delimiter."""

@@ -174,6 +174,20 @@ class PRMVerifier:
                 for s, (values, tokens) in zip(samples, results, strict=True)]
 
 
+    def reused_row(self, sample: Sample, steps: Sequence[str], scores: Sequence[float]) -> Score | str:
+        """``score``'s row of a search candidate from the step scores ``score_steps`` gave for exactly
+        ``steps`` (``api.verifier.ReusesStepScores``): the same question and the same cleaned steps
+        are the same model input, so the values are those a second pass would give (up to the
+        batch's floating-point effects). When the family's split of the sample's text gives other
+        steps (a step holding the split, ``"\n"`` for skywork and trl, or a blank step), the reason."""
+        cleaned = [self.family.clean(s) for s in steps]
+        if self.family.steps(sample.completion) != cleaned:
+            return (f"the {self.family.name} family cuts the candidate's text on {self.family.split!r} into other "
+                    "steps than the search scored")
+        agg = self.options.agg
+        return Score(sample.problem_id, sample.sample_idx, self.name, aggregate(tuple(scores), agg),
+                     steps=tuple(float(v) for v in scores), aggregation=agg, tokens=0, calls=0)
+
     def score_steps(self, questions: Sequence[str], steps: Sequence[Sequence[str]]) -> list[StepScores]:
         """Every step's score of partial solutions, for a search (``api.search.contract.PartialScorer``).
 

@@ -70,3 +70,17 @@ def test_plot_draws_the_evaluations_and_the_kept_step(tmp_path: Path, capsys: py
     assert not [ln for ln in panels["pass@2 (held out, 95% CI)"].lines if ln.get_gid() == "kept"]
     [reward] = panels["training reward"].lines
     assert reward.get_xydata().tolist() == [[r["step"], r["reward"]] for r in log]
+
+
+def test_a_metric_without_an_interval_is_drawn_without_a_band() -> None:
+    # IMDB's evaluations compute kl_bon@4 in closed form: its ci95 is [null, null] in evals.jsonl
+    rows = [{"step": s, "metrics": {"mean": {"value": v, "ci95": [v - 0.1, v + 0.1]},
+                                   "kl_bon@4": {"value": k, "ci95": [None, None], "closed_form": True}}}
+            for s, v, k in ((0, 0.68, 0.59), (3, 0.74, 0.41))]
+    fig = evaluation_figure({"imdb": rows}, {"imdb": [{"step": 0, "reward": 0.6}]}, {})
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_visible()}
+    kl = panels["kl_bon@4 (held out, 95% CI)"]
+    [line] = [ln for ln in kl.lines if ln.get_gid() == "value"]
+    assert line.get_xydata().tolist() == [[0, 0.59], [3, 0.41]]
+    assert not [c for c in kl.collections if c.get_gid() == "ci95"]
+    assert [c for c in panels["mean (held out, 95% CI)"].collections if c.get_gid() == "ci95"]

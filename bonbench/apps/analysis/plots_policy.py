@@ -187,8 +187,11 @@ def evaluation_figure(evals: Mapping[str, Sequence[Mapping[str, Any]]], logs: Ma
                     continue
                 x = np.array([s for s, _ in pts], dtype=float)
                 ax.plot(x, [m["value"] for _, m in pts], color=color, lw=1.4, marker="o", ms=3.5, label=name, gid="value")
-                ax.fill_between(x, [m["ci95"][0] for _, m in pts], [m["ci95"][1] for _, m in pts], color=color, alpha=0.2,
-                                lw=0, gid="ci95")
+                # a metric without an interval (a closed form such as IMDB's kl_bon@4: ci95 [null, null]) has no band
+                lo, hi = (np.array([np.nan if (m.get("ci95") or (None, None))[end] is None else m["ci95"][end]
+                                    for _, m in pts], dtype=float) for end in (0, 1))
+                if np.isfinite(lo).any() and np.isfinite(hi).any():
+                    ax.fill_between(x, lo, hi, color=color, alpha=0.2, lw=0, gid="ci95")
                 mark = kept.get(name)
                 at = {s: m["value"] for s, m in pts}
                 if mark and mark.get("metric") == key and int(mark["step"]) in at:

@@ -26,7 +26,7 @@ from bonbench.core.settings import setting
 # settings that may change between a run and its resumption without changing what is trained
 RESUMABLE = ("steps", "save_every", "log_every", "out", "data_dir", "progress", "endpoints", "unsafe_no_sandbox", "ray",
              # the held-out evaluation reads the policy and never changes it (evaluate.py)
-             "eval_task", "eval_task_args", "eval_every", "eval_metrics", "eval_n", "eval_limit",
+             "eval_task", "eval_task_args", "eval_every", "eval_metrics", "eval_n", "eval_limit", "eval_max_tokens",
              # which evaluated step is kept (best.py) and when training ends early (guards.py) change no step
              "keep_best", "stop_if", "report_to")
 # settings added after the first release; their default reproduces the behaviour before them, and at
@@ -133,6 +133,8 @@ class TrainConfig:
     eval_n: int | None = setting(None, range=flags.AT_LEAST_1,
                                  help="samples per evaluation problem (default: the largest k; independent of --group)")
     eval_limit: int | None = setting(None, range=flags.AT_LEAST_1, help="evaluate only the first N problems")
+    eval_max_tokens: int | None = setting(None, range=flags.AT_LEAST_1, metavar="N",
+                                          help="max new tokens of each evaluation sample (default: the task's)")
     keep_best: str | None = setting(
         None, metavar="METRIC",
         help="keep the evaluated step best at this --eval-metric in CHECKPOINT/best (a later step replaces it only when "
@@ -180,9 +182,10 @@ class TrainConfig:
             (bool(self.name) and "/" not in self.name and not self.name.startswith("."),
              "--name must be a plain folder name (it becomes results/checkpoints/NAME)"),
             (self.eval_task is not None or (self.eval_every is None and not self.eval_metrics and self.eval_n is None
-                                            and self.eval_limit is None and not self.eval_task_args),
-             "--eval-every, --eval-metric, --eval-n, --eval-limit and --eval-task-arg set up an evaluation: add "
-             "--eval-task TASK"),
+                                            and self.eval_limit is None and not self.eval_task_args
+                                            and self.eval_max_tokens is None),
+             "--eval-every, --eval-metric, --eval-n, --eval-limit, --eval-max-tokens and --eval-task-arg set up an "
+             "evaluation: add --eval-task TASK"),
             (self.eval_task is not None or self.keep_best is None,
              f"--keep-best {self.keep_best} keeps the best evaluated step: add --eval-task TASK --eval-metric "
              f"{self.keep_best}"),

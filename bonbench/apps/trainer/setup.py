@@ -93,7 +93,8 @@ def eval_request(cfg: TrainConfig, out: Path, model: str | None = None) -> RunRe
     assert cfg.eval_task is not None, "only runs with --eval-task evaluate"
     # float32: the live policy's master weights, which the hf sampler runs as they are (no autocast)
     return RunRequest(task=cfg.eval_task, task_args=dict(cfg.eval_task_args), metrics=cfg.eval_metrics, n=cfg.eval_n,
-                      limit=cfg.eval_limit, model=model, backend="hf", seed=cfg.seed, dtype="float32",
+                      limit=cfg.eval_limit, max_tokens=cfg.eval_max_tokens, model=model, backend="hf", seed=cfg.seed,
+                      dtype="float32",
                       verifier=cfg.verifier, data_dir=cfg.data_dir, out=out, unsafe_no_sandbox=cfg.unsafe_no_sandbox)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import trainer_plugin  # noqa: F401  (registers tiny_train)
 from test_sampler_hf import build_tiny_model
 
+from bonbench.api.objective import Objective, register_objective
 from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.apps.trainer import vllm_rollout
 from bonbench.apps.trainer.config import TrainConfig
@@ -197,3 +199,42 @@ def test_the_evaluation_fingerprint_names_the_adapter_weights(tmp_path: Path, sc
             p.add_(0.01)
     assert rollouts.evaluation_sampler("t-step1", "f", is_chat=False).fingerprint != first.fingerprint
     assert rollouts.evaluation_sampler("t-step1", "g", is_chat=False).fingerprint != first.fingerprint
+
+
+# ---------------------------------------------------------------- a real vllm-cpu engine (CI only)
+
+
+@register_objective("test_own_samples", paper="test only", summary="weight 1/G on every sample (test objective)")
+def _test_own_samples() -> Objective:
+    # every sample moves the weights, whatever it scores: the update depends on what the rollouts drew
+    return Objective("test_own_samples", lambda g: np.full(len(g.rewards), 1.0 / len(g.rewards)), frozenset(), {})
+
+
+@pytest.mark.slow
+def test_with_a_real_engine_the_evaluation_leaves_training_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two LoRA steps of the embedded Gemma 3 270M with rollouts through a real vllm-cpu engine, with
+    and without an evaluation at every step through the same engine: the same final weights, and each
+    evaluation a run of backend vllm with every key once."""
+    pytest.importorskip("vllm")
+    if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
+        monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # the 270M model needs little; shared machines have little
+    compiled = vllm_rollout.engine_args
+    monkeypatch.setattr(vllm_rollout, "engine_args", lambda cfg: {**compiled(cfg), "enforce_eager": True})  # start-up time
+    kw: dict[str, Any] = dict(objective="test_own_samples", steps=2, prompts_per_step=1, group=2, max_new_tokens=4,
+                              lora_rank=8, lr=1e-2)
+    plain = train(_cfg(None, tmp_path / "plain", **kw))
+    watched = train(_cfg(None, tmp_path / "watched", eval_task="tiny_train", eval_every=1, eval_n=2,
+                         eval_metrics=("pass@1,2",), **kw))
+    a, b = (torch.load(f / "training_state" / "weights.pt", weights_only=True) for f in (plain, watched))
+    assert any(float(v.abs().sum()) > 0 for k, v in a.items() if "lora_B" in k)  # the rollouts moved the weights
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # evaluation moved nothing
+    runs = {p.parent.parent.name: p.parent for p in (watched / "evals" / "runs" / "tiny_train").glob("*/*/metrics.json")}
+    assert sorted(runs) == ["t-step0", "t-step1", "t-step2"]
+    fingerprints = set()
+    for run in runs.values():
+        config = json.loads((run / "config.json").read_text())["config"]
+        assert config["backend"] == "vllm" and config["engine_args"]["enable_chunked_prefill"] is False
+        fingerprints.add(config["model_fingerprint"])
+        keys = [(r["problem_id"], r["sample_idx"]) for r in map(json.loads, (run / "samples.jsonl").read_text().splitlines())]
+        assert sorted(keys) == sorted((f"test/{p}", i) for p in range(3) for i in range(2))
+    assert len(fingerprints) == 3

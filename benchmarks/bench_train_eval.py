@@ -14,7 +14,8 @@ the run directory included) on the embedded Gemma 3 270M, each into a fresh outp
 
 Both engines are built once (the start-up is not timed), in bfloat16, eager by default
 (``--compile`` for vLLM's compiled mode: minutes of start-up on a 2-core machine), with
-``VLLM_CPU_KVCACHE_SPACE`` as set (default here 2 GiB each: two engines are up at once). Rounds
+``--max-model-len`` (default 2048) and ``VLLM_CPU_KVCACHE_SPACE`` as set (default here 1 GiB each:
+two engines are up at once, and on vLLM's defaults each took ~7 GB of the shared machine). Rounds
 alternate plain / evaluation so that a shared machine's load falls on both alike; the prefix cache
 is emptied before every timed run (a later round would otherwise read an earlier one's prompts).
 The figure is completion tokens (``n_tokens`` summed over the run's samples) per second of wall time
@@ -48,7 +49,7 @@ def _run(req: Any, sampler: Any) -> tuple[int, float]:
     result = execute(plan(req, sampler=sampler))
     seconds = time.perf_counter() - t0
     store = result.runs[0].store
-    return sum(s.n_tokens for s in store.samples().read().values()), seconds
+    return sum(s.n_tokens for s in store.samples.read().values()), seconds
 
 
 def main() -> None:
@@ -58,9 +59,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--max-model-len", type=int, default=2048)
     ap.add_argument("--compile", action="store_true", help="vLLM's compiled mode (default: eager)")
     args = ap.parse_args()
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "2")
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
     import torch
 
@@ -80,15 +82,17 @@ def main() -> None:
     cfg = TrainConfig(task=args.task, objective="sft", name="bench", eval_task=args.task, eval_n=args.n,
                       eval_limit=args.problems, eval_metrics=(f"pass@1,{args.n}",), lora_rank=16, dtype="bfloat16",
                       out=str(work), data_dir=os.environ.get("BONBENCH_DATA_DIR"))
-    plain_engine = VLLMSampler(model, seed=cfg.seed, dtype="bfloat16", enforce_eager=eager)
-    rollouts = VLLMRollouts(Policy(model, cfg, device="cpu"), cfg, work, enforce_eager=eager)
+    plain_engine = VLLMSampler(model, seed=cfg.seed, dtype="bfloat16", enforce_eager=eager, max_model_len=args.max_model_len)
+    rollouts = VLLMRollouts(Policy(model, cfg, device="cpu"), cfg, work, enforce_eager=eager,
+                            max_model_len=args.max_model_len)
     figures: dict[str, list[float]] = {"plain": [], "evaluation": []}
     try:
         for r in range(args.rounds):
             plain_engine.llm.reset_prefix_cache()
             req = RunRequest(task=args.task, metrics=cfg.eval_metrics, n=args.n, limit=args.problems, backend="vllm",
                              seed=cfg.seed, dtype="bfloat16", max_tokens=args.max_tokens, data_dir=cfg.data_dir,
-                             out=work / f"plain{r}", engine_args={} if eager is None else {"enforce_eager": True})
+                             out=work / f"plain{r}", engine_args={"max_model_len": args.max_model_len,
+                                                                        **({} if eager is None else {"enforce_eager": True})})
             tokens, seconds = _run(req, plain_engine)
             figures["plain"].append(tokens / seconds)
             print(f"round {r} plain:      {tokens} tokens in {seconds:.1f} s = {tokens / seconds:.1f} tok/s", flush=True)

@@ -219,7 +219,8 @@ def test_with_a_real_engine_the_evaluation_leaves_training_alone(tmp_path: Path,
     if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
         monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # the 270M model needs little; shared machines have little
     compiled = vllm_rollout.engine_args
-    monkeypatch.setattr(vllm_rollout, "engine_args", lambda cfg: {**compiled(cfg), "enforce_eager": True})  # start-up time
+    # eager and short: start-up time and memory on a shared machine
+    monkeypatch.setattr(vllm_rollout, "engine_args", lambda cfg: {**compiled(cfg), "enforce_eager": True, "max_model_len": 1024})
     kw: dict[str, Any] = dict(objective="test_own_samples", steps=2, prompts_per_step=1, group=2, max_new_tokens=4,
                               lora_rank=8, lr=1e-2)
     plain = train(_cfg(None, tmp_path / "plain", **kw))

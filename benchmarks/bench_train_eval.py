@@ -12,12 +12,13 @@ the run directory included) on the embedded Gemma 3 270M, each into a fresh outp
   (a fresh LoRA r16 adapter on every linear layer, exported as a new version each round), every key
   its own request with its own seed.
 
-Both engines are built once (the start-up is not timed), in bfloat16, eager by default
+Each engine is built once (the start-up is not timed), in bfloat16, eager by default
 (``--compile`` for vLLM's compiled mode: minutes of start-up on a 2-core machine), with
-``--max-model-len`` (default 2048) and ``VLLM_CPU_KVCACHE_SPACE`` as set (default here 1 GiB each:
-two engines are up at once, and on vLLM's defaults each took ~7 GB of the shared machine). Rounds
-alternate plain / evaluation so that a shared machine's load falls on both alike; the prefix cache
-is emptied before every timed run (a later round would otherwise read an earlier one's prompts).
+``--max-model-len`` (default 2048) and ``VLLM_CPU_KVCACHE_SPACE`` as set (default here 1 GiB). The
+plain rounds run first, then that engine is closed and the rollout engine runs the evaluation
+rounds: both engines and the policy at once were killed for memory on the shared 2-core machine,
+so a change of load between the two halves shows in the ratio. The prefix cache is emptied before
+every timed run (a later round would otherwise read an earlier one's prompts).
 The figure is completion tokens (``n_tokens`` summed over the run's samples) per second of wall time
 of the whole run; the ratio is of the medians over rounds. Usage:
 
@@ -52,6 +53,11 @@ def _run(req: Any, sampler: Any) -> tuple[int, float]:
     return sum(s.n_tokens for s in store.samples.read().values()), seconds
 
 
+def _report(figures: dict[str, list[float]], variant: str, r: int, tokens: int, seconds: float) -> None:
+    figures[variant].append(tokens / seconds)
+    print(f"round {r} {variant}: {tokens} tokens in {seconds:.1f} s = {tokens / seconds:.1f} tok/s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", default="math500")
@@ -82,29 +88,29 @@ def main() -> None:
     cfg = TrainConfig(task=args.task, objective="sft", name="bench", eval_task=args.task, eval_n=args.n,
                       eval_limit=args.problems, eval_metrics=(f"pass@1,{args.n}",), lora_rank=16, dtype="bfloat16",
                       out=str(work), data_dir=os.environ.get("BONBENCH_DATA_DIR"))
-    plain_engine = VLLMSampler(model, seed=cfg.seed, dtype="bfloat16", enforce_eager=eager, max_model_len=args.max_model_len)
-    rollouts = VLLMRollouts(Policy(model, cfg, device="cpu"), cfg, work, enforce_eager=eager,
-                            max_model_len=args.max_model_len)
     figures: dict[str, list[float]] = {"plain": [], "evaluation": []}
+    # one engine at a time: two engines and the policy at once were killed for memory on the shared machine
+    plain_engine = VLLMSampler(model, seed=cfg.seed, dtype="bfloat16", enforce_eager=eager, max_model_len=args.max_model_len)
     try:
         for r in range(args.rounds):
             plain_engine.llm.reset_prefix_cache()
             req = RunRequest(task=args.task, metrics=cfg.eval_metrics, n=args.n, limit=args.problems, backend="vllm",
                              seed=cfg.seed, dtype="bfloat16", max_tokens=args.max_tokens, data_dir=cfg.data_dir,
                              out=work / f"plain{r}", engine_args={"max_model_len": args.max_model_len,
-                                                                        **({} if eager is None else {"enforce_eager": True})})
-            tokens, seconds = _run(req, plain_engine)
-            figures["plain"].append(tokens / seconds)
-            print(f"round {r} plain:      {tokens} tokens in {seconds:.1f} s = {tokens / seconds:.1f} tok/s", flush=True)
+                                                                  **({} if eager is None else {"enforce_eager": True})})
+            _report(figures, "plain", r, *_run(req, plain_engine))
+    finally:
+        plain_engine.close()
+    rollouts = VLLMRollouts(Policy(model, cfg, device="cpu"), cfg, work, enforce_eager=eager,
+                            max_model_len=args.max_model_len)
+    try:
+        for r in range(args.rounds):
             rollouts.engine.llm.reset_prefix_cache()
             sampler = rollouts.evaluation_sampler(f"bench-step{r}", policy_fingerprint(model.fingerprint, "bench", r),
                                                   model.is_chat)
-            req = eval_request(cfg, work / f"eval{r}")
-            tokens, seconds = _run(dataclasses.replace(req, max_tokens=args.max_tokens), sampler)
-            figures["evaluation"].append(tokens / seconds)
-            print(f"round {r} evaluation: {tokens} tokens in {seconds:.1f} s = {tokens / seconds:.1f} tok/s", flush=True)
+            req = dataclasses.replace(eval_request(cfg, work / f"eval{r}"), max_tokens=args.max_tokens)
+            _report(figures, "evaluation", r, *_run(req, sampler))
     finally:
-        plain_engine.close()
         rollouts.close()
     plain, evaluation = (statistics.median(figures[k]) for k in ("plain", "evaluation"))
     print(f"{args.task}, {args.problems} problems x {args.n} samples, {args.max_tokens} max tokens, "

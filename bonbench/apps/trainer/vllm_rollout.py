@@ -7,11 +7,12 @@ sampling call the trainer's current adapter is written in peft's format (``adapt
 vLLM as ``LoRARequest("live-V", V, path)`` with a new version V per export: vLLM loads an adapter
 once per id, and its prefix cache keys KV blocks on the adapter's name, so a new name per export is
 what makes every call sample from the weights just exported and never read KV computed under older
-ones. (``load_inplace=True`` on one id, the earlier way, made vLLM reload the adapter from disk at
-every engine step, and its reused name let the prefix cache serve a prompt's KV from older
-weights.) Reference samples (vBoN's ``--ref-samples``) go through the same engine without an
-adapter, i.e. the base model. This is vLLM's documented way to serve LoRA (``LLM(enable_lora=True,
-max_lora_rank=...)`` and a ``LoRARequest`` per request).
+ones. (``load_inplace=True`` on one id, the earlier way, makes vLLM 0.32 load the adapter from disk
+again at every engine step (``LRUCacheWorkerLoRAManager.add_adapter``, read, not measured), and its
+reused name let the prefix cache serve a prompt's KV from older weights.) Reference samples
+(vBoN's ``--ref-samples``) go through the same engine without an adapter, i.e. the base model.
+This is vLLM's documented way to serve LoRA (``LLM(enable_lora=True, max_lora_rank=...)`` and a
+``LoRARequest`` per request).
 
 The engine runs without chunked prefill (``vllm_steps.step_engine_args``), whether or not the run
 evaluates, so an evaluation changes nothing about the engine the rollouts draw from: the held-out

@@ -70,9 +70,11 @@ def test_lora_request_and_engine_args() -> None:
     pytest.importorskip("vllm")
     from bonbench.apps.trainer.vllm_rollout import lora_request
 
-    req = lora_request(Path("/x/rollout_adapter"))
-    assert (req.lora_name, req.lora_int_id, req.lora_path, req.load_inplace) == ("live", 1, "/x/rollout_adapter", True)
-    assert engine_args(_cfg(lora_rank=4)) == {"enable_lora": True, "max_lora_rank": 8, "max_loras": 1, "dtype": "float32"}
+    # a new id and name per version: vLLM loads it once, and its prefix cache keys on the name
+    req = lora_request(Path("/x/rollout_adapter"), 3)
+    assert (req.lora_name, req.lora_int_id, req.lora_path, req.load_inplace) == ("live-3", 3, "/x/rollout_adapter", False)
+    assert engine_args(_cfg(lora_rank=4)) == {"enable_lora": True, "max_lora_rank": 8, "max_loras": 1, "dtype": "float32",
+                                              "enable_prefix_caching": True, "enable_chunked_prefill": False}
     assert [vllm_max_lora_rank(r) for r in (1, 2, 8, 9, 16, 300)] == [1, 8, 8, 16, 16, 320]
     with pytest.raises(BonbenchError, match="--lora-rank 600"):
         vllm_max_lora_rank(600)

@@ -11,8 +11,18 @@ make a paired comparison sharper); its randomness is the sampler's own per-sampl
 the global RNGs are forked around it, so training draws exactly what it would without evaluation.
 A resumed run evaluates its first step again when it is due: the runner samples only the keys a
 kill left missing. ``CHECKPOINT/evals.jsonl`` sums each evaluated step up: its run directory, its
-metrics, and each metric's paired bootstrap difference to step 0 on the same problems. The samples
-come from the live weights through the hf sampler whatever ``--rollout-backend`` is.
+metrics, and each metric's paired bootstrap difference to step 0 on the same problems.
+
+The sampler follows ``--rollout-backend``. With ``hf`` (and ``openai``) it is the hf sampler on the
+live weights (float32, LoRA active). With ``vllm`` it is the rollout engine itself with the live
+LoRA adapter (``VLLMRollouts.evaluation_sampler``): backend ``vllm`` in the run's config, every key
+its own request seeded with the hf backend's per-sample seed, so step K and step 0 still share
+their random numbers; its seeded requests draw nothing from the engine's stream, and the engine is
+started (which seeds the global RNGs, as a first rollout would) before the global RNGs are forked.
+Its fingerprint also hashes the exported adapter's bytes: a run resumed with the vLLM backend
+redraws its rollouts (``vllm_rollout``), so the step redone after a kill has other weights, and
+its evaluation is a run directory of its own rather than the killed one's completed with samples
+of other weights.
 
 This module defines no metric and no run format (the runner's), and it trains nothing; the
 evaluation's settings are checked before training starts (``setup.check_evaluation``).
@@ -24,18 +34,20 @@ import contextlib
 import hashlib
 import json
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from bonbench.api.sampler import Sampler
 from bonbench.apps.trainer.checkpoint import CheckpointDir
 from bonbench.apps.trainer.config import TrainConfig
 from bonbench.apps.trainer.hooks import Callback
 from bonbench.apps.trainer.policy import Policy
 from bonbench.apps.trainer.setup import NOTICES, eval_request
+from bonbench.apps.trainer.vllm_rollout import VLLMRollouts
 from bonbench.core import outputs
 from bonbench.core.store import read_run_json
 from bonbench.metrics.bootstrap import paired_bootstrap_diff
@@ -69,9 +81,10 @@ class Evaluation(Callback):
     """The evaluation hook (see the module docstring); ``results`` keeps each evaluated step's run."""
 
     def __init__(self, cfg: TrainConfig, policy: Policy, ckpt: CheckpointDir, base_fingerprint: str,
-                 is_chat: bool) -> None:
+                 is_chat: bool, rollouts: Callable[[], VLLMRollouts] | None = None) -> None:
         self.cfg, self.policy, self.out, self.log = cfg, policy, ckpt.root / EVAL_DIR, ckpt.evals_path
         self.base_fingerprint, self.is_chat = base_fingerprint, is_chat
+        self.rollouts = rollouts  # the vLLM rollout engine, started on first use (None: the hf sampler)
         self.results: dict[int, RunResult] = {}
         self.latest: dict[str, Any] | None = None  # the evals.jsonl row of the last event's evaluation (None: none due)
         self.total = 0
@@ -94,9 +107,13 @@ class Evaluation(Callback):
     def evaluate(self, step: int) -> RunResult:
         """Sample, grade, verify and score the evaluation task with the weights after ``step`` steps."""
         cfg = self.cfg
-        sampler = HFSampler.from_loaded(self.policy.lm, self.policy.tokenizer, name=f"{cfg.name}-step{step}",
-                                        fingerprint=policy_fingerprint(self.base_fingerprint, cfg.training_hash(), step),
-                                        is_chat=self.is_chat, seed=cfg.seed)
+        name, fingerprint = f"{cfg.name}-step{step}", policy_fingerprint(self.base_fingerprint, cfg.training_hash(), step)
+        sampler: Sampler
+        if self.rollouts is not None:  # started here, outside own_randomness: its start seeds the global RNGs
+            sampler = self.rollouts().evaluation_sampler(name, fingerprint, self.is_chat)
+        else:
+            sampler = HFSampler.from_loaded(self.policy.lm, self.policy.tokenizer, name=name, fingerprint=fingerprint,
+                                            is_chat=self.is_chat, seed=cfg.seed)
         try:
             with own_randomness(), torch.no_grad():
                 result = execute(plan(eval_request(cfg, self.out), sampler=sampler))

@@ -88,7 +88,8 @@ class Trainer:
         hooks += callbacks
         self.evaluation: Evaluation | None = None
         if cfg.eval_task is not None:
-            self.evaluation = Evaluation(cfg, self.policy, self.ckpt, prep.model.fingerprint, prep.model.is_chat)
+            self.evaluation = Evaluation(cfg, self.policy, self.ckpt, prep.model.fingerprint, prep.model.is_chat,
+                                         rollouts=self.sampling.vllm if cfg.rollout_backend == "vllm" else None)
             hooks.append(self.evaluation)
             if prep.keep_best is not None:  # after the evaluation: it reads the evaluation just made
                 hooks.append(KeepBest(*prep.keep_best, self.evaluation, self.ckpt.root, self.export_copy))

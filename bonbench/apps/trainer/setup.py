@@ -40,6 +40,7 @@ from bonbench.core.engines import import_vllm
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel, resolve_model
 from bonbench.core.records import Problem
+from bonbench.plugins.samplers.vllm_steps import step_engine_args
 from bonbench.run.plan import plan
 from bonbench.run.request import RunRequest
 from bonbench.run.resolve import check_verifier, load_task
@@ -91,10 +92,13 @@ def eval_request(cfg: TrainConfig, out: Path, model: str | None = None) -> RunRe
     """The run each held-out evaluation makes (``evaluate``; ``model``: the base model's name, to check
     the request before training)."""
     assert cfg.eval_task is not None, "only runs with --eval-task evaluate"
-    # float32: the live policy's master weights, which the hf sampler runs as they are (no autocast)
+    if cfg.rollout_backend == "vllm":  # the rollout engine with the live adapter, as it runs (vllm_rollout.engine_args)
+        backend, dtype, engine = "vllm", cfg.dtype, step_engine_args()
+    else:  # float32: the live policy's master weights, which the hf sampler runs as they are (no autocast)
+        backend, dtype, engine = "hf", "float32", {}
     return RunRequest(task=cfg.eval_task, task_args=dict(cfg.eval_task_args), metrics=cfg.eval_metrics, n=cfg.eval_n,
-                      limit=cfg.eval_limit, max_tokens=cfg.eval_max_tokens, model=model, backend="hf", seed=cfg.seed,
-                      dtype="float32",
+                      limit=cfg.eval_limit, max_tokens=cfg.eval_max_tokens, model=model, backend=backend, seed=cfg.seed,
+                      dtype=dtype, engine_args=engine,
                       verifier=cfg.verifier, data_dir=cfg.data_dir, out=out, unsafe_no_sandbox=cfg.unsafe_no_sandbox)
 
 

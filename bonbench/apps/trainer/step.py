@@ -137,9 +137,7 @@ class Sampling:
         if self.publisher is not None and not reference:
             sampler: Any = self.publisher.sampler(seed)  # the servers, with the adapter synced last
         elif self.cfg.rollout_backend == "vllm":
-            if self.engine is None:
-                self.engine = VLLMRollouts(self.policy, self.cfg, self.ckpt.root)
-            sampler = self.engine.sampler(reference=reference)
+            sampler = self.vllm().sampler(reference=reference)
         else:
             sampler = self.policy.sampler(seed, batch_size=max(1, sum(len(r.sample_indices) for r in requests)),
                                           reference=reference)
@@ -148,6 +146,13 @@ class Sampling:
             return [s for chunk in sampler.generate(requests, params) for s in chunk]
         finally:
             sampler.close()
+
+    def vllm(self) -> VLLMRollouts:
+        """The vLLM rollout engine (``--rollout-backend vllm``), started on first use (a rollout's or
+        the held-out evaluation's, which draws from it too)."""
+        if self.engine is None:
+            self.engine = VLLMRollouts(self.policy, self.cfg, self.ckpt.root)
+        return self.engine
 
     def grade(self, problems: Sequence[Problem], samples: Sequence[Sample]) -> dict[Key, Grade]:
         return {g.key: g for g in graded(self.task.grader, {p.id: p for p in problems}, samples)}

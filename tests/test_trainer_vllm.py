@@ -91,7 +91,9 @@ def test_vllm_rollouts_with_the_live_adapter_equal_hf_greedy_on_merged_weights(t
     from bonbench.apps.trainer.setup import prepare_training
 
     if "VLLM_CPU_KVCACHE_SPACE" not in os.environ:
-        monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")  # the 270M model needs little; shared machines have little
+        # without chunked prefill (the rollout engine's setting) the cache must hold one whole 32k-token
+        # sequence of the 270M model: 1.13 GiB; shared machines have little more
+        monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "2")
     # sft: weight 1 on the task's reference rows, so the update is non-zero whatever the rollouts score
     # (with rl_s a group whose samples all score 0 has zero advantages and B stays 0)
     cfg = _cfg(model=None, objective="sft", lora_rank=8, lr=1e-2, max_new_tokens=4, dtype="float32", out=str(tmp_path))

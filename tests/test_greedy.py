@@ -199,6 +199,7 @@ def test_vllm_request_at_temperature_0_is_greedy() -> None:
     vllm = import_vllm()
     sampler = object.__new__(VLLMSampler)  # no engine: only the request-building method is exercised
     sampler._vllm = vllm
+    sampler.seed_each_sample = False  # as __init__ sets it: the engine's stream, no per-key seed
     params = sampler.vllm_params(SampleRequest(Prompt("p", text="x"), (0,)), SamplingParams(temperature=0.0, top_p=0.9))
     assert params.n == 1 and params.temperature == 0.0
     assert params.sampling_type == vllm.sampling_params.SamplingType.GREEDY

@@ -327,6 +327,9 @@ def why_only_parsed(command: str, work: Path | None = None) -> str | None:
     other_run = re.search(r"results/runs/(?!math/gemma-3-270m/<hash>)\S*<hash>", command)
     if other_run:  # <hash> stands for the main job's run only under its own task and model
         return f"names {other_run.group()}, which this test does not make"
+    base = argv[argv.index("--base") + 1] if "--base" in argv[:-1] else None
+    if base is not None and base != "gemma-3-270m":  # the main job's model is the one model this test runs
+        return f"compares with {base}, whose runs this test does not make"
     if work is not None:
         runs = [w for w in argv if w.startswith("results/runs/") and "PLACEHOLDER" not in w and not (work / w).exists()]
         if runs:
@@ -339,6 +342,9 @@ def test_the_run_rule_can_tell() -> None:
     assert why_only_parsed("bonbench gate --baseline results/baselines/math--gemma-3-270m.json --run <run-dir>") is None
     assert why_only_parsed(".venv/bin/bonbench run --task math --metric bon@32 --limit 2 --data-dir ../shared/data") is None
     assert why_only_parsed("bonbench run --task math --metric bon@32") == "samples from a model"
+    assert why_only_parsed("bonbench leaderboard results/ --base Qwen/Qwen2.5-1.5B --task math") == (
+        "compares with Qwen/Qwen2.5-1.5B, whose runs this test does not make")
+    assert why_only_parsed("bonbench leaderboard results/ --base gemma-3-270m") is None
     assert why_only_parsed("bonbench score <imdb run> --metric kl") is not None
     assert why_only_parsed("bonbench score RUN_DIR --metric maj@4") is None
     assert why_only_parsed("bonbench run --task math --model MY_MODEL") == "samples from a model"

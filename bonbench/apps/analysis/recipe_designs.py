@@ -34,7 +34,14 @@ import numpy as np
 
 from bonbench.api.metric.values import curve_values, two_stage_k
 from bonbench.apps.analysis.recipe_rows import fast_inputs
-from bonbench.apps.analysis.recipe_table import RunTable, TableSpec, deployable_verifiers, grid, no_prompt_counts
+from bonbench.apps.analysis.recipe_table import (
+    RunTable,
+    TableSpec,
+    deployable_verifiers,
+    grid,
+    no_prompt_counts,
+    verifier_tokens,
+)
 from bonbench.apps.analysis.run_rows import outcomes_by_verifier
 from bonbench.apps.analysis.rundir import RunData
 from bonbench.core.errors import BonbenchError
@@ -136,13 +143,9 @@ def _search_tokens(run: RunData, ids: Sequence[str], reps: Sequence[int], verifi
             raise no_prompt_counts(run)
         prompt[i], gen[i], searched[i] = p.prompt_tokens / m, p.generated_tokens / (m * run.n), scorer.tokens / m
         for name in verifiers:
-            cost = p.verifier(name)
-            if cost is None:
-                continue
-            if cost.tokens is None:
-                raise BonbenchError(f"{run.path}: verifier {name!r} recorded no token counts, so its cost is unknown; "
-                                    f"score the run again with `bonbench score {run.path} --verifier {name}`")
-            per_verifier[name][i] = cost.tokens / cost.samples
+            tokens = verifier_tokens(run, p, name)
+            if tokens is not None:
+                per_verifier[name][i] = tokens
     return prompt, gen, searched, per_verifier
 
 

@@ -39,7 +39,7 @@ from bonbench.apps.analysis.run_rows import outcomes_by_verifier
 from bonbench.apps.analysis.rundir import RunData
 from bonbench.core.cache import cache_dir
 from bonbench.core.errors import BonbenchError
-from bonbench.pipeline.ledger import compute_ledger
+from bonbench.pipeline.ledger import ProblemCost, compute_ledger
 
 FORMAT = 3
 ORACLE_VERIFIERS = ("oracle",)  # reads the gold answer: an upper bound, not a deployable verifier
@@ -96,6 +96,18 @@ def no_prompt_counts(run: RunData) -> BonbenchError:
                          f"run again with `bonbench run --task {run.task} --model {run.model}` or leave it out")
 
 
+def verifier_tokens(run: RunData, problem: ProblemCost, name: str) -> float | None:
+    """The tokens verifier ``name`` read per sample of ``problem`` (its ledger row), None where it
+    scored none; a row without token counts is one error naming the rescoring that records them."""
+    cost = problem.verifier(name)
+    if cost is None:
+        return None
+    if cost.tokens is None:
+        raise BonbenchError(f"{run.path}: verifier {name!r} recorded no token counts, so its cost is unknown; "
+                            f"score the run again with `bonbench score {run.path} --verifier {name}`")
+    return cost.tokens / cost.samples
+
+
 def _tokens(run: RunData, verifiers: list[str]) -> tuple[dict[str, tuple[float, float]], dict[str, dict[str, float]]]:
     """problem -> (prompt tokens, mean generated tokens per sample), and verifier -> problem -> its
     mean tokens per scored sample; one line when a count the cost needs is missing."""
@@ -109,13 +121,9 @@ def _tokens(run: RunData, verifiers: list[str]) -> tuple[dict[str, tuple[float, 
     for name in verifiers:
         per: dict[str, float] = {}
         for p in ledger.problems:
-            cost = p.verifier(name)
-            if cost is None:
-                continue
-            if cost.tokens is None:
-                raise BonbenchError(f"{run.path}: verifier {name!r} recorded no token counts, so its cost is unknown; "
-                                    f"score the run again with `bonbench score {run.path} --verifier {name}`")
-            per[p.problem_id] = cost.tokens / cost.samples
+            tokens = verifier_tokens(run, p, name)
+            if tokens is not None:
+                per[p.problem_id] = tokens
         per_verifier[name] = per
     return policy, per_verifier
 

@@ -8,8 +8,10 @@ are each checked: the recipe reads the rows (or the columns still current), neve
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +23,7 @@ from bonbench.apps.analysis.rundir import load_run
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 from bonbench.apps.cli import main
 from bonbench.core.records import Sample, Score
-from bonbench.core.store import RunStore
+from bonbench.core.store import Extent, RunStore
 from bonbench.pipeline.run_columns import COLUMNS, from_records, read_columns, write_columns
 
 PROBLEMS = ("test/algebra/1.json", "test/algebra/2.json", "test/algebra/6.json")
@@ -60,6 +62,13 @@ def current(run_dir: Path) -> bool:
     return read_columns(run_dir, name, under, [v for v in run.scored_with if v != "oracle"]) is not None
 
 
+def seen(run_dir: Path) -> dict[str, Extent]:
+    """What a store sees of the run's row files (math's grades, logprob's scores) read to their ends."""
+    store = RunStore(run_dir)
+    store.samples.read(), store.grades("math").read(), store.scores("logprob").read()
+    return store.extents()
+
+
 def test_the_pipeline_writes_columns_and_the_recipe_is_the_same_with_and_without(
         tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_dir = math_run(tmp_path, data_dir)
@@ -73,7 +82,7 @@ def test_the_pipeline_writes_columns_and_the_recipe_is_the_same_with_and_without
     assert cols.scores["logprob"][1].tolist() == [0.0] * 12  # logprob reads no tokens
     with_columns = recipe_text(tmp_path / "results", tmp_path / "c1", monkeypatch)
     # the columns are what the recipe read: changed columns (the files' sizes kept) change the recipe
-    write_columns(run_dir, replace(cols, correct=np.ones_like(cols.correct)))
+    assert write_columns(run_dir, replace(cols, correct=np.ones_like(cols.correct)), seen(run_dir)) is not None
     assert recipe_text(tmp_path / "results", tmp_path / "c2", monkeypatch) != with_columns
     (run_dir / COLUMNS).unlink()
     assert recipe_text(tmp_path / "results", tmp_path / "c3", monkeypatch) == with_columns
@@ -102,7 +111,7 @@ def test_columns_are_written_only_when_the_files_hold_exactly_the_rows_scored(tm
     assert cols is not None
     (run_dir / COLUMNS).unlink()
     store.samples.append([Sample(PROBLEMS[1], 4, "beyond n", 31, "stop", prompt_tokens=101)])  # a row not scored
-    assert write_columns(run_dir, cols) is None and not (run_dir / COLUMNS).exists()
+    assert write_columns(run_dir, cols, store.extents()) is None and not (run_dir / COLUMNS).exists()
     # grades of some samples only, or of two grader settings: no columns
     assert from_records(samples, dict(list(grades.items())[:-1]), scores) is None
     regraded = {**grades, (PROBLEMS[0], 0): replace(grades[(PROBLEMS[0], 0)], grading_id="other")}
@@ -138,3 +147,57 @@ def test_synthetic_runs_write_the_columns_a_scoring_writes(tmp_path: Path, monke
     for f in root.rglob(COLUMNS):
         f.unlink()
     assert recipe_text(root, tmp_path / "c2", monkeypatch) == with_columns
+
+
+def test_writing_the_columns_reads_no_row_file(tmp_path: Path, data_dir: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The columns' check that the files hold exactly the rows scored reads no row file: the store
+    counted them as it read them (``RunStore.extents``)."""
+    import builtins
+
+    from bonbench.pipeline import stages
+
+    run_dir = math_run(tmp_path, data_dir)
+    (run_dir / COLUMNS).unlink()
+    opened: list[str] = []
+    real_open, real_write = builtins.open, stages.write_columns
+
+    def spy(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(file).endswith(".jsonl") and Path(file).is_relative_to(run_dir):
+            opened.append(Path(file).relative_to(run_dir).as_posix())
+        return real_open(file, *args, **kwargs)
+
+    def writing(*args: Any, **kwargs: Any) -> Any:
+        before = len(opened)
+        written = real_write(*args, **kwargs)
+        assert opened[before:] == [], "write_columns read a row file"
+        return written
+
+    monkeypatch.setattr(builtins, "open", spy)
+    monkeypatch.setattr(stages, "write_columns", writing)
+    assert main(["score", str(run_dir), "--metric", "pass@2", "--n-boot", "20", "--data-dir", str(data_dir)]) == 0
+    monkeypatch.undo()
+    assert (run_dir / COLUMNS).is_file() and current(run_dir)
+    # one pass over each file (an imported run's samples are read once more, by its completeness check)
+    assert sorted(opened) == ["grades/math.jsonl", "samples.jsonl", "samples.jsonl", "scores/logprob.jsonl"]
+
+
+def test_columns_follow_what_the_store_saw_of_each_file(tmp_path: Path, data_dir: Path) -> None:
+    """Torn, blank or foreign lines, or a file changed after the store read it: no columns."""
+    run_dir = math_run(tmp_path, data_dir)
+    store = RunStore(run_dir)
+    cols = from_records(store.samples.read(), store.grades("math").read(), {"logprob": store.scores("logprob").read()})
+    assert cols is not None and write_columns(run_dir, cols, store.extents()) is not None
+    grades = run_dir / "grades" / "math.jsonl"
+    whole = grades.read_bytes()
+    for changed in (whole + b'{"problem_id": "x", "sample', whole + b"\n", whole.replace(b"\n", b"\n\n", 1)):
+        (run_dir / COLUMNS).unlink(missing_ok=True)
+        grades.write_bytes(changed)
+        with pytest.warns(UserWarning, match="torn") if not changed.endswith(b"\n") else nullcontext():
+            assert write_columns(run_dir, cols, seen(run_dir)) is None and not (run_dir / COLUMNS).exists()
+    grades.write_bytes(whole)
+    extents = seen(run_dir)
+    assert write_columns(run_dir, cols, extents) is not None
+    # another writer appends after the store read the file: its size is no longer the one seen
+    RunStore(run_dir).scores("logprob").append([Score(PROBLEMS[0], 0, "logprob", -9.0)])
+    assert write_columns(run_dir, cols, extents) is None

@@ -114,3 +114,32 @@ def test_non_utf8_json_files_are_one_line(tmp_path: Path) -> None:
     path.write_bytes(b'{"metrics": "\xff"}')
     with pytest.raises(BonbenchError, match=r"metrics.json is not UTF-8 text .*restore it"):
         read_run_json(path)
+
+
+def test_a_store_counts_what_it_read_and_appended(tmp_path: Path) -> None:
+    """``RunStore.extents``: each row file's bytes and lines as the store last read and appended it;
+    a torn line is not counted and its cut carries on, another writer's rows make the file unseen."""
+    from bonbench.core.records import Sample
+    from bonbench.core.store import Extent, RunStore
+
+    store = RunStore(tmp_path)
+    path = tmp_path / "samples.jsonl"
+    path.write_bytes(_line("p", 0) + b"\n" + _line("p", 1)[:20])  # a blank line, then a torn one
+    assert store.extents() == {}
+    with pytest.warns(UserWarning, match="torn"):
+        store.samples.read()
+    head = len(_line("p", 0)) + 1
+    assert store.extents() == {"samples.jsonl": Extent(head, 2, 1)}
+    store.samples.append([Sample("p", 1, "c", 1, "stop")])  # the torn bytes are cut, then the row appended
+    assert store.extents() == {"samples.jsonl": Extent(path.stat().st_size, 3, 2)}
+    assert list(store.samples.read()) == [("p", 0), ("p", 1)] and store.extents()["samples.jsonl"].size == path.stat().st_size
+    with open(path, "ab") as fh:  # another writer
+        fh.write(_line("p", 2))
+    store.samples.append([Sample("p", 3, "é", 1, "stop")])
+    assert "samples.jsonl" not in store.extents()
+    store.samples.read()
+    assert store.extents() == {"samples.jsonl": Extent(path.stat().st_size, 5, 4)}
+    store.samples.append([Sample("p", 4, "é ü", 1, "stop")])  # bytes, not characters, are counted
+    assert store.extents() == {"samples.jsonl": Extent(path.stat().st_size, 6, 5)}
+    store.grades("g").append([])  # a new file, appended to before any read: counted from its start
+    assert store.extents()["grades/g.jsonl"] == Extent(0, 0, 0)

@@ -27,6 +27,7 @@ import json
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -86,29 +87,51 @@ def _repair_tail(path: Path) -> None:
             fh.truncate(cut)
 
 
-class JsonlTable(Generic[R]):
-    """An append-only JSONL file of records keyed by (problem_id, sample_idx)."""
+@dataclass(frozen=True)
+class Extent:
+    """What this process last saw of a row file, by reading it to its end or appending to it: its
+    first ``size`` bytes are ``lines`` newline-ended lines, ``rows`` of them not blank. A file whose
+    size is still ``size`` holds exactly those lines (the files are append-only), so a caller can
+    tell that a file holds exactly the rows it has in memory without reading it again."""
 
-    def __init__(self, path: Path, cls: type[R]) -> None:
+    size: int
+    lines: int
+    rows: int
+
+
+class JsonlTable(Generic[R]):
+    """An append-only JSONL file of records keyed by (problem_id, sample_idx).
+
+    ``seen`` (shared by the tables of one ``RunStore``) gets the file's ``Extent`` after each read to
+    the end and each append that continues what was seen; an append after another writer's (the
+    size is not the one seen) forgets it."""
+
+    def __init__(self, path: Path, cls: type[R], seen: dict[Path, Extent] | None = None) -> None:
         self.path = path
         self.cls: type[R] = cls
+        self.seen: dict[Path, Extent] = {} if seen is None else seen
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """The file's rows in order. A torn final line (no newline, not a whole row: a writer killed
         mid-line) is dropped with a warning, and its key is redone; any other line that is not a JSON
         object in UTF-8 is a one-line BonbenchError naming the file and line."""
         if not self.path.exists():
+            self.seen[self.path] = Extent(0, 0, 0)
             return
+        size = lines = blank = 0
         with open(self.path, "rb") as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.endswith(b"\n"):
+                    self.seen[self.path] = Extent(size, lines, lines - blank)  # the unended last line is not counted
                     if _complete_row(line):
                         yield json.loads(line.decode("utf-8"))  # a whole row that lost only its newline
                     elif line.strip():
                         warnings.warn(f"{self.path}:{lineno}: the last line is torn (an interrupted write); "
                                       "ignoring it, its row will be redone", stacklevel=2)
                     return
+                size, lines = size + len(line), lines + 1
                 if not line.strip():
+                    blank += 1
                     continue
                 try:
                     row = json.loads(line.decode("utf-8"))
@@ -120,6 +143,7 @@ class JsonlTable(Generic[R]):
                     raise BonbenchError(f"{self.path}:{lineno}: the line is not a row (a JSON object); delete that "
                                         "line (its key will be redone) and rerun")
                 yield row
+        self.seen[self.path] = Extent(size, lines, lines - blank)
 
     def read(self, where: Callable[[R], bool] | None = None) -> dict[tuple[str, int], R]:
         """Records by key, optionally only those ``where`` accepts; the first accepted row of a key wins."""
@@ -139,19 +163,34 @@ class JsonlTable(Generic[R]):
 
         A full disk midway raises BonbenchError; the rows before it stay, and a torn last line is
         dropped by readers and truncated by the next append."""
-        count = 0
+        count = written = 0
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             _repair_tail(self.path)
+            start = self.path.stat().st_size if self.path.exists() else 0
             with open(self.path, "a", encoding="utf-8") as fh:
                 for rec in records:
-                    fh.write(json.dumps(to_row(rec), ensure_ascii=False) + "\n")
+                    line = json.dumps(to_row(rec), ensure_ascii=False) + "\n"
+                    fh.write(line)
                     fh.flush()
                     count += 1
+                    written += len(line) if line.isascii() else len(line.encode("utf-8"))
                 os.fsync(fh.fileno())
         except OSError as exc:
+            self.seen.pop(self.path, None)
             raise outputs.write_error(self.path, exc) from None
+        self._count_appended(start, written, count)
         return count
+
+    def _count_appended(self, start: int, written: int, count: int) -> None:
+        """Carry the seen ``Extent`` over ``count`` lines (``written`` bytes) appended at ``start``; a
+        start that is not where this process last saw the file end (another writer's rows, a torn
+        line cut) makes the file unseen."""
+        before = self.seen.get(self.path, Extent(0, 0, 0) if start == 0 else None)
+        if before is None or before.size != start:
+            self.seen.pop(self.path, None)
+        else:
+            self.seen[self.path] = Extent(start + written, before.lines + count, before.rows + count)
 
 
 class RunStore:
@@ -159,6 +198,7 @@ class RunStore:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._seen: dict[Path, Extent] = {}  # each row file's Extent, as this store's tables last saw it
 
     @staticmethod
     def path_for(out: Path, task: str, model_slug: str, config_hash: str) -> Path:
@@ -186,13 +226,18 @@ class RunStore:
 
     @property
     def samples(self) -> JsonlTable[Sample]:
-        return JsonlTable(self.root / "samples.jsonl", Sample)
+        return JsonlTable(self.root / "samples.jsonl", Sample, self._seen)
 
     def grades(self, grader: str) -> JsonlTable[Grade]:
-        return JsonlTable(self.root / "grades" / f"{grader}.jsonl", Grade)
+        return JsonlTable(self.root / "grades" / f"{grader}.jsonl", Grade, self._seen)
 
     def scores(self, verifier: str) -> JsonlTable[Score]:
-        return JsonlTable(self.root / "scores" / f"{verifier}.jsonl", Score)
+        return JsonlTable(self.root / "scores" / f"{verifier}.jsonl", Score, self._seen)
+
+    def extents(self) -> dict[str, Extent]:
+        """Each row file's ``Extent`` as this store's tables last saw it, by its path in the run
+        (samples.jsonl, grades/G.jsonl, scores/V.jsonl); a file not read to its end since is absent."""
+        return {path.relative_to(self.root).as_posix(): e for path, e in self._seen.items()}
 
     def exists(self) -> bool:
         return self.config_path.exists()

@@ -9,7 +9,10 @@ rows it has in memory), atomically, keyed as ``problems.json`` is: the row files
 and the (grader_version, grading_id) of its verdicts, and each verifier's (version, fingerprint).
 It is written only when each row file holds exactly the rows in memory, one line each (no row of
 an older grader or verifier version, no sample beyond n, no duplicate or blank line), so that any
-reader keeping a key's first row reads from the files exactly what the columns hold. Scoring a run
+reader keeping a key's first row reads from the files exactly what the columns hold. It reads no
+row file to know that: the store counted each file's lines and bytes as it read and appended the
+rows (``RunStore.extents``), and the rows in memory came from those lines, so N distinct keys in
+a file of N lines, none blank, of the size counted, are each in it once and alone. Scoring a run
 with a second verifier keeps the first verifier's columns while their scores file is unchanged.
 
 ``read_columns`` returns them only while that key holds for the grader and verifiers asked for:
@@ -34,6 +37,7 @@ import numpy as np
 
 from bonbench.core.outputs import write_bytes
 from bonbench.core.records import Grade, Sample, Score
+from bonbench.core.store import Extent
 
 COLUMNS = "columns.npz"
 FORMAT = 1
@@ -95,30 +99,20 @@ def _files(cols: RunColumns) -> dict[str, str | None]:
             **{f"scores/{v}.jsonl": v for v in cols.scores}}
 
 
-def _holds_exactly(path: Path, rows: int) -> int | None:
-    """The size of ``path`` when it is ``rows`` whole lines, else None (read a block at a time: a
-    samples file may be larger than memory should hold)."""
-    lines, last, size = 0, b"", 0
-    try:
-        with open(path, "rb") as fh:
-            while block := fh.read(8 << 20):
-                lines += block.count(b"\n")
-                last, size = block[-1:], size + len(block)
-    except OSError:
-        return None
-    return size if last == b"\n" and lines == rows else None
-
-
-def write_columns(root: Path, cols: RunColumns) -> Path | None:
+def write_columns(root: Path, cols: RunColumns, extents: Mapping[str, Extent]) -> Path | None:
     """Write ``root/columns.npz`` (atomically) when each row file holds exactly ``cols``' rows
     (module docstring), keeping an earlier verifier's columns while they still hold; returns the
-    path, or None (nothing written) when the files hold other rows too."""
+    path, or None (nothing written) when the files hold other rows too.
+
+    ``extents`` (``RunStore.extents``: what the store saw of each row file as it read and appended
+    the rows in ``cols``) says so without reading a file again: a file is as seen while its size is
+    the one seen, and holds exactly ``cols``' rows when it was seen as that many lines, none blank."""
     sizes: dict[str, int] = {}
     for name in _files(cols):
-        size = _holds_exactly(root / name, int(cols.idx.size))
-        if size is None:
+        seen = extents.get(name)
+        if seen is None or not seen.lines == seen.rows == cols.idx.size or _size(root / name) != seen.size:
             return None
-        sizes[name] = size
+        sizes[name] = seen.size
     old = _load(root / COLUMNS)
     keep: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     scorers = dict(cols.scorers)

@@ -246,5 +246,5 @@ def evaluate(run: PreparedRun, specs: Sequence[MetricSpec], verifier: Verifier |
     # every sample's counts, verdict and score as columns, so that a reader of every row (the recipe) parses none
     columns = from_records(samples, grades, {verifier.name: scores} if verifier is not None and scores is not None else {})
     if columns is not None:
-        write_columns(run.store.root, columns)
+        write_columns(run.store.root, columns, run.store.extents())  # no row file is read again
     return doc

@@ -25,7 +25,7 @@ from bonbench.api.metric.inputs import curve_keys, run_inputs
 from bonbench.api.metric.values import compute_curves, compute_metrics
 from bonbench.core.config import RunConfig, config_hash, model_slug
 from bonbench.core.records import SCHEMA_VERSION
-from bonbench.core.store import RunStore, atomic_write_json
+from bonbench.core.store import Extent, RunStore, atomic_write_json
 from bonbench.metrics.estimators import ProblemOutcome
 from bonbench.metrics.pass_bon import pass_curve
 from bonbench.pipeline.run_columns import RunColumns, write_columns
@@ -48,10 +48,16 @@ def per_problem_pass(p: np.ndarray, n: int, k: int, rng: np.random.Generator) ->
     return _pass_table(n, k)[rng.binomial(n, np.asarray(p, dtype=float))]
 
 
-def _write_rows(path: Path, rows: Iterable[dict]) -> None:
+def _write_rows(path: Path, rows: Iterable[dict], written: dict[Path, Extent]) -> None:
+    """Write ``rows`` to ``path`` (a new file), one line each; ``written[path]``: what was written
+    (``write_columns`` takes it, as it takes what a store saw)."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
     with open(path, "w", encoding="utf-8") as fh:
-        fh.writelines(json.dumps({"schema": SCHEMA_VERSION, **row}) + "\n" for row in rows)
+        for row in rows:
+            fh.write(json.dumps({"schema": SCHEMA_VERSION, **row}) + "\n")
+            count += 1
+    written[path] = Extent(path.stat().st_size, count, count)
 
 
 def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, n: int, task: str = "synthetic",
@@ -96,21 +102,24 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
     # A correct sample answers "A"; a wrong one one of three wrong answers, so maj@k is defined too.
     wrong = rng.integers(0, 3, size=(P, n))
     counted = {} if prompt_tokens is None else {"prompt_tokens": prompt_tokens}
+    written: dict[Path, Extent] = {}
     _write_rows(store.samples.path, ({"problem_id": pid, "sample_idx": j, "completion": "", "n_tokens": int(gen[i, j]),
                                       "finish_reason": "stop", "logprob": None, **counted}
-                                     for i, pid in enumerate(ids) for j in range(n)))
+                                     for i, pid in enumerate(ids) for j in range(n)), written)
     _write_rows(store.grades(GRADER).path, ({"problem_id": pid, "sample_idx": j, "grader": GRADER, "grader_version": 1,
                                              "correct": bool(corr[i, j]), "score": None,
                                              "answer": ("A" if corr[i, j] else "BCD"[wrong[i, j]]) if answers else None,
-                                             "error": None, "detail": None} for i, pid in enumerate(ids) for j in range(n)))
+                                             "error": None, "detail": None} for i, pid in enumerate(ids) for j in range(n)),
+               written)
     spent = {} if verifier_tokens is None else {"tokens": verifier_tokens, "calls": 1}
     for name, v in {VERIFIER: scores, **extra}.items():
         _write_rows(store.scores(name).path, ({"problem_id": pid, "sample_idx": j, "verifier": name,
                                                "score": float(v[i, j]), **spent}
-                                              for i, pid in enumerate(ids) for j in range(n)))
+                                              for i, pid in enumerate(ids) for j in range(n)), written)
     if columns:
         _write_columns(store.root, ids, corr, wrong if answers else None, gen, prompt_tokens,
-                       {VERIFIER: scores, **extra}, verifier_tokens)
+                       {VERIFIER: scores, **extra}, verifier_tokens,
+                       {path.relative_to(store.root).as_posix(): e for path, e in written.items()})
     outcomes = [ProblemOutcome(pid, tuple(corr[i]), tuple("A" if corr[i, j] else "BCD"[wrong[i, j]] for j in range(n)),
                                tuple(scores[i])) for i, pid in enumerate(ids)]
     specs = parse_metrics(list(metrics))
@@ -126,7 +135,8 @@ def write_synthetic_run(results_root: Path, p: Sequence[float] | np.ndarray, *, 
 
 
 def _write_columns(root: Path, ids: Sequence[str], corr: np.ndarray, wrong: np.ndarray | None, gen: np.ndarray,
-                   prompt_tokens: int | None, scores: Mapping[str, np.ndarray], verifier_tokens: int | None) -> None:
+                   prompt_tokens: int | None, scores: Mapping[str, np.ndarray], verifier_tokens: int | None,
+                   extents: Mapping[str, Extent]) -> None:
     """``columns.npz`` of the rows just written (a right sample answers "A", a wrong one B, C or D)."""
     order = sorted(range(len(ids)), key=ids.__getitem__)
     P, n = corr.shape
@@ -137,7 +147,7 @@ def _write_columns(root: Path, ids: Sequence[str], corr: np.ndarray, wrong: np.n
                       (corr[order] != 0).ravel().astype(np.int8), answer[order].ravel(), ("A", "B", "C", "D"), GRADER, (1, ""),
                       {name: (np.asarray(v, dtype=float)[order].ravel(), tokens) for name, v in scores.items()},
                       {name: (1, "") for name in scores})
-    write_columns(root, cols)
+    write_columns(root, cols, extents)
 
 
 def write_sweep_file(sweep_dir: Path, run_dirs: Sequence[Path]) -> Path:

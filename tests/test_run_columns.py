@@ -22,8 +22,11 @@ from bonbench.apps.analysis.run_rows import grade_filter
 from bonbench.apps.analysis.rundir import load_run
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 from bonbench.apps.cli import main
+from bonbench.apps.viewer.problems import summary_rows
+from bonbench.apps.viewer.runs import find_runs
 from bonbench.core.records import Sample, Score
 from bonbench.core.store import Extent, RunStore
+from bonbench.pipeline.row_key import file_sizes, is_current, row_files
 from bonbench.pipeline.run_columns import COLUMNS, from_records, read_columns, write_columns
 
 PROBLEMS = ("test/algebra/1.json", "test/algebra/2.json", "test/algebra/6.json")
@@ -201,3 +204,26 @@ def test_columns_follow_what_the_store_saw_of_each_file(tmp_path: Path, data_dir
     # another writer appends after the store read the file: its size is no longer the one seen
     RunStore(run_dir).scores("logprob").append([Score(PROBLEMS[0], 0, "logprob", -9.0)])
     assert write_columns(run_dir, cols, extents) is None
+
+
+def test_problems_json_and_the_columns_go_stale_together(tmp_path: Path, data_dir: Path) -> None:
+    """Both files are keyed by ``row_key.rows_key`` and checked by ``is_current``: whatever row file
+    changes, the viewer's summary and the recipe's columns agree on whether they still hold."""
+    run_dir = math_run(tmp_path, data_dir)
+    summary = json.loads((run_dir / "problems.json").read_text())["key"]
+    columns = np.load(run_dir / COLUMNS)
+    assert json.loads(columns["meta"].tobytes())["key"] == summary  # one key, written the same way
+    for name in ("samples.jsonl", "grades/math.jsonl", "scores/logprob.jsonl"):
+        path = run_dir / name
+        whole = path.read_bytes()
+        (run,) = find_runs([tmp_path / "results"], keep=False)
+        assert current(run_dir) and summary_rows(run) is not None
+        path.write_bytes(whole + whole.splitlines(keepends=True)[0])  # one row more
+        (run,) = find_runs([tmp_path / "results"], keep=False)
+        assert not current(run_dir) and summary_rows(run) is None, name
+        path.write_bytes(whole)
+    # the key names its verifiers: the summary holds for exactly them, the columns for any of them
+    assert is_current(summary, file_sizes(run_dir, row_files("math", ["logprob"])), "math", ["logprob"], exactly=True)
+    assert is_current(summary, file_sizes(run_dir, row_files("math", [])), "math", [])
+    assert not is_current(summary, file_sizes(run_dir, row_files("math", [])), "math", [], exactly=True)
+    assert not is_current(summary, file_sizes(run_dir, row_files("other", [])), "other", [])

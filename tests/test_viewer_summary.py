@@ -55,7 +55,7 @@ def test_the_pipeline_writes_each_problems_line_and_the_viewer_takes_its_table_f
     run_dir = math_run(tmp_path, data_dir)
     doc = json.loads((run_dir / SUMMARY).read_text())
     assert [p["problem_id"] for p in doc["problems"]] == list(PROBLEMS)
-    assert doc["key"]["grader"] == "math" and doc["key"]["verifier"] == "logprob"
+    assert doc["key"]["grader"] == "math" and doc["key"]["verifiers"] == ["logprob"]
     (run,) = find_runs([tmp_path / "results"], keep=False)
     from_file = summary_rows(run)
     assert from_file is not None

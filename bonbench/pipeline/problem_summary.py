@@ -11,9 +11,10 @@ same function from the rows it reads by key, so both ways give the same line.
 
 ``write_summary`` writes ``problems.json`` (``SUMMARY``) once a run is scored (``stages.evaluate``),
 atomically, with the sizes of the row files it was computed from and the grader and verifier whose
-rows it read (``summary_key``). A reader uses it only while that key still holds: any row appended
-since (a regrade, a run still being written, a merge) changes a size, and the reader computes the
-table from the rows instead. The next scoring writes it anew.
+rows it read (``bonbench.pipeline.row_key.rows_key``, the key ``columns.npz`` has too). A reader
+uses it only while that key still holds (``row_key.is_current``, for exactly that verifier): any
+row appended since (a regrade, a run still being written, a merge) changes a size, and the reader
+computes the table from the rows instead. The next scoring writes it anew.
 
 What it does not do: compute metrics (``scoring``), or read row files.
 """
@@ -29,6 +30,7 @@ from typing import Any, NamedTuple
 from bonbench.core.outputs import write_json
 from bonbench.core.records import Grade, Sample, Score
 from bonbench.core.store import RunStore
+from bonbench.pipeline.row_key import file_sizes, row_files, rows_key
 from bonbench.pipeline.votes import vote_answers
 
 SUMMARY = "problems.json"
@@ -98,27 +100,15 @@ def summaries(samples: Mapping[Key, Sample], grades: Mapping[Key, Grade],
     return [summarize(pid, *parts) for pid, parts in by_problem.items()]
 
 
-def summary_key(sizes: Mapping[str, int], grader: str | None, verifier: str | None) -> dict[str, Any]:
-    """What a summary was computed from: the row files' sizes (by their path in the run: samples.jsonl,
-    grades/G.jsonl, scores/V.jsonl) and the grader and verifier whose rows it read."""
-    return {"sizes": dict(sorted(sizes.items())), "grader": grader, "verifier": verifier}
-
-
-def row_files(grader: str | None, verifier: str | None) -> list[str]:
-    """The row files (paths in the run) a summary reads: samples, the grader's grades, the verifier's scores."""
-    return ["samples.jsonl", *([f"grades/{grader}.jsonl"] if grader else []),
-            *([f"scores/{verifier}.jsonl"] if verifier else [])]
-
-
 def write_summary(store: RunStore, lines: Sequence[Mapping[str, Any]], grader: str | None, verifier: str | None) -> Path:
     """Write ``problems.json`` (atomically) with the key of the row files as they are now."""
-    sizes = {name: (store.root / name).stat().st_size for name in row_files(grader, verifier)
-             if (store.root / name).is_file()}
+    verifiers = [verifier] if verifier else []
+    sizes = file_sizes(store.root, row_files(grader, verifiers))
     rows = [{k: None if k in FLOATS and isinstance(v, float) and math.isnan(v) else v for k, v in line.items()}
             for line in lines]
     path = store.root / SUMMARY
     # one line: 5,000 problems stay about 1 MB, read in milliseconds (write_json: temp file, fsync, rename)
-    write_json(path, {"format": FORMAT, "key": summary_key(sizes, grader, verifier), "problems": rows}, indent=None)
+    write_json(path, {"format": FORMAT, "key": rows_key(sizes, grader, verifiers), "problems": rows}, indent=None)
     return path
 
 

@@ -5,8 +5,9 @@
 problem, sample_idx, generated and prompt tokens, the grade's verdict (1, 0, -1 for None) and
 answer (a code into the answers; -1 for None), and for each verifier its score and tokens (NaN
 where not counted). ``write_columns`` writes it when a run is scored (``stages.evaluate``, with the
-rows it has in memory), atomically, keyed as ``problems.json`` is: the row files' sizes, the grader
-and the (grader_version, grading_id) of its verdicts, and each verifier's (version, fingerprint).
+rows it has in memory), atomically, keyed as ``problems.json`` is (``bonbench.pipeline.row_key``: the
+row files' sizes, the grader and the verifiers), with the (grader_version, grading_id) of its
+verdicts and each verifier's (version, fingerprint) beside the key.
 It is written only when each row file holds exactly the rows in memory, one line each (no row of
 an older grader or verifier version, no sample beyond n, no duplicate or blank line), so that any
 reader keeping a key's first row reads from the files exactly what the columns hold. It reads no
@@ -15,10 +16,9 @@ rows (``RunStore.extents``), and the rows in memory came from those lines, so N 
 a file of N lines, none blank, of the size counted, are each in it once and alone. Scoring a run
 with a second verifier keeps the first verifier's columns while their scores file is unchanged.
 
-``read_columns`` returns them only while that key holds for the grader and verifiers asked for:
-a row appended since (a regrade, a resumed or merged run) changes a size, and the reader reads the
-rows instead. Equal sizes are taken as equal files, as ``problems.json`` takes them; the row files
-are append-only.
+``read_columns`` returns them only while that key holds for the grader and verifiers asked for
+(``row_key.is_current``): a row appended since (a regrade, a resumed or merged run) changes a size,
+and the reader reads the rows instead.
 
 What it does not do: compute metrics or costs, or decide what a reader does without the columns.
 """
@@ -38,9 +38,10 @@ import numpy as np
 from bonbench.core.outputs import write_bytes
 from bonbench.core.records import Grade, Sample, Score
 from bonbench.core.store import Extent
+from bonbench.pipeline.row_key import file_sizes, is_current, row_files, rows_key
 
 COLUMNS = "columns.npz"
-FORMAT = 1
+FORMAT = 2  # 2: the key is row_key.rows_key (1 had its own)
 Key = tuple[str, int]
 
 
@@ -93,12 +94,6 @@ def from_records(samples: Mapping[Key, Sample], grades: Mapping[Key, Grade],
         {v: next(iter(t)) for v, t in scorers.items()})
 
 
-def _files(cols: RunColumns) -> dict[str, str | None]:
-    """Each row file (its path in the run) -> the verifier it holds (None: samples, grades)."""
-    return {"samples.jsonl": None, f"grades/{cols.grader}.jsonl": None,
-            **{f"scores/{v}.jsonl": v for v in cols.scores}}
-
-
 def write_columns(root: Path, cols: RunColumns, extents: Mapping[str, Extent]) -> Path | None:
     """Write ``root/columns.npz`` (atomically) when each row file holds exactly ``cols``' rows
     (module docstring), keeping an earlier verifier's columns while they still hold; returns the
@@ -107,24 +102,28 @@ def write_columns(root: Path, cols: RunColumns, extents: Mapping[str, Extent]) -
     ``extents`` (``RunStore.extents``: what the store saw of each row file as it read and appended
     the rows in ``cols``) says so without reading a file again: a file is as seen while its size is
     the one seen, and holds exactly ``cols``' rows when it was seen as that many lines, none blank."""
+    names = row_files(cols.grader, cols.scores)
+    now = file_sizes(root, names)
     sizes: dict[str, int] = {}
-    for name in _files(cols):
+    for name in names:
         seen = extents.get(name)
-        if seen is None or not seen.lines == seen.rows == cols.idx.size or _size(root / name) != seen.size:
+        if seen is None or not seen.lines == seen.rows == cols.idx.size or now.get(name) != seen.size:
             return None
         sizes[name] = seen.size
     old = _load(root / COLUMNS)
     keep: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     scorers = dict(cols.scorers)
-    if old is not None and _base(old[0]) == _base(_key(cols, sizes)):
+    if old is not None and old[1].grader == cols.grader and old[1].grading == cols.grading:
         for v, (score, tokens) in old[1].scores.items():
-            name = f"scores/{v}.jsonl"
-            if v not in cols.scores and _size(root / name) == old[0]["sizes"].get(name):
+            # the same samples and grades as now, and its scores file as it was
+            if v not in cols.scores and is_current(old[0], {**sizes, **file_sizes(root, row_files(None, [v]))},
+                                                   cols.grader, [v]):
                 keep[v], scorers[v] = (score, tokens), old[1].scorers[v]
-                sizes[name] = old[0]["sizes"][name]
+                sizes[f"scores/{v}.jsonl"] = old[0]["sizes"][f"scores/{v}.jsonl"]
     cols = replace(cols, scores={**cols.scores, **keep}, scorers=scorers)
-    meta = {"format": FORMAT, "key": _key(cols, sizes), "ids": list(cols.ids), "answers": list(cols.answers),
-            "verifiers": list(cols.scores)}
+    meta = {"format": FORMAT, "key": rows_key(sizes, cols.grader, cols.scores), "grading": list(cols.grading),
+            "scorers": {v: list(t) for v, t in cols.scorers.items()}, "ids": list(cols.ids),
+            "answers": list(cols.answers), "verifiers": list(cols.scores)}
     arrays = {"meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), "code": cols.code, "idx": cols.idx,
               "n_tokens": cols.n_tokens, "prompt_tokens": cols.prompt_tokens, "correct": cols.correct,
               "answer": cols.answer}
@@ -133,24 +132,6 @@ def write_columns(root: Path, cols: RunColumns, extents: Mapping[str, Extent]) -
     buf = io.BytesIO()
     np.savez(buf, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds as one array-like: each is one
     return write_bytes(root / COLUMNS, buf.getvalue())
-
-
-def _key(cols: RunColumns, sizes: Mapping[str, int]) -> dict[str, Any]:
-    return {"sizes": dict(sorted(sizes.items())), "grader": cols.grader, "grading": list(cols.grading),
-            "verifiers": {v: list(t) for v, t in sorted(cols.scorers.items())}}
-
-
-def _base(key: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What every verifier's columns rest on: the samples and grades files and the grading."""
-    sizes = key["sizes"]
-    return (key["grader"], key["grading"], sorted((k, v) for k, v in sizes.items() if not k.startswith("scores/")))
-
-
-def _size(path: Path) -> int | None:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return None
 
 
 def _load(path: Path) -> tuple[dict[str, Any], RunColumns] | None:
@@ -163,9 +144,9 @@ def _load(path: Path) -> tuple[dict[str, Any], RunColumns] | None:
             key = meta["key"]
             verifiers = meta["verifiers"]
             cols = RunColumns(tuple(meta["ids"]), z["code"], z["idx"], z["n_tokens"], z["prompt_tokens"], z["correct"],
-                              z["answer"], tuple(meta["answers"]), key["grader"], tuple(key["grading"]),
+                              z["answer"], tuple(meta["answers"]), key["grader"], tuple(meta["grading"]),
                               {v: (z[f"score{i}"], z[f"tokens{i}"]) for i, v in enumerate(verifiers)},
-                              {v: tuple(key["verifiers"][v]) for v in verifiers})
+                              {v: tuple(meta["scorers"][v]) for v in verifiers})
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return key, cols
@@ -179,11 +160,8 @@ def read_columns(root: Path, grader: str, grading: tuple[Any, Any] | None,
     if got is None:
         return None
     key, cols = got
-    if cols.grader != grader or (grading is not None and list(grading) != list(cols.grading)):
+    if grading is not None and list(grading) != list(cols.grading):
         return None
-    if any(v not in cols.scores for v in verifiers):
-        return None
-    wanted = ["samples.jsonl", f"grades/{grader}.jsonl", *(f"scores/{v}.jsonl" for v in verifiers)]
-    if any(_size(Path(root) / name) != key["sizes"].get(name) for name in wanted):
+    if not is_current(key, file_sizes(Path(root), row_files(grader, verifiers)), grader, verifiers):
         return None
     return replace(cols, scores={v: cols.scores[v] for v in verifiers}, scorers={v: cols.scorers[v] for v in verifiers})

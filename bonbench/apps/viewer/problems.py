@@ -29,7 +29,8 @@ from bonbench.apps.viewer.runs import RunView
 from bonbench.core.records import Grade, Score
 from bonbench.core.row_index import RowIndex
 from bonbench.metrics.names import split_metric_name
-from bonbench.pipeline.problem_summary import SUMMARY, Verdict, read_lines, row_files, summarize, summary_key
+from bonbench.pipeline.problem_summary import SUMMARY, Verdict, read_lines, summarize
+from bonbench.pipeline.row_key import is_current, row_files
 from bonbench.pipeline.votes import vote_answers
 
 FLAGS = ("solved", "unsolved", "verifier_wrong", "majority_wrong")
@@ -257,12 +258,13 @@ def summary_current(run: RunView, doc: Mapping[str, Any]) -> bool:
     """Whether the pipeline's ``problems.json`` (read: ``doc``) was written from the row files as they are
     now: same sizes, same grader and verifier as the table would read."""
     grader, verifier = run.grader(), run.verifier()
+    verifiers = [verifier] if verifier else []
     sizes = {}
-    for name in row_files(grader, verifier):
-        path = run.file(name)
+    for name in row_files(grader, verifiers):
+        path = run.file(name)  # a file the viewer would not read (a link out) is absent here too
         if path is not None:
             sizes[name] = path.stat().st_size
-    return bool(doc) and doc.get("key") == summary_key(sizes, grader, verifier)
+    return bool(doc) and is_current(doc.get("key"), sizes, grader, verifiers, exactly=True)
 
 
 def summary_rows(run: RunView) -> list[ProblemRow] | None:

@@ -163,7 +163,7 @@ def test_writing_the_columns_reads_no_row_file(tmp_path: Path, data_dir: Path,
     run_dir = math_run(tmp_path, data_dir)
     (run_dir / COLUMNS).unlink()
     opened: list[str] = []
-    real_open, real_write = builtins.open, stages.write_columns
+    real_open = builtins.open
 
     def spy(file: Any, *args: Any, **kwargs: Any) -> Any:
         if str(file).endswith(".jsonl") and Path(file).is_relative_to(run_dir):
@@ -172,7 +172,7 @@ def test_writing_the_columns_reads_no_row_file(tmp_path: Path, data_dir: Path,
 
     def writing(*args: Any, **kwargs: Any) -> Any:
         before = len(opened)
-        written = real_write(*args, **kwargs)
+        written = write_columns(*args, **kwargs)
         assert opened[before:] == [], "write_columns read a row file"
         return written
 

@@ -183,3 +183,16 @@ def test_a_search_on_ray_is_refused_naming_shards(models: dict[str, Path], data_
     line = one_error(main(run_args(models, data_dir, tmp_path / "out", "--ray")), capsys.readouterr().err)
     assert "--strategy does not run on Ray" in line and "--shard i/n" in line and "bonbench merge" in line
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("runs/**/samples.jsonl"))
+
+
+def test_the_compute_axis_labels_a_search_as_the_leaderboard_does(mixed: dict[str, Path]) -> None:
+    """``bonbench plot``'s accuracy-against-tokens points are labelled by ``core.config.strategy_label``,
+    every option included (agg too), as `list runs` and the leaderboard label them."""
+    from bonbench.apps.analysis.compute_axis import compute_point
+    from bonbench.apps.analysis.rundir import load_run
+
+    search, sampling = compute_point(load_run(mixed["search"])), compute_point(load_run(mixed["sampling"]))
+    assert search is not None and sampling is not None
+    assert search.label == "beam(agg=last, lookahead=0, max_iterations=2, width=2) N=4 · policy", search.label
+    assert search.strategy == "beam" and not search.curve
+    assert sampling.label == "sampling N=4 · policy" and sampling.strategy == "sampling" and sampling.curve

@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from bonbench.apps.analysis.htmlparts import Table, figure, fmt_value, render
 from bonbench.apps.analysis.plotkit import save_figure, yerr
 from bonbench.apps.analysis.rundir import RunData
+from bonbench.core.config import strategy_label
 from bonbench.pipeline.ledger import SEARCH_SCORER, compute_ledger
 
 
@@ -66,9 +67,7 @@ def compute_point(run: RunData) -> ComputePoint | None:
     if metric is None or tokens is None:
         return None
     strategy = str(run.config.get("strategy") or "sampling")
-    options = run.config.get("strategy_options") or {}
-    label = f"{strategy}" + (f"({', '.join(f'{k}={v}' for k, v in sorted(options.items()) if k != 'agg')})" if options
-                             else "") + f" N={n} · {run.model_slug}"
+    label = f"{strategy_label(run.config)} N={n} · {run.model_slug}"  # the label `list runs` and the leaderboard show
     curve: tuple[tuple[float, float], ...] = ()
     bon = run.curves.get("bon")
     if strategy == "sampling" and bon is not None and len(bon.k):

@@ -18,11 +18,21 @@ from pathlib import Path
 import pytest
 
 from bonbench.apps.cli.common import Progress
-from bonbench.pipeline.progress import INTERVAL_ENV, INTERVAL_S, ProgressLines, duration_text, interval_s, label, rate_text
+from bonbench.pipeline.progress import (
+    HEARTBEAT_MIN_S,
+    INTERVAL_ENV,
+    INTERVAL_S,
+    ProgressLines,
+    duration_text,
+    interval_s,
+    label,
+    rate_text,
+)
 
 HERE = Path(__file__).parent
 LINE = re.compile(r"^(?P<stage>[a-z ]+): (?P<done>\d+)/(?P<total>\d+) (?P<unit>samples|steps) \((?P<pct>[\d.]+)%\)"
-                  r"(?: (?P<rate>[\d.]+/s|[\d.]+ s/\w+) (?:ETA (?P<eta>\w+)|done in (?P<took>\w+)))?$")
+                  r"(?: (?P<rate>[\d.]+/s|[\d.]+ s/\w+) (?:ETA (?P<eta>\w+)|done in (?P<took>\w+))"
+                  r"| (?P<elapsed>\w+) elapsed)?$")
 
 
 class Clock:
@@ -87,6 +97,41 @@ def test_a_stage_that_fails_before_its_first_rows_prints_no_line() -> None:
     clock.now = 30.0
     progress("sample", 0, 640)
     assert lines == []
+
+
+def test_a_stage_silent_for_its_heartbeat_gets_a_line_before_its_first_rows_too() -> None:
+    """``tick`` (the CLI's timer calls it): a stage under way that wrote nothing for the heartbeat (the
+    interval, at least HEARTBEAT_MIN_S) gets its line, with how long it has run; its first rows are a
+    line at once all the same; a finished stage, or one that failed sooner, says nothing more."""
+    clock, lines = Clock(), []
+    progress = ProgressLines(lines.append, interval=10.0, clock=clock)
+    progress("sample", 0, 640)
+    for now in (5.0, 9.9):
+        clock.now = now
+        progress.tick()
+    assert lines == []  # within the heartbeat: a failure now would still be the only line
+    clock.now = 10.0
+    progress.tick()
+    clock.now = 15.0
+    progress.tick()  # 5 s after the last line: none
+    clock.now = 20.5
+    progress.tick()
+    clock.now = 21.0
+    progress("sample", 64, 640)  # the first chunk: at once, though the last line is 0.5 s old
+    clock.now = 25.0
+    progress("sample", 64, 640)  # within the interval: none
+    clock.now = 31.0
+    progress.tick()  # rows 10 s ago, none since: the line says so with the rate now
+    clock.now = 40.0
+    progress("sample", 512, 640)
+    clock.now = 51.0
+    progress.tick()
+    assert lines == ["sampling: 0/640 samples (0.0%) 10s elapsed", "sampling: 0/640 samples (0.0%) 20s elapsed",
+                     "sampling: 64/640 samples (10.0%) 3.0/s ETA 3m09s", "sampling: 128/640 samples (20.0%) 4.1/s ETA 2m04s",
+                     "sampling: 640/640 samples (100.0%) 16.0/s done in 40s"]
+    assert all(LINE.match(line) for line in lines), lines
+    fast = ProgressLines(lines.append, interval=0.01, clock=clock)
+    assert fast.heartbeat_s() == HEARTBEAT_MIN_S  # a tiny interval (the tests') does not make ticks a stream
 
 
 def test_slow_work_reads_as_seconds_per_unit_and_resumed_work_is_not_in_the_rate() -> None:
@@ -171,3 +216,14 @@ def test_not_a_terminal_sampling_lines_come_at_most_once_per_interval(tmp_path: 
     assert lines[0]["done"] != "0" and lines[-1]["done"] == lines[-1]["total"] == "192"
     assert len(lines) >= 4, [m.string for m in lines]  # periodic lines between the first and the last
     assert len(lines) <= 2 + took / 0.5, ([m.string for m in lines], took)
+
+
+def test_not_a_terminal_a_slow_first_chunk_shows_its_stage_before_it_ends(tmp_path: Path) -> None:
+    """A sampler whose chunk takes longer than the heartbeat (the hf backend's 64 long samples): the
+    CLI's timer writes the stage's line while the chunk is still running, then the chunk's own."""
+    res = _toy(tmp_path, 2.5, "0.5", "-T", "size=2", "--n", "1", "--metric", "pass@1")  # 2 samples, 2.5 s each
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = _stage_lines(res.stderr, "sampling")
+    assert lines[0]["done"] == "0" and lines[0]["elapsed"] in ("1s", "2s"), [m.string for m in lines]
+    assert lines[-1]["done"] == "2" and lines[-1]["took"] is not None
+    assert any(m["done"] == "1" for m in lines)

@@ -11,6 +11,14 @@ stage's first (when its first rows are done) and last, with counts, rate and ETA
     sampling: 120/640 samples (18.8%) 3.2/s ETA 2m43s
     grading: 640/640 samples (100.0%) 41.0/s done in 15s
 
+Rows may be minutes apart (a sampler's chunk of 64 long samples), so ``tick``, called from a timer
+(the CLI's ``Progress`` runs one), also writes the line of every stage under way that has been
+silent for ``heartbeat_s()`` (the interval, at least ``HEARTBEAT_MIN_S``), before its first rows
+too: no stage is silent for longer, whatever its chunks. A stage that fails within that time (a
+server that never answers, a bad file) still prints only its error::
+
+    sampling: 0/640 samples (0.0%) 10s elapsed
+
 Sampling, grading, verifying (``bonbench.apps.cli``) and training (``bonbench.apps.trainer.watch``)
 all write through it. This module reads no run and draws no bar.
 """
@@ -18,6 +26,7 @@ all write through it. This module reads no run and draws no bar.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +35,7 @@ Progress = Callable[[str, int, int], None]  # (stage, advance, total)
 
 INTERVAL_S = 10.0  # at most one line per stage this often (its first and last line aside)
 INTERVAL_ENV = "BONBENCH_PROGRESS_INTERVAL"  # seconds, overriding INTERVAL_S (tests use a short one)
+HEARTBEAT_MIN_S = 1.0  # a silent stage's line comes after the interval, never sooner than this
 LABELS = {"sample": "sampling", "grade": "grading", "verify": "verifying", "search": "searching"}  # a stage's name as shown
 UNITS = {"lora": "steps", "search": "trees"}  # what a stage counts, where it is not samples
 
@@ -76,6 +86,10 @@ class _Count:
     done: int = 0
     total: int = 0
     last_line: float | None = None
+    shown: int | None = None  # the count the last line showed
+    name: str = ""  # as the last report showed the key
+    unit: str = "samples"
+    extra: str = ""
 
 
 class ProgressLines:
@@ -85,7 +99,8 @@ class ProgressLines:
 
     Call it as a ``Progress`` (``stage`` is the key, ``advance`` rows more of ``total``), or
     ``update`` a key with its absolute count (``begin`` first sets where the count starts without
-    a line, as training does for a resumed run).
+    a line, as training does for a resumed run). ``tick`` (from a timer thread: every method holds
+    one lock, so lines never mix) writes the line of a stage silent for ``heartbeat_s()``.
     """
 
     def __init__(self, write: Callable[[str], None], interval: float | None = None,
@@ -93,43 +108,69 @@ class ProgressLines:
         self.write, self.clock = write, clock
         self.interval = interval if interval is not None else interval_s()
         self.counts: dict[str, _Count] = {}
+        self.lock = threading.RLock()
 
     def __call__(self, stage: str, advance: int, total: int) -> None:
         if total <= 0:
             return  # a stage with nothing to do (every imported sample stored already) says nothing
-        count = self.counts.get(stage)
-        if count is not None and advance == 0 and count.done >= count.total:
-            del self.counts[stage]  # a stage that finished starts again (the next run of several)
-            count = None
-        self.update(stage, (count.done if count is not None else 0) + advance, total, label(stage),
-                    UNITS.get(stage, "samples"))
+        with self.lock:
+            count = self.counts.get(stage)
+            if count is not None and advance == 0 and count.done >= count.total:
+                del self.counts[stage]  # a stage that finished starts again (the next run of several)
+                count = None
+            self.update(stage, (count.done if count is not None else 0) + advance, total, label(stage),
+                        UNITS.get(stage, "samples"))
 
     def begin(self, key: str, done: int) -> None:
         """Start ``key``'s clock at ``done`` (no line: the caller says what starts)."""
-        self.counts[key] = _Count(self.clock(), done, done)
+        with self.lock:
+            self.counts[key] = _Count(self.clock(), done, done)
 
     def update(self, key: str, done: int, total: int, name: str = "", unit: str = "samples", extra: str = "") -> None:
         """``done`` of ``total`` for ``key`` (shown as ``name``, default the key); ``extra`` ends the line."""
-        now = self.clock()
-        count = self.counts.get(key)
-        if count is None:
-            count = self.counts[key] = _Count(now, done)
-        count.done, count.total = done, total
-        finished = done >= total
-        if count.last_line is None and done == count.done0 and not finished:
-            return  # nothing done yet: no line (a failure at the start stays the one line it prints)
-        if count.last_line is not None and not finished and now - count.last_line < self.interval:
-            return
-        count.last_line = now
-        self.write(self._line(name or key, count, total, now, unit, extra))
+        with self.lock:
+            now = self.clock()
+            count = self.counts.get(key)
+            if count is None:
+                count = self.counts[key] = _Count(now, done)
+            count.done, count.total = done, total
+            count.name, count.unit, count.extra = name or key, unit, extra
+            finished = done >= total
+            if count.last_line is None and done == count.done0 and not finished:
+                return  # nothing done yet: no line (a failure at the start stays the one line it prints)
+            first = done > count.done0 and count.shown in (None, count.done0)  # the first rows: at once, after a tick too
+            if count.last_line is not None and not (finished or first) and now - count.last_line < self.interval:
+                return
+            self._write(count, now)
 
-    def _line(self, name: str, count: _Count, total: int, now: float, unit: str, extra: str) -> str:
+    def heartbeat_s(self) -> float:
+        """How long a stage under way may be silent before ``tick`` writes its line."""
+        return max(self.interval, HEARTBEAT_MIN_S)
+
+    def tick(self) -> None:
+        """Write the line of every stage under way (begun, not finished) that has written none for
+        ``heartbeat_s()`` seconds, or none since it began that long ago: rows may be minutes apart."""
+        with self.lock:
+            now = self.clock()
+            for count in self.counts.values():
+                since = count.last_line if count.last_line is not None else count.t0
+                if count.total > 0 and count.done < count.total and now - since >= self.heartbeat_s():
+                    self._write(count, now)
+
+    def _write(self, count: _Count, now: float) -> None:
+        count.last_line, count.shown = now, count.done
+        self.write(self._line(count, now))
+
+    def _line(self, count: _Count, now: float) -> str:
+        total, unit = count.total, count.unit
         share = f" ({100.0 * count.done / total:.1f}%)" if total > 0 else ""
-        parts = [f"{name}: {count.done}/{total} {unit}{share}"]
+        parts = [f"{count.name}: {count.done}/{total} {unit}{share}"]
         elapsed, moved = now - count.t0, count.done - count.done0
         if elapsed > 0 and moved > 0:
             per_s = moved / elapsed
             parts.append(rate_text(per_s, unit))
             parts.append(f"done in {duration_text(elapsed)}" if count.done >= total
                          else f"ETA {duration_text((total - count.done) / per_s)}")
-        return " ".join(parts) + (f"  {extra}" if extra else "")
+        elif elapsed > 0:
+            parts.append(f"{duration_text(elapsed)} elapsed")  # nothing done yet (a tick): how long it has run
+        return " ".join(parts) + (f"  {count.extra}" if count.extra else "")

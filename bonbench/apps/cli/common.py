@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,17 @@ def _stderr_line(line: str) -> None:
 class Progress:
     """Progress on stderr, per stage: a rich bar on a terminal, created on first use; elsewhere (a
     log file, CI, where a bar shows only its end) plain lines with counts, rate and ETA
-    (``bonbench.pipeline.progress.ProgressLines``)."""
+    (``bonbench.pipeline.progress.ProgressLines``), and, while the ``with`` block runs, a timer
+    thread that has them ``tick``: a stage between two chunks of rows still shows a line (a bar
+    shows its elapsed time itself)."""
 
     def __init__(self) -> None:
         self.tasks: dict[str, Any] = {}
         self.prefix = ""
         self.lines: ProgressLines | None = None
         self.progress: Any = None
+        self.stop = threading.Event()
+        self.timer: threading.Thread | None = None
         if not sys.stderr.isatty():
             self.lines = ProgressLines(_stderr_line)
             return
@@ -60,11 +65,22 @@ class Progress:
     def __enter__(self) -> Progress:
         if self.progress is not None:
             self.progress.__enter__()
+        if self.lines is not None:
+            self.timer = threading.Thread(target=self._ticks, args=(self.lines,), name="progress-ticks", daemon=True)
+            self.timer.start()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         if self.progress is not None:
             self.progress.__exit__(*exc)
+        if self.timer is not None:
+            self.stop.set()
+            self.timer.join()
+
+    def _ticks(self, lines: ProgressLines) -> None:
+        # wake often enough that a silent stage's line is at most a tenth of its heartbeat late
+        while not self.stop.wait(lines.heartbeat_s() / 10):
+            lines.tick()
 
     def __call__(self, stage: str, advance: int, total: int) -> None:
         key = self.prefix + stage

@@ -196,3 +196,19 @@ def test_the_compute_axis_labels_a_search_as_the_leaderboard_does(mixed: dict[st
     assert search.label == "beam(agg=last, lookahead=0, max_iterations=2, width=2) N=4 · policy", search.label
     assert search.strategy == "beam" and not search.curve
     assert sampling.label == "sampling N=4 · policy" and sampling.strategy == "sampling" and sampling.curve
+
+
+def test_a_base_with_only_search_runs_is_told_to_sample_it(mixed: dict[str, Path], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """`bonbench leaderboard --base M` where M has only search runs: one line that says so, names its
+    rows and the fix (a sampling run of M, or another base), not that M has no runs."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(mixed["search"], out / mixed["search"].relative_to(mixed["out"]))
+    code = main(["leaderboard", str(out), "--base", "policy"])
+    err = capsys.readouterr().err
+    assert one_error(code, err) == (
+        f"error: --base 'policy' has only search runs under {out} (policy · beam(agg=last, lookahead=0, "
+        "max_iterations=2, width=2)), and the base row is a model's sampling runs: run it without --strategy "
+        "(`bonbench run --model policy ...`) or pick another --base"), err

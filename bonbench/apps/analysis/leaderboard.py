@@ -270,6 +270,13 @@ def build_leaderboard(results_dir: Path, *, base: str | None = None, tasks: Sequ
         base_slug = model_slug(base)
         if not any(m == base_slug for m, _ in groups):
             have = sorted({m for m, _ in groups})
+            searched = sorted({m for (m, _), rs in groups.items() if rs[0].model_slug == base_slug})
+            if searched:  # its search rows compare with a sampling row; none of the base's is one
+                others = [m for m in have if m not in searched]
+                raise BonbenchError(f"--base {base!r} has only search runs under {results_dir} ({'; '.join(searched)}), "
+                                    "and the base row is a model's sampling runs: run it without --strategy "
+                                    f"(`bonbench run --model {base} ...`) or pick another --base"
+                                    + (f" (other models: {', '.join(others)})" if others else ""))
             raise BonbenchError(f"--base {base!r} has no runs under {results_dir} (models: {', '.join(have)})")
     selections = _select(groups, base_slug, _pin_base_runs(base_runs, base_slug, wanted))
     chosen = {(s.model, s.task): s for s in selections}

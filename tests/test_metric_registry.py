@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from fractions import Fraction
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -429,3 +430,40 @@ def test_a_kind_that_reads_logprobs_gets_them_and_others_do_not(tmp_path: Path, 
     outs = [ProblemOutcome("p", (1.0, 0.0), ("a", "b"))]
     with pytest.raises(BonbenchError, match=r"^meanlp reads log-probabilities, but 1 of 1 problems have none .*--backend"):
         compute_metrics(outs, ["meanlp"])
+
+
+def test_metrics_take_the_exact_values_of_the_curves_computed_beside_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``compute_metrics(curves=curve_matrices(...))`` (what ``pipeline.scoring.score`` does): the same
+    values, CIs and per-problem values as computing each metric again (to the last bit but one: a
+    curve's matmul over every k may round differently from one over the ks asked), and an exact
+    kind (maj@k) is computed once; a Monte Carlo k (wmaj@12 of n = 24) is computed for the ks asked,
+    as before, so its value and Monte Carlo SE are those of the metric alone."""
+    from bonbench.api.metric.values import curve_matrices
+    from bonbench.metrics.maj import maj_curve
+    from bonbench.plugins.metrics import exact
+
+    calls: list[list[int]] = []
+
+    def counted(answers: Any, correct: Any, ks: Any) -> Any:
+        calls.append(list(ks))
+        return maj_curve(answers, correct, ks)
+
+    monkeypatch.setattr(exact, "maj_curve", counted)
+    outs = _outcomes(n=24, problems=20)
+    specs = ["pass@1", "pass@4", "bon@4", "maj@4", "maj@24", "wmaj@2", "wmaj@12", "bom@4:0.5", "mean"]
+    curves = curve_matrices(outs, ["pass", "bon", "maj", "wmaj", "bom:0.5"], seed=3)
+    assert curves["wmaj"].exact_at(12) is None and curves["wmaj"].exact_at(2) is not None  # sampled at 12 only
+    assert calls == [list(range(1, 25))]
+    taken = compute_metrics(outs, specs, n_boot=200, seed=3, curves=curves)
+    assert calls == [list(range(1, 25))]  # maj@4 and maj@24 are the curve's columns
+    again = compute_metrics(outs, specs, n_boot=200, seed=3)
+    assert calls[1:] == [[4, 24]] and list(taken[0]) == list(again[0]) == specs
+    for name in specs:
+        a, b = taken[0][name], again[0][name]
+        assert (a.value, *a.ci95) == pytest.approx((b.value, *b.ci95), rel=1e-14, abs=1e-15), name
+        assert (a.n_problems, a.n_samples, a.mc_se, a.mc_draws) == (b.n_problems, b.n_samples, b.mc_se, b.mc_draws)
+        assert taken[1][name] == pytest.approx(again[1][name], rel=1e-14, abs=1e-15), name
+    assert taken[0]["wmaj@12"] == again[0]["wmaj@12"] and taken[0]["wmaj@12"].mc_se is not None
+    assert taken[0]["maj@4"].mc_se is None
+    # the metrics are the curves' own values at their ks
+    assert [taken[1]["bon@4"][o.problem_id] for o in outs] == curves["bon"].values[:, 3].tolist()

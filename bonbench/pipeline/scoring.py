@@ -20,7 +20,7 @@ from bonbench import __version__
 from bonbench.api.metric.grammar import MetricSpec
 from bonbench.api.metric.inputs import curve_keys, reads_scores_name, task_inputs
 from bonbench.api.metric.kind import MONTE_CARLO, metric_kind
-from bonbench.api.metric.values import compute_curves, compute_metrics
+from bonbench.api.metric.values import CurveMatrix, compute_metrics, curve_matrices, curves_json
 from bonbench.api.task import Task
 from bonbench.core.errors import BonbenchError
 from bonbench.core.provenance import git_sha
@@ -182,9 +182,16 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade
     if run.cfg.strategy is not None:
         outs = outcomes(run, *_repetition(0, run.cfg.n, grades, scores), read)
         values, per_problem = search_metrics(run, specs, grades, scores, n_boot, read)
+        # a search's candidates are one draw of n, not n exchangeable ones: no curve over k < n
+        curves: dict[str, CurveMatrix] = {}
     else:
         outs = outcomes(run, grades, scores, read)
-        values, per_problem = compute_metrics(outs, specs, n_boot=n_boot, seed=run.cfg.seed, two_stage=two_stage)
+        inputs = task_inputs(run.task, scores=scores is not None, logprobs=all(o.logprobs is not None for o in outs))
+        keys = curve_keys(specs, inputs)
+        curves = curve_matrices(outs, keys, seed=run.cfg.seed, two_stage=two_stage) if keys else {}
+        # the metrics take their exact values from the curves (maj@k, bon@k, ...: each computed once)
+        values, per_problem = compute_metrics(outs, specs, n_boot=n_boot, seed=run.cfg.seed, two_stage=two_stage,
+                                              curves=curves)
     # a search repeated over seeds has its groups' metrics left out (search_metrics' docstring)
     by_group, by_group_pp = group_metrics(run.task, run.problems, outs, specs, n_boot=n_boot, seed=run.cfg.seed,
                                           designs=designs) if run.cfg.seeds == 1 else ({}, {})
@@ -216,11 +223,7 @@ def score(run: PreparedRun, specs: Sequence[MetricSpec], grades: dict[Key, Grade
         doc["adaptive"] = adaptive.summary(run, doc["metrics"])
     doc.update(facts or {})
     run.store.write_metrics(doc)
-    inputs = task_inputs(run.task, scores=scores is not None, logprobs=all(o.logprobs is not None for o in outs))
-    # a search's candidates are one draw of n, not n exchangeable ones: no curve over k < n
-    keys = curve_keys(specs, inputs) if run.cfg.strategy is None else []
-    curves = compute_curves(outs, keys, n_boot=n_boot, seed=run.cfg.seed, two_stage=two_stage) if keys else {}
-    run.store.write_curves(curves)
+    run.store.write_curves(curves_json(curves, n_boot=n_boot, seed=run.cfg.seed))
     return doc
 
 

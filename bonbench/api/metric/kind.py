@@ -97,7 +97,9 @@ class MetricKind:
     (one problem's exact value: ``(outcome, k, param) -> float``, k None for a kind without k) and/or
     ``curve`` (every k at once: ``(outcomes, ks, param, seed)`` -> a [P, K] array, NaN where n < k, or a
     ``SampledCurve`` when some values are Monte Carlo estimates; ``estimate="monte_carlo"`` says it may
-    be). Either may raise ``ValueError`` with the fix, which the user sees as one line. A kind with
+    be; an exact value at k depends on k, not on the other ks asked with it: a run's metrics take their
+    exact values from its curves, ``values.compute_metrics``). Either may raise ``ValueError`` with the
+    fix, which the user sees as one line. A kind with
     neither is stored only: another part of a run writes it (``how`` says which), and it is known
     here for its name, direction and display.
 

@@ -17,8 +17,8 @@ What it does not do: parse flags, apply a task's rules (``bonbench.run.rules``),
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,24 @@ from bonbench.metrics.montecarlo import SampledCurve
 
 # [P, K] values; [K] Monte Carlo SE (NaN at an exact k; None when every k is exact); the draws
 PerK = tuple[np.ndarray, np.ndarray | None, int]
+
+
+@dataclass(frozen=True)
+class CurveMatrix:
+    """One curve's per-problem values at every k of ``ks`` (``curve_matrices``), before its bootstrap."""
+
+    ks: tuple[int, ...]
+    values: np.ndarray  # [P, K]
+    mc_se: np.ndarray | None  # [K]: NaN at an exact k; None when every k is exact
+    draws: int
+
+    def exact_at(self, k: int | None) -> np.ndarray | None:
+        """The [P] values at ``k`` when every one of them is exact, else None (not a k of the curve,
+        or a Monte Carlo estimate there, whose draws depend on the other ks asked with it)."""
+        if k is None or k not in self.ks:
+            return None
+        j = self.ks.index(k)
+        return self.values[:, j] if self.mc_se is None or np.isnan(self.mc_se[j]) else None
 
 
 def check_outcomes(outcomes: Sequence[ProblemOutcome]) -> None:
@@ -124,13 +142,17 @@ def _per_k(record: MetricKind, spec_name: str, outcomes: Sequence[ProblemOutcome
 
 
 def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSpec | str], n_boot: int = 1000,
-                    seed: int = 0, two_stage: Sequence[TwoStage] | None = None
+                    seed: int = 0, two_stage: Sequence[TwoStage] | None = None,
+                    curves: Mapping[str, CurveMatrix] | None = None
                     ) -> tuple[dict[str, MetricValue], dict[str, dict[str, float]]]:
     """Dataset means with 95% bootstrap CIs, and ``per_problem[metric][problem_id]`` values.
 
     ``specs`` are ``MetricSpec``s or names; ``seed`` seeds the bootstrap and any Monte Carlo draws.
     ``two_stage`` (an adaptive run: ``outcomes[i]``'s design) makes each problem's value the design's
-    unbiased estimate from its two parts (``_per_k``; docs/adaptive.md).
+    unbiased estimate from its two parts (``_per_k``; docs/adaptive.md). ``curves``: the same
+    outcomes' ``curve_matrices`` (same ``seed`` and ``two_stage``), whose exact values at a k are
+    taken rather than computed again (an exact value at k depends on k alone: ``MetricKind``'s
+    contract); a Monte Carlo value is computed for the ks asked, as without them.
     Raises BonbenchError when an input a metric reads is missing or a k exceeds some problem's n
     (or, with ``two_stage``, what the designs support).
     """
@@ -162,9 +184,18 @@ def compute_metrics(outcomes: Sequence[ProblemOutcome], specs: Sequence[MetricSp
     by_kind: dict[tuple[str, float | None], list[MetricSpec]] = defaultdict(list)
     for s in spec_list:
         by_kind[(s.kind, s.param)].append(s)
+    computed: dict[tuple[str, float | None], CurveMatrix] = {}
+    for key, matrix in (curves or {}).items():
+        if (spec := curve_spec(key)) is not None:
+            computed[(spec.kind, spec.param)] = matrix
     for (kind, param), group in by_kind.items():
-        mat, mc_se, draws = _per_k(metric_kind(kind), group[0].name, outcomes, [s.k for s in group], param, seed,
-                                   two_stage)
+        curve = computed.get((kind, param))
+        known = [c for s in group if curve is not None and (c := curve.exact_at(s.k)) is not None]
+        if len(known) == len(group):
+            mat, mc_se, draws = np.column_stack(known).reshape(len(outcomes), len(group)), None, 0
+        else:
+            mat, mc_se, draws = _per_k(metric_kind(kind), group[0].name, outcomes, [s.k for s in group], param, seed,
+                                       two_stage)
         lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
         for j, s in enumerate(group):
             se = None if mc_se is None or np.isnan(mc_se[j]) else float(mc_se[j])
@@ -202,17 +233,24 @@ def compute_curves(outcomes: Sequence[ProblemOutcome], keys: Sequence[str] | Non
                    seed: int = 0, two_stage: Sequence[TwoStage] | None = None) -> dict[str, dict[str, Any]]:
     """Every k = 1..n_min of each curve: ``{"k", "value", "lo", "hi"}`` lists (JSON-ready), plus
     ``"mc_se"`` (null at a k whose values are all exact) and ``"mc_draws"`` where values are Monte
-    Carlo estimates.
+    Carlo estimates: ``curves_json`` of ``curve_matrices``.
 
     ``keys`` are curves.json keys (a kind with a curve, with its parameter: ``pass``, ``gpass:0.75``;
     default ``default_curve_keys``). n_min is the smallest per-problem n, so every point averages the
     same problems. With ``two_stage`` (``compute_metrics``) every point is the designs' estimate and
     the curve stops at the largest k the designs support (``two_stage_k``).
     """
+    return curves_json(curve_matrices(outcomes, keys, seed, two_stage), n_boot=n_boot, seed=seed)
+
+
+def curve_matrices(outcomes: Sequence[ProblemOutcome], keys: Sequence[str] | None = None, seed: int = 0,
+                   two_stage: Sequence[TwoStage] | None = None) -> dict[str, CurveMatrix]:
+    """Each curve's per-problem values at every k = 1..n_min (``compute_curves``, before the bootstrap),
+    which ``compute_metrics`` can take its exact values from."""
     check_outcomes(outcomes)
     n_min = min(len(o.correct) for o in outcomes) if two_stage is None else two_stage_k(two_stage)
     ks: list[int | None] = list(range(1, n_min + 1))
-    curves: dict[str, dict[str, Any]] = {}
+    matrices: dict[str, CurveMatrix] = {}
     for key in default_curve_keys(outcomes) if keys is None else keys:
         spec = curve_spec(key)
         if spec is None:
@@ -220,9 +258,17 @@ def compute_curves(outcomes: Sequence[ProblemOutcome], keys: Sequence[str] | Non
         record = metric_kind(spec.kind)
         _check_inputs(MetricSpec(spec.kind, 1, spec.param), record, outcomes)
         mat, mc_se, draws = _per_k(record, key, outcomes, ks, spec.param, seed, two_stage)
-        lo, hi = bootstrap_ci(mat, n_boot=n_boot, seed=seed)
-        curves[key] = {"k": list(ks), "value": [float(v) for v in mat.mean(axis=0)],
+        matrices[key] = CurveMatrix(tuple(range(1, n_min + 1)), mat, mc_se, draws)
+    return matrices
+
+
+def curves_json(matrices: Mapping[str, CurveMatrix], n_boot: int = 1000, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """curves.json's entries of ``curve_matrices``: each k's mean with its bootstrap CI (``compute_curves``)."""
+    curves: dict[str, dict[str, Any]] = {}
+    for key, m in matrices.items():
+        lo, hi = bootstrap_ci(m.values, n_boot=n_boot, seed=seed)
+        curves[key] = {"k": list(m.ks), "value": [float(v) for v in m.values.mean(axis=0)],
                        "lo": [float(v) for v in lo], "hi": [float(v) for v in hi]}
-        if mc_se is not None:  # null at an exact k
-            curves[key].update(mc_se=[None if np.isnan(v) else float(v) for v in mc_se], mc_draws=draws)
+        if m.mc_se is not None:  # null at an exact k
+            curves[key].update(mc_se=[None if np.isnan(v) else float(v) for v in m.mc_se], mc_draws=m.draws)
     return curves

@@ -133,7 +133,7 @@ def zetas(h: np.ndarray, mass: np.ndarray, k: int) -> np.ndarray:
     theta = float(conditional[-1][0])
     weights = np.ones(1)
     for c in range(1, k + 1):
-        weights = np.kron(weights, mass)
+        weights = np.multiply.outer(weights, mass).ravel()
         out[c] = float(weights @ conditional[k - c] ** 2) - theta ** 2
     return np.clip(out, 0.0, None)
 

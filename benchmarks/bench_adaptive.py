@@ -29,13 +29,16 @@ for wrong ones; wrong answers fall into classes with geometric sizes (maj@k). Us
     python benchmarks/bench_adaptive.py [--profile gemma-math500|uniform|RUN_DIR] [--datasets 200]
 
 With ``--targets 1.0,1.25,...`` it measures the half-width target instead (``--adaptive
-pilot=P,halfwidth=H``: ``allocate_halfwidth``), on pass@1: H is each multiple of fixed n's expected
-95% CI half-width (from the known p's: Z95 * sqrt((Var(p) + mean p (1 - p) / n) / problems)), the
-same H for every dataset as a user would ask for it. For each H it prints how often the pilots put H
-out of reach (the run stops there), and over the datasets that go on: how often the achieved
-half-width meets H, the mean achieved and predicted half-widths, the bias (of the runs that go on,
-and of every run as ``fallback=cap`` would finish it), and the samples spent beside fixed n = 16's
-and beside the smallest fixed n whose expected half-width reaches H.
+pilot=P,halfwidth=H[,confidence=Q]``: ``allocate_halfwidth``, or ``allocate_halfwidth_votes`` on
+maj@k and bon@k), on ``--target-metric`` (pass@1 by default) at each ``--confidence`` (0.5 by
+default): H is each multiple of fixed n's expected 95% CI half-width (on pass@1 from the known p's:
+Z95 * sqrt((Var(p) + mean p (1 - p) / n) / problems); on another metric the root of the mean
+variance over the problems of 20 fixed-n datasets), the same H for every dataset as a user would
+ask for it. For each H and Q it prints how often the pilots put H out of reach (the run stops there
+under ``fallback=stop``) and how often every run, finished as ``fallback=cap`` does, meets H; over
+the datasets that go on: how often the achieved half-width meets H, the mean achieved, predicted
+and expected half-widths, the bias (of the runs that go on, and of every run), and the samples spent
+beside fixed n = 16's (on pass@1 also beside the smallest fixed n whose expected half-width reaches H).
 
 This script measures; it asserts nothing (the goals are printed next to the figures).
 """

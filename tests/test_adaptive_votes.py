@@ -22,7 +22,7 @@ import pytest
 
 from bonbench.metrics import adaptive_votes
 from bonbench.metrics.adaptive import allocate_halfwidth, pilot_prior
-from bonbench.metrics.adaptive_votes import Pilot, allocate_halfwidth_votes, kernel, overlaps, within
+from bonbench.metrics.adaptive_votes import Pilot, allocate_halfwidth_votes, kernel, overlaps, posterior, within
 from bonbench.metrics.maj import maj_at_k
 from bonbench.metrics.pass_bon import bon_at_k
 
@@ -146,7 +146,7 @@ def test_within_is_the_variance_of_the_fixed_m_estimate_under_the_plug_in_law(me
     # the law: the pilot's samples (right ones sharing 0.3), and one added sample where a side is missing
     answers = tuple("r" if c else a for c, a in zip(correct, ("8", None, "9"), strict=True))
     p, k, q = Pilot(correct, answers, (0.5, 0.9, 0.5)), 2, 0.3
-    table = within(metric, p, q, k, overlaps(k, 5))
+    table, theta = within(metric, p, q, k, overlaps(k, 5))
     right = sum(correct)
     extra: Outcome = (0.9, 1, "new") if right == 0 else (0.5, 0, "new")  # beside its best wrong / worst right
     law = [((s, int(c), a), (q / right if c else (1 - q) / (3 - right)) if 0 < right < 3 else
@@ -163,6 +163,24 @@ def test_within_is_the_variance_of_the_fixed_m_estimate_under_the_plug_in_law(me
             moments[0] += w * v
             moments[1] += w * v * v
         assert table[m] == pytest.approx(moments[1] - moments[0] ** 2, abs=1e-12)
+        assert theta == pytest.approx(moments[0], abs=1e-12)  # the fixed-m estimate is unbiased for it
+
+
+@pytest.mark.parametrize("metric", ["maj", "bon"])
+def test_the_posterior_average_is_the_integral_over_the_beta_posterior(metric: str) -> None:
+    # exact quadrature on k + 1 nodes against a fine grid over the right-sample chance
+    p, k, a, b = Pilot((0.0, 1.0, 0.0), ("8", "r", "8"), (0.2, 0.5, 0.9)), 2, 1.0, 3.0
+    table = overlaps(k, 6)
+    var, first, second = posterior(metric, p, a, b, k, table)
+    grid = np.linspace(1e-6, 1 - 1e-6, 20001)
+    dens = grid ** (a + 1 - 1) * (1 - grid) ** (b + 2 - 1)
+    dens /= np.trapezoid(dens, grid)
+    at = [within(metric, p, float(q), k, table) for q in grid]
+    thetas = np.array([t for _, t in at])
+    assert first == pytest.approx(float(np.trapezoid(dens * thetas, grid)), rel=1e-6)
+    assert second == pytest.approx(float(np.trapezoid(dens * thetas ** 2, grid)), rel=1e-6)
+    for m in (2, 4, 6):
+        assert var[m] == pytest.approx(float(np.trapezoid(dens * np.array([v[m] for v, _ in at]), grid)), rel=1e-6)
 
 
 def test_a_higher_confidence_spends_more_and_predicts_a_wider_expected_margin() -> None:
@@ -175,7 +193,7 @@ def test_a_higher_confidence_spends_more_and_predicts_a_wider_expected_margin() 
 
     for confidence in (0.5, 0.75, 0.9, 0.97):
         pass_designs, pass_hw = allocate_halfwidth(counts, 4, 0.032, cap=60, confidence=confidence)
-        maj_designs, maj_hw = allocate_halfwidth_votes(pilots, "maj", 0.05, k=4, floor=4, cap=60, confidence=confidence)
+        maj_designs, maj_hw = allocate_halfwidth_votes(pilots, "maj", 0.045, k=4, floor=4, cap=60, confidence=confidence)
         if confidence == 0.5:
             assert pass_hw.expected is None and maj_hw.expected is None
             base = spend(pass_designs, counts), spend(maj_designs, [int(sum(p.correct)) for p in pilots])

@@ -5,14 +5,15 @@ maj@k and bon@k also depend on the wrong answers a problem gives and on how its 
 so their prediction reads each pilot's answers (maj@k) or verifier scores (bon@k):
 
 - **Within a problem.** Each pilot stands for its problem through a *plug-in law*: its own samples,
-  the right ones sharing the chance p~ = (a + s) / (a + b + P) of a right sample (the posterior mean
-  under the beta prior of ``bonbench.metrics.adaptive.pilot_prior``) and the wrong ones the rest. A
-  pilot with no right sample adds one right sample of its own answer, scored as its best wrong one;
-  a pilot with no wrong sample adds one wrong answer, scored as its worst right one. The variance of
-  the fixed-m estimate (a U-statistic of degree k) under that law is exact (``within``):
+  the right ones sharing a chance p of a right sample and the wrong ones the rest. A pilot with no
+  right sample adds one right sample of its own answer, scored as its best wrong one; a pilot with
+  no wrong sample adds one wrong answer, scored as its worst right one. The variance of the fixed-m
+  estimate (a U-statistic of degree k) under that law is exact (``within``):
   sum_c C(k, c) C(m - k, k - c) / C(m, k) zeta_c, with zeta_c from every k-tuple of its samples.
-- **Between problems.** The sample variance of the pilots' own estimates, less their mean predicted
-  variance on the pilot: what is left is the spread of the metric between problems (zero if negative).
+  It is averaged over p drawn from the pilot's posterior Beta(a + s, b + P - s) under the beta prior
+  of ``bonbench.metrics.adaptive.pilot_prior`` (``posterior``: exact quadrature).
+- **Between problems.** The variance over problems of the metric's value under each law, with its
+  posterior mean and second moment, as ``_PassK.between`` does for pass@k.
 - **The dataset.** The two added, as ``_PassK.halfwidth`` does for pass@k, with the margin of
   ``spread_sd`` at a confidence above 0.5.
 
@@ -33,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -123,9 +125,9 @@ def overlaps(k: int, top: int) -> np.ndarray:
     return out
 
 
-def zetas(h: np.ndarray, mass: np.ndarray, k: int) -> np.ndarray:
+def zetas(h: np.ndarray, mass: np.ndarray, k: int) -> tuple[np.ndarray, float]:
     """zeta_c = Var(E[h | c of the k samples]) for c = 0..k under i.i.d. draws of law ``mass``
-    (zeta_0 = 0): the variance components of a U-statistic with kernel ``h`` (Hoeffding)."""
+    (zeta_0 = 0): the variance components of a U-statistic with kernel ``h`` (Hoeffding); and E[h]."""
     t = mass.size
     conditional, out = [h], np.zeros(k + 1)
     for _ in range(k):  # E[h | the first c], c = k-1 .. 0: average the last sample out
@@ -135,15 +137,11 @@ def zetas(h: np.ndarray, mass: np.ndarray, k: int) -> np.ndarray:
     for c in range(1, k + 1):
         weights = np.multiply.outer(weights, mass).ravel()
         out[c] = float(weights @ conditional[k - c] ** 2) - theta ** 2
-    return np.clip(out, 0.0, None)
+    return np.clip(out, 0.0, None), theta
 
 
-def within(metric: str, p: Pilot, p_right: float, k: int, table: np.ndarray, h: np.ndarray | None = None) -> np.ndarray:
-    """The variance of the fixed-m estimate of the metric at k for m = 0..top under the pilot's
-    plug-in law with right-sample chance ``p_right`` (module docstring); ``table`` is ``overlaps``."""
-    z, cls, score, role = _law(metric, p)
-    if h is None:
-        h = kernel(metric, z, cls, score, k)
+def _mass(z: np.ndarray, role: int, p_right: float) -> np.ndarray:
+    """The plug-in law's masses (module docstring): the right samples share ``p_right``, the wrong ones the rest."""
     n, right = z.size - 1, z[:-1] > 0.5
     mass = np.zeros(n + 1)
     if role == 1:  # no right sample: the added one carries the chance of a right sample
@@ -152,83 +150,138 @@ def within(metric: str, p: Pilot, p_right: float, k: int, table: np.ndarray, h: 
         mass[:n], mass[n] = p_right / n, 1 - p_right
     else:
         mass[:n] = np.where(right, p_right / right.sum(), (1 - p_right) / (~right).sum())
-    return table @ zetas(h, mass, k)
+    return mass
+
+
+def within(metric: str, p: Pilot, p_right: float, k: int, table: np.ndarray,
+           h: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """The variance of the fixed-m estimate of the metric at k for m = 0..top under the pilot's
+    plug-in law with right-sample chance ``p_right`` (module docstring; ``table`` is ``overlaps``),
+    and the metric's value under that law."""
+    z, cls, score, role = _law(metric, p)
+    if h is None:
+        h = kernel(metric, z, cls, score, k)
+    parts, theta = zetas(h, _mass(z, role, p_right), k)
+    return table @ parts, theta
+
+
+def posterior(metric: str, p: Pilot, a: float, b: float, k: int, table: np.ndarray,
+              h: np.ndarray | None = None) -> tuple[np.ndarray, float, float]:
+    """``within``'s variance and the metric's first two moments, averaged over the right-sample chance
+    drawn from the pilot's posterior Beta(a + s, b + P - s). All three are polynomials of degree <= 2k
+    in the chance (the law's masses are linear in it), so they are interpolated exactly on 2k + 1
+    Chebyshev nodes and averaged with the beta's moments. The plug-in at the posterior mean would miss
+    the curvature: maj@k's and bon@k's variance rises steeply with the chance where the pilots are
+    least sure of it."""
+    right = sum(c > 0.5 for c in p.correct)
+    post_a, post_b = a + right, b + len(p.correct) - right
+    degree = 2 * k
+    nodes = (1 - np.cos((2 * np.arange(degree + 1) + 1) * math.pi / (2 * (degree + 1)))) / 2
+    z, cls, score, role = _law(metric, p)
+    if h is None:
+        h = kernel(metric, z, cls, score, k)
+    rows = []
+    for node in nodes:
+        parts, theta = zetas(h, _mass(z, role, float(node)), k)
+        rows.append(np.concatenate([table @ parts, [theta, theta ** 2]]))
+    at = np.nan_to_num(np.array(rows), nan=0.0)  # the table's rows below k are nan: no size below k is read
+    coefficients = np.polynomial.polynomial.polyfit(nodes, at, degree)  # [power, column]
+    moments = np.cumprod(np.concatenate([[1.0], (post_a + np.arange(degree)) / (post_a + post_b + np.arange(degree))]))
+    mean = moments @ coefficients  # E[p^j] = prod_{i < j} (A + i) / (A + B + i)
+    var = np.where(np.isnan(table[:, 0]), np.nan, mean[:-2])
+    return var, float(mean[-2]), float(mean[-1])
+
+
+def _key(metric: str, p: Pilot) -> tuple[object, ...]:
+    """What a pilot's plug-in law depends on, up to the order of its samples: maj@k, the classes'
+    right-or-wrong members and the abstainers; bon@k, the samples' score ranks (ties kept) and verdicts."""
+    right = tuple(int(c > 0.5) for c in p.correct)
+    if metric == "maj":
+        groups: dict[Hashable | None, list[int]] = {}
+        for c, a in zip(right, p.answers, strict=True):
+            groups.setdefault(a, []).append(c)
+        abstain = tuple(sorted(groups.pop(None, [])))
+        return tuple(sorted(tuple(sorted(g)) for g in groups.values())), abstain
+    rank = {v: i for i, v in enumerate(sorted(set(p.scores)))}
+    return tuple(sorted((rank[v], c) for v, c in zip(p.scores, right, strict=True)))
+
+
+def _canonical(metric: str, key: Any) -> Pilot:
+    """The pilot that stands for every pilot of ``key`` (``_key``): built from the key alone, so that
+    no problem's own pilot is read through another's (the sums stay a function of the others)."""
+    if metric == "maj":
+        groups, abstain = key
+        answers: list[str | None] = [f"class {g}" for g, members in enumerate(groups) for _ in members]
+        answers += [None] * len(abstain)
+        right = [c for members in groups for c in members] + list(abstain)
+        return Pilot(tuple(float(c) for c in right), tuple(answers))
+    return Pilot(tuple(float(c) for _, c in key), scores=tuple(float(r) for r, _ in key))
 
 
 @dataclass(frozen=True)
-class _Sums:
-    """The dataset's sums that a problem's leave-one-out prediction subtracts its own terms from:
-    ``tables[j, m]`` (problem j's ``within`` at m) and ``by_count[r, s, m]`` = sum over problems with
-    pilot count s of value^r tables[j, m], r = 0, 1, 2."""
-
-    tables: np.ndarray
-    by_count: np.ndarray
-
-    @classmethod
-    def of(cls, tables: np.ndarray, values: np.ndarray, s: np.ndarray, pilot: int) -> _Sums:
-        by_count = np.zeros((3, pilot + 1, tables.shape[1]))
-        for r in range(3):
-            np.add.at(by_count[r], s, values[:, None] ** r * tables)
-        return cls(tables, by_count)
-
-
-def _predict(sums: _Sums, values: np.ndarray, s: np.ndarray, drop: int | None, weight: float, second: np.ndarray,
-             z: float) -> tuple[float, float]:
-    """The predicted variance of a problem's value with Neyman sizes ``second`` and the pilot's weight
-    ``weight``, from every problem but ``drop`` (module docstring), with ``z`` margins of its standard
-    deviation; and the between-problem part alone."""
-    keep = np.ones(values.size, dtype=bool)
-    if drop is not None:
-        keep[drop] = False
-    n = int(keep.sum())
-    if n == 0:
-        return math.inf, 0.0
-    v = values[keep]
-    mean = float(v.mean())
-    spread = float(((v - mean) ** 2).sum() / (n - 1)) if n > 1 else 0.0
-    by_count = sums.by_count.copy()
-    if drop is not None:
-        by_count[:, s[drop]] -= values[drop] ** np.arange(3)[:, None] * sums.tables[drop]
-    pilot = second.size - 1
-    rows = np.arange(pilot + 1)
-    on_pilot, at_size = by_count[:, rows, pilot], by_count[:, rows, second]  # [r, s]
-    between = max(spread - on_pilot[0].sum() / n, 0.0)
-    final = weight ** 2 * on_pilot + (1 - weight) ** 2 * at_size
-    var = between + final[0].sum() / n
-    if z:
-        # sum over the problems of (value - mean)^2 (its noise on the pilot and in the end): ``spread_sd``
-        noise = on_pilot + final
-        centred = float((noise[2] - 2 * mean * noise[1] + mean ** 2 * noise[0]).sum())
-        var += z * 2 * math.sqrt(max(centred, 0.0)) / n
-    return var, between
-
-
-@dataclass(frozen=True)
-class _Pilots:
-    """Every problem's pilot with what the prediction reads of it once: its count of right samples,
-    its own estimate and its plug-in law's kernel over k-tuples."""
+class _Laws:
+    """The distinct plug-in laws of the pilots (``_key``), in a fixed order, each with the pilot that
+    stands for it (``_canonical``), its kernel, its count of right samples and its own estimate; and which law each
+    problem's pilot has. Problems with the same law share their design: removing either from the
+    others leaves the same others."""
 
     metric: str
-    pilots: tuple[Pilot, ...]
     k: int
     table: np.ndarray
+    pilots: tuple[Pilot, ...]
+    kernels: tuple[np.ndarray, ...]
     s: np.ndarray
     values: np.ndarray
-    kernels: tuple[np.ndarray, ...]
+    of_problem: np.ndarray
 
     @classmethod
-    def of(cls, metric: str, pilots: Sequence[Pilot], k: int, top: int) -> _Pilots:
-        return cls(metric, tuple(pilots), k, overlaps(k, top), np.array([int(sum(c > 0.5 for c in p.correct)) for p in pilots]),
-                   np.array([p.value(metric, k) for p in pilots]),
-                   tuple(kernel(metric, *_law(metric, p)[:3], k) for p in pilots))
+    def of(cls, metric: str, pilots: Sequence[Pilot], k: int, top: int) -> _Laws:
+        keys = [_key(metric, p) for p in pilots]
+        order = sorted(set(keys), key=repr)
+        laws = [_canonical(metric, key) for key in order]
+        index = {key: j for j, key in enumerate(order)}
+        return cls(metric, k, overlaps(k, top), tuple(laws), tuple(kernel(metric, *_law(metric, p)[:3], k) for p in laws),
+                   np.array([int(sum(c > 0.5 for c in p.correct)) for p in laws]),
+                   np.array([p.value(metric, k) for p in laws]), np.array([index[key] for key in keys]))
 
-    def sums(self, a: float, b: float) -> _Sums:
-        """The sums under Beta(a, b): each pilot's right-sample chance its posterior mean."""
-        pilot = len(self.pilots[0].correct)
-        p_right = (a + self.s) / (a + b + pilot)
-        tables = np.array([within(self.metric, p, float(q), self.k, self.table, h)
-                           for p, q, h in zip(self.pilots, p_right, self.kernels, strict=True)])
-        return _Sums.of(tables.reshape(len(self.pilots), -1), self.values, self.s, pilot)
+    def counts(self) -> np.ndarray:
+        """How many problems have each law."""
+        return np.bincount(self.of_problem, minlength=len(self.pilots))
+
+    def moments(self, a: float, b: float) -> _Moments:
+        """Each law's ``posterior`` under Beta(a, b)."""
+        got = [posterior(self.metric, p, a, b, self.k, self.table, h) for p, h in zip(self.pilots, self.kernels, strict=True)]
+        return _Moments(np.array([g[0] for g in got]), np.array([g[1] for g in got]), np.array([g[2] for g in got]))
+
+
+@dataclass(frozen=True)
+class _Moments:
+    """Each law's expected variance of the fixed-m estimate (``tables[law, m]``) and its metric's
+    expected value and square, under one prior."""
+
+    tables: np.ndarray
+    first: np.ndarray
+    second: np.ndarray
+
+
+def _predict(laws: _Laws, moments: _Moments, count: np.ndarray, weight: np.ndarray, size: np.ndarray,
+             z: float) -> tuple[float, float]:
+    """The predicted variance of a problem's value over ``count[law]`` problems of each law, each with
+    the pilot's weight ``weight[law]`` and a second stage of ``size[law]``, with ``z`` margins of its
+    standard deviation (``spread_sd``); and the variance between problems alone. Sums over the laws
+    in their fixed order, so that the result depends on the counts alone."""
+    n = int(count.sum())
+    if n == 0:
+        return math.inf, 0.0
+    between = max(float(count @ moments.second / n - (count @ moments.first / n) ** 2), 0.0)
+    pilot = len(laws.pilots[0].correct)
+    on_pilot, at_size = moments.tables[:, pilot], moments.tables[np.arange(count.size), size]
+    final = weight ** 2 * on_pilot + (1 - weight) ** 2 * at_size
+    var = between + float(count @ final) / n
+    if z:
+        mean = float(count @ laws.values) / n
+        var += z * 2 * math.sqrt(max(float(count @ ((laws.values - mean) ** 2 * (on_pilot + final))), 0.0)) / n
+    return var, between
 
 
 def allocate_halfwidth_votes(pilots: Sequence[Pilot], metric: str, halfwidth: float, *, k: int, floor: int, cap: int,
@@ -245,53 +298,57 @@ def allocate_halfwidth_votes(pilots: Sequence[Pilot], metric: str, halfwidth: fl
     if tuples_needed(pilot, k) > MAX_TUPLES:
         raise ValueError(f"a pilot of {pilot} at k = {k} has {tuples_needed(pilot, k)} k-tuples, above {MAX_TUPLES}")
     z = quantile(confidence)
-    read = _Pilots.of(metric, pilots, k, max(cap, pilot))
-    counts, problems = np.bincount(read.s, minlength=pilot + 1), len(pilots)
+    laws = _Laws.of(metric, pilots, k, max(cap, pilot))
+    count, problems = laws.counts(), len(pilots)
+    by_right = np.bincount(laws.s, weights=count, minlength=pilot + 1).astype(int)
     designs: dict[int, TwoStage] = {}
-    for s1 in np.unique(read.s):
-        others = counts.copy()
-        others[s1] -= 1
-        a, b = pilot_prior(others, pilot)
-        sums = read.sums(a, b)
-        for i in np.flatnonzero(read.s == s1):
-            designs[int(i)] = _design(read, sums, int(i), (a, b), floor, cap, halfwidth, z)
-    chosen = [designs[i] for i in range(problems)]
-    return chosen, _dataset(chosen, read, counts, cap, z)
+    moments: dict[int, tuple[tuple[float, float], _Moments]] = {}
+    for law in np.flatnonzero(count):
+        others = count.copy()
+        others[law] -= 1
+        s1 = int(laws.s[law])
+        if s1 not in moments:  # the prior, from the others' right counts: one per count
+            right = by_right.copy()
+            right[s1] -= 1
+            prior = pilot_prior(right, pilot)
+            moments[s1] = prior, laws.moments(*prior)
+        prior, m = moments[s1]
+        designs[int(law)] = _design(laws, m, others, prior, floor, cap, halfwidth, z, problems)
+    chosen = [designs[int(law)] for law in laws.of_problem]
+    return chosen, _dataset(laws, designs, count, by_right, cap, z)
 
 
-def _design(read: _Pilots, sums: _Sums, i: int, prior: tuple[float, float], floor: int, cap: int, halfwidth: float,
-            z: float) -> TwoStage:
-    """Problem ``i``'s design: the smallest Neyman scale at which the prediction from every other
-    problem's pilot reaches ``halfwidth`` (every second stage at the cap when none does)."""
-    (a, b), pilot, problems = prior, len(read.pilots[0].correct), len(read.pilots)
+def _design(laws: _Laws, moments: _Moments, others: np.ndarray, prior: tuple[float, float], floor: int, cap: int,
+            halfwidth: float, z: float, problems: int) -> TwoStage:
+    """The design of a problem whose others are ``others[law]`` problems of each law: the smallest
+    Neyman scale at which their prediction reaches ``halfwidth`` (every second stage at the cap when
+    none does)."""
+    (a, b), pilot = prior, len(laws.pilots[0].correct)
 
     def reached(second: np.ndarray) -> bool:
-        var, _ = _predict(sums, read.values, read.s, i, pilot_weight(a, b, pilot, second), second, z)
+        weight = np.full(others.size, pilot_weight(a, b, pilot, second))
+        var, _ = _predict(laws, moments, others, weight, second[laws.s], z)
         return Z95 * math.sqrt(var / problems) <= halfwidth
 
     second = smallest_design(neyman(a, b, pilot, floor, cap), reached, cap, pilot)
     return TwoStage(pilot, tuple(int(m) for m in second), float(pilot_weight(a, b, pilot, second)))
 
 
-def _dataset(designs: list[TwoStage], read: _Pilots, counts: np.ndarray, cap: int, z: float) -> HalfWidth:
-    """The prediction from every pilot: the prior fitted to all of them, each problem with its own design."""
-    pilot, problems = counts.size - 1, len(designs)
-    a, b = pilot_prior(counts, pilot)
-    sums = read.sums(a, b)
-    w = np.array([d.weight for d in designs])
-    size = np.array([d.second[x] for d, x in zip(designs, read.s, strict=True)])
-    own, values = np.arange(problems), read.values
+def _dataset(laws: _Laws, designs: dict[int, TwoStage], count: np.ndarray, by_right: np.ndarray, cap: int,
+             z: float) -> HalfWidth:
+    """The prediction from every pilot: the prior fitted to all of them, each law with its own design."""
+    pilot, problems = by_right.size - 1, int(count.sum())
+    a, b = pilot_prior(by_right, pilot)
+    moments = laws.moments(a, b)
+    own = [designs.get(j) for j in range(count.size)]
+    weight = np.array([0.0 if d is None else d.weight for d in own])
+    size = np.array([pilot if d is None else d.second[s] for d, s in zip(own, laws.s, strict=True)])
+    full = np.full(count.size, cap)
+    at_cap, between = _predict(laws, moments, count, np.full(count.size, pilot_weight(a, b, pilot, np.full(pilot + 1, cap))),
+                               full, z)
 
-    def each(z_: float) -> float:
-        final = w ** 2 * sums.tables[own, pilot] + (1 - w) ** 2 * sums.tables[own, size]
-        spread = float(values.var(ddof=1)) if problems > 1 else 0.0
-        var = max(spread - float(sums.tables[:, pilot].mean()), 0.0) + float(final.mean())
-        if z_:
-            noise = sums.tables[:, pilot] + final
-            var += z_ * 2 * math.sqrt(max(float(((values - values.mean()) ** 2 * noise).sum()), 0.0)) / problems
+    def halfwidth(var: float) -> float:
         return Z95 * math.sqrt(max(var, 0.0) / problems)
 
-    full = np.full(pilot + 1, cap)
-    at_cap, between = _predict(sums, values, read.s, None, pilot_weight(a, b, pilot, full), full, z)
-    return HalfWidth(each(z), Z95 * math.sqrt(at_cap / problems), Z95 * math.sqrt(between / problems),
-                     each(0.0) if z else None)
+    return HalfWidth(halfwidth(_predict(laws, moments, count, weight, size, z)[0]), halfwidth(at_cap), halfwidth(between),
+                     halfwidth(_predict(laws, moments, count, weight, size, 0.0)[0]) if z else None)

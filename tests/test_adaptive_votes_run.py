@@ -18,7 +18,7 @@ from test_adaptive_run import CAP, LIMIT, PILOT, one_error, rows, run_args, run_
 from bonbench.apps.cli import main
 from bonbench.metrics.adaptive_votes import Pilot, allocate_halfwidth_votes
 
-MAJ_SPEC, BON_SPEC = "pilot=4,halfwidth=0.16,confidence=0.9", "pilot=4,halfwidth=0.16"
+MAJ_SPEC, BON_SPEC = "pilot=4,halfwidth=0.16,confidence=0.9", "pilot=4,halfwidth=0.145"
 
 
 @pytest.fixture
@@ -76,9 +76,10 @@ def test_a_bon_target_is_decided_from_the_verifiers_scores_of_the_pilots(scripte
     assert hashed["verifier"] == "oracle" and hashed["metric"] == "bon@2" and "confidence" not in hashed
     decision = json.loads((root / "adaptive.json").read_text())
     pids = list(decision["problems"])
-    want, hw = allocate_halfwidth_votes(pilots(root, pids, scores="oracle"), "bon", 0.16, k=2, floor=2, cap=CAP - PILOT)
+    want, hw = allocate_halfwidth_votes(pilots(root, pids, scores="oracle"), "bon", 0.145, k=2, floor=2, cap=CAP - PILOT)
     assert [decision["problems"][pid]["second"] for pid in pids] == [list(d.second) for d in want]
     assert decision["target"]["predicted"] == hw.predicted and "confidence" not in decision["target"]
+    assert len({p["n"] for p in decision["problems"].values()}) > 1
     assert sum(1 for _ in rows(root / "samples.jsonl")) == decision["spend"]["samples"]
 
 

@@ -11,7 +11,7 @@ so their prediction reads each pilot's answers (maj@k) or verifier scores (bon@k
   estimate (a U-statistic of degree k) under that law is exact (``within``):
   sum_c C(k, c) C(m - k, k - c) / C(m, k) zeta_c, with zeta_c from every k-tuple of its samples.
   It is averaged over p drawn from the pilot's posterior Beta(a + s, b + P - s) under the beta prior
-  of ``bonbench.metrics.adaptive.pilot_prior`` (``posterior``: exact quadrature).
+  of ``bonbench.metrics.adaptive.pilot_prior`` (``posterior``: exact polynomial interpolation).
 - **Between problems.** The variance over problems of the metric's value under each law, with its
   posterior mean and second moment, as ``_PassK.between`` does for pass@k.
 - **The dataset.** The two added, as ``_PassK.halfwidth`` does for pass@k, with the margin of
@@ -22,8 +22,9 @@ pilot's weight of ``pilot_weight``, the smallest scale reaching the target (``sm
 problem's design is computed from the *other* problems' pilots alone (their counts, answers and
 scores), so its second-stage size is a fixed function of its own pilot count and its weight does not
 depend on its own pilot at all: the two-stage estimate stays exactly unbiased (docs/adaptive.md;
-tested by enumerating whole datasets). Each problem's leave-one-out prediction is the dataset's sums
-less its own terms, so the allocation costs one pass over the problems per distinct pilot count.
+tested by enumerating whole datasets). The pilots are grouped by plug-in law (``_key``), each law
+computed once from a pilot built from its key (``_canonical``), so a problem's design is a function
+of the counts of the others' laws alone, and problems with the same law share one.
 
 What it does not do: grade, score or read runs (``bonbench.pipeline.adaptive`` passes the pilots), or
 estimate the metric (``bonbench.metrics.maj``, ``pass_bon``).

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from bonbench.metrics import adaptive_votes
-from bonbench.metrics.adaptive import allocate_halfwidth, pilot_prior
+from bonbench.metrics.adaptive import TwoStage, allocate_halfwidth, pilot_prior
 from bonbench.metrics.adaptive_votes import Pilot, allocate_halfwidth_votes, kernel, overlaps, posterior, within
 from bonbench.metrics.maj import maj_at_k
 from bonbench.metrics.pass_bon import bon_at_k
@@ -188,7 +188,7 @@ def test_a_higher_confidence_spends_more_and_predicts_a_wider_expected_margin() 
     counts = [int(x) for x in rng.binomial(4, rng.beta(0.5, 2, 200))]
     pilots = _random_pilots(3, 200)
 
-    def spend(designs: Sequence[adaptive_votes.TwoStage], s1: Sequence[int]) -> int:
+    def spend(designs: Sequence[TwoStage], s1: Sequence[int]) -> int:
         return sum(d.size(s) for d, s in zip(designs, s1, strict=True))
 
     for confidence in (0.5, 0.75, 0.9, 0.97):

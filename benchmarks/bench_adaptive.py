@@ -232,7 +232,8 @@ def simulate_targets(ps: np.ndarray, args: argparse.Namespace) -> None:
     rng = np.random.default_rng(args.seed)
     P, metric = ps.size, args.target_metric
     k = int(metric.split("@")[1])
-    true = truth(ps, k, rng)[metric]
+    true = ps if metric == "pass@1" else 1 - (1 - ps) ** k if metric.startswith("pass@") else values(
+        draw(ps, [2000] * ps.size, rng), metric, k)  # the target's truth alone (``truth`` computes every metric)
     reference = reference_halfwidth(ps, metric, k, args.fixed, rng)
     print(f"{metric}: true {true.mean():.4f}; fixed n = {args.fixed}: expected half-width {reference:.5f}; with n = "
           f"{args.pilot + args.cap} (pilot + cap): {reference_halfwidth(ps, metric, k, args.pilot + args.cap, rng):.5f}; "

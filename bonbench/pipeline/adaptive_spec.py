@@ -19,7 +19,8 @@ from bonbench.core.errors import BonbenchError
 class AdaptiveSpec:
     """``--adaptive``: P pilot samples for every problem, then a second stage sized for one target:
     ``budget`` B, the mean samples per problem in all (the pilot included; a target, the spend is
-    recorded), or ``halfwidth`` H, the 95% CI half-width on the first requested metric (a pass@k).
+    recorded), or ``halfwidth`` H, the 95% CI half-width on the first requested metric (a pass@k,
+    maj@k or bon@k).
     ``fallback``: what a target the pilots put out of reach does: ``cap`` (the default) warns and goes
     on up to the cap, so every run is finished and its estimate exactly unbiased; ``stop`` stops before
     round two with an error (the runs that go on are then a selection: docs/adaptive.md).

@@ -1,6 +1,7 @@
 """An adaptive run (``bonbench run --adaptive pilot=P,budget=B --n CAP``, or ``pilot=P,halfwidth=H``;
 docs/adaptive.md): what it refuses before anything is written, and its rounds. Round one samples
-and grades every problem's pilot; the decision (``bonbench.pipeline.adaptive``) is recorded in adaptive.json, or checked
+and grades every problem's pilot (and, under a half-width target on bon@k, scores it with the
+run's verifier); the decision (``bonbench.pipeline.adaptive``) is recorded in adaptive.json, or checked
 against the recorded one on a resume; round two samples each problem up to its own n. Scoring is
 the pipeline's (``stages.evaluate``), which reads each problem's n and design from adaptive.json.
 

@@ -96,7 +96,7 @@ def target(run: PreparedRun, s1: list[int], pilots: list[Pilot] | None = None) -
     if not hw.reaches(halfwidth):
         why = (f"--adaptive halfwidth={halfwidth:g} on {metric} is out of reach: the pilots predict {hw.at_cap:.4f} with "
                f"every problem at --n {run.cfg.n}, and {hw.between:.4f} from the spread between problems alone, which no "
-               "n narrows")
+               "n narrows" + ("" if hw.expected is None else f" (the first met with probability {confidence:g})"))
         if design.get("fallback") == "stop":
             raise BonbenchError(f"{why}; resume with fallback=cap to go on from these pilots, up to --n per problem "
                                 "(the one way this run's estimate stays exactly unbiased: docs/adaptive.md), or start "

@@ -185,15 +185,18 @@ KILLER = textwrap.dedent("""
     (LIMIT + LIMIT // 2, f"pilot={PILOT},budget={BUDGET}", METRICS),  # mid second stage
     (LIMIT + LIMIT // 2, HALF_SPEC, METRICS),
     # a target on maj@2 met with probability 0.9: decided from the pilots' answers, with a margin
-    (LIMIT + LIMIT // 2, "pilot=4,halfwidth=0.16,confidence=0.9", ("maj@2", "pass@1,2"))])
+    (LIMIT + LIMIT // 2, "pilot=4,halfwidth=0.16,confidence=0.9", ("maj@2", "pass@1,2")),
+    # a target on bon@2: decided from the verifier's stored scores of the pilots
+    (LIMIT + LIMIT // 2, "pilot=4,halfwidth=0.145", ("bon@2", "pass@1,2"))])
 def test_a_killed_adaptive_run_resumes_to_the_same_rows_and_decisions(kill_at: int, target: str, metrics: tuple[str, str],
                                                                       scripted: None, data_dir: Path,
                                                                       tmp_path: Path) -> None:
-    assert main(run_args(data_dir, tmp_path / "whole", adaptive=target, metrics=metrics)) == 0
+    verifier = ("--verifier", "oracle") if metrics[0].startswith("bon@") else ()
+    assert main(run_args(data_dir, tmp_path / "whole", *verifier, adaptive=target, metrics=metrics)) == 0
     whole = run_dir(tmp_path / "whole")
     env = {**os.environ, "KILL_AT": str(kill_at), "TESTS": str(TESTS), "DATA_DIR": str(data_dir),
            "PYTHONPATH": str(TESTS.parent)}
-    args = run_args(data_dir, tmp_path / "killed", adaptive=target, metrics=metrics)
+    args = run_args(data_dir, tmp_path / "killed", *verifier, adaptive=target, metrics=metrics)
     proc = subprocess.run([sys.executable, "-c", KILLER, *args], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == -9, proc.stderr[-2000:]
     killed = run_dir(tmp_path / "killed")
@@ -203,7 +206,7 @@ def test_a_killed_adaptive_run_resumes_to_the_same_rows_and_decisions(kill_at: i
     assert len(rows(killed / "samples.jsonl")) == PILOT * LIMIT + sum(n - PILOT for n in ns[:kill_at - 1 - LIMIT])
     assert not (killed / "metrics.json").exists()
     assert main(args) == 0
-    for name in ("samples.jsonl", "grades/math.jsonl", "adaptive.json"):
+    for name in ("samples.jsonl", "grades/math.jsonl", "adaptive.json", *(["scores/oracle.jsonl"] if verifier else [])):
         assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
     got, want = (json.loads((d / "metrics.json").read_text()) for d in (killed, whole))
     assert got["metrics"] == want["metrics"] and got["per_problem"] == want["per_problem"]

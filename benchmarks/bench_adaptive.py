@@ -29,13 +29,16 @@ for wrong ones; wrong answers fall into classes with geometric sizes (maj@k). Us
     python benchmarks/bench_adaptive.py [--profile gemma-math500|uniform|RUN_DIR] [--datasets 200]
 
 With ``--targets 1.0,1.25,...`` it measures the half-width target instead (``--adaptive
-pilot=P,halfwidth=H``: ``allocate_halfwidth``), on pass@1: H is each multiple of fixed n's expected
-95% CI half-width (from the known p's: Z95 * sqrt((Var(p) + mean p (1 - p) / n) / problems)), the
-same H for every dataset as a user would ask for it. For each H it prints how often the pilots put H
-out of reach (the run stops there), and over the datasets that go on: how often the achieved
-half-width meets H, the mean achieved and predicted half-widths, the bias (of the runs that go on,
-and of every run as ``fallback=cap`` would finish it), and the samples spent beside fixed n = 16's
-and beside the smallest fixed n whose expected half-width reaches H.
+pilot=P,halfwidth=H[,confidence=Q]``: ``allocate_halfwidth``, or ``allocate_halfwidth_votes`` on
+maj@k and bon@k), on ``--target-metric`` (pass@1 by default) at each ``--confidence`` (0.5 by
+default): H is each multiple of fixed n's expected 95% CI half-width (on pass@1 from the known p's:
+Z95 * sqrt((Var(p) + mean p (1 - p) / n) / problems); on another metric the root of the mean
+variance over the problems of 20 fixed-n datasets), the same H for every dataset as a user would
+ask for it. For each H and Q it prints how often the pilots put H out of reach (the run stops there
+under ``fallback=stop``) and how often every run, finished as ``fallback=cap`` does, meets H; over
+the datasets that go on: how often the achieved half-width meets H, the mean achieved, predicted
+and expected half-widths, the bias (of the runs that go on, and of every run), and the samples spent
+beside fixed n = 16's (on pass@1 also beside the smallest fixed n whose expected half-width reaches H).
 
 This script measures; it asserts nothing (the goals are printed next to the figures).
 """
@@ -43,6 +46,7 @@ This script measures; it asserts nothing (the goals are printed next to the figu
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -52,7 +56,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bonbench.metrics.adaptive import Z95, allocate, allocate_halfwidth
+from bonbench.metrics.adaptive import Z95, HalfWidth, TwoStage, allocate, allocate_halfwidth
+from bonbench.metrics.adaptive_votes import Pilot, allocate_halfwidth_votes
 from bonbench.metrics.bootstrap import bootstrap_ci
 from bonbench.metrics.maj import maj_curve
 from bonbench.metrics.pass_bon import bon_curve, pass_curve
@@ -202,56 +207,88 @@ def expected_halfwidth(ps: np.ndarray, n: float) -> float:
     return Z95 * math.sqrt((float(np.var(ps, ddof=1)) + float(np.mean(ps * (1 - ps))) / n) / ps.size)
 
 
+def reference_halfwidth(ps: np.ndarray, metric: str, k: int, n: int, rng: np.random.Generator,
+                        draws: int = 20) -> float:
+    """Fixed n's expected 95% CI half-width on ``metric``: exact on pass@1, else Z95 times the root of
+    the mean (over ``draws`` fixed-n datasets) of the problems' sample variance over the problems."""
+    if metric == "pass@1":
+        return expected_halfwidth(ps, n)
+    spread = [float(np.var(values(draw(ps, [n] * ps.size, rng), metric, k), ddof=1)) for _ in range(draws)]
+    return Z95 * math.sqrt(float(np.mean(spread)) / ps.size)
+
+
+def _allocate(part: Part, metric: str, k: int, h: float, confidence: float,
+              args: argparse.Namespace) -> tuple[list[TwoStage], HalfWidth]:
+    """A half-width target's designs from the pilots in ``part``, as ``bonbench run`` decides them."""
+    if metric.startswith("pass@"):
+        return allocate_halfwidth([int(x.sum()) for x in part[0]], args.pilot, h, k=k, floor=k, cap=args.cap,
+                                  confidence=confidence)
+    pilots = [Pilot(tuple(float(c) for c in z), tuple(a), tuple(float(x) for x in s)) for z, s, a in zip(*part, strict=True)]
+    return allocate_halfwidth_votes(pilots, metric.split("@")[0], h, k=k, floor=k, cap=args.cap, confidence=confidence)
+
+
 def simulate_targets(ps: np.ndarray, args: argparse.Namespace) -> None:
-    """The half-width target on pass@1 (module docstring)."""
+    """The half-width target on ``--target-metric`` at each ``--confidence`` (module docstring)."""
     rng = np.random.default_rng(args.seed)
-    P, cap = ps.size, args.cap
-    reference = expected_halfwidth(ps, args.fixed)
-    print(f"fixed n = {args.fixed}: expected half-width {reference:.5f}; with n = {args.pilot + cap} (pilot + cap): "
-          f"{expected_halfwidth(ps, args.pilot + cap):.5f}; spread between problems alone: "
-          f"{Z95 * math.sqrt(float(np.var(ps, ddof=1)) / P):.5f}")
-    rows: dict[float, dict[str, list[float]]] = {}
+    P, metric = ps.size, args.target_metric
+    k = int(metric.split("@")[1])
+    true = ps if metric == "pass@1" else 1 - (1 - ps) ** k if metric.startswith("pass@") else values(
+        draw(ps, [2000] * ps.size, rng), metric, k)  # the target's truth alone (``truth`` computes every metric)
+    reference = reference_halfwidth(ps, metric, k, args.fixed, rng)
+    print(f"{metric}: true {true.mean():.4f}; fixed n = {args.fixed}: expected half-width {reference:.5f}; with n = "
+          f"{args.pilot + args.cap} (pilot + cap): {reference_halfwidth(ps, metric, k, args.pilot + args.cap, rng):.5f}; "
+          f"spread between problems alone: {Z95 * math.sqrt(float(np.var(true, ddof=1)) / P):.5f}")
+    rows: dict[tuple[float, float], dict[str, list[float]]] = {}
     for d in range(args.datasets):
         pilot = draw(ps, [args.pilot] * P, rng)
         s1 = [int(x.sum()) for x in pilot[0]]
-        at_pilot = values(pilot, "pass@1", 1)
-        for multiple in args.targets:
+        at_pilot = values(pilot, metric, k)
+        for multiple, confidence in itertools.product(args.targets, args.confidence):
             h = multiple * reference
-            designs, hw = allocate_halfwidth(s1, args.pilot, h, k=1, floor=1, cap=cap)
-            r = rows.setdefault(multiple, {})
-            r.setdefault("reached", []).append(float(hw.reaches(h)))
+            designs, hw = _allocate(pilot, metric, k, h, confidence, args)
+            r = rows.setdefault((multiple, confidence), {})
             # the second stage is drawn either way: with fallback=cap an out-of-reach run goes on too
             second = draw(ps, [dz.second[c] for dz, c in zip(designs, s1, strict=True)], rng)
-            est = np.array([dz.estimate(a, b) for dz, a, b in zip(designs, at_pilot, values(second, "pass@1", 1),
+            est = np.array([dz.estimate(a, b) for dz, a, b in zip(designs, at_pilot, values(second, metric, k),
                                                                    strict=True)])
-            r.setdefault("estimate with fallback", []).append(float(est.mean()))
+            got = half_width(est)
+            for key, value in (("reached", float(hw.reaches(h))), ("estimate with fallback", float(est.mean())),
+                               ("met with fallback", float(got <= h))):
+                r.setdefault(key, []).append(value)
             if not hw.reaches(h):
                 continue
-            got = half_width(est)
             for key, value in (("estimate", float(est.mean())), ("achieved", got), ("met", float(got <= h)),
-                               ("predicted", hw.predicted), ("spent", sum(dz.size(c) for dz, c in zip(designs, s1,
-                                                                                                     strict=True)) / P)):
+                               ("predicted", hw.predicted), ("expected", hw.expected or hw.predicted),
+                               ("spent", sum(dz.size(c) for dz, c in zip(designs, s1, strict=True)) / P)):
                 r.setdefault(key, []).append(value)
         print(f"  dataset {d + 1}/{args.datasets}", file=sys.stderr, flush=True)
-    for multiple, r in rows.items():
-        h = multiple * reference
-        # the smallest fixed n whose expected half-width reaches h (None: no n does)
+    for (multiple, confidence), r in rows.items():
+        _report_target(r, multiple, confidence, reference, ps, true, args)
+
+
+def _report_target(r: dict[str, list[float]], multiple: float, confidence: float, reference: float, ps: np.ndarray,
+                   true: np.ndarray, args: argparse.Namespace) -> None:
+    h = multiple * reference
+    print(f"\nH = {multiple:g} x fixed n's = {h:.5f}, confidence {confidence:g}: out of reach in "
+          f"{1 - np.mean(r['reached']):.0%} of {len(r['reached'])} datasets (the run stops after the pilot with "
+          f"fallback=stop); achieved <= H in {np.mean(r['met with fallback']):.0%} of all (fallback=cap)")
+    every = r["estimate with fallback"]
+    print(f"  bias with fallback=cap (every dataset): {np.mean(every) - true.mean():+.6f} "
+          f"(MC s.e. {np.std(every) / math.sqrt(len(every)):.6f})")
+    if "achieved" not in r:
+        return
+    R = len(r["achieved"])
+    print(f"  of the {R} that go on: achieved <= H in {np.mean(r['met']):.0%}; achieved half-width "
+          f"{np.mean(r['achieved']):.5f} (sd {np.std(r['achieved']):.5f}), predicted {np.mean(r['predicted']):.5f} "
+          f"(expected {np.mean(r['expected']):.5f}); bias of these {np.mean(r['estimate']) - true.mean():+.6f} "
+          f"(MC s.e. {np.std(r['estimate']) / math.sqrt(R):.6f})")
+    spent = float(np.mean(r["spent"]))
+    beside = ""
+    if args.target_metric == "pass@1":  # the smallest fixed n whose expected half-width reaches h (None: no n does)
         fixed_n = next((n for n in range(1, 4097) if expected_halfwidth(ps, n) <= h), None)
-        print(f"\nH = {multiple:g} x fixed n's = {h:.5f}: out of reach in {1 - np.mean(r['reached']):.0%} of "
-              f"{len(r['reached'])} datasets (the run stops after the pilot)")
-        every = r["estimate with fallback"]
-        print(f"  bias with fallback=cap (every dataset): {np.mean(every) - ps.mean():+.6f} "
-              f"(MC s.e. {np.std(every) / math.sqrt(len(every)):.6f})")
-        if "achieved" not in r:
-            continue
-        R = len(r["achieved"])
-        print(f"  of the {R} that go on: achieved <= H in {np.mean(r['met']):.0%}; achieved half-width "
-              f"{np.mean(r['achieved']):.5f} (sd {np.std(r['achieved']):.5f}), predicted {np.mean(r['predicted']):.5f}; "
-              f"bias of these {np.mean(r['estimate']) - ps.mean():+.6f} (MC s.e. {np.std(r['estimate']) / math.sqrt(R):.6f})")
-        spent = float(np.mean(r["spent"]))
-        beside = ("no fixed n reaches it" if fixed_n is None
-                  else f"{spent / fixed_n:.0%} of fixed n = {fixed_n}'s, the least reaching H")
-        print(f"  samples per problem {spent:.2f}: {spent / args.fixed:.0%} of fixed n = {args.fixed}'s; {beside} (expected)")
+        beside = ("; no fixed n reaches it" if fixed_n is None
+                  else f"; {spent / fixed_n:.0%} of fixed n = {fixed_n}'s, the least reaching H (expected)")
+    print(f"  samples per problem {spent:.2f}: {spent / args.fixed:.0%} of fixed n = {args.fixed}'s{beside}")
 
 
 def main() -> None:
@@ -263,7 +300,10 @@ def main() -> None:
     ap.add_argument("--cap", type=int, default=64, help="most second-stage samples one problem gets")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--targets", type=lambda t: [float(x) for x in t.split(",")], default=None,
-                    help="half-width targets on pass@1, as multiples of fixed n's expected half-width (1.0,1.25,...)")
+                    help="half-width targets, as multiples of fixed n's expected half-width (1.0,1.25,...)")
+    ap.add_argument("--target-metric", default="pass@1", help="the metric of --targets: pass@1, pass@k, maj@k or bon@k")
+    ap.add_argument("--confidence", type=lambda t: [float(x) for x in t.split(",")], default=[0.5],
+                    help="with --targets: the probabilities of meeting H asked for (0.5,0.9)")
     args = ap.parse_args()
     ps, where = profile(args.profile, np.random.default_rng(args.seed))
     print(f"profile {where}; {args.datasets} datasets; fixed n = {args.fixed}; pilot {args.pilot}")

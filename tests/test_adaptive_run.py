@@ -37,6 +37,7 @@ TESTS = Path(__file__).parent
 PILOT, BUDGET, CAP, LIMIT = 4, 10, 16, 24
 # a half-width target on pass@1 that these 24 problems reach below the cap, with tables that differ
 HALF, HALF_SPEC = 0.138, "pilot=4,halfwidth=0.138"
+METRICS = ("pass@1,2", "maj@2")
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def scripted(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def run_args(data_dir: Path, out: Path, *extra: str, adaptive: str = f"pilot={PILOT},budget={BUDGET}",
-             metrics: tuple[str, str] = ("pass@1,2", "maj@2")) -> list[str]:
+             metrics: tuple[str, str] = METRICS) -> list[str]:
     return ["run", "--task", "math", "--limit", str(LIMIT), "--n", str(CAP), "--adaptive", adaptive,
             "--metric", metrics[0], "--metric", metrics[1], "--backend", "hf", "--data-dir", str(data_dir),
             "--out", str(out), "--n-boot", "50", *extra]
@@ -179,16 +180,23 @@ KILLER = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize(("kill_at", "target"), [(LIMIT + 1, f"pilot={PILOT},budget={BUDGET}"),  # right after the decision
-                                                 (LIMIT + LIMIT // 2, f"pilot={PILOT},budget={BUDGET}"),  # mid second stage
-                                                 (LIMIT + LIMIT // 2, HALF_SPEC)])
-def test_a_killed_adaptive_run_resumes_to_the_same_rows_and_decisions(kill_at: int, target: str, scripted: None,
-                                                                      data_dir: Path, tmp_path: Path) -> None:
-    assert main(run_args(data_dir, tmp_path / "whole", adaptive=target)) == 0
+@pytest.mark.parametrize(("kill_at", "target", "metrics"), [
+    (LIMIT + 1, f"pilot={PILOT},budget={BUDGET}", METRICS),  # right after the decision
+    (LIMIT + LIMIT // 2, f"pilot={PILOT},budget={BUDGET}", METRICS),  # mid second stage
+    (LIMIT + LIMIT // 2, HALF_SPEC, METRICS),
+    # a target on maj@2 met with probability 0.9: decided from the pilots' answers, with a margin
+    (LIMIT + LIMIT // 2, "pilot=4,halfwidth=0.16,confidence=0.9", ("maj@2", "pass@1,2")),
+    # a target on bon@2: decided from the verifier's stored scores of the pilots
+    (LIMIT + LIMIT // 2, "pilot=4,halfwidth=0.145", ("bon@2", "pass@1,2"))])
+def test_a_killed_adaptive_run_resumes_to_the_same_rows_and_decisions(kill_at: int, target: str, metrics: tuple[str, str],
+                                                                      scripted: None, data_dir: Path,
+                                                                      tmp_path: Path) -> None:
+    verifier = ("--verifier", "oracle") if metrics[0].startswith("bon@") else ()
+    assert main(run_args(data_dir, tmp_path / "whole", *verifier, adaptive=target, metrics=metrics)) == 0
     whole = run_dir(tmp_path / "whole")
     env = {**os.environ, "KILL_AT": str(kill_at), "TESTS": str(TESTS), "DATA_DIR": str(data_dir),
            "PYTHONPATH": str(TESTS.parent)}
-    args = run_args(data_dir, tmp_path / "killed", adaptive=target)
+    args = run_args(data_dir, tmp_path / "killed", *verifier, adaptive=target, metrics=metrics)
     proc = subprocess.run([sys.executable, "-c", KILLER, *args], env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == -9, proc.stderr[-2000:]
     killed = run_dir(tmp_path / "killed")
@@ -198,7 +206,7 @@ def test_a_killed_adaptive_run_resumes_to_the_same_rows_and_decisions(kill_at: i
     assert len(rows(killed / "samples.jsonl")) == PILOT * LIMIT + sum(n - PILOT for n in ns[:kill_at - 1 - LIMIT])
     assert not (killed / "metrics.json").exists()
     assert main(args) == 0
-    for name in ("samples.jsonl", "grades/math.jsonl", "adaptive.json"):
+    for name in ("samples.jsonl", "grades/math.jsonl", "adaptive.json", *(["scores/oracle.jsonl"] if verifier else [])):
         assert (killed / name).read_bytes() == (whole / name).read_bytes(), name
     got, want = (json.loads((d / "metrics.json").read_text()) for d in (killed, whole))
     assert got["metrics"] == want["metrics"] and got["per_problem"] == want["per_problem"]
@@ -282,11 +290,11 @@ def test_a_halfwidth_out_of_reach_stops_before_round_two_with_fallback_stop(
     assert "is out of reach" in line
 
 
-def test_a_halfwidth_target_on_another_metric_than_pass_is_one_error_line(
+def test_a_halfwidth_target_on_another_metric_than_pass_maj_or_bon_is_one_error_line(
         scripted: None, data_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = run_args(data_dir, tmp_path / "out", adaptive=HALF_SPEC, metrics=("maj@2", "pass@1,2"))
+    args = run_args(data_dir, tmp_path / "out", adaptive=HALF_SPEC, metrics=("pass^2", "pass@1,2"))
     line = one_error(main(args), capsys.readouterr().err)
-    assert "--adaptive halfwidth= targets the first --metric (maj@2)" in line and "put a pass@k first" in line
+    assert "--adaptive halfwidth= targets the first --metric (pass^2)" in line and "put one of them first" in line
     assert not (tmp_path / "out" / "runs").exists()
 
 
@@ -310,9 +318,12 @@ def test_a_decision_that_the_pilots_do_not_give_is_one_error_line(scripted: None
     ("pilot=15,budget=16", (), "--n 16 leaves no second stage of k = 2 after a pilot of 15"),
     ("pilot=4", (), "--adaptive takes pilot=P,budget=B"),
     ("pilot=4,budget=8,floor=2", (), "--adaptive takes pilot=P,budget=B"),
-    ("pilot=4,halfwidth=0", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H[,fallback=cap|stop]"),
+    ("pilot=4,halfwidth=0", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H[,confidence=Q][,fallback=cap|stop]"),
     ("pilot=4,halfwidth=1.5", (), "H a 95% CI half-width between 0 and 1"),
     ("pilot=4,halfwidth=0.1,fallback=yes", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H"),
+    ("pilot=4,halfwidth=0.1,confidence=0.4", (), "Q the probability of meeting H, from 0.5 (the default) to below 1"),
+    ("pilot=4,halfwidth=0.1,confidence=1", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H[,confidence=Q]"),
+    ("pilot=4,budget=8,confidence=0.9", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H"),
     ("pilot=4,budget=8,halfwidth=0.1", (), "--adaptive takes pilot=P,budget=B or pilot=P,halfwidth=H"),
     ("pilot=1,halfwidth=0.1", (), "pilot=1 is below k = 2 of pass@2"),
     ("pilot=15,halfwidth=0.1", (), "--n 16 leaves no second stage of k = 2 after a pilot of 15"),

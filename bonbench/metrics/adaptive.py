@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def pilot_prior(counts: np.ndarray, pilot: int) -> tuple[float, float]:
     return best
 
 
-def _weight(a: float, b: float, pilot: int, second: np.ndarray) -> float:
+def pilot_weight(a: float, b: float, pilot: int, second: np.ndarray) -> float:
     """The pilot's weight minimising the expected variance of the estimate of pass@1 for a problem
     drawn from Beta(a, b): Var(second stage) / (Var(pilot) + Var(second stage)), each averaged over
     the prior (and, for the second stage, over the pilot that fixes its size)."""
@@ -115,7 +116,7 @@ def _weight(a: float, b: float, pilot: int, second: np.ndarray) -> float:
     return v_second / (spread / pilot + v_second)
 
 
-def _neyman(a: float, b: float, pilot: int, floor: int, cap: int) -> Callable[[float], np.ndarray]:
+def neyman(a: float, b: float, pilot: int, floor: int, cap: int) -> Callable[[float], np.ndarray]:
     """Second-stage sizes at a scale, for each pilot count: Neyman allocation under Beta(a, b), a
     problem's total samples in proportion to sqrt(E[p (1 - p) | its pilot]), the pilot already spent,
     rounded and clipped to ``floor``..``cap``."""
@@ -129,7 +130,7 @@ def _neyman(a: float, b: float, pilot: int, floor: int, cap: int) -> Callable[[f
 def _design(others: np.ndarray, pilot: int, budget_each: float, floor: int, cap: int) -> TwoStage:
     """One problem's design, from the other problems' pilot counts only (module docstring)."""
     a, b = pilot_prior(others, pilot)
-    sizes = _neyman(a, b, pilot, floor, cap)
+    sizes = neyman(a, b, pilot, floor, cap)
     target = budget_each * others.sum()
     lo, hi = 0.0, 1.0
     while others @ sizes(hi) < target and hi < 1e12:
@@ -138,7 +139,7 @@ def _design(others: np.ndarray, pilot: int, budget_each: float, floor: int, cap:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if others @ sizes(mid) < target else (lo, mid)
     second = sizes(hi)
-    return TwoStage(pilot, tuple(int(m) for m in second), float(_weight(a, b, pilot, second)))
+    return TwoStage(pilot, tuple(int(m) for m in second), float(pilot_weight(a, b, pilot, second)))
 
 
 def allocate(pilot_successes: Sequence[int], pilot: int, budget: int, *, floor: int = 1,
@@ -163,7 +164,7 @@ def allocate(pilot_successes: Sequence[int], pilot: int, budget: int, *, floor: 
         raise ValueError(f"pilot successes must be between 0 and the pilot ({pilot})")
     if got.size == 1:  # no other problem to learn from: the whole budget, whatever the pilot shows
         size = np.full(pilot + 1, min(max(budget, floor), top))
-        return [TwoStage(pilot, tuple(int(m) for m in size), float(_weight(0.5, 0.5, pilot, size)))]
+        return [TwoStage(pilot, tuple(int(m) for m in size), float(pilot_weight(0.5, 0.5, pilot, size)))]
     counts = np.bincount(got, minlength=pilot + 1)
     each = budget / max(got.size, 1)
     tables = {}
@@ -182,28 +183,69 @@ Z95 = 1.959963984540054  # the 97.5% normal quantile: a 95% CI's half-width in s
 
 @dataclass(frozen=True)
 class HalfWidth:
-    """What the pilots predict for the dataset's 95% CI half-width on pass@k: under the designs
-    allocated (``predicted``), with every second stage at the cap (``at_cap``), and with infinitely
-    many samples per problem (``between``: the spread between problems alone, which no n narrows)."""
+    """What the pilots predict for the dataset's 95% CI half-width on the target metric: under the
+    designs allocated (``predicted``), with every second stage at the cap (``at_cap``), both at the
+    confidence asked for (``quantile``), and with infinitely many samples per problem (``between``:
+    the spread between problems alone, which no n narrows). ``expected`` is ``predicted`` without the
+    margin (the expected half-width); at the default confidence of 0.5 the two are equal."""
 
     predicted: float
     at_cap: float
     between: float
+    expected: float | None = None
 
     def reaches(self, halfwidth: float) -> bool:
         """Whether the cap can reach ``halfwidth``, as the pilots predict."""
         return self.at_cap <= halfwidth
 
 
+def quantile(confidence: float) -> float:
+    """The normal quantile of ``confidence``, the margin's multiplier (0 at the default 0.5)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be between 0 and 1, got {confidence}")
+    return 0.0 if confidence == 0.5 else NormalDist().inv_cdf(confidence)
+
+
+def spread_sd(values: np.ndarray, freq: np.ndarray, noise: np.ndarray, problems: int) -> float:
+    """The standard deviation of a problem's predicted variance, the margin's unit (docs/adaptive.md, "A
+    target met with high probability"): problems with pilot estimate ``values[j]`` in share ``freq[j]``,
+    whose pilot and final values carry sampling variance ``noise[j]`` in all. The sample variance of
+    the problems' values moves by about 2 (value - mean) times each problem's error, so its variance
+    is 4 / problems times the mean of (value - mean)^2 noise: what both the pilots' view of the spread
+    between problems and the achieved spread move by."""
+    centre = float(freq @ values)
+    return 2 * math.sqrt(max(float(freq @ ((values - centre) ** 2 * noise)), 0.0) / problems)
+
+
+def smallest_design(sizes: Callable[[float], np.ndarray], reached: Callable[[np.ndarray], bool], cap: int,
+                    pilot: int) -> np.ndarray:
+    """The second-stage sizes at the smallest scale that ``reached`` accepts (a bisection: ``reached``
+    is monotone in the scale); every size at the cap when none is."""
+    if reached(sizes(0.0)):
+        return sizes(0.0)
+    hi = 1.0
+    while sizes(hi).min() < cap and hi < 1e12:
+        hi *= 2
+    if not reached(sizes(hi)):
+        return np.full(pilot + 1, cap)
+    lo = 0.0
+    for _ in range(60):  # bisection on the scale; hi always reaches the target
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if reached(sizes(mid)) else (mid, hi)
+    return sizes(hi)
+
+
 @dataclass(frozen=True)
 class _PassK:
     """pass@k's moments under Beta(a, b) after each pilot count s: ``mean[s]`` = E[theta | s],
-    ``square[s]`` = E[theta^2 | s] (theta = 1 - (1 - p)^k), and ``within[s, m]`` = E[the variance of
-    the fixed-m estimate of pass@k given p | s] for m = 0..top (nan below k)."""
+    ``square[s]`` = E[theta^2 | s] (theta = 1 - (1 - p)^k), ``within[s, m]`` = E[the variance of
+    the fixed-m estimate of pass@k given p | s] for m = 0..top (nan below k), and ``value[s]`` the
+    pilot's own estimate after s successes."""
 
     mean: np.ndarray
     square: np.ndarray
     within: np.ndarray
+    value: np.ndarray
 
     @classmethod
     def of(cls, a: float, b: float, pilot: int, k: int, top: int) -> _PassK:
@@ -227,17 +269,23 @@ class _PassK:
             law = np.exp(gammaln(m + 1) - gammaln(c + 1) - gammaln(m - c + 1)
                          + betaln(c + post_a[:, None], m - c + post_b[:, None]) - betaln(post_a, post_b)[:, None])
             within[:, m] = law @ (1 - miss) ** 2 - square
-        return cls(mean, square, within)
+        value = np.array([1 - math.comb(pilot - x, k) / math.comb(pilot, k) for x in s])
+        return cls(mean, square, within, value)
 
     def halfwidth(self, s: np.ndarray, freq: np.ndarray, problems: int, weight: np.ndarray, pilot: int,
-                  size: np.ndarray) -> float:
+                  size: np.ndarray, z: float = 0.0) -> float:
         """The dataset's predicted 95% CI half-width: problems with pilot count ``s[j]`` in share
         ``freq[j]``, each with the pilot's weight ``weight[j]`` and a second stage of ``size[j]``. A
         problem's value varies by Var(theta) (between problems) plus w^2 Var(pilot | p) + (1 - w)^2
         Var(second | p) (within: the two parts are uncorrelated), and the bootstrap's half-width is
-        Z95 times the standard error of the mean over ``problems``."""
-        within = float(freq @ (weight ** 2 * self.within[s, pilot] + (1 - weight) ** 2 * self.within[s, size]))
-        return Z95 * math.sqrt(max(self.between(s, freq) + within, 0.0) / problems)
+        Z95 times the standard error of the mean over ``problems``. ``z`` standard deviations of the
+        variance (``spread_sd``) are added: the half-width reached with that normal probability."""
+        on_pilot = self.within[s, pilot]
+        final = weight ** 2 * on_pilot + (1 - weight) ** 2 * self.within[s, size]
+        var = self.between(s, freq) + float(freq @ final)
+        if z:
+            var += z * spread_sd(self.value[s], freq, on_pilot + final, problems)
+        return Z95 * math.sqrt(max(var, 0.0) / problems)
 
     def between(self, s: np.ndarray, freq: np.ndarray) -> float:
         """Var(theta) over problems with pilot count ``s[j]`` in share ``freq[j]``."""
@@ -255,49 +303,40 @@ def _law(counts: np.ndarray, a: float, b: float, pilot: int) -> np.ndarray:
     return np.exp(np.array(log))
 
 
-def _target_design(others: np.ndarray, pilot: int, k: int, halfwidth: float, floor: int, cap: int) -> TwoStage:
+def _target_design(others: np.ndarray, pilot: int, k: int, halfwidth: float, floor: int, cap: int, z: float) -> TwoStage:
     """One problem's design for a half-width target, from the other problems' pilot counts only: the
-    smallest Neyman scale at which the dataset's predicted half-width (``_PassK.halfwidth``, the
-    others' counts standing for the dataset) reaches ``halfwidth``; every second stage at the cap
+    smallest Neyman scale at which the dataset's predicted half-width (``_PassK.halfwidth`` at ``z``,
+    the others' counts standing for the dataset) reaches ``halfwidth``; every second stage at the cap
     when none does."""
     a, b = pilot_prior(others, pilot)
-    sizes, moments = _neyman(a, b, pilot, floor, cap), _PassK.of(a, b, pilot, k, max(cap, pilot))
+    sizes, moments = neyman(a, b, pilot, floor, cap), _PassK.of(a, b, pilot, k, max(cap, pilot))
     freq, problems, counts = _law(others, a, b, pilot), int(others.sum()) + 1, np.arange(pilot + 1)
 
-    def design(second: np.ndarray) -> TwoStage:
-        return TwoStage(pilot, tuple(int(m) for m in second), float(_weight(a, b, pilot, second)))
-
     def reached(second: np.ndarray) -> bool:
-        d = design(second)
-        return moments.halfwidth(counts, freq, problems, np.full(pilot + 1, d.weight), pilot, second) <= halfwidth
+        w = np.full(pilot + 1, pilot_weight(a, b, pilot, second))
+        return moments.halfwidth(counts, freq, problems, w, pilot, second, z) <= halfwidth
 
-    if reached(sizes(0.0)):
-        return design(sizes(0.0))
-    hi = 1.0
-    while sizes(hi).min() < cap and hi < 1e12:
-        hi *= 2
-    if not reached(sizes(hi)):
-        return design(np.full(pilot + 1, cap))
-    lo = 0.0
-    for _ in range(60):  # bisection on the scale; hi always reaches the target
-        mid = (lo + hi) / 2
-        lo, hi = (lo, mid) if reached(sizes(mid)) else (mid, hi)
-    return design(sizes(hi))
+    second = smallest_design(sizes, reached, cap, pilot)
+    return TwoStage(pilot, tuple(int(m) for m in second), float(pilot_weight(a, b, pilot, second)))
 
 
 def allocate_halfwidth(pilot_successes: Sequence[int], pilot: int, halfwidth: float, *, k: int = 1, floor: int = 1,
-                       cap: int) -> tuple[list[TwoStage], HalfWidth]:
+                       cap: int, confidence: float = 0.5) -> tuple[list[TwoStage], HalfWidth]:
     """Each problem's design after the pilot for a 95% CI half-width target on pass@k: the fewest
     second-stage samples (Neyman-shaped, ``floor``..``cap`` each) at which the dataset's half-width,
     predicted from the other problems' pilots under a beta prior fitted to them, reaches
-    ``halfwidth``; the cap where it cannot. As in ``allocate``, a problem's design does not depend on
-    its own pilot, which keeps the two-stage estimate unbiased.
+    ``halfwidth``; the cap where it cannot. At the default ``confidence`` of 0.5 the prediction is
+    of the expected half-width; above it, a margin of ``quantile(confidence)`` standard deviations
+    of the predicted variance (``spread_sd``) is added, so that the run meets ``halfwidth`` with about
+    that probability. As in ``allocate``, a problem's design does not depend on its own pilot, which
+    keeps the two-stage estimate unbiased.
 
     Also returns the prediction from every pilot (the prior fitted to all of them, each problem's own
-    design): under these designs, at the cap, and the floor no n goes below.
+    design): under these designs, at the cap (both with the margin), and the floor no n goes below.
     """
     if pilot < 1 or floor < max(k, 1) or cap < floor or not 0 < halfwidth:
         raise ValueError(f"need pilot >= 1, floor >= k = {k}, cap >= floor and halfwidth > 0")
+    z = quantile(confidence)
     got = np.asarray(pilot_successes, dtype=int)
     if got.size == 0 or got.min() < 0 or got.max() > pilot:
         raise ValueError(f"need one pilot count per problem, each between 0 and the pilot ({pilot})")
@@ -306,15 +345,17 @@ def allocate_halfwidth(pilot_successes: Sequence[int], pilot: int, halfwidth: fl
     for s1 in np.unique(got):
         others = counts.copy()
         others[s1] -= 1
-        tables[int(s1)] = _target_design(others, pilot, k, halfwidth, floor, cap)
+        tables[int(s1)] = _target_design(others, pilot, k, halfwidth, floor, cap, z)
     designs = [tables[int(s1)] for s1 in got]
     a, b = pilot_prior(counts, pilot)
     moments, freq = _PassK.of(a, b, pilot, k, max(cap, pilot)), _law(counts, a, b, pilot)
     weight = np.array([d.weight for d in designs])
     size = np.array([d.second[s] for d, s in zip(designs, got, strict=True)])
     # under the designs: each problem with its own pilot count and design; at the cap: by pilot count
-    predicted = moments.halfwidth(got, np.full(got.size, 1 / got.size), got.size, weight, pilot, size)
+    each = np.full(got.size, 1 / got.size)
+    predicted = moments.halfwidth(got, each, got.size, weight, pilot, size, z)
     full, by_count = np.full(pilot + 1, cap), np.arange(pilot + 1)
-    at_cap = moments.halfwidth(by_count, freq, got.size, np.full(pilot + 1, _weight(a, b, pilot, full)), pilot, full)
+    at_cap = moments.halfwidth(by_count, freq, got.size, np.full(pilot + 1, pilot_weight(a, b, pilot, full)), pilot, full, z)
     between = Z95 * math.sqrt(max(moments.between(by_count, freq), 0.0) / got.size)
-    return designs, HalfWidth(predicted, at_cap, between)
+    expected = moments.halfwidth(got, each, got.size, weight, pilot, size) if z else None
+    return designs, HalfWidth(predicted, at_cap, between, expected)

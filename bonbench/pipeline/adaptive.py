@@ -21,9 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from bonbench.core.errors import BonbenchError
+from bonbench.core.records import Grade, Score
 from bonbench.core.store import atomic_write_json, read_run_json
 from bonbench.metrics.adaptive import TwoStage, allocate, allocate_halfwidth
+from bonbench.metrics.adaptive_votes import Pilot, allocate_halfwidth_votes
 from bonbench.pipeline.prepared import PreparedRun
+from bonbench.pipeline.votes import vote_classes
 
 ADAPTIVE_FILE = "adaptive.json"
 ESTIMATE = "w * (value on the pilot) + (1 - w) * (value on the second stage), per problem; CI: bootstrap over problems"
@@ -34,17 +37,18 @@ def path(run: PreparedRun) -> Path:
     return run.store.root / ADAPTIVE_FILE
 
 
-def decide(run: PreparedRun, pilot_correct: Mapping[str, int]) -> dict[str, Any]:
-    """The round's decision (adaptive.json's content) from each problem's pilot successes. With a
-    budget, the second stage spends (budget - pilot) samples per problem on average; with a
-    half-width target, as few as the pilots predict reach it (``target``). Each second stage is at
-    least ``floor`` (the largest k requested) and at most n - pilot."""
+def decide(run: PreparedRun, pilot_correct: Mapping[str, int], pilots: Mapping[str, Pilot] | None = None) -> dict[str, Any]:
+    """The round's decision (adaptive.json's content) from each problem's pilot successes (and, for a
+    half-width target on maj@k or bon@k, each problem's pilot: ``pilots_of``). With a budget, the
+    second stage spends (budget - pilot) samples per problem on average; with a half-width target,
+    as few as the pilots predict reach it (``target``). Each second stage is at least ``floor`` (the
+    largest k requested) and at most n - pilot."""
     design = run.cfg.adaptive
     pilot, floor = int(design["pilot"]), int(design["floor"])
     pids = [p.id for p in run.problems]
     s1 = [int(pilot_correct[pid]) for pid in pids]
     if "halfwidth" in design:
-        designs, head = target(run, s1)
+        designs, head = target(run, s1, None if pilots is None else [pilots[pid] for pid in pids])
     else:
         budget = int(design["budget"])
         designs = allocate(s1, pilot, (budget - pilot) * len(pids), floor=floor, cap=run.cfg.n - pilot)
@@ -56,7 +60,21 @@ def decide(run: PreparedRun, pilot_correct: Mapping[str, int]) -> dict[str, Any]
             "spend": {"samples": total, "mean_n": total / max(len(pids), 1), "fixed_n_samples": run.cfg.n * len(pids)}}
 
 
-def target(run: PreparedRun, s1: list[int]) -> tuple[list[TwoStage], dict[str, Any]]:
+def pilots_of(run: PreparedRun, grades: Mapping[tuple[str, int], Grade],
+              scores: Mapping[tuple[str, int], Score] | None) -> dict[str, Pilot]:
+    """Each problem's pilot as a maj@k or bon@k target's prediction reads it: its samples' verdicts,
+    the classes they vote for (the grader's, as maj@k counts them: ``vote_classes``) and, given
+    ``scores``, their verifier scores; in sample order."""
+    keys: dict[str, list[tuple[str, int]]] = {p.id: [] for p in run.problems}
+    for key in sorted(grades):
+        keys[key[0]].append(key)
+    votes = vote_classes(run.task.grader, {pid: [grades[k] for k in ks] for pid, ks in keys.items()})
+    return {pid: Pilot(tuple(1.0 if grades[k].correct else 0.0 for k in ks), votes[pid],
+                       () if scores is None else tuple(float(scores[k].score) for k in ks))
+            for pid, ks in keys.items()}
+
+
+def target(run: PreparedRun, s1: list[int], pilots: list[Pilot] | None = None) -> tuple[list[TwoStage], dict[str, Any]]:
     """The designs for a half-width target and adaptive.json's ``target`` entry (the metric, the
     half-width asked for, and the pilots' prediction: under the designs, at the cap, and from the
     spread between problems alone). Out of reach at the cap: a warning says so and each problem gets
@@ -66,20 +84,29 @@ def target(run: PreparedRun, s1: list[int]) -> tuple[list[TwoStage], dict[str, A
     it exact (docs/adaptive.md)."""
     design = run.cfg.adaptive
     pilot, metric, halfwidth = int(design["pilot"]), str(design["metric"]), float(design["halfwidth"])
-    designs, hw = allocate_halfwidth(s1, pilot, halfwidth, k=int(metric.split("@")[1]), floor=int(design["floor"]),
-                                     cap=run.cfg.n - pilot)
+    kind, k, confidence = metric.split("@")[0], int(metric.split("@")[1]), float(design.get("confidence", 0.5))
+    if kind == "pass":
+        designs, hw = allocate_halfwidth(s1, pilot, halfwidth, k=k, floor=int(design["floor"]), cap=run.cfg.n - pilot,
+                                         confidence=confidence)
+    else:  # maj@k, bon@k: the pilots' answers or verifier scores too (bonbench.metrics.adaptive_votes)
+        if pilots is None:
+            raise ValueError(f"a half-width target on {metric} is decided from the pilots' samples: pass pilots")
+        designs, hw = allocate_halfwidth_votes(pilots, kind, halfwidth, k=k, floor=int(design["floor"]),
+                                               cap=run.cfg.n - pilot, confidence=confidence)
     if not hw.reaches(halfwidth):
         why = (f"--adaptive halfwidth={halfwidth:g} on {metric} is out of reach: the pilots predict {hw.at_cap:.4f} with "
                f"every problem at --n {run.cfg.n}, and {hw.between:.4f} from the spread between problems alone, which no "
-               "n narrows")
+               "n narrows" + ("" if hw.expected is None else f" (the first met with probability {confidence:g})"))
         if design.get("fallback") == "stop":
             raise BonbenchError(f"{why}; resume with fallback=cap to go on from these pilots, up to --n per problem "
                                 "(the one way this run's estimate stays exactly unbiased: docs/adaptive.md), or start "
                                 f"again with halfwidth={_up(hw.at_cap)} or more, or a larger --n")
         warnings.warn(f"{why}; going on, up to --n {run.cfg.n} per problem (fallback=stop would stop here)",
                       stacklevel=2)
+    # at a confidence above the default the entry also says it, with the expected half-width beside
+    stated = {} if hw.expected is None else {"confidence": confidence, "expected": hw.expected}
     return designs, {"target": {"metric": metric, "halfwidth": halfwidth, "predicted": hw.predicted, "at_cap": hw.at_cap,
-                                "between": hw.between, "reachable": hw.reaches(halfwidth)}}
+                                "between": hw.between, "reachable": hw.reaches(halfwidth), **stated}}
 
 
 def _up(x: float) -> str:
@@ -149,6 +176,7 @@ def _aim(target: Mapping[str, Any]) -> str:
     """A half-width target as the report says it: asked for, predicted, achieved, and the between-problem part."""
     achieved = target.get("achieved")
     got = "n/a" if achieved is None else f"{achieved:.4f}"
-    return (f"target 95% CI half-width {target.get('halfwidth', 0):g} on {target.get('metric')}: predicted "
+    sure = f" with probability {target['confidence']:g}" if "confidence" in target else ""
+    return (f"target 95% CI half-width {target.get('halfwidth', 0):g} on {target.get('metric')}{sure}: predicted "
             f"{target.get('predicted', 0):.4f}, achieved {got}, between problems alone {target.get('between', 0):.4f}"
             + ("" if target.get("reachable", True) else ", out of reach: sampled to the cap"))

@@ -103,8 +103,9 @@ def run_command(run: PreparedRun) -> str:
         parts.append(f"--limit {cfg.limit}")
     if cfg.adaptive:
         fallback = ",fallback=stop" if cfg.adaptive.get("fallback") == "stop" else ""
+        sure = f",confidence={cfg.adaptive['confidence']:g}" if "confidence" in cfg.adaptive else ""
         aim = (f"budget={cfg.adaptive['budget']}" if "budget" in cfg.adaptive
-               else f"halfwidth={cfg.adaptive['halfwidth']:g}{fallback}")
+               else f"halfwidth={cfg.adaptive['halfwidth']:g}{sure}{fallback}")
         parts.append(f"--adaptive pilot={cfg.adaptive['pilot']},{aim}")
     if cfg.dtype and cfg.dtype != "bfloat16":
         parts.append(f"--dtype {cfg.dtype}")

@@ -82,6 +82,7 @@ def plan(req: RunRequest, sampler: Sampler | None = None) -> Plan:
                                     out=Path(req.out), model=resolved.name)
     # a served model and a given sampler have no model folder here to read
     check_verifier(verifier, req.data_dir, task=task.name, model_path=None if served or sampler else resolved.path)
+    adaptive_design = adaptive.with_verifier(adaptive_design, verifier)  # a bon@k target's pilots are ranked by it
     style = req.prompt_style if req.prompt_style != "auto" else ("chat" if resolved.is_chat else "base")
     scorer = None if search is None else search_scorer(verifier if req.verifier else None, req.data_dir)
     searched = {} if search is None else search.config_fields(task, req.seeds)

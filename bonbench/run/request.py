@@ -106,8 +106,9 @@ class RunRequest:
     adaptive: AdaptiveSpec | None = setting(
         None, parse=parse_adaptive, metavar="pilot=P,budget=B",
         help="sample P per problem, then more where the pilots say it counts, B per problem on average (the pilot "
-             "included), at most --n each; or pilot=P,halfwidth=H: as few as the pilots predict give the first "
-             "--metric (a pass@k) a 95%% CI half-width of H; estimates stay unbiased (docs/adaptive.md)")
+             "included), at most --n each; or pilot=P,halfwidth=H[,confidence=Q]: as few as the pilots predict give the "
+             "first --metric (a pass@k, maj@k or bon@k) a 95%% CI half-width of H (with probability Q, default 0.5); "
+             "estimates stay unbiased (docs/adaptive.md)")
 
 
 @dataclass(frozen=True)

@@ -136,3 +136,14 @@ def test_a_missing_package_is_one_line(tiny: str, tmp_path: Path, capsys: pytest
     assert err.startswith("error: --report-to tensorboard needs the no_such_tensorboard_module package: pip install "
                           "'bonbench[tensorboard]'")
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_a_metric_without_interval_is_logged_without_its_bounds() -> None:
+    # IMDB's kl_bon@k is closed form: evals.jsonl holds "ci95": [null, null]; `--report-to tensorboard` on an IMDB
+    # run with evaluation crashed on it (TypeError from float(None)) when the row was logged
+    row = {"step": 3, "metrics": {"kl_bon@4": {"value": 0.59, "ci95": [None, None]},
+                                  "mean": {"value": 0.7, "ci95": [0.6, 0.8]}},
+           "vs_step0": {"kl_bon@4": {"diff": 0.0, "lo": 0.0, "hi": 0.0}}}
+    assert loggers.eval_scalars(row) == {"eval/kl_bon@4": 0.59, "eval/mean": 0.7, "eval/mean/ci_lo": 0.6,
+                                         "eval/mean/ci_hi": 0.8, "eval/kl_bon@4/vs_step0": 0.0,
+                                         "eval/kl_bon@4/vs_step0_lo": 0.0, "eval/kl_bon@4/vs_step0_hi": 0.0}

@@ -104,21 +104,26 @@ class Evaluation(Callback):
         if self.due(done):
             self.evaluate(done)
 
-    def evaluate(self, step: int) -> RunResult:
-        """Sample, grade, verify and score the evaluation task with the weights after ``step`` steps."""
+    def evaluate(self, step: int, base: bool = False) -> RunResult:
+        """Sample, grade, verify and score the evaluation task with the weights after ``step`` steps
+        (``base``: step 0 again after training, with the base weights: the adapters switched off, which
+        at step 0 were zero, or full fine-tuning's frozen copy of the base; hf sampler only)."""
         cfg = self.cfg
         name, fingerprint = f"{cfg.name}-step{step}", policy_fingerprint(self.base_fingerprint, cfg.training_hash(), step)
-        sampler: Sampler
-        if self.rollouts is not None:  # started here, outside own_randomness: its start seeds the global RNGs
-            sampler = self.rollouts().evaluation_sampler(name, fingerprint, self.is_chat)
-        else:
-            sampler = HFSampler.from_loaded(self.policy.lm, self.policy.tokenizer, name=name, fingerprint=fingerprint,
-                                            is_chat=self.is_chat, seed=cfg.seed)
-        try:
-            with own_randomness(), torch.no_grad():
-                result = execute(plan(eval_request(cfg, self.out), sampler=sampler))
-        finally:
-            sampler.close()
+        with contextlib.ExitStack() as stack:
+            sampler: Sampler
+            if self.rollouts is not None:  # started here, outside own_randomness: its start seeds the global RNGs
+                assert not base, "step 0 is evaluated again only with the hf sampler"
+                sampler = self.rollouts().evaluation_sampler(name, fingerprint, self.is_chat)
+            else:
+                module = stack.enter_context(self.policy.reference()) if base else self.policy.lm
+                sampler = HFSampler.from_loaded(module, self.policy.tokenizer, name=name, fingerprint=fingerprint,
+                                                is_chat=self.is_chat, seed=cfg.seed)
+            try:
+                with own_randomness(), torch.no_grad():
+                    result = execute(plan(eval_request(cfg, self.out), sampler=sampler))
+            finally:
+                sampler.close()
         self.results[step] = result
         row = self.latest = self.record(step, result)
         shown = "  ".join(f"{name} {m['value']:.3f}" + (f" ({row['vs_step0'][name]['diff']:+.3f} vs step 0)"
@@ -136,8 +141,14 @@ class Evaluation(Callback):
                    if isinstance(m, dict) and isinstance(m.get("value"), float)}
         row: dict[str, Any] = {"step": step, "run": str(result.runs[0].store.root), "metrics": metrics}
         rows = self.rows()
+        if step > 0 and 0 in rows and self.rollouts is None and settings(rows[0]) != settings(row):
+            # the evaluation settings changed on resume: step 0 evaluated as step K is now, so that the
+            # pairing compares weights only (the vLLM engine has no base-weights sampler: no pairing then)
+            NOTICES.info(f"step 0 was evaluated with other settings ({changed(rows[0], row)}): evaluating it again")
+            self.evaluate(0, base=True)
+            rows = self.rows()
         if step > 0 and 0 in rows:
-            row["vs_step0"] = self.paired(doc, rows[0])
+            row["vs_step0"] = self.paired(row, rows[0])
         rows[step] = row
         outputs.write_text(self.log, "".join(json.dumps(rows[k], sort_keys=True) + "\n" for k in sorted(rows)))
         return row
@@ -146,17 +157,40 @@ class Evaluation(Callback):
         """The rows of ``CHECKPOINT/evals.jsonl`` by step (none before the first evaluation)."""
         return {int(r["step"]): r for r in outputs.read_jsonl_log(self.log, skip_torn=True)} if self.log.exists() else {}
 
-    def paired(self, doc: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, dict[str, float]]:
-        """``paired_to`` of a run's metrics.json to the run of another evaluated step's row, with as
-        many resamples as the runs' own intervals and the run's seed."""
-        other_doc = read_run_json(Path(other["run"]) / "metrics.json")
-        return paired_to(doc, other_doc, n_boot=eval_request(self.cfg, self.out).n_boot, seed=self.cfg.seed)
+    def paired(self, row: Mapping[str, Any], other: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+        """``paired_to`` of one evaluated step's row to another's, with as many resamples as the runs'
+        own intervals and the run's seed; nothing when their samples were drawn under other settings
+        (another length limit, prompt or task estimates another quantity)."""
+        if not comparable(row, other):
+            return {}
+        mine, theirs = (read_run_json(Path(r["run"]) / "metrics.json") for r in (row, other))
+        return paired_to(mine, theirs, n_boot=eval_request(self.cfg, self.out).n_boot, seed=self.cfg.seed)
 
     def compare(self, step: int, other: int) -> dict[str, dict[str, float]]:
         """Each metric's paired difference of evaluated step ``step`` to evaluated step ``other``
         (``paired_to``: step minus other, on the problems both scored)."""
         rows = self.rows()
-        return self.paired(read_run_json(Path(rows[step]["run"]) / "metrics.json"), rows[other])
+        return self.paired(rows[step], rows[other])
+
+
+def settings(row: Mapping[str, Any], part: str = "config") -> dict[str, Any]:
+    """The settings of an ``evals.jsonl`` row's run, less the model's identity: its config.json's
+    ``config`` (everything the run was asked, problem count and samples included) or ``hashed``
+    (what each sample depends on)."""
+    doc = read_run_json(Path(row["run"]) / "config.json")[part]
+    return {k: v for k, v in doc.items() if k not in ("model", "model_fingerprint")}
+
+
+def comparable(row: Mapping[str, Any], other: Mapping[str, Any]) -> bool:
+    """Whether two evaluated steps' samples were drawn under the same settings (only the weights
+    differ), so that their paired difference compares the weights."""
+    return settings(row, "hashed") == settings(other, "hashed")
+
+
+def changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    """The settings that differ between two rows' runs, ``name old -> new``."""
+    a, b = settings(old), settings(new)
+    return ", ".join(f"{k} {a.get(k)} -> {b.get(k)}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
 
 
 def paired_to(doc: Mapping[str, Any], base: Mapping[str, Any], n_boot: int, seed: int) -> dict[str, dict[str, float]]:

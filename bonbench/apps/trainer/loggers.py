@@ -63,7 +63,8 @@ def eval_scalars(row: Mapping[str, Any]) -> dict[str, float]:
     out: dict[str, float] = {}
     for name, m in row.get("metrics", {}).items():
         out[f"eval/{name}"] = float(m["value"])
-        if m.get("ci95"):
+        # a closed-form metric (IMDB's kl_bon@k) has no interval: its ci95 is [null, null]
+        if m.get("ci95") and None not in m["ci95"]:
             out[f"eval/{name}/ci_lo"], out[f"eval/{name}/ci_hi"] = (float(x) for x in m["ci95"])
     for name, p in row.get("vs_step0", {}).items():
         out[f"eval/{name}/vs_step0"] = float(p["diff"])

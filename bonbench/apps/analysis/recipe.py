@@ -40,8 +40,9 @@ from pathlib import Path
 import numpy as np
 
 from bonbench.apps.analysis.model_params import known_params
-from bonbench.apps.analysis.recipe_designs import adaptive_table, is_adaptive, is_search, search_label, search_table
-from bonbench.apps.analysis.recipe_table import RunTable, TableSpec, run_table
+from bonbench.apps.analysis.recipe_designs import is_search, search_label
+from bonbench.apps.analysis.recipe_table import RunTable, TableSpec
+from bonbench.apps.analysis.recipe_workers import keep_tables, table_of
 from bonbench.apps.analysis.rundir import RunData, expand_run_dirs, load_run
 from bonbench.core.errors import BonbenchError
 from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
@@ -308,9 +309,11 @@ def _choose(budget: float, group: str, idx: np.ndarray, cands: Sequence[_Candida
 
 def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | None = None, cost: str = "tokens",
                  params: Mapping[str, float] | None = None, by: str | None = None, base_run: Path | None = None,
-                 bom_share: float = 0.5, n_boot: int = 1000, seed: int = 0, rules: Sequence[str] = RULES) -> Recipe:
+                 bom_share: float = 0.5, n_boot: int = 1000, seed: int = 0, rules: Sequence[str] = RULES,
+                 workers: int = 1) -> Recipe:
     """The recipe of the scored runs under ``results`` for every budget (module docstring), over the
-    strategies of ``rules`` (``single`` always: every run has its one-sample strategy)."""
+    strategies of ``rules`` (``single`` always: every run has its one-sample strategy); ``workers``
+    processes compute the runs' tables not kept yet (``recipe_workers``; 1: this process alone)."""
     unknown = [r for r in rules if r not in RULES]
     if unknown:
         raise BonbenchError(f"--rules takes {', '.join(RULES[1:])} (comma-separated), not {unknown[0]!r}")
@@ -325,8 +328,8 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
     notes: list[str] = []
     chosen, runs = _runs(results, task, notes)
     spec = TableSpec(bom_share, tuple(r for r in RULES if r == "single" or r in rules))
-    tables = {str(r.path): run_table(r, spec, search_table if is_search(r) else adaptive_table if is_adaptive(r) else None)
-              for r in runs}
+    keep_tables(runs, spec, workers)  # the tables not kept yet, on ``workers`` CPUs at once
+    tables = {str(r.path): table_of(r, spec) for r in runs}
     notes += [n for t in tables.values() for n in t.notes]
     grades = {path: set(t.ids) for path, t in tables.items()}
     ids = sorted(set.intersection(*grades.values()))

@@ -27,7 +27,7 @@ designs (``recipe_designs``). Both compete with every other strategy on the same
 
 What it does not do: sample or score, read rows (``recipe_table``: each run's per-problem values
 and token counts, kept between calls; ``recipe_designs`` for search and adaptive runs), fit curves,
-or write files (``recipe_write``).
+or write files (``recipe_write``); ``recipe_workers`` computes the tables not kept yet on every CPU.
 """
 
 from __future__ import annotations

@@ -143,4 +143,7 @@ def _serve(spec: TableSpec) -> None:
 
 if __name__ == "__main__":
     share, rules = json.loads(sys.argv[1])
-    _serve(TableSpec(float(share), tuple(rules)))
+    try:
+        _serve(TableSpec(float(share), tuple(rules)))
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the parent reports it, once
+        sys.exit(130)

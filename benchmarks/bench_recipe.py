@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from bonbench.apps.analysis.recipe import Recipe, build_recipe
-from bonbench.apps.analysis.recipe_workers import cpus
+from bonbench.apps.analysis.recipe_workers import default_workers
 from bonbench.apps.analysis.recipe_write import recipe_json
 from bonbench.apps.analysis.synthetic import write_synthetic_run
 from bonbench.pipeline.run_columns import COLUMNS
@@ -115,7 +115,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=64)
     parser.add_argument("--rules", default="maj,bon", help="the recipe's --rules (default maj,bon, as the command's)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the cold run that reads every row")
-    parser.add_argument("--workers", type=int, default=cpus(), help="the parallel arm's processes (default: one per CPU)")
+    parser.add_argument("--workers", type=int, default=default_workers(), help="the parallel arm's processes")
     parser.add_argument("--evict", action="store_true", help="drop the run files from the page cache before each cold run")
     parser.add_argument("--profile", action="store_true", help="print the 15 costliest calls of the first cold run")
     args = parser.parse_args()

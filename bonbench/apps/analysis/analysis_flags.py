@@ -129,7 +129,7 @@ class RecipeRequest:
     seed: int = setting(0, range=flags.AT_LEAST_0, help="bootstrap seed")
     workers: int | None = setting(
         None, range=flags.AT_LEAST_1, help="processes that compute the runs' tables not kept yet "
-                                           "(default: one per CPU; 1: this process alone)")
+                                           "(default: one per CPU, at most 8; 1: this process alone)")
 
 
 def register(subparsers: Any) -> None:

@@ -43,12 +43,18 @@ def table_of(run: RunData, spec: TableSpec) -> RunTable:
     return run_table(run, spec, search_table if is_search(run) else adaptive_table if is_adaptive(run) else None)
 
 
-def cpus() -> int:
-    """The CPUs this process may run on."""
+# each child holds one run's rows and outcomes at a time (a few hundred MB at 5,000 x 64), so a
+# many-core machine does not get one per CPU
+MAX_WORKERS = 8
+
+
+def default_workers() -> int:
+    """One process per CPU this process may run on, at most ``MAX_WORKERS``."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_WORKERS))
 
 
 def _cache_writable() -> bool:

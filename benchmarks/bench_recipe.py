@@ -4,7 +4,8 @@ Writes the synthetic runs (``bonbench.apps.analysis.synthetic``: the store's lay
 counts, answers and a verifier with scores in [0, 1], and the ``columns.npz`` a scoring writes)
 into a temporary folder, then times ``build_recipe`` over all of them for three budgets, in turns:
 cold (no table kept: each run's columns read and its estimators computed) in this process alone
-(``--workers 1``) and with one process per CPU (the command's default, ``recipe_workers``), warm
+(``--workers 1``) and with one process per CPU (the command's default, ``recipe_workers``; both
+``--repeat`` times in turns, since the other users' load changes from minute to minute), warm
 (the tables ``recipe_table`` keeps), and cold again without the columns (every run's rows read:
 the baseline, as for an imported or old run; ``--no-baseline`` skips it), and checks that the
 cold recipes are the same JSON. The writing is not timed.
@@ -116,6 +117,7 @@ def main() -> None:
     parser.add_argument("--rules", default="maj,bon", help="the recipe's --rules (default maj,bon, as the command's)")
     parser.add_argument("--no-baseline", action="store_true", help="skip the cold run that reads every row")
     parser.add_argument("--workers", type=int, default=default_workers(), help="the parallel arm's processes")
+    parser.add_argument("--repeat", type=int, default=1, help="cold turns of the two arms (each turn: 1 process, then N)")
     parser.add_argument("--evict", action="store_true", help="drop the run files from the page cache before each cold run")
     parser.add_argument("--profile", action="store_true", help="print the 15 costliest calls of the first cold run")
     args = parser.parse_args()
@@ -138,6 +140,12 @@ def main() -> None:
         _, warm = timed(root, Path(tmp) / "cache-par", rules, args.workers)  # warm: the kept tables
         times = [("cold, 1 process (columns read, estimators computed)", one),
                  (f"cold, {args.workers} processes", par), ("warm (tables kept)", warm)]
+        ratios = [par[0] / one[0]]
+        for r in range(1, args.repeat):  # the arms in turns again, each cold in a cache of its own
+            _, one_r = cold(f"cache-1-{r}", 1)
+            _, par_r = cold(f"cache-par-{r}", args.workers)
+            times += [(f"cold, 1 process, turn {r + 1}", one_r), (f"cold, {args.workers} processes, turn {r + 1}", par_r)]
+            ratios.append(par_r[0] / one_r[0])
         same = json.dumps(recipe_json(par_recipe)) == json.dumps(recipe_json(recipe))
         print(f"the recipe JSON with 1 and {args.workers} processes: {'identical' if same else 'DIFFERENT'}")
         if not args.no_baseline:
@@ -154,7 +162,7 @@ def main() -> None:
         print(f"recipe {what}: {len(recipe.strategies)} strategies, {len(recipe.choices)} choices in {secs:.2f} s "
               f"wall ({secs / TARGET_S:.3f} of the {TARGET_S:.0f} s target{size}), {cpu:.2f} s CPU; main thread "
               f"waiting for a CPU {wait:.2f} s, for the disk or the workers {other:.2f} s")
-    print(f"cold with {args.workers} processes / with 1: {par[0] / one[0]:.3f} wall ({one[0] / par[0]:.2f} times faster)")
+    print(f"cold with {args.workers} processes / with 1, wall, each turn: {' '.join(f'{x:.3f}' for x in ratios)}")
     if not args.no_baseline:
         print(f"cold with columns / cold reading rows: {one[0] / base[0]:.3f} wall, {one[1] / base[1]:.3f} CPU "
               f"({base[0] / one[0]:.1f} times faster)")

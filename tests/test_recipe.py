@@ -101,11 +101,14 @@ def test_the_chosen_point_is_the_brute_force_best_within_the_budget(runs: dict[s
             continue
         assert choice.runner_up is not None and choice.runner_up.value == pytest.approx(fits[1][1], abs=1e-12)
         runner = by_key[(choice.runner_up.model, choice.runner_up.N, choice.runner_up.rule)]
+        # every interval of the budgets' choices is bootstrapped in one resampling: each as it would be alone
+        assert choice.runner_up.ci95 == pytest.approx(bootstrap_ci(runner[5], n_boot=200, seed=0), abs=1e-12)
         assert choice.diff is not None
         d, lo, hi, _ = paired_bootstrap_diff(best[5], runner[5], n_boot=200)
         assert choice.diff == pytest.approx((d, lo, hi), abs=1e-12)
         # the oracle's bound is pass@N within the budget, never the choice
         assert choice.oracle_bound is not None and choice.oracle_bound.rule == "pass"
+        assert choice.oracle_bound.ci95 is not None and choice.oracle_bound.ci95[0] <= choice.oracle_bound.value
         assert choice.oracle_bound.value >= choice.best.value - 1e-12
     bound = recipe.choices[-1].oracle_bound
     assert bound is not None and bound.value == pytest.approx(

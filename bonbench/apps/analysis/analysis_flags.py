@@ -127,6 +127,9 @@ class RecipeRequest:
     json: bool = setting(False, help="print the JSON document instead of the table")
     n_boot: int = setting(1000, range=flags.AT_LEAST_1, help="bootstrap resamples per CI and paired difference")
     seed: int = setting(0, range=flags.AT_LEAST_0, help="bootstrap seed")
+    workers: int | None = setting(
+        None, range=flags.AT_LEAST_1, help="processes that compute the runs' tables not kept yet "
+                                           "(default: one per CPU, at most 8; 1: this process alone)")
 
 
 def register(subparsers: Any) -> None:

@@ -31,6 +31,7 @@ from bonbench.apps.analysis.leaderboard import build_leaderboard
 from bonbench.apps.analysis.leaderboard_write import write_leaderboard
 from bonbench.apps.analysis.model_params import parse_params
 from bonbench.apps.analysis.recipe import build_recipe
+from bonbench.apps.analysis.recipe_workers import default_workers
 from bonbench.apps.analysis.recipe_write import format_table, recipe_json, write_recipe
 from bonbench.core import outputs, settings
 from bonbench.core.errors import BonbenchError
@@ -104,7 +105,8 @@ def cmd_recipe(args: argparse.Namespace) -> int:
     outputs.check_writable_dir(out)
     recipe = build_recipe(list(req.results), list(req.budgets), task=req.task, cost=req.cost,
                           params=parse_params(req.params), by=req.by, base_run=req.base_run, bom_share=req.bom_share,
-                          n_boot=req.n_boot, seed=req.seed, rules=req.rules)
+                          n_boot=req.n_boot, seed=req.seed, rules=req.rules,
+                          workers=default_workers() if req.workers is None else req.workers)
     with outputs.staged_dir(out) as stage:
         written = write_recipe(recipe, stage)
     print(json.dumps(recipe_json(recipe), indent=2) if req.json else format_table(recipe))

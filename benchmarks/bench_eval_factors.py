@@ -58,7 +58,7 @@ def main() -> None:
     from bonbench.apps.trainer.evaluate import policy_fingerprint
     from bonbench.apps.trainer.policy import Policy
     from bonbench.apps.trainer.setup import eval_request
-    from bonbench.apps.trainer.vllm_rollout import VLLMRollouts, _EngineSampler
+    from bonbench.apps.trainer.vllm_rollout import EngineSampler, VLLMRollouts
     from bonbench.core.models import resolve_model
     from bonbench.plugins.samplers import vllm_cpu_lora
     from bonbench.plugins.samplers.vllm import VLLMSampler
@@ -89,7 +89,7 @@ def main() -> None:
             elif arm.startswith("eval"):
                 samplers[arm, r] = rollouts.evaluation_sampler(name, fingerprint, model.is_chat)
             else:
-                samplers[arm, r] = _EngineSampler(rollouts.engine, None if arm in ("base", "seeded") else rollouts.export(),
+                samplers[arm, r] = EngineSampler(rollouts.engine, None if arm in ("base", "seeded") else rollouts.export(),
                                                   seed_each_sample=arm == "seeded", model=name, fingerprint=fingerprint)
     rollouts.policy = None
     gc.collect()
@@ -108,7 +108,7 @@ def main() -> None:
         for arm in arms:
             sampler = samplers[arm, r]
             if arm in engines:
-                sampler = _EngineSampler(engines[arm], None, model=sampler[0], fingerprint=sampler[1])
+                sampler = EngineSampler(engines[arm], None, model=sampler[0], fingerprint=sampler[1])
             for kernel, fn in (vllm_kernels if arm.endswith("-vllm") else vllm_cpu_lora.KERNELS).items():
                 setattr(punica_cpu, kernel, fn)
             (engines.get(arm) or rollouts.engine).llm.reset_prefix_cache()

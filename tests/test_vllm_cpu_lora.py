@@ -72,8 +72,10 @@ def test_one_broadcast_row_expands_as_vllm_does() -> None:
 def test_install_points_the_cpu_wrapper_at_these_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     from vllm.lora.punica_wrapper import punica_cpu
 
-    for name in vllm_cpu_lora.KERNELS:  # restored after the test
-        monkeypatch.setattr(punica_cpu, name, getattr(punica_cpu, name))
+    # vLLM's own ops first (an earlier real LoRA engine in this process may have installed ours), and
+    # restored after the test
+    for name in vllm_cpu_lora.KERNELS:
+        monkeypatch.setattr(punica_cpu, name, getattr(torch_ops, name))
     assert punica_cpu.bgmv_shrink is torch_ops.bgmv_shrink
     assert vllm_cpu_lora.install()
     assert all(getattr(punica_cpu, name) is fn for name, fn in vllm_cpu_lora.KERNELS.items())

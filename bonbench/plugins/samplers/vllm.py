@@ -76,6 +76,7 @@ from bonbench.core.errors import BonbenchError
 from bonbench.core.models import ResolvedModel
 from bonbench.core.reasoning import reasoning_token_count
 from bonbench.core.records import Prompt, Sample
+from bonbench.plugins.samplers import vllm_cpu_lora
 from bonbench.plugins.samplers.engine_log import engine_output
 
 
@@ -145,9 +146,6 @@ class VLLMSampler:
             vllm = import_vllm()
             self._vllm = vllm
             if kwargs.get("enable_lora") and not _has_cuda():
-                # imported here: it imports torch, which planning a run must not (test_run_resolve)
-                from bonbench.plugins.samplers import vllm_cpu_lora
-
                 vllm_cpu_lora.install()  # vLLM's CPU LoRA ops copy the adapter once per token (that module)
             self.llm = vllm.LLM(**kwargs)
             self.tokenizer = self.llm.get_tokenizer()

@@ -23,9 +23,10 @@ This module imports vllm only inside ``install``; it builds no engine.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # tensor methods only at run time: importing this module (the vllm sampler does) loads no torch
+    import torch
 
 
 def _slot(weights: torch.Tensor, slot: int, dtype: torch.dtype) -> torch.Tensor:
@@ -37,7 +38,7 @@ def _slot(weights: torch.Tensor, slot: int, dtype: torch.dtype) -> torch.Tensor:
 def lora_products(inputs: torch.Tensor, weights: torch.Tensor, indices: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Row t is ``inputs[t] @ weights[indices[t]].T`` in ``dtype``: one matrix product per distinct slot."""
     x = inputs.to(dtype)
-    slots = torch.unique(indices).tolist()
+    slots = indices.unique().tolist()
     if len(slots) == 1:
         return x @ _slot(weights, slots[0], dtype).T
     out = x.new_empty((x.shape[0], weights.shape[-2]))
@@ -77,14 +78,14 @@ def bgmv_expand_slice(inputs: torch.Tensor, lora_b_weights: torch.Tensor, output
 def sgmv_shrink(inputs: torch.Tensor, lora_a_weights: torch.Tensor, output_tensor: torch.Tensor,
                 b_seq_start_loc: torch.Tensor, seq_len_tensor: torch.Tensor, lora_indices_tensor: torch.Tensor,
                 batches: int, max_seq_length: int, token_nums: int, scaling: float) -> None:
-    bgmv_shrink(inputs, lora_a_weights, output_tensor, torch.repeat_interleave(lora_indices_tensor, seq_len_tensor),
+    bgmv_shrink(inputs, lora_a_weights, output_tensor, lora_indices_tensor.repeat_interleave(seq_len_tensor),
                 scaling)
 
 
 def sgmv_expand(inputs: torch.Tensor, lora_b_weights: torch.Tensor, output_tensor: torch.Tensor,
                 b_seq_start_loc: torch.Tensor, seq_len_tensor: torch.Tensor, lora_indices_tensor: torch.Tensor,
                 batches: int, max_seq_length: int, token_nums: int, add_inputs: bool = False) -> None:
-    bgmv_expand(inputs, lora_b_weights, output_tensor, torch.repeat_interleave(lora_indices_tensor, seq_len_tensor),
+    bgmv_expand(inputs, lora_b_weights, output_tensor, lora_indices_tensor.repeat_interleave(seq_len_tensor),
                 add_inputs)
 
 
@@ -93,7 +94,7 @@ def sgmv_expand_slice(inputs: torch.Tensor, lora_b_weights: torch.Tensor, output
                       batches: int, max_seq_length: int, token_nums: int, slice_offset: int, slice_size: int,
                       add_inputs: bool = False) -> None:
     bgmv_expand_slice(inputs, lora_b_weights, output_tensor,
-                      torch.repeat_interleave(lora_indices_tensor, seq_len_tensor), slice_offset, slice_size, add_inputs)
+                      lora_indices_tensor.repeat_interleave(seq_len_tensor), slice_offset, slice_size, add_inputs)
 
 
 KERNELS = {f.__name__: f for f in (bgmv_shrink, bgmv_expand, bgmv_expand_slice, sgmv_shrink, sgmv_expand,
